@@ -1,0 +1,48 @@
+# Every target works on a fresh machine that has only Python >= 3.11 and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP_RUN := $(VENV)/.installed-run
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: demo test verify lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP_RUN): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(STAMP_DEV): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(STAMP_RUN)
+
+## demo: run the main job on the built-in offline `scripted` provider in a temp project
+demo: $(STAMP_RUN)
+	$(BIN)/python -m ai_sdlc.demo
+
+## test: run every test
+test: $(STAMP_DEV)
+	$(BIN)/python -m pytest
+
+## verify: lint, format check, strict typing, tests (what CI and reviewers trust)
+verify: $(STAMP_DEV)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+format: $(STAMP_DEV)
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+## bench: the benchmarks under bench/ (print figures and ratios; not part of the test suite)
+bench: $(STAMP_DEV)
+	$(BIN)/python bench/bench_status.py
+	$(BIN)/python bench/bench_resilience.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,3 @@
+from ai_sdlc.cli.app import main
+
+main()

@@ -1,0 +1,121 @@
+"""The `ai-sdlc` typer app: global options, command registration, error → exit code mapping.
+
+Each command lives in its own module under `ai_sdlc.cli` and exposes `register(app)`.
+Commands are thin: parse, call the core, render through `Terminal`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ai_sdlc import __version__
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.errors import AiSdlcError, ExitCode
+
+#: Modules under ai_sdlc.cli that each define `register(app: typer.Typer) -> None`.
+COMMAND_MODULES: tuple[str, ...] = (
+    "init",
+    "add",
+    "status",
+    "show",
+    "unblock",
+    "config_cmd",
+)
+
+app = typer.Typer(
+    name="ai-sdlc",
+    help="Take markdown stories through refine → research → plan → implement → review with AI "
+    "agents, with guardrails that stop runaway recovery loops.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+)
+
+
+class AppState:
+    """Options shared by every command (set by the root callback)."""
+
+    project: Path = Path.cwd()
+
+
+STATE = AppState()
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"ai-sdlc {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            "-C",
+            help="Project folder holding .ai-sdlc (default: the current folder, or "
+            "AI_SDLC_PROJECT).",
+            envvar="AI_SDLC_PROJECT",
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    STATE.project = (project or Path.cwd()).resolve()
+
+
+def project_root() -> Path:
+    return STATE.project
+
+
+def _register_all() -> None:
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"ai_sdlc.cli.{name}")
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console-script entry point: run the app, map our errors to exit codes."""
+    try:
+        rc = app(standalone_mode=False)
+    except AiSdlcError as exc:
+        Terminal().error(exc.message, hint=exc.hint)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        Terminal().error("interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except BrokenPipeError:
+        # Output closed early (e.g. `| head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(int(ExitCode.FAILURE))
+    except Exception as exc:  # click usage errors and aborts come through here
+        _handle_click_exception(exc)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _handle_click_exception(exc: Exception) -> None:
+    # typer vendors click; its exceptions carry `exit_code` and `show()`.
+    show = getattr(exc, "show", None)
+    exit_code = getattr(exc, "exit_code", None)
+    if callable(show) and isinstance(exit_code, int):
+        show()
+        sys.exit(exit_code)
+    if type(exc).__name__ == "Abort":
+        Terminal().error("aborted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    raise exc

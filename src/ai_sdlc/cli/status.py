@@ -1,0 +1,7 @@
+"""placeholder during bootstrap"""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

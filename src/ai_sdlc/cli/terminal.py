@@ -1,0 +1,101 @@
+"""The one place that writes to the terminal.
+
+Human output and errors go to stderr (rich when a terminal is attached, plain text otherwise,
+no colour under NO_COLOR); machine output (`--json`) goes to stdout as plain JSON or NDJSON.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def to_json(value: Any, *, indent: int | None = None) -> str:
+    """JSON text for any value we print: dates as ISO strings, no ANSI, UTF-8 kept."""
+    return json.dumps(value, default=_json_default, ensure_ascii=False, indent=indent)
+
+
+class Terminal:
+    def __init__(
+        self,
+        *,
+        json_mode: bool = False,
+        stdout: IO[str] | None = None,
+        stderr: IO[str] | None = None,
+    ) -> None:
+        self.json_mode = json_mode
+        self._stdout = stdout if stdout is not None else sys.stdout
+        err = stderr if stderr is not None else sys.stderr
+        no_color = bool(os.environ.get("NO_COLOR"))
+        self.is_tty = err.isatty()
+        self.console = Console(
+            file=err,
+            highlight=False,
+            no_color=no_color,
+            force_terminal=None if self.is_tty else False,
+            soft_wrap=not self.is_tty,
+            emoji=False,
+        )
+
+    # --- human output (stderr) ---------------------------------------------------------
+    def line(self, text: str = "", *, style: str | None = None) -> None:
+        if style and self.is_tty:
+            self.console.print(escape(text), style=style)
+        else:
+            self.console.print(escape(text))
+
+    def info(self, text: str) -> None:
+        self.line(text)
+
+    def success(self, text: str) -> None:
+        self.line(text, style="green")
+
+    def warn(self, text: str) -> None:
+        self.line(f"warning: {text}", style="yellow")
+
+    def error(self, text: str, *, hint: str | None = None) -> None:
+        self.line(f"error: {text}", style="bold red")
+        if hint:
+            self.line(f"  hint: {hint}")
+
+    def render(self, renderable: Any) -> None:
+        """Print a rich renderable (table, panel) to stderr."""
+        self.console.print(renderable)
+
+    @contextmanager
+    def status(self, text: str) -> Iterator[None]:
+        """A spinner on a terminal; one plain line otherwise."""
+        if self.is_tty and not self.json_mode:
+            with self.console.status(escape(text)):
+                yield
+        else:
+            self.line(text)
+            yield
+
+    # --- machine output (stdout) -------------------------------------------------------
+    def json(self, value: Any) -> None:
+        self._stdout.write(to_json(value, indent=2) + "\n")
+        self._stdout.flush()
+
+    def ndjson(self, value: Any) -> None:
+        self._stdout.write(to_json(value) + "\n")
+        self._stdout.flush()

@@ -1,0 +1,100 @@
+"""Named exit codes and the error types that carry them.
+
+Every failure a user can cause or meet is one of these; the CLI turns it into a message on
+stderr and its exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    INVALID_INPUT = 3
+    PROVIDER_UNAVAILABLE = 4
+    BLOCKED = 5
+    HALTED = 6
+    INTERRUPTED = 130
+
+
+class AiSdlcError(Exception):
+    """Base of every error with a user-facing message and an exit code."""
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class UsageError(AiSdlcError):
+    """Bad arguments on the command line (e.g. an id that is not a story id)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InvalidInputError(AiSdlcError):
+    """A story, config or rules file that cannot be used as it is."""
+
+    exit_code = ExitCode.INVALID_INPUT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = ""
+        if path is not None:
+            where = path
+            if line is not None:
+                where += f":{line}"
+                if column is not None:
+                    where += f":{column}"
+            where += ": "
+        super().__init__(where + message, hint=hint)
+        self.path = path
+        self.line = line
+        self.column = column
+
+
+class StoryNotFoundError(AiSdlcError):
+    exit_code = ExitCode.FAILURE
+
+
+class ProviderUnavailableError(AiSdlcError):
+    """The configured agent provider cannot be used here (missing key, binary or extra)."""
+
+    exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class StoryBlockedError(AiSdlcError):
+    """A guardrail blocked the story; a human must unblock it."""
+
+    exit_code = ExitCode.BLOCKED
+
+    def __init__(self, message: str, *, story_id: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.story_id = story_id
+
+
+class RunHaltedError(AiSdlcError):
+    """A run-level stop condition halted a multi-story run (resumable)."""
+
+    exit_code = ExitCode.HALTED
+
+
+class BusyError(AiSdlcError):
+    """Another process holds the run lock for this story."""
+
+    exit_code = ExitCode.FAILURE

@@ -1,0 +1,202 @@
+"""The provider seam: one request type, one result type, one `execute` method, typed errors.
+
+Every backend (scripted, dry-run, openai, anthropic, claude, command) implements `Provider`.
+Retrying is never a provider's business: providers raise `TransientProviderError` and the
+resilience layer decides, so every retry is ours and counted on the story.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from ai_sdlc.errors import AiSdlcError, ExitCode
+
+
+class Phase(StrEnum):
+    REFINE = "refine"
+    RESEARCH = "research"
+    PLAN = "plan"
+    IMPLEMENT = "implement"
+    REVIEW = "review"
+    REWORK = "rework"
+
+
+class Access(StrEnum):
+    READ_ONLY = "read-only"
+    EDIT = "edit"
+
+
+#: Phases that may change files in the workspace; every other phase is read-only.
+EDIT_PHASES = frozenset({Phase.IMPLEMENT, Phase.REWORK})
+
+
+def access_for(phase: Phase) -> Access:
+    return Access.EDIT if phase in EDIT_PHASES else Access.READ_ONLY
+
+
+#: Called by a provider for things worth showing live or logging (tool calls, streamed
+#: events). `name` is a short event name, `data` JSON-serialisable.
+EventSink = Callable[[str, dict[str, Any]], None]
+
+#: Called by a provider whose backend retried an API call by itself (e.g. the `claude` CLI
+#: reports `api_retry` events) with (delay_seconds, reason). It records the retry as an
+#: `api_retry` recovery attempt and raises `StoryBlockedError` when the global limit is
+#: reached, which the provider must let propagate after stopping its backend.
+RetryReporter = Callable[[float, str], None]
+
+
+T = TypeVar("T")
+
+
+class CallGuard(Protocol):
+    """Runs ONE backend API call (or one CLI-agent invocation) under the `llm` resilience policy.
+
+    The runner supplies it: it retries transient errors with backoff, records every retry as an
+    `api_retry` recovery attempt on the story, and raises `StoryBlockedError` when the global
+    limit is reached. Providers must route every call through it and never retry themselves.
+    """
+
+    def __call__(self, fn: Callable[[], T], /) -> T: ...
+
+
+def direct_call(fn: Callable[[], T], /) -> T:
+    """The guard used when none is given (unit tests of a provider alone): no retry."""
+    return fn()
+
+
+@dataclass(frozen=True)
+class ProviderRequest:
+    phase: Phase
+    prompt: str
+    system_prompt: str
+    workspace: Path
+    access: Access
+    timeout: float
+    story_id: str
+    #: 1-based count of calls of this phase for this story (scripted rules match on it).
+    attempt: int = 1
+    model: str | None = None
+    #: Structured facts for the agent beyond the prompt, e.g. for review:
+    #: {"verification_passed": bool, "workspace_changed": bool, "verification_output": str}.
+    context: Mapping[str, Any] = field(default_factory=dict)
+    guard: CallGuard = direct_call
+    on_event: EventSink | None = None
+    on_backend_retry: RetryReporter | None = None
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+
+
+@dataclass
+class ProviderResult:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    duration: float = 0.0
+    #: Relative paths the provider wrote in the workspace (informational).
+    files_changed: list[str] = field(default_factory=list)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+TRANSIENT_KINDS = ("rate_limit", "overloaded", "server", "timeout", "connection")
+
+
+class ProviderError(AiSdlcError):
+    """Base of every provider failure. `kind` is a short machine-readable name."""
+
+    kind: str = "provider"
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class TransientProviderError(ProviderError):
+    """Worth retrying: rate limit (with a hint), overload, server error, timeout, connection."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> None:
+        if kind not in TRANSIENT_KINDS:
+            raise ValueError(f"unknown transient kind {kind!r}")
+        super().__init__(message, status=status)
+        self.kind = kind
+        self.retry_after = retry_after
+
+
+class ProviderAuthError(ProviderError):
+    """Missing or rejected credentials, or no permission. Never retried."""
+
+    kind = "auth"
+    exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class ProviderConfigError(ProviderError):
+    """The provider is not set up (missing binary, extra, model name). Never retried."""
+
+    kind = "config"
+    exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class ProviderRequestError(ProviderError):
+    """The request itself is wrong (invalid request, context too long). Never retried."""
+
+    kind = "request"
+
+
+class ProviderLimitError(ProviderError):
+    """A spend cap or quota that will not clear by retrying. Never retried."""
+
+    kind = "limit"
+
+
+# --- the base class -----------------------------------------------------------------------
+
+
+@dataclass
+class ProviderStatus:
+    """What `ai-sdlc doctor` says of a provider."""
+
+    name: str
+    usable: bool
+    reason: str
+
+
+class Provider(abc.ABC):
+    """One backend. Subclasses set `name` and implement `execute`."""
+
+    name: ClassVar[str]
+    #: True for the offline/simulated providers, so output can say that no AI was involved.
+    simulated: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def execute(self, request: ProviderRequest) -> ProviderResult:
+        """Run one agent phase. Raise a `ProviderError` subclass on failure, never retry."""
+
+    def status(self) -> ProviderStatus:
+        return ProviderStatus(self.name, True, "built in")
