@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP_RUN): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[demo]'
 	touch $@
 
 $(STAMP_DEV): $(BIN)/python pyproject.toml

@@ -26,6 +26,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "show",
     "unblock",
     "config_cmd",
+    "run",
+    "approve",
+    "metrics",
+    "doctor",
 )
 
 app = typer.Typer(

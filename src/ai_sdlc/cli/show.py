@@ -1,7 +1,78 @@
-"""placeholder during bootstrap"""
+"""`ai-sdlc show <id>` (alias `details`): every counter, the recovery breakdown, the block,
+the phase flags."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
 
 import typer
 
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.config import load_config
+from ai_sdlc.workflow.ledger import KIND_LABELS, breakdown_text
+
+COUNTERS = (
+    "total_recovery_attempts",
+    "implementation_retry_count",
+    "retry_count",
+    "refinement_count",
+)
+FLAGS = ("research_complete", "plan_complete", "implementation_complete", "reviews_complete")
+
+StoryArg = Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")]
+
+
+def details_of(story: Any, limit: int) -> dict[str, Any]:
+    counters = {name: story.counter(name) for name in COUNTERS}
+    breakdown = {kind: story.recovery_breakdown.get(kind, 0) for kind in KIND_LABELS}
+    for kind, n in story.recovery_breakdown.items():
+        breakdown.setdefault(kind, n)
+    return {
+        "id": story.id,
+        "path": str(story.path),
+        "frontmatter": story.to_json(),
+        "counters": counters,
+        "recovery_breakdown": breakdown,
+        "global_recovery_limit": limit,
+        "phases": {flag: bool(story.frontmatter.get(flag)) for flag in FLAGS},
+        "blocked": story.status == "blocked",
+        "blocked_reason": story.frontmatter.get("blocked_reason"),
+        "blocked_at": story.to_json().get("blocked_at"),
+    }
+
+
+def show(story_ref: StoryArg, json: JsonOption = False) -> None:
+    """Show one story in full."""
+    out = terminal(json)
+    store = open_store()
+    story = store.get(store.resolve(story_ref))
+    limit = int(load_config(store.root).get("limits.global_recovery"))
+    info = details_of(story, limit)
+    if json:
+        out.json(info)
+        return
+    fm = story.frontmatter
+    out.line(f"{story.id}  {story.title}", style="bold")
+    out.line(f"  status:    {story.status}")
+    for key in ("type", "priority", "labels", "created", "updated", "branch"):
+        if key in fm and fm[key] not in (None, [], ""):
+            value = ", ".join(map(str, fm[key])) if isinstance(fm[key], list) else fm[key]
+            out.line(f"  {key + ':':<10} {value}")
+    out.line("  phases:    " + "  ".join(
+        f"{flag.removesuffix('_complete')} {'✓' if done else '·'}"
+        for flag, done in info["phases"].items()
+    ))
+    total = info["counters"]["total_recovery_attempts"]
+    out.line(f"  recovery:  {total}/{limit} ({breakdown_text(total, story.recovery_breakdown)})")
+    for name in COUNTERS[1:]:
+        out.line(f"    {name}: {info['counters'][name]}")
+    if info["blocked"]:
+        out.line(f"  blocked:   {info['blocked_reason'] or 'no reason recorded'}", style="red")
+        if info["blocked_at"]:
+            out.line(f"  since:     {info['blocked_at']}")
+    out.line(f"  file:      {story.path}")
+
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("show")(show)
+    app.command("details", help="Alias of 'show'.")(show)

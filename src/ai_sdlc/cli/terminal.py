@@ -96,6 +96,11 @@ class Terminal:
         self._stdout.write(to_json(value, indent=2) + "\n")
         self._stdout.flush()
 
+    def result(self, text: str) -> None:
+        """A plain result line on stdout, for scripts (e.g. the id `add` created)."""
+        self._stdout.write(text + "\n")
+        self._stdout.flush()
+
     def ndjson(self, value: Any) -> None:
         self._stdout.write(to_json(value) + "\n")
         self._stdout.flush()

@@ -1,7 +1,49 @@
-"""placeholder during bootstrap"""
+"""`ai-sdlc unblock <id> [--reset-retries]`: a human clears a guardrail's block."""
+
+from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.show import StoryArg
+from ai_sdlc.workflow.ledger import unblock as unblock_story
+
+
+def unblock(
+    story_ref: StoryArg,
+    reset_retries: Annotated[
+        bool,
+        typer.Option(
+            "--reset-retries",
+            help="Also set every recovery counter and the breakdown to 0. Without it the "
+            "counters stay, so the next recovery blocks again.",
+        ),
+    ] = False,
+    json: JsonOption = False,
+) -> None:
+    """Clear a story's block."""
+    out = terminal(json)
+    store = open_store()
+    story_id = store.resolve(story_ref)
+    store.get(story_id)  # a bad story file fails here (exit 3) before any edit
+    result = unblock_story(store, story_id, reset_retries=reset_retries)
+    if json:
+        out.json(result)
+        return
+    if result["was_blocked"]:
+        out.success(f"Unblocked {story_id} (now {result['status']}).")
+    else:
+        out.info(f"{story_id} was not blocked.")
+    if reset_retries:
+        out.info("Recovery counters reset to 0.")
+    elif result["total_recovery_attempts"]:
+        out.info(
+            f"Recovery counter stays at {result['total_recovery_attempts']}; "
+            "use --reset-retries to start from 0."
+        )
+
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("unblock")(unblock)

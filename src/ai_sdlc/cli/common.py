@@ -1,0 +1,35 @@
+"""Pieces every command shares: the `--json` option, the terminal, the project's store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ai_sdlc.cli.app import project_root
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.errors import AiSdlcError
+from ai_sdlc.store import StoryStore
+
+#: The one output option: plain JSON on stdout instead of human output on stderr.
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON on stdout instead of human output.")
+]
+
+
+def terminal(json_mode: bool = False) -> Terminal:
+    return Terminal(json_mode=json_mode)
+
+
+class NotInitializedError(AiSdlcError):
+    pass
+
+
+def open_store(*, must_exist: bool = True) -> StoryStore:
+    store = StoryStore(project_root())
+    if must_exist and not store.is_initialized():
+        raise NotInitializedError(
+            f"no ai-sdlc project in {store.root}",
+            hint="run 'ai-sdlc init' here, or pass --project <folder>",
+        )
+    return store

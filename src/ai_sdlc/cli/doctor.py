@@ -1,0 +1,179 @@
+"""`ai-sdlc doctor`: which agent providers are usable here and why not, and the effective AI
+config, without ever printing a secret (keys show as "set" or "not set", never their value).
+
+Exits 4 (provider unavailable) when the provider a run would use cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+
+from ai_sdlc.cli.app import project_root
+from ai_sdlc.cli.common import JsonOption, terminal
+from ai_sdlc.errors import AiSdlcError, ProviderUnavailableError
+
+_SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential", re.IGNORECASE)
+_ENV_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+_ENV_PLAIN = ("AI_SDLC_PROVIDER", "AI_SDLC_MODEL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+_BUILT_IN = {
+    "scripted": "built in: offline, simulated answers (no AI involved)",
+    "dry-run": "built in: prints prompts, calls nothing",
+}
+
+
+def _safe_url(value: str) -> str:
+    """A URL without user:password@ (the only secret a base URL can carry)."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return "(unparseable URL)"
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return value
+
+
+def redact_config(value: Any, key: str = "") -> Any:
+    """The config with every secret-looking value masked."""
+    from ai_sdlc.providers.errors_map import redact
+
+    if isinstance(value, Mapping):
+        return {str(k): redact_config(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_config(v, key) for v in value]
+    if isinstance(value, str):
+        if _SECRET_KEY.search(key) and not key.endswith("_env"):
+            return "***"
+        if "://" in value:
+            return _safe_url(value)
+        return redact(value)
+    return value
+
+
+def _statuses(root: Path, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from ai_sdlc.providers.anthropic_provider import AnthropicProvider
+    from ai_sdlc.providers.base import Provider
+    from ai_sdlc.providers.claude_provider import ClaudeProvider
+    from ai_sdlc.providers.command_provider import CommandProvider
+    from ai_sdlc.providers.openai_provider import OpenAIProvider
+
+    rows = [{"name": name, "usable": True, "reason": why} for name, why in _BUILT_IN.items()]
+    classes: list[type[Provider]] = [
+        OpenAIProvider,
+        AnthropicProvider,
+        ClaudeProvider,
+        CommandProvider,
+    ]
+    for cls in classes:
+        factory: Any = cls
+        try:
+            status = factory(root, settings).status()
+            rows.append({"name": status.name, "usable": status.usable, "reason": status.reason})
+        except AiSdlcError as exc:
+            rows.append({"name": cls.name, "usable": False, "reason": exc.message})
+    return rows
+
+
+def build_report(
+    root: Path,
+    environ: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+) -> dict[str, Any]:
+    """Everything `doctor` prints, as plain data (secrets already masked)."""
+    from ai_sdlc.config import load_config
+    from ai_sdlc.providers.selection import choose_provider_name, resolve_model
+
+    env = os.environ if environ is None else environ
+    problems: list[str] = []
+    try:
+        config = load_config(root, environ=env)
+        settings: dict[str, Any] = config.section("ai")
+        limits = config.section("limits")
+    except AiSdlcError as exc:
+        problems.append(f"config: {exc.message}")
+        settings, limits = {}, {}
+    name, source, notice = choose_provider_name(
+        flag=None, settings=settings, environ=env, which=which
+    )
+    rows = _statuses(root, settings)
+    chosen = next((r for r in rows if r["name"] == name), None)
+    if chosen is None:
+        problems.append(f"unknown provider {name!r} (from {source})")
+    environment = {k: ("set" if env.get(k) else "not set") for k in _ENV_SECRETS}
+    for k in _ENV_PLAIN:
+        environment[k] = _safe_url(env[k]) if env.get(k) else "not set"
+    return {
+        "project": str(root),
+        "selected": {
+            "provider": name,
+            "source": source,
+            "model": resolve_model(name, settings, None, env),
+            "usable": bool(chosen and chosen["usable"]),
+            "reason": chosen["reason"] if chosen else "unknown provider",
+            "notice": notice,
+        },
+        "providers": rows,
+        "environment": environment,
+        "config": {
+            "ai": redact_config(settings),
+            "limits": {
+                k: limits.get(k)
+                for k in ("phase_timeout", "story_tokens", "story_cost_usd", "run_cost_usd")
+            },
+        },
+        "problems": problems,
+    }
+
+
+def _render_text(out: Any, report: dict[str, Any]) -> None:
+    from ai_sdlc.cli.terminal import to_json
+
+    sel = report["selected"]
+    out.line(f"provider: {sel['provider']} (from {sel['source']}), model: {sel['model'] or '-'}")
+    if sel["notice"]:
+        out.warn(sel["notice"])
+    out.line("")
+    out.line("providers:")
+    for row in report["providers"]:
+        mark = "ok " if row["usable"] else "-- "
+        out.line(f"  {mark}{row['name']:<10} {row['reason']}")
+    out.line("")
+    out.line("environment:")
+    for key, value in report["environment"].items():
+        out.line(f"  {key}: {value}")
+    out.line("")
+    out.line("effective config (secrets masked):")
+    for line in to_json(report["config"], indent=2).splitlines():
+        out.line(f"  {line}")
+    for problem in report["problems"]:
+        out.warn(problem)
+
+
+def doctor(json: JsonOption = False) -> None:
+    """Show which agent providers are usable here, and the effective AI config."""
+    out = terminal(json)
+    report = build_report(project_root())
+    if json:
+        out.json(report)
+    else:
+        _render_text(out, report)
+    sel = report["selected"]
+    if not sel["usable"]:
+        raise ProviderUnavailableError(
+            f"the selected provider {sel['provider']!r} is not usable: {sel['reason']}",
+            hint="fix the above, or choose another with --provider / AI_SDLC_PROVIDER / "
+            "ai.provider",
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)

@@ -1,0 +1,161 @@
+"""`make demo`: the main job on the built-in offline `scripted` provider, in a temp project.
+
+A tiny Python package with real pytest verification. Story S-0001 goes backlog → done. Story
+S-0002's implementation keeps failing (and its API calls are rate limited once per attempt):
+its phase limit would allow 5 implementation retries, but the global recovery limit counts
+every kind of recovery and blocks it at 10. Everything runs through the real `ai-sdlc` CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+CALC = '''\
+"""A tiny calculator package (the demo's project under development)."""
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+'''
+
+TEST_CALC = '''\
+from calc import add
+
+
+def test_add() -> None:
+    assert add(2, 3) == 5
+'''
+
+GOOD_CALC = CALC + '''
+
+def multiply(a: int, b: int) -> int:
+    return a * b
+'''
+
+GOOD_TEST = TEST_CALC + '''
+
+def test_multiply() -> None:
+    from calc import multiply
+
+    assert multiply(4, 5) == 20
+'''
+
+
+def _broken_divide(attempt: int) -> str:
+    # Each attempt is wrong in a new way, so the run is not stopped as "no progress" and the
+    # global recovery limit is what stops it.
+    return GOOD_CALC + textwrap.dedent(f'''
+
+        def divide(a: float, b: float) -> float:
+            return round(a / b, {attempt})  # attempt {attempt}: wrong rounding
+        ''')
+
+
+DIVIDE_TEST = GOOD_TEST + '''
+
+def test_divide_rounds_to_two_places() -> None:
+    from calc import divide
+
+    assert divide(10, 3) == 3.33
+'''
+
+
+def _rules() -> str:
+    lines = ["rules:",
+             "  - phase: implement",
+             "    story: S-0001",
+             "    respond: Added multiply() with a test.",
+             "    files:",
+             f"      calc/__init__.py: {_yaml_str(GOOD_CALC)}",
+             f"      tests/test_calc.py: {_yaml_str(GOOD_TEST)}"]
+    for attempt in range(1, 8):
+        calc = _broken_divide(attempt + 2)  # never the 2 places the test wants
+        lines += [
+            "  - phase: implement",
+            "    story: S-0002",
+            f"    attempt: {attempt}",
+            "    times: 1",
+            "    fault: {kind: rate_limit, retry_after: 0.2}",
+            "  - phase: implement",
+            "    story: S-0002",
+            f"    attempt: {attempt}",
+            f"    respond: Attempt {attempt} at divide().",
+            "    files:",
+            f"      calc/__init__.py: {_yaml_str(calc)}",
+            f"      tests/test_calc.py: {_yaml_str(DIVIDE_TEST)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_str(text: str) -> str:
+    import json
+
+    return json.dumps(text)  # a JSON string is a valid YAML double-quoted scalar
+
+
+def _cli(project: Path, *args: str, check: bool = True) -> int:
+    cmd = [sys.executable, "-m", "ai_sdlc", "--project", str(project), *args]
+    print(f"\n$ ai-sdlc {' '.join(shlex.quote(a) for a in args)}", flush=True)
+    rc = subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
+    if check and rc != 0:
+        raise SystemExit(f"demo: 'ai-sdlc {' '.join(args)}' exited {rc}")
+    return rc
+
+
+def main() -> None:
+    os.environ["AI_SDLC_PROVIDER"] = "scripted"
+    base = Path(tempfile.mkdtemp(prefix="ai-sdlc-demo-"))
+    project = base / "calc-project"
+    (project / "calc").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "calc" / "__init__.py").write_text(CALC)
+    (project / "tests" / "test_calc.py").write_text(TEST_CALC)
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\npythonpath = ["."]\naddopts = "-q -p no:cacheprovider"\n'
+    )
+    if shutil.which("git"):
+        for args in (["init", "-q"], ["add", "-A"],
+                     ["-c", "user.name=demo", "-c", "user.email=demo@example.invalid",
+                      "commit", "-qm", "calc: add()"]):
+            subprocess.run(["git", *args], cwd=project, check=True)
+
+    print(f"ai-sdlc demo in {project} (offline 'scripted' provider: no AI is called)")
+    _cli(project, "init")
+    pytest_cmd = shlex.join([sys.executable, "-m", "pytest"])
+    _cli(project, "config", "verify.test", pytest_cmd)
+    _cli(project, "config", "limits.implementation_retries", "5")
+    (project / ".ai-sdlc" / "scripted.yaml").write_text(_rules())
+    _cli(project, "add", "Add a multiply function", "--priority", "1")
+    _cli(project, "add", "Add a divide function that rounds to 2 places", "--priority", "2")
+
+    _cli(project, "run", "S-0001")
+    rc = _cli(project, "run", "S-0002", check=False)
+    if rc != 5:
+        raise SystemExit(f"demo: expected S-0002 to be blocked (exit 5), got {rc}")
+    print("(exit code 5: story blocked by a guardrail)")
+    _cli(project, "status", check=False)
+    _cli(project, "show", "S-0002", check=False)
+
+    stories = project / ".ai-sdlc" / "stories"
+    print(
+        textwrap.dedent(f"""
+        Where to look:
+          the project:          {project}
+          story files:          {stories}/S-000N/story.md (frontmatter counters, blocked_reason)
+          artifacts:            {stories}/S-0001/research.md, plan.md, review.md
+          event logs:           {stories}/S-0002/events.jsonl (every action and recovery)
+          scripted rules:       {project}/.ai-sdlc/scripted.yaml
+        Try:  ai-sdlc --project {project} unblock S-0002 --reset-retries
+        """)
+    )
+
+
+if __name__ == "__main__":
+    main()

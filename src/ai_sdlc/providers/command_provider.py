@@ -1,0 +1,375 @@
+"""The `command` provider: any CLI agent, from an argument-list template in config.
+
+The prompt (system prompt + phase prompt) reaches the agent through a private temp file
+(`{prompt_file}`) or its stdin, never through a shell or an argument; stdin is closed unless it
+carries the prompt (`codex exec` hangs on an open pipe). The agent runs in the workspace in its
+own process group, killed when the phase time limit passes. Exit codes and output patterns map
+to our error kinds, so a rate-limit message becomes a retryable `rate_limit`. A CLI agent
+cannot be confined tool by tool, so read-only phases use the preset's read-only command line
+and are checked afterwards: any changed file fails the phase with `AccessViolationError`.
+
+Settings (`ai.command.*`):
+    preset: claude | codex | aider       a documented template (see PRESETS)
+    template: ["my-agent", "--prompt-file", "{prompt_file}", "--model={model}"]
+    read_only_template: [...]            used for refine/research/plan/review (default: template)
+    prompt_via: file | stdin             default: file when a token has {prompt_file}
+    patterns: [{pattern: "quota exceeded", kind: limit}, ...]   checked before the defaults
+    exit_codes: {75: rate_limit}         exit code → kind
+Placeholders: {prompt_file}, {workspace}, {model}, {phase}; a token whose placeholder has no
+value (no model configured) is dropped. Kinds: rate_limit, overloaded, server, timeout,
+connection, auth, limit, request. Token usage is estimated from text length (CLI agents do not
+report it); `ai.prices.<model>` turns it into an estimated cost.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.providers.agent_loop import Deadline, PhaseDeadlineReached
+from ai_sdlc.providers.base import (
+    Access,
+    Provider,
+    ProviderConfigError,
+    ProviderError,
+    ProviderRequest,
+    ProviderResult,
+    ProviderStatus,
+    Usage,
+)
+from ai_sdlc.providers.errors_map import (
+    DEFAULT_OUTPUT_PATTERNS,
+    OUTPUT_KINDS,
+    classify_output,
+    error_for_kind,
+    redact,
+)
+from ai_sdlc.providers.pricing import estimate_tokens, price_for, priced
+from ai_sdlc.providers.selection import effective_timeout, resolve_model
+from ai_sdlc.providers.tools import (
+    AccessViolationError,
+    changed_paths,
+    kill_process_group,
+    snapshot,
+    truncate,
+)
+
+PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}")
+_MAX_OUTPUT = 1_000_000
+
+
+@dataclass(frozen=True)
+class Preset:
+    template: tuple[str, ...]
+    read_only_template: tuple[str, ...]
+    prompt_via: str
+    doc: str
+
+
+PRESETS: dict[str, Preset] = {
+    "claude": Preset(
+        template=(
+            "claude",
+            "-p",
+            "--permission-mode",
+            "acceptEdits",
+            "--disallowedTools",
+            "Bash,WebFetch,WebSearch",
+            "--model={model}",
+        ),
+        read_only_template=("claude", "-p", "--tools", "Read,Glob,Grep", "--model={model}"),
+        prompt_via="stdin",
+        doc="Claude Code, plain text output (the `claude` provider streams events instead)",
+    ),
+    "codex": Preset(
+        template=(
+            "codex",
+            "exec",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+            "--model={model}",
+            "-",
+        ),
+        read_only_template=(
+            "codex",
+            "exec",
+            "--sandbox",
+            "read-only",
+            "--skip-git-repo-check",
+            "--model={model}",
+            "-",
+        ),
+        prompt_via="stdin",
+        doc="OpenAI Codex CLI; the prompt is read from stdin, which is then closed",
+    ),
+    "aider": Preset(
+        template=(
+            "aider",
+            "--message-file",
+            "{prompt_file}",
+            "--yes-always",
+            "--no-auto-commits",
+            "--no-pretty",
+            "--model={model}",
+        ),
+        read_only_template=(
+            "aider",
+            "--message-file",
+            "{prompt_file}",
+            "--yes-always",
+            "--no-auto-commits",
+            "--no-pretty",
+            "--dry-run",
+            "--model={model}",
+        ),
+        prompt_via="file",
+        doc="Aider; --dry-run for read-only phases, no commits (the runner owns git)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """The validated `ai.command` section."""
+
+    template: tuple[str, ...]
+    read_only_template: tuple[str, ...]
+    prompt_via: str
+    patterns: tuple[tuple[str, str], ...]
+    exit_codes: dict[int, str]
+
+
+def _argv(raw: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(x, str) for x in raw):
+        raise InvalidInputError(
+            f"{where} must be a non-empty argument list",
+            hint='e.g. template: ["my-agent", "--message-file", "{prompt_file}"] '
+            "(a list, so nothing is ever parsed by a shell)",
+        )
+    return tuple(raw)
+
+
+def _kind(value: Any, where: str) -> str:
+    if value not in OUTPUT_KINDS:
+        raise InvalidInputError(f"{where} must be one of {', '.join(sorted(OUTPUT_KINDS))}")
+    return str(value)
+
+
+def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
+    """Read and check `ai.command` (a preset, a template, or a preset with overrides)."""
+    raw = settings.get("command")
+    section: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    preset_name = section.get("preset")
+    preset = None
+    if preset_name is not None:
+        preset = PRESETS.get(str(preset_name))
+        if preset is None:
+            raise InvalidInputError(
+                f"ai.command.preset: unknown preset {preset_name!r}",
+                hint="one of " + ", ".join(PRESETS),
+            )
+    if section.get("template") is not None:
+        template = _argv(section["template"], "ai.command.template")
+    elif preset is not None:
+        template = preset.template
+    else:
+        raise ProviderConfigError(
+            "the command provider needs ai.command.template or ai.command.preset",
+            hint="e.g. ai.command.preset: aider (or claude, codex)",
+        )
+    if section.get("read_only_template") is not None:
+        read_only = _argv(section["read_only_template"], "ai.command.read_only_template")
+    elif preset is not None and section.get("template") is None:
+        read_only = preset.read_only_template
+    else:
+        read_only = template
+    default_via = "file" if any("{prompt_file}" in t for t in template + read_only) else "stdin"
+    via = section.get("prompt_via") or (preset.prompt_via if preset else default_via)
+    if via not in ("file", "stdin"):
+        raise InvalidInputError("ai.command.prompt_via must be 'file' or 'stdin'")
+    patterns: list[tuple[str, str]] = []
+    for i, item in enumerate(section.get("patterns") or []):
+        if not isinstance(item, Mapping) or not isinstance(item.get("pattern"), str):
+            raise InvalidInputError(f"ai.command.patterns[{i}] needs a 'pattern' and a 'kind'")
+        patterns.append((item["pattern"], _kind(item.get("kind"), f"ai.command.patterns[{i}]")))
+    exit_codes: dict[int, str] = {}
+    for code, kind in (section.get("exit_codes") or {}).items():
+        try:
+            number = int(code)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"ai.command.exit_codes: {code!r} is not an exit code"
+            ) from None
+        exit_codes[number] = _kind(kind, f"ai.command.exit_codes.{code}")
+    return CommandSpec(template, read_only, str(via), tuple(patterns), exit_codes)
+
+
+def render(template: tuple[str, ...], values: Mapping[str, str | None]) -> list[str]:
+    """Fill placeholders token by token; drop a token whose placeholder has no value."""
+    out: list[str] = []
+    for token in template:
+        rendered: str | None = token
+        for placeholder in PLACEHOLDERS:
+            if placeholder in token:
+                value = values.get(placeholder)
+                if value is None:
+                    rendered = None
+                    break
+                assert rendered is not None
+                rendered = rendered.replace(placeholder, value)
+        if rendered is not None:
+            out.append(rendered)
+    return out
+
+
+class CommandProvider(Provider):
+    name: ClassVar[str] = "command"
+
+    def __init__(
+        self,
+        project_root: Path,
+        settings: Mapping[str, Any],
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.project_root = project_root
+        self.settings = settings
+        self.environ = os.environ if environ is None else environ
+
+    def status(self) -> ProviderStatus:
+        try:
+            spec = command_spec(self.settings)
+        except (InvalidInputError, ProviderConfigError) as exc:
+            return ProviderStatus(self.name, False, exc.message)
+        program = spec.template[0]
+        found = shutil.which(program, path=self.environ.get("PATH"))
+        if found is None:
+            return ProviderStatus(self.name, False, f"{program!r} is not on PATH")
+        return ProviderStatus(self.name, True, f"runs {found}")
+
+    def execute(self, request: ProviderRequest) -> ProviderResult:
+        spec = command_spec(self.settings)
+        model = resolve_model(self.name, self.settings, request.model, self.environ)
+        deadline = Deadline(effective_timeout(request, self.settings))
+        prompt = (
+            f"{request.system_prompt}\n\n{request.prompt}"
+            if request.system_prompt
+            else (request.prompt)
+        )
+        before = snapshot(request.workspace)
+        with tempfile.TemporaryDirectory(prefix="ai-sdlc-prompt-") as tmp:
+            prompt_file = Path(tmp) / "prompt.md"
+            fd = os.open(prompt_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(prompt)
+            template = spec.template if request.access is Access.EDIT else spec.read_only_template
+            argv = render(
+                template,
+                {
+                    "{prompt_file}": str(prompt_file),
+                    "{workspace}": str(request.workspace),
+                    "{model}": model,
+                    "{phase}": request.phase.value,
+                },
+            )
+            if request.on_event is not None:
+                request.on_event(
+                    "agent_started",
+                    {
+                        "provider": self.name,
+                        "model": model,
+                        "access": request.access.value,
+                        "command": redact(" ".join(argv[:1])),
+                    },
+                )
+
+            def one_run() -> str:
+                deadline.check()
+                return self._run(argv, spec, request, prompt, deadline)
+
+            try:
+                output = request.guard(one_run)
+            except PhaseDeadlineReached:
+                raise deadline.expired_error(f"agent {argv[0]!r}") from None
+        changed = self._changes(request, before)
+        usage = priced(
+            Usage(estimate_tokens(prompt), estimate_tokens(output)), price_for(self.settings, model)
+        )
+        return ProviderResult(
+            text=output, usage=usage, duration=deadline.elapsed(), files_changed=changed
+        )
+
+    def _run(
+        self,
+        argv: list[str],
+        spec: CommandSpec,
+        request: ProviderRequest,
+        prompt: str,
+        deadline: Deadline,
+    ) -> str:
+        via_stdin = spec.prompt_via == "stdin"
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=request.workspace,
+                stdin=subprocess.PIPE if via_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=dict(self.environ),
+            )
+        except OSError as exc:
+            raise ProviderConfigError(
+                f"cannot start agent {argv[0]!r}: {exc.strerror or exc}",
+                hint="check ai.command.template (the program must be on PATH)",
+            ) from None
+        try:
+            out, err = proc.communicate(
+                input=prompt.encode("utf-8") if via_stdin else None,
+                timeout=max(deadline.left(), 0.01),
+            )
+        except subprocess.TimeoutExpired:
+            kill_process_group(proc)
+            proc.communicate()
+            raise PhaseDeadlineReached(f"agent {argv[0]!r} ran past the time limit") from None
+        except BaseException:
+            kill_process_group(proc)
+            raise
+        stdout = out.decode("utf-8", "replace")
+        if proc.returncode == 0:
+            return stdout[-_MAX_OUTPUT:]
+        stderr = err.decode("utf-8", "replace")
+        text = redact(f"{stdout[-4000:]}\n{stderr[-4000:]}".strip())
+        kind = spec.exit_codes.get(proc.returncode) or classify_output(
+            text, spec.patterns + DEFAULT_OUTPUT_PATTERNS
+        )
+        message = (
+            f"agent {argv[0]!r} exited with code {proc.returncode}: "
+            f"{truncate(text, 300) or 'no output'}"
+        )
+        if kind is not None:
+            raise error_for_kind(kind, message)
+        raise ProviderError(message)
+
+    def _changes(self, request: ProviderRequest, before: Any) -> list[str]:
+        if before is None:
+            return []
+        after = snapshot(request.workspace)
+        if after is None:
+            return []
+        changed = changed_paths(before, after)
+        if request.access is Access.READ_ONLY and changed:
+            raise AccessViolationError(
+                f"the agent changed files during the read-only {request.phase.value} phase: "
+                + ", ".join(changed[:10]),
+                hint="give ai.command.read_only_template a read-only mode of your agent",
+            )
+        return changed

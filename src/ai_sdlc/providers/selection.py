@@ -1,0 +1,192 @@
+"""Which provider runs, with which model, for how long: the precedence rules in one place.
+
+Provider: `--provider` flag > `AI_SDLC_PROVIDER` > `ai.provider` in config > auto-detect:
+a `claude` binary (configured `ai.claude.binary`, on PATH, or bundled with the
+claude-agent-sdk extra) → `claude`; else `ANTHROPIC_API_KEY` with the anthropic extra →
+`anthropic`; else `OPENAI_BASE_URL`/`OPENAI_API_KEY` (or `ai.openai.base_url`) → `openai`;
+else the offline `scripted` provider with a one-line notice that no AI is involved.
+
+Model: the request's model > `AI_SDLC_MODEL` > `ai.<provider>.model` > `ai.model` > the
+provider's default. Phase limits: `ai.max_turns` (a number, or a mapping phase → number) and
+`ai.timeouts.<phase>` (seconds; the lower of it and the runner's phase timeout applies).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.providers.base import Phase, Provider, ProviderRequest
+
+if TYPE_CHECKING:
+    from ai_sdlc.config import Config
+
+Which = Callable[[str], str | None]
+
+#: Used when no model is configured anywhere (the CLI agents pick their own default).
+DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+DEFAULT_MAX_TURNS = 40
+DEFAULT_PHASE_TIMEOUT = 900.0
+
+NO_AI_NOTICE = (
+    "no AI provider is configured: using the offline scripted provider (simulated answers, "
+    "no AI involved); run `ai-sdlc doctor` to see how to set one up"
+)
+
+
+@dataclass(frozen=True)
+class Selection:
+    name: str
+    #: Where the choice came from: "--provider", "AI_SDLC_PROVIDER", "config" or "auto".
+    source: str
+    provider: Provider
+    notice: str | None = None
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def bundled_claude() -> str | None:
+    """The `claude` binary shipped inside the claude-agent-sdk wheel, if that extra is here."""
+    try:
+        spec = importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "_bundled" / "claude"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def find_claude(settings: Mapping[str, Any], which: Which = shutil.which) -> str | None:
+    """Path of the `claude` executable to use, or None when there is none."""
+    claude = settings.get("claude")
+    configured = claude.get("binary") if isinstance(claude, Mapping) else None
+    if configured:
+        return which(str(configured))
+    return which("claude") or bundled_claude()
+
+
+def _sub(settings: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = settings.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def auto_detect(
+    settings: Mapping[str, Any], environ: Mapping[str, str], which: Which = shutil.which
+) -> tuple[str, str]:
+    """(provider name, why) for a project that names no provider."""
+    if find_claude(settings, which):
+        return "claude", "a claude CLI was found"
+    if environ.get("ANTHROPIC_API_KEY") and _has_module("anthropic"):
+        return "anthropic", "ANTHROPIC_API_KEY is set"
+    if (
+        environ.get("OPENAI_BASE_URL")
+        or environ.get("OPENAI_API_KEY")
+        or _sub(settings, "openai").get("base_url")
+    ):
+        return "openai", "an OpenAI-compatible endpoint is configured"
+    return "scripted", "no AI provider is configured"
+
+
+def choose_provider_name(
+    *,
+    flag: str | None,
+    settings: Mapping[str, Any],
+    environ: Mapping[str, str],
+    which: Which = shutil.which,
+) -> tuple[str, str, str | None]:
+    """(name, source, notice) by the precedence rules; names are not validated here."""
+    if flag:
+        return flag.strip().lower(), "--provider", None
+    if environ.get("AI_SDLC_PROVIDER"):
+        return environ["AI_SDLC_PROVIDER"].strip().lower(), "AI_SDLC_PROVIDER", None
+    configured = settings.get("provider")
+    if isinstance(configured, str) and configured.strip():
+        return configured.strip().lower(), "config", None
+    name, _why = auto_detect(settings, environ, which)
+    return name, "auto", NO_AI_NOTICE if name == "scripted" else None
+
+
+def select_provider(
+    *,
+    flag: str | None,
+    config: Config,
+    project_root: Path,
+    environ: Mapping[str, str] | None = None,
+    which: Which = shutil.which,
+) -> Selection:
+    """Build the provider a run uses (a missing extra or binary raises its typed error)."""
+    from ai_sdlc.providers.registry import create_provider
+
+    env = os.environ if environ is None else environ
+    settings = config.section("ai")
+    name, source, notice = choose_provider_name(
+        flag=flag, settings=settings, environ=env, which=which
+    )
+    provider = create_provider(name, project_root=project_root, settings=settings)
+    return Selection(name=name, source=source, provider=provider, notice=notice)
+
+
+def resolve_model(
+    provider: str,
+    settings: Mapping[str, Any],
+    request_model: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """The model name to use, or None to let a CLI agent pick its own default."""
+    env = os.environ if environ is None else environ
+    for candidate in (
+        request_model,
+        env.get("AI_SDLC_MODEL"),
+        _sub(settings, provider).get("model"),
+        settings.get("model"),
+        DEFAULT_MODELS.get(provider),
+    ):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()
+    return None
+
+
+def _positive_number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidInputError(f"{where} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def max_turns(settings: Mapping[str, Any], phase: Phase) -> int:
+    """`ai.max_turns` for `phase`: one number for all, or a mapping phase → number."""
+    raw = settings.get("max_turns", DEFAULT_MAX_TURNS)
+    if isinstance(raw, Mapping):
+        raw = raw.get(phase.value, DEFAULT_MAX_TURNS)
+        where = f"ai.max_turns.{phase.value}"
+    else:
+        where = "ai.max_turns"
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise InvalidInputError(f"{where} must be an integer >= 1, got {raw!r}")
+    return raw
+
+
+def effective_timeout(request: ProviderRequest, settings: Mapping[str, Any]) -> float:
+    """Wall-clock seconds the phase may take: the lower of the runner's and `ai.timeouts`."""
+    limits: list[float] = []
+    if request.timeout > 0:
+        limits.append(float(request.timeout))
+    timeouts = _sub(settings, "timeouts")
+    raw = timeouts.get(request.phase.value, timeouts.get("default"))
+    if raw is not None:
+        limits.append(_positive_number(raw, f"ai.timeouts.{request.phase.value}"))
+    return min(limits) if limits else DEFAULT_PHASE_TIMEOUT

@@ -1,0 +1,290 @@
+"""Named policies composed for use: retry around breaker, a run-wide budget, counted metrics.
+
+`PolicyManager.execute_with_policy("llm", fn, on_retry=...)` is the one way the product calls
+an external service. It refreshes the shared breaker state, runs `fn` under the policy's
+retry engine with each attempt passing the breaker, records the outcome in the policy's
+metrics and, when a project root is given, flushes metrics to `.ai-sdlc/state/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ai_sdlc.resilience.backoff import RandomSource
+from ai_sdlc.resilience.breaker import BreakerStats, CircuitBreaker
+from ai_sdlc.resilience.budget import RetryBudget
+from ai_sdlc.resilience.config import POLICY_NAMES, Policy, ResilienceSettings, load_settings
+from ai_sdlc.resilience.metrics import (
+    PolicyMetrics,
+    breaker_delta,
+    is_empty,
+    summarize_policy,
+)
+from ai_sdlc.resilience.persistence import (
+    BreakerStore,
+    MetricsStore,
+    PersistentBreaker,
+    StateDir,
+)
+from ai_sdlc.resilience.retry import (
+    ABORT_ERRORS,
+    AttemptHook,
+    AttemptRecord,
+    RetryEngine,
+    RetryHook,
+    RetryResult,
+)
+
+T = TypeVar("T")
+
+#: Called with the final error when an operation fails; its return value replaces the result.
+Fallback = Callable[[BaseException], T]
+
+
+@dataclass
+class _Entry:
+    policy: Policy
+    engine: RetryEngine
+    breaker: CircuitBreaker | None
+    persistent: PersistentBreaker | None
+    metrics: PolicyMetrics
+    flushed_breaker: BreakerStats | None = None
+
+
+class PolicyManager:
+    """Owns one engine, breaker and metrics per named policy; share one per run.
+
+    `budget`: True builds the run's `RetryBudget` from the settings (none when disabled),
+    False disables it, or pass a `RetryBudget` to share one across managers.
+    """
+
+    def __init__(
+        self,
+        settings: ResilienceSettings | None = None,
+        *,
+        project_root: Path | None = None,
+        budget: RetryBudget | bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: RandomSource = random.random,
+        wall_clock: Callable[[], float] = time.time,
+        auto_flush: bool = True,
+    ) -> None:
+        settings = settings or load_settings(None)
+        if budget is True:
+            self.budget = RetryBudget(settings.budget, clock=clock) if settings.budget else None
+        elif budget is False:
+            self.budget = None
+        else:
+            self.budget = budget
+        self._state = StateDir(project_root) if project_root is not None else None
+        self._metrics_store = (
+            MetricsStore(self._state, wall_clock=wall_clock) if self._state else None
+        )
+        breaker_store = BreakerStore(self._state, wall_clock=wall_clock) if self._state else None
+        self.auto_flush = auto_flush
+        self._entries: dict[str, _Entry] = {}
+        for name, policy in settings.policies.items():
+            engine = RetryEngine(
+                policy.retry,
+                clock=clock,
+                sleep=sleep,
+                async_sleep=async_sleep,
+                rand=rand,
+                budget=self.budget,
+            )
+            breaker = None
+            persistent = None
+            if policy.breaker is not None:
+                breaker = CircuitBreaker(policy.breaker, name=name, clock=clock)
+                if breaker_store is not None:
+                    persistent = PersistentBreaker(breaker, breaker_store)
+            self._entries[name] = _Entry(policy, engine, breaker, persistent, PolicyMetrics())
+
+    @classmethod
+    def from_config(
+        cls,
+        section: Mapping[str, Any] | None,
+        *,
+        source: str | None = None,
+        **options: Any,
+    ) -> PolicyManager:
+        """Build from config.yaml's `resilience` section; `source` names the file in errors."""
+        return cls(load_settings(section, source=source), **options)
+
+    # --- lookups --------------------------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._entries)
+
+    def policy(self, name: str) -> Policy:
+        return self._entry(name).policy
+
+    def engine(self, name: str) -> RetryEngine:
+        return self._entry(name).engine
+
+    def breaker(self, name: str) -> CircuitBreaker | None:
+        return self._entry(name).breaker
+
+    def persistent_breaker(self, name: str) -> PersistentBreaker | None:
+        return self._entry(name).persistent
+
+    def metrics(self) -> dict[str, dict[str, Any]]:
+        """This process's totals per policy, with derived figures (for a live display)."""
+        return {name: summarize_policy(e.metrics.totals()) for name, e in self._entries.items()}
+
+    # --- running --------------------------------------------------------------------------
+    def run(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        on_retry: RetryHook | None = None,
+        on_attempt: AttemptHook | None = None,
+    ) -> RetryResult[T]:
+        """Run `fn` under policy `name` and return every detail; never raises fn's errors
+        except guardrail stops (StoryBlockedError, RunHaltedError), which propagate as is."""
+        entry = self._entry(name)
+        if entry.persistent is not None:
+            entry.persistent.refresh()
+        breaker = entry.breaker
+        guarded = fn if breaker is None else (lambda: breaker.execute(fn))
+        seen: list[AttemptRecord] = []
+        try:
+            result = entry.engine.execute(
+                guarded, on_retry=on_retry, on_attempt=_collecting(seen, on_attempt)
+            )
+        except ABORT_ERRORS:
+            self._finish(entry, seen, "aborted")
+            raise
+        entry.metrics.record(result)
+        self._after_operation()
+        return result
+
+    def execute_with_policy(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        on_retry: RetryHook | None = None,
+        on_attempt: AttemptHook | None = None,
+        fallback: Fallback[T] | None = None,
+    ) -> T:
+        """`fn()`'s result, the fallback's result, or the last error raised unchanged."""
+        result = self.run(name, fn, on_retry=on_retry, on_attempt=on_attempt)
+        return self._conclude(name, result, fallback)
+
+    async def arun(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        on_retry: RetryHook | None = None,
+        on_attempt: AttemptHook | None = None,
+    ) -> RetryResult[T]:
+        """`run` for a coroutine function."""
+        entry = self._entry(name)
+        if entry.persistent is not None:
+            entry.persistent.refresh()
+        breaker = entry.breaker
+
+        async def guarded() -> T:
+            if breaker is None:
+                return await fn()
+            return await breaker.aexecute(fn)
+
+        seen: list[AttemptRecord] = []
+        try:
+            result = await entry.engine.aexecute(
+                guarded, on_retry=on_retry, on_attempt=_collecting(seen, on_attempt)
+            )
+        except ABORT_ERRORS:
+            self._finish(entry, seen, "aborted")
+            raise
+        entry.metrics.record(result)
+        self._after_operation()
+        return result
+
+    async def aexecute_with_policy(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        on_retry: RetryHook | None = None,
+        on_attempt: AttemptHook | None = None,
+        fallback: Fallback[T] | None = None,
+    ) -> T:
+        result = await self.arun(name, fn, on_retry=on_retry, on_attempt=on_attempt)
+        return self._conclude(name, result, fallback)
+
+    def flush(self) -> None:
+        """Add this process's new counts to `.ai-sdlc/state/metrics.json` (no-op without a
+        project root or when nothing changed)."""
+        if self._metrics_store is None:
+            return
+        policies: dict[str, dict[str, Any]] = {}
+        breakers: dict[str, dict[str, Any]] = {}
+        taken: list[tuple[_Entry, dict[str, float], BreakerStats | None]] = []
+        for name, entry in self._entries.items():
+            delta = entry.metrics.take_delta()
+            stats = entry.breaker.stats() if entry.breaker is not None else None
+            taken.append((entry, delta, stats))
+            if not is_empty(delta):
+                policies[name] = delta
+            if stats is not None:
+                breaker_change = breaker_delta(stats, entry.flushed_breaker)
+                if not is_empty(breaker_change):
+                    breakers[name] = breaker_change
+        if not policies and not breakers:
+            return
+        try:
+            self._metrics_store.add(policies, breakers)
+        except BaseException:
+            for entry, delta, _ in taken:
+                entry.metrics.restore_delta(delta)
+            raise
+        for entry, _, stats in taken:
+            if stats is not None:
+                entry.flushed_breaker = stats
+
+    # --- internals ------------------------------------------------------------------------
+    def _entry(self, name: str) -> _Entry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise ValueError(
+                f"unknown resilience policy {name!r}; known: {', '.join(POLICY_NAMES)}"
+            ) from None
+
+    def _conclude(self, name: str, result: RetryResult[T], fallback: Fallback[T] | None) -> T:
+        if result.success or fallback is None:
+            return result.unwrap()
+        assert result.error is not None
+        value = fallback(result.error)
+        self._entry(name).metrics.record_fallback()
+        self._after_operation()
+        return value
+
+    def _finish(self, entry: _Entry, attempts: list[AttemptRecord], outcome: str) -> None:
+        entry.metrics.record_attempts(attempts, outcome)
+        self._after_operation()
+
+    def _after_operation(self) -> None:
+        if self.auto_flush:
+            self.flush()
+
+
+def _collecting(seen: list[AttemptRecord], hook: AttemptHook | None) -> AttemptHook:
+    def collect(record: AttemptRecord) -> None:
+        seen.append(record)
+        if hook is not None:
+            hook(record)
+
+    return collect

@@ -1,0 +1,293 @@
+"""Run the project's verification commands (build, test) in a workspace, safely and boundedly.
+
+Each command line is split with `shlex` and run without a shell (nothing from a story or a
+model can inject shell syntax), with stdin closed, in its own session so a timeout kills the
+whole process group (test runners spawn children), and with output capped to its head and
+tail. A command that cannot start is a failed step, not a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.verify.normalise import failure_signature, normalise_failure
+
+#: Bytes of output kept per step: the first fifth and the last four fifths.
+DEFAULT_MAX_OUTPUT = 64 * 1024
+#: After SIGTERM to a timed-out group, seconds before SIGKILL; also how long output is still
+#: drained from leftovers that keep the pipe open after the command itself exited.
+KILL_GRACE_SECONDS = 1.0
+#: Credentials of the AI backends: code under verification is AI-written, so it does not get
+#: them unless the caller passes an explicit `env`.
+SECRET_ENV_VARS: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+)
+EXIT_NOT_FOUND = 127
+EXIT_CANNOT_RUN = 126
+
+
+@dataclass(frozen=True)
+class StepResult:
+    name: str
+    argv: tuple[str, ...]
+    exit_code: int
+    duration: float
+    output: str
+    timed_out: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    passed: bool
+    steps: tuple[StepResult, ...]
+    #: The failing step's output ("" when everything passed).
+    failure_output: str = ""
+    #: The failure with run-to-run noise removed (see `normalise_failure`).
+    normalised_failure: str = ""
+    #: Stable hash of `normalised_failure` ("" when passed): equal for the same failure.
+    signature: str = ""
+
+    @property
+    def failed_step(self) -> StepResult | None:
+        return next((step for step in self.steps if not step.passed), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["steps"] = [
+            {**asdict(step), "argv": list(step.argv), "passed": step.passed} for step in self.steps
+        ]
+        return data
+
+
+def parse_commands(commands: Sequence[tuple[str, str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Split every command line up front, so a bad config line runs nothing at all."""
+    parsed: list[tuple[str, tuple[str, ...]]] = []
+    for name, line in commands:
+        try:
+            argv = tuple(shlex.split(line))
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"config key verify.{name}: cannot split the command line {line!r}: {exc}",
+                hint="check the quotes; commands run without a shell, so write the program "
+                "and its arguments only",
+            ) from exc
+        if not argv:
+            raise InvalidInputError(
+                f"config key verify.{name} is an empty command line",
+                hint=f"set verify.{name} to a command such as 'pytest -q', or to null to skip it",
+            )
+        parsed.append((name, argv))
+    return parsed
+
+
+def default_environment() -> dict[str, str]:
+    """This process's environment without the AI backends' credentials."""
+    return {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
+
+
+def run_commands(
+    commands: Sequence[tuple[str, str]],
+    *,
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+) -> VerificationResult:
+    """Run `(name, command line)` steps in `cwd` until one fails; `timeout` is per step.
+
+    `env` is the complete environment of the commands (None: ours minus `SECRET_ENV_VARS`).
+    `clock` only measures durations; deadlines always use the real monotonic clock.
+    """
+    parsed = parse_commands(commands)
+    if not cwd.is_dir():
+        raise InvalidInputError(f"cannot verify in {cwd}: no such folder")
+    environment = dict(env) if env is not None else default_environment()
+    steps: list[StepResult] = []
+    for name, argv in parsed:
+        step = run_step(
+            name,
+            argv,
+            cwd=cwd,
+            timeout=timeout,
+            env=environment,
+            clock=clock,
+            max_output=max_output,
+        )
+        steps.append(step)
+        if not step.passed:
+            status = "timed out" if step.timed_out else f"exit {step.exit_code}"
+            normalised = normalise_failure(f"step {name} failed ({status})\n{step.output}")
+            return VerificationResult(
+                passed=False,
+                steps=tuple(steps),
+                failure_output=step.output,
+                normalised_failure=normalised,
+                signature=failure_signature(normalised),
+            )
+    return VerificationResult(passed=True, steps=tuple(steps))
+
+
+def run_step(
+    name: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str],
+    clock: Callable[[], float] = time.monotonic,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+) -> StepResult:
+    """Run one command (no shell, stdin closed, own session) and capture its bounded output."""
+    started = clock()
+    argv = tuple(argv)
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except FileNotFoundError:
+        message = f"[ai-sdlc] cannot run {argv[0]!r}: executable not found on PATH"
+        return _not_started(name, argv, EXIT_NOT_FOUND, message, clock() - started)
+    except OSError as exc:
+        message = f"[ai-sdlc] cannot run {argv[0]!r}: {exc.strerror or exc}"
+        return _not_started(name, argv, EXIT_CANNOT_RUN, message, clock() - started)
+    buffer = _HeadTail(max_output)
+    try:
+        timed_out = _pump(process, buffer, timeout)
+    except BaseException:
+        _kill_group(process, signal.SIGKILL)
+        process.wait()
+        raise
+    output = buffer.text()
+    if timed_out:
+        output += (
+            f"\n[ai-sdlc] step {name!r} timed out after {timeout:g}s; its processes were killed"
+        )
+    return StepResult(
+        name=name,
+        argv=argv,
+        exit_code=process.returncode,
+        duration=max(0.0, clock() - started),
+        output=output,
+        timed_out=timed_out,
+    )
+
+
+def _not_started(
+    name: str, argv: tuple[str, ...], code: int, message: str, duration: float
+) -> StepResult:
+    hint = f"{message} (check verify.{name} in .ai-sdlc/config.yaml)"
+    return StepResult(name, argv, code, max(0.0, duration), hint)
+
+
+def _pump(process: subprocess.Popen[bytes], buffer: _HeadTail, timeout: float) -> bool:
+    """Read output until EOF, the process's exit, or the deadline; True when it timed out."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    os.set_blocking(fd, False)
+    deadline = time.monotonic() + timeout
+    stop_reading_at: float | None = None
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out = True
+                _terminate_group(process)
+                stop_reading_at = time.monotonic() + KILL_GRACE_SECONDS
+            if stop_reading_at is None and process.poll() is not None:
+                # Exited; leftovers may still hold the pipe: drain briefly, then give up.
+                stop_reading_at = now + KILL_GRACE_SECONDS
+            if stop_reading_at is not None and now >= stop_reading_at:
+                _kill_group(process, signal.SIGKILL)
+                break
+            limit = deadline if stop_reading_at is None else stop_reading_at
+            if not selector.select(timeout=max(0.0, min(0.2, limit - now))):
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            buffer.add(chunk)
+    process.stdout.close()
+    remaining = max(0.0, deadline - time.monotonic())
+    try:
+        process.wait(timeout=remaining if not timed_out else KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _terminate_group(process)
+    process.wait()
+    if timed_out:
+        _kill_group(process, signal.SIGKILL)
+    return timed_out
+
+
+def _terminate_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the group, give it the grace period, then SIGKILL whatever is left."""
+    _kill_group(process, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=KILL_GRACE_SECONDS)
+    _kill_group(process, signal.SIGKILL)
+
+
+def _kill_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    # start_new_session made the child a group leader: its pid is the group id.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+class _HeadTail:
+    """Keeps the first and last bytes of a stream within `limit`, counting what it dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = max(0, limit // 5)
+        self.tail_limit = max(0, limit - self.head_limit)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        excess = len(self.tail) - self.tail_limit
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[ai-sdlc] ... {self.dropped} bytes of output not kept ...\n{tail}"

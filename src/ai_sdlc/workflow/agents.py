@@ -1,0 +1,104 @@
+"""One agent per phase: what it is told (system prompt + prompt built from the story, its
+earlier artifacts, and on a retry the last failure's feedback) and which artifact it writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ai_sdlc.providers.base import Phase
+
+#: Upper bound for feedback fed back into a prompt (chars); the tail is kept.
+FEEDBACK_LIMIT = 4000
+ARTIFACT_LIMIT = 12000
+
+ARTIFACT_OF: dict[Phase, str] = {
+    Phase.RESEARCH: "research.md",
+    Phase.PLAN: "plan.md",
+    Phase.REVIEW: "review.md",
+}
+
+SYSTEM_PROMPTS: dict[Phase, str] = {
+    Phase.REFINE: (
+        "You refine a software story so that it is ready for implementation: a clear user "
+        "story, concrete acceptance criteria, scope and out-of-scope. Answer with the refined "
+        "story body in markdown, then a last line 'DECISION: APPROVED' when it is ready, or "
+        "'DECISION: REJECTED' followed by what is missing when it is not."
+    ),
+    Phase.RESEARCH: (
+        "You research how to implement a story in this codebase. Read the code (read-only). "
+        "Answer in markdown: relevant files, existing patterns, risks, open questions."
+    ),
+    Phase.PLAN: (
+        "You write an implementation plan for a story: small ordered steps, the files to "
+        "change, the tests to add. Read-only access. Answer in markdown."
+    ),
+    Phase.IMPLEMENT: (
+        "You implement a story in the workspace following the plan, and add or update tests. "
+        "The project's own build and test commands judge your work after you finish."
+    ),
+    Phase.REWORK: (
+        "A reviewer rejected the implementation of this story. Fix every point of the "
+        "review feedback in the workspace; keep what already works."
+    ),
+    Phase.REVIEW: (
+        "You review the implementation of a story (read-only): code quality, tests, security, "
+        "and whether the acceptance criteria are met. End with one line 'DECISION: APPROVED', "
+        "'DECISION: REJECTED' (with the feedback to fix), 'DECISION: RECOVERY' (the "
+        "implementation changed nothing) or 'DECISION: FAILED' (cannot be done as specified)."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class StoryView:
+    """What an agent may know of a story."""
+
+    id: str
+    title: str
+    body: str
+    artifacts: dict[str, str]
+
+
+def dedupe_lines(text: str) -> str:
+    seen: set[str] = set()
+    kept: list[str] = []
+    for line in text.splitlines():
+        key = line.strip()
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def bound(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return "[… earlier output cut …]\n" + text[-limit:]
+
+
+def build_prompt(
+    phase: Phase, story: StoryView, *, feedback: Iterable[str] = (), attempt: int = 1
+) -> tuple[str, str]:
+    """(system prompt, prompt) for one phase call."""
+    parts = [f"# Story {story.id}: {story.title}", "", story.body.strip()]
+    wanted = {
+        Phase.REFINE: (),
+        Phase.RESEARCH: (),
+        Phase.PLAN: ("research.md",),
+        Phase.IMPLEMENT: ("research.md", "plan.md"),
+        Phase.REWORK: ("plan.md", "review.md"),
+        Phase.REVIEW: ("plan.md",),
+    }[phase]
+    for name in wanted:
+        text = story.artifacts.get(name)
+        if text:
+            parts += ["", f"## {name}", "", bound(text.strip(), ARTIFACT_LIMIT)]
+    notes = [f for f in feedback if f and f.strip()]
+    if notes:
+        merged = bound(dedupe_lines("\n\n".join(notes)), FEEDBACK_LIMIT)
+        parts += ["", f"## Feedback from the previous attempt (this is attempt {attempt})", "",
+                  merged]
+    parts += ["", f"## Your task ({phase.value})", "", SYSTEM_PROMPTS[phase]]
+    return SYSTEM_PROMPTS[phase], "\n".join(parts).strip() + "\n"

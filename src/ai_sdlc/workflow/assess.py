@@ -1,0 +1,121 @@
+"""What a story needs next: a pure function of its frontmatter and the config.
+
+Looking at the board never blocks or changes a story; `assess` only reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ai_sdlc.providers.base import Phase
+
+#: Gate names in `gates.*` config and in a story's `approved_gates` list.
+GATE_BEFORE_IMPLEMENTATION = "before_implementation"
+GATE_BEFORE_DONE = "before_done"
+
+#: The frontmatter flag each phase sets when it completes.
+PHASE_FLAG: dict[Phase, str] = {
+    Phase.RESEARCH: "research_complete",
+    Phase.PLAN: "plan_complete",
+    Phase.IMPLEMENT: "implementation_complete",
+    Phase.REVIEW: "reviews_complete",
+}
+
+#: The phase order a story walks (refine only for backlog stories).
+SEQUENCE = (Phase.REFINE, Phase.RESEARCH, Phase.PLAN, Phase.IMPLEMENT, Phase.REVIEW)
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """`phase` is None when there is nothing to run; `reason` says why (or what runs)."""
+
+    story_id: str
+    phase: Phase | None
+    reason: str
+    #: "run", "done", "blocked", "limit", "waiting" (a gate needs `ai-sdlc approve`)
+    kind: str = "run"
+
+    @property
+    def actionable(self) -> bool:
+        return self.phase is not None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def assess(fm: Mapping[str, Any], *, gates: Mapping[str, Any], global_limit: int) -> NextAction:
+    story_id = str(fm.get("id"))
+    status = fm.get("status")
+    if status == "blocked":
+        return NextAction(story_id, None, f"blocked: {fm.get('blocked_reason') or 'no reason'}",
+                          "blocked")
+    if status == "done":
+        return NextAction(story_id, None, "done", "done")
+    total = _int(fm.get("total_recovery_attempts"))
+    if total >= global_limit:
+        return NextAction(
+            story_id, None, f"global recovery limit reached ({total}/{global_limit})", "limit"
+        )
+    approved = set(fm.get("approved_gates") or [])
+    if status == "backlog":
+        return NextAction(story_id, Phase.REFINE, "refine the backlog story")
+    if not fm.get("research_complete"):
+        return NextAction(story_id, Phase.RESEARCH, "research")
+    if not fm.get("plan_complete"):
+        return NextAction(story_id, Phase.PLAN, "plan")
+    if not fm.get("implementation_complete"):
+        if gates.get(GATE_BEFORE_IMPLEMENTATION) and GATE_BEFORE_IMPLEMENTATION not in approved:
+            return NextAction(
+                story_id, None, f"waiting for approval: run 'ai-sdlc approve {story_id}'",
+                "waiting",
+            )
+        phase = Phase.REWORK if fm.get("rework_pending") else Phase.IMPLEMENT
+        return NextAction(story_id, phase, phase.value)
+    if not fm.get("reviews_complete"):
+        return NextAction(story_id, Phase.REVIEW, "review")
+    if gates.get(GATE_BEFORE_DONE) and GATE_BEFORE_DONE not in approved:
+        return NextAction(
+            story_id, None, f"waiting for approval: run 'ai-sdlc approve {story_id}'", "waiting"
+        )
+    return NextAction(story_id, None, "all phases complete", "done")
+
+
+def pending_gate(fm: Mapping[str, Any], gates: Mapping[str, Any]) -> str | None:
+    """The gate a story is waiting at, if any (for `ai-sdlc approve`)."""
+    approved = set(fm.get("approved_gates") or [])
+    if fm.get("status") in ("blocked", "done"):
+        return None
+    if (
+        fm.get("plan_complete")
+        and not fm.get("implementation_complete")
+        and gates.get(GATE_BEFORE_IMPLEMENTATION)
+        and GATE_BEFORE_IMPLEMENTATION not in approved
+    ):
+        return GATE_BEFORE_IMPLEMENTATION
+    if (
+        fm.get("reviews_complete")
+        and gates.get(GATE_BEFORE_DONE)
+        and GATE_BEFORE_DONE not in approved
+    ):
+        return GATE_BEFORE_DONE
+    return None
+
+
+def _priority(fm: Mapping[str, Any]) -> tuple[int, str]:
+    p = fm.get("priority")
+    return (p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000, str(fm.get("id")))
+
+
+def recommend(
+    stories: Iterable[Mapping[str, Any]], *, gates: Mapping[str, Any], global_limit: int
+) -> list[NextAction]:
+    """Actionable next actions over a board, by priority (lower number first), then id."""
+    actions = []
+    for fm in sorted(stories, key=_priority):
+        action = assess(fm, gates=gates, global_limit=global_limit)
+        if action.actionable:
+            actions.append(action)
+    return actions

@@ -1,0 +1,217 @@
+"""A run session: builds the runner from the project's config (provider, verification, resilience
+policies, limits) and runs one story, the next recommended action, or every actionable story."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.config import Config, load_config
+from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.providers.base import Phase, Provider
+from ai_sdlc.store import StoryStore
+from ai_sdlc.verify import VerificationResult, run_commands
+from ai_sdlc.workflow.assess import NextAction, assess, recommend
+from ai_sdlc.workflow.guard import GuardFactory
+from ai_sdlc.workflow.runlock import run_lock
+from ai_sdlc.workflow.runner import Limits, RunnerDeps, StoryOutcome, StoryRunner
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def limits_from(config: Config) -> Limits:
+    return Limits(
+        global_recovery=int(config.get("limits.global_recovery")),
+        implementation_retries=int(config.get("limits.implementation_retries")),
+        review_rejections=int(config.get("limits.review_rejections")),
+        refinement_iterations=int(config.get("limits.refinement_iterations")),
+        phase_timeout=float(config.get("limits.phase_timeout")),
+    )
+
+
+def verification_commands(config: Config) -> list[tuple[str, str]]:
+    return [
+        (name, str(config.get(f"verify.{name}")))
+        for name in ("build", "test")
+        if config.get(f"verify.{name}")
+    ]
+
+
+@dataclass
+class Session:
+    store: StoryStore
+    config: Config
+    provider: Provider
+    runner: StoryRunner
+    notice: str | None = None
+
+    @classmethod
+    def open(
+        cls,
+        store: StoryStore,
+        *,
+        provider_name: str | None,
+        emit: Emit,
+        environ: dict[str, str] | None = None,
+    ) -> Session:
+        from ai_sdlc.providers.selection import select_provider
+
+        config = load_config(store.root)
+        selection = select_provider(
+            flag=provider_name, config=config, project_root=store.root, environ=environ
+        )
+        provider = selection.provider
+        guards = GuardFactory.from_config(store, config)
+        commands = verification_commands(config)
+        timeout = float(config.get("verify.timeout"))
+
+        def verifier(workspace: Path) -> VerificationResult:
+            return guards.verification(lambda: run_commands(commands, cwd=workspace,
+                                                            timeout=timeout))
+
+        deps = RunnerDeps(
+            store=store,
+            provider=provider,
+            verifier=verifier,
+            limits=limits_from(config),
+            gates=dict(config.section("gates")),
+            guard_factory=guards.for_story,
+            emit=emit,
+        )
+        return cls(store, config, provider, StoryRunner(deps), selection.notice)
+
+    def run(
+        self, *, story_id: str | None, auto: bool, step: Phase | None
+    ) -> list[StoryOutcome]:
+        if story_id:
+            return [self._run_one(story_id, step=step)]
+        if auto:
+            outcomes = []
+            seen: set[str] = set()
+            while True:
+                actions = [a for a in self._recommend() if a.story_id not in seen]
+                if not actions:
+                    return outcomes
+                seen.add(actions[0].story_id)
+                outcomes.append(self._run_one(actions[0].story_id, step=None))
+        actions = self._recommend()
+        if not actions:
+            return []
+        first = actions[0]
+        return [self._run_one(first.story_id, step=first.phase)]
+
+    def _recommend(self) -> list[NextAction]:
+        return recommend(
+            (s.frontmatter for s in self.store.list()),
+            gates=self.config.section("gates"),
+            global_limit=self.runner.ledger.limit,
+        )
+
+    def _run_one(self, story_id: str, *, step: Phase | None) -> StoryOutcome:
+        with run_lock(self.store.ai_dir, story_id, what=story_id):
+            try:
+                return self.runner.run(story_id, step=step)
+            except StoryBlockedError as exc:
+                return StoryOutcome(story_id, "blocked", exc.message)
+
+
+# --- dry run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class PlannedStory:
+    story_id: str
+    phases: list[str]
+    reason: str
+    prompts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DryRunPlan:
+    stories: list[PlannedStory]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dry_run": True, "stories": [p.__dict__ for p in self.stories]}
+
+
+def _simulate(fm: dict[str, Any], gates: dict[str, Any], limit: int) -> tuple[list[str], str]:
+    """The phases a story would walk if every phase succeeded (reads only)."""
+    state = dict(fm)
+    phases: list[str] = []
+    for _ in range(10):
+        action = assess(state, gates=gates, global_limit=limit)
+        if action.phase is None:
+            return phases, action.reason
+        phases.append(action.phase.value)
+        if action.phase is Phase.REFINE:
+            state["status"] = "ready"
+        elif action.phase in (Phase.IMPLEMENT, Phase.REWORK):
+            state["implementation_complete"] = True
+            state.pop("rework_pending", None)
+        else:
+            flag = {Phase.RESEARCH: "research_complete", Phase.PLAN: "plan_complete",
+                    Phase.REVIEW: "reviews_complete"}[action.phase]
+            state[flag] = True
+    return phases, ""
+
+
+def plan_dry_run(
+    store: StoryStore,
+    *,
+    story_id: str | None,
+    auto: bool,
+    step: Phase | None,
+    show_prompts: bool = False,
+) -> DryRunPlan:
+    """What `run` would do, computed without writing anything (no lock, no cache, no log)."""
+    config = load_config(store.root)
+    gates = config.section("gates")
+    limit = int(config.get("limits.global_recovery"))
+    if story_id:
+        stories = [store.get(story_id)]
+    else:
+        actionable = {a.story_id for a in recommend(
+            (s.frontmatter for s in store.list()), gates=gates, global_limit=limit)}
+        stories = [s for s in store.list() if s.id in actionable]
+        stories.sort(key=lambda s: (_prio(s.frontmatter), s.id))
+        if not auto:
+            stories = stories[:1]
+    planned = []
+    for story in stories:
+        fm = dict(story.frontmatter)
+        if step is not None:
+            phases, reason = [step.value], "--step"
+        else:
+            phases, reason = _simulate(fm, gates, limit)
+            if not auto and not story_id:
+                phases = phases[:1]
+        item = PlannedStory(story.id, phases, reason)
+        if show_prompts and phases:
+            item.prompts.append(_preview_prompt(store, story, Phase(phases[0])))
+        planned.append(item)
+    return DryRunPlan(planned)
+
+
+def _prio(fm: Any) -> int:
+    p = fm.get("priority")
+    return p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000
+
+
+def _preview_prompt(store: StoryStore, story: Any, phase: Phase) -> str:
+    from ai_sdlc.providers.base import ProviderRequest, access_for
+    from ai_sdlc.providers.dry_run import DryRunProvider
+    from ai_sdlc.workflow.agents import StoryView, build_prompt
+
+    artifacts = {}
+    for name in ("research.md", "plan.md", "review.md"):
+        path = story.folder / name
+        if path.is_file():
+            artifacts[name] = path.read_text(encoding="utf-8", errors="replace")
+    system, prompt = build_prompt(phase, StoryView(story.id, story.title, story.body, artifacts))
+    request = ProviderRequest(
+        phase=phase, prompt=prompt, system_prompt=system, workspace=store.root,
+        access=access_for(phase), timeout=0, story_id=story.id,
+    )
+    return DryRunProvider(store.root, {}).execute(request).text

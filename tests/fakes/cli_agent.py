@@ -1,0 +1,66 @@
+"""Small CLI agents for the `command` provider tests; the first argument picks a behaviour.
+
+  succeed                 print what it was asked (first prompt line), exit 0
+  edit FILE TEXT          write TEXT to FILE in the workspace, exit 0
+  hang PIDFILE            start a child, write both pids to PIDFILE, sleep far past any timeout
+  ratelimit               print a rate-limit error on stderr, exit 1
+  fail                    print an unclassifiable error, exit 3
+  exitcode N              exit with code N
+  report                  print JSON: argv, the prompt (file or stdin), whether stdin was closed
+Options: --prompt-file F  read the prompt from F instead of stdin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _prompt(argv: list[str]) -> tuple[str, bool]:
+    """(prompt, stdin_was_closed_or_empty)."""
+    if "--prompt-file" in argv:
+        text = Path(argv[argv.index("--prompt-file") + 1]).read_text()
+        data = sys.stdin.read()
+        return text, data == ""
+    data = sys.stdin.read()
+    return data, data == ""
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    mode = argv[0]
+    if mode == "hang":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        Path(argv[1]).write_text(json.dumps([os.getpid(), child.pid]))
+        time.sleep(60)
+        return 0
+    prompt, stdin_empty = _prompt(argv)
+    if mode == "succeed":
+        print(f"agent done: {prompt.splitlines()[0] if prompt else ''}")
+        return 0
+    if mode == "edit":
+        Path(argv[1]).write_text(argv[2])
+        print(f"edited {argv[1]}")
+        return 0
+    if mode == "ratelimit":
+        sys.stderr.write("Error: 429 Too Many Requests: rate limit exceeded, retry later\n")
+        return 1
+    if mode == "fail":
+        sys.stderr.write("segmentation fault in the frobnicator\n")
+        return 3
+    if mode == "exitcode":
+        return int(argv[1])
+    if mode == "report":
+        print(json.dumps({"argv": argv, "prompt": prompt, "stdin_empty": stdin_empty,
+                          "cwd": os.getcwd()}))
+        return 0
+    sys.stderr.write(f"unknown mode {mode}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

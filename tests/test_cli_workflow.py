@@ -1,0 +1,423 @@
+"""Issue 3 through the real entry point: the runner, every recovery path, the global limit."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CliRunner, run_cli
+
+PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
+FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
+TEST_CODE = "from calc import multiply\n\n\ndef test_multiply():\n    assert multiply(4, 5) == 20\n"
+
+
+def setup_python_project(project: Path, *, fast_retries: bool = True) -> None:
+    """A tiny package whose tests are the judge (real pytest, run without a shell)."""
+    (project / "calc").mkdir()
+    (project / "calc" / "__init__.py").write_text(PASSING_CODE)
+    (project / "tests").mkdir()
+    (project / "tests" / "test_calc.py").write_text(TEST_CODE)
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\npythonpath = ["."]\naddopts = "-q -p no:cacheprovider"\n'
+    )
+    cmd = shlex.join([sys.executable, "-m", "pytest"])
+    assert run_cli(project, "config", "verify.test", cmd).returncode == 0
+    if fast_retries:
+        for key, value in (
+            ("resilience.policies.llm.initial_delay", "0.01"),
+            ("resilience.policies.llm.max_delay", "0.05"),
+        ):
+            result = run_cli(project, "config", key, value)
+            assert result.returncode == 0, result.output
+
+
+def rules(project: Path, text: str) -> None:
+    (project / ".ai-sdlc" / "scripted.yaml").write_text(text)
+
+
+def frontmatter(cli: CliRunner, sid: str) -> dict[str, Any]:
+    result = cli("show", sid, "--json")
+    assert result.returncode == 0, result.output
+    return dict(json.loads(result.stdout)["frontmatter"])
+
+
+def events(project: Path, sid: str) -> list[dict[str, Any]]:
+    path = project / ".ai-sdlc" / "stories" / sid / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def story_path(project: Path, sid: str) -> Path:
+    return project / ".ai-sdlc" / "stories" / sid / "story.md"
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def set_field(project: Path, sid: str, line: str) -> None:
+    path = story_path(project, sid)
+    text = path.read_text()
+    head, body = text[4:].split("\n---\n", 1)
+    path.write_text("---\n" + head + "\n" + line + "\n---\n" + body)
+
+
+def test_story_goes_from_backlog_to_done(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+    fm = frontmatter(cli, "S-0001")
+    assert fm["status"] == "done"
+    for flag in ("research_complete", "plan_complete", "implementation_complete",
+                 "reviews_complete"):
+        assert fm[flag] is True
+    folder = project / ".ai-sdlc" / "stories" / "S-0001"
+    for name in ("research.md", "plan.md", "review.md"):
+        assert "scripted provider (no AI)" in (folder / name).read_text()
+    actions = [(e["action"], e.get("phase"), e.get("outcome")) for e in events(project, "S-0001")]
+    assert ("phase", "implement", "passed") in actions
+    assert ("phase", "review", "approved") in actions
+    assert actions[-1] == ("done", None, "completed")
+    assert fm.get("total_recovery_attempts", 0) == 0
+    again = cli("run", "S-0001")
+    assert again.returncode == 0
+    assert "done" in again.stderr
+
+
+def test_json_mode_prints_ndjson_events_on_stdout(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    result = cli("run", "S-0001", "--json")
+    assert result.returncode == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    names = [e["event"] for e in lines]
+    assert names[0] == "story_started"
+    assert "phase_started" in names
+    assert names[-1] == "run_finished"
+    assert lines[-1]["outcomes"][0]["result"] == "done"
+
+
+def test_implementation_retry_is_counted_and_fed_back(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    rules(project, f"""
+rules:
+  - phase: implement
+    attempt: 1
+    files: {{calc/__init__.py: {json.dumps(FAILING_CODE)}}}
+  - phase: implement
+    attempt: 2
+    files: {{calc/__init__.py: {json.dumps(PASSING_CODE)}}}
+""")
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+    fm = frontmatter(cli, "S-0001")
+    assert fm["status"] == "done"
+    assert fm["total_recovery_attempts"] == 1
+    assert fm["recovery_breakdown"]["implementation_retry"] == 1
+    failed = [e for e in events(project, "S-0001") if e.get("outcome") == "failed"]
+    assert len(failed) == 1
+    assert "assert" in failed[0]["feedback"]
+    recovery = [e for e in events(project, "S-0001") if e["action"] == "recovery"]
+    assert recovery[0]["recovery_kind"] == "implementation_retry"
+    assert recovery[0]["counters"]["total_recovery_attempts"] == 1
+
+
+def test_rework_after_rejection_is_counted(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    rules(project, """
+rules:
+  - phase: review
+    times: 1
+    decision: REJECTED
+    feedback: Name the function clearly.
+""")
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+    fm = frontmatter(cli, "S-0001")
+    assert fm["status"] == "done"
+    assert fm["recovery_breakdown"]["rework"] == 1
+    assert fm["total_recovery_attempts"] == 1
+    phases = [e.get("phase") for e in events(project, "S-0001") if e["action"] == "phase_started"]
+    assert "rework" in phases
+
+
+def test_refinement_iteration_is_counted(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Vague idea")
+    rules(project, """
+rules:
+  - phase: refine
+    times: 2
+    decision: REJECTED
+    feedback: Acceptance criteria are missing.
+""")
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+    fm = frontmatter(cli, "S-0001")
+    assert fm["recovery_breakdown"]["refinement"] == 2
+    assert fm["refinement_count"] == 2
+    assert fm["status"] == "done"
+
+
+def test_api_retry_is_counted_with_its_delay(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    rules(project, """
+rules:
+  - phase: research
+    times: 2
+    fault: {kind: rate_limit, retry_after: 0.01}
+""")
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+    fm = frontmatter(cli, "S-0001")
+    assert fm["recovery_breakdown"]["api_retry"] == 2
+    assert fm["total_recovery_attempts"] == 2
+    retries = [e for e in events(project, "S-0001") if e.get("recovery_kind") == "api_retry"]
+    assert len(retries) == 2
+    assert all("delay" in e for e in retries)
+    assert "rate" in result.stderr.lower()
+
+
+def test_hand_edited_nine_blocks_at_ten_with_full_message(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    set_field(project, "S-0001", "total_recovery_attempts: 9")
+    set_field(project, "S-0001",
+              "recovery_breakdown:\n  implementation_retry: 3\n  rework: 2\n  api_retry: 3")
+    rules(project, """
+rules:
+  - phase: refine
+    decision: REJECTED
+    feedback: Not ready.
+""")
+    result = cli("run", "S-0001")
+    assert result.returncode == 5, result.output
+    expected = (
+        "Global recovery limit exceeded (10/10) for S-0001. Breakdown: 3 implementation "
+        "retries, 2 rework cycles, 3 API retries, 1 refinement iteration, 1 unattributed. "
+        "Run 'ai-sdlc unblock S-0001 --reset-retries' after fixing the cause."
+    )
+    assert expected in " ".join(result.stderr.split())
+    fm = frontmatter(cli, "S-0001")
+    assert fm["status"] == "blocked"
+    assert fm["total_recovery_attempts"] == 10
+    assert fm["blocked_reason"] == expected
+    assert fm["blocked_at"]
+
+
+def test_a_blocked_story_runs_no_action(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    set_field(project, "S-0001", "total_recovery_attempts: 10")
+    usage = project / ".ai-sdlc" / "state" / "scripted-usage.json"
+    rules(project, "rules:\n  - phase: refine\n    respond: would be called\n")
+    first = cli("run", "S-0001")
+    assert first.returncode == 5
+    assert "Global recovery limit exceeded (10/10)" in first.stderr
+    assert not usage.exists()
+    assert [e for e in events(project, "S-0001") if e["action"] == "phase_started"] == []
+    before = tree(project / ".ai-sdlc" / "stories")
+    second = cli("run", "S-0001")
+    assert second.returncode == 5
+    assert "blocked" in second.stderr
+    assert tree(project / ".ai-sdlc" / "stories") == before
+    assert not usage.exists()
+
+
+def test_unblock_without_reset_blocks_again_on_next_recovery(
+    cli: CliRunner, project: Path
+) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    set_field(project, "S-0001", "total_recovery_attempts: 10")
+    assert cli("run", "S-0001").returncode == 5
+    assert cli("unblock", "S-0001").returncode == 0
+    again = cli("run", "S-0001")
+    assert again.returncode == 5
+    assert frontmatter(cli, "S-0001")["status"] == "blocked"
+    assert cli("unblock", "S-0001", "--reset-retries").returncode == 0
+    fm = frontmatter(cli, "S-0001")
+    assert fm["total_recovery_attempts"] == 0
+    done = cli("run", "S-0001")
+    assert done.returncode == 0, done.output
+    assert frontmatter(cli, "S-0001")["status"] == "done"
+
+
+def test_counter_survives_separate_invocations_and_blocks(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    cli("config", "limits.global_recovery", "3")
+    rules(project, """
+rules:
+  - phase: research
+    fault: {kind: server}
+""")
+    totals = []
+    codes = []
+    for _ in range(4):
+        result = cli("run", "S-0001")
+        codes.append(result.returncode)
+        totals.append(frontmatter(cli, "S-0001").get("total_recovery_attempts", 0))
+    # llm policy: 3 attempts (2 retries) per call, so the first run fails after 2 retries
+    # (provider unavailable), the second reaches the limit of 3 and blocks.
+    assert codes[0] == 4
+    assert totals[0] == 2
+    assert codes[1] == 5
+    assert totals[1] == 3
+    assert codes[2:] == [5, 5]
+    assert totals[2:] == [3, 3]
+
+
+def _record_at_nine(root: str, barrier: Any, results: Any) -> None:
+    from ai_sdlc.errors import StoryBlockedError
+    from ai_sdlc.store import StoryStore
+    from ai_sdlc.workflow.ledger import Ledger
+
+    ledger = Ledger(StoryStore(Path(root)), limit=10)
+    barrier.wait()
+    try:
+        ledger.record_recovery("S-0001", "implementation_retry")
+        results.put("recorded")
+    except StoryBlockedError:
+        results.put("blocked")
+
+
+def test_concurrent_recoveries_at_nine_both_end_blocked(cli: CliRunner, project: Path) -> None:
+    cli("add", "Race")
+    set_field(project, "S-0001", "total_recovery_attempts: 9")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_record_at_nine, args=(str(project), barrier, results))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert sorted(results.get(timeout=5) for _ in procs) == ["blocked", "blocked"]
+    fm = frontmatter(cli, "S-0001")
+    assert fm["total_recovery_attempts"] == 11
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"]["implementation_retry"] == 2
+
+
+def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    slow = shlex.join([sys.executable, "-c", "import time; time.sleep(4)"])
+    cli("config", "verify.build", slow)
+    cli("add", "Add multiply")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AI_SDLC_")}
+    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
+    first = subprocess.Popen(
+        [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+    )
+    pid_file = project / ".ai-sdlc" / ".locks" / "run-S-0001.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = cli("run", "S-0001")
+    first.communicate(timeout=120)
+    assert second.returncode == 1, second.output
+    assert "already being run" in second.stderr
+    assert f"pid {first.pid}" in second.stderr
+
+
+def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    slow = shlex.join([sys.executable, "-c", "import time; time.sleep(30)"])
+    cli("config", "verify.build", slow)
+    cli("add", "Add multiply")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )
+    pid_file = project / ".ai-sdlc" / ".locks" / "run-S-0001.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    cli("config", "verify.build", "null")
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+
+
+def test_dry_run_and_status_never_change_a_byte(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    cli("add", "Second")
+    (project / ".ai-sdlc" / ".cache").mkdir(exist_ok=True)
+    cli("status")  # let the listing cache exist before the snapshot
+    before = tree(project)
+    for args in (["run", "--dry-run"], ["run", "S-0001", "--dry-run"],
+                 ["run", "--auto", "--dry-run", "--json"], ["status"], ["status", "--json"],
+                 ["run", "S-0001", "--provider", "dry-run"]):
+        result = cli(*args)
+        assert result.returncode == 0, (args, result.output)
+    assert tree(project) == before
+    plan = json.loads(cli("run", "--auto", "--dry-run", "--json").stdout)
+    assert plan["stories"][0]["phases"] == ["refine", "research", "plan", "implement", "review"]
+
+
+def test_invalid_scripted_rules_exit_3(cli: CliRunner, project: Path) -> None:
+    cli("add", "x")
+    rules(project, "rules:\n  - phase: deploy\n    respond: hi\n")
+    result = cli("run", "S-0001")
+    assert result.returncode == 3, result.output
+    assert "scripted.yaml" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_gate_waits_for_approval(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("config", "gates.before_implementation", "true")
+    cli("add", "Gated")
+    first = cli("run", "S-0001")
+    assert first.returncode == 0, first.output
+    assert "ai-sdlc approve S-0001" in first.stderr
+    fm = frontmatter(cli, "S-0001")
+    assert fm["plan_complete"] is True and not fm.get("implementation_complete")
+    assert cli("approve", "S-0001").returncode == 0
+    assert cli("run", "S-0001").returncode == 0
+    assert frontmatter(cli, "S-0001")["status"] == "done"
+
+
+def test_run_without_story_runs_the_next_recommended_action(
+    cli: CliRunner, project: Path
+) -> None:
+    setup_python_project(project)
+    cli("add", "Later", "--priority", "9")
+    cli("add", "First", "--priority", "1")
+    result = cli("run")
+    assert result.returncode == 0, result.output
+    assert frontmatter(cli, "S-0002")["status"] == "ready"
+    assert frontmatter(cli, "S-0001")["status"] == "backlog"
+    auto = cli("run", "--auto")
+    assert auto.returncode == 0, auto.output
+    assert frontmatter(cli, "S-0001")["status"] == "done"
+    assert frontmatter(cli, "S-0002")["status"] == "done"
+
+
+@pytest.mark.parametrize("title", ['$(touch pwned) `touch pwned2`; rm -rf / && echo "x"'])
+def test_story_text_is_never_executed(cli: CliRunner, project: Path, title: str) -> None:
+    setup_python_project(project)
+    cli("add", title)
+    assert cli("run", "S-0001").returncode == 0
+    assert not (project / "pwned").exists()
+    assert not (project / "pwned2").exists()

@@ -1,0 +1,274 @@
+"""Every circuit-breaker transition on a manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.resilience import (
+    CircuitBreaker,
+    CircuitBreakerConfig,
+    CircuitBreakerOpenError,
+    CircuitState,
+)
+from ai_sdlc.resilience.clock import ManualClock
+
+
+class Boom(Exception):
+    pass
+
+
+def ok() -> str:
+    return "ok"
+
+
+def boom() -> str:
+    raise Boom("service down")
+
+
+def make(clock: ManualClock, **config: Any) -> tuple[CircuitBreaker, list[tuple[str, str]]]:
+    breaker = CircuitBreaker(CircuitBreakerConfig(**config), name="svc", clock=clock)
+    changes: list[tuple[str, str]] = []
+    breaker.add_listener(lambda name, old, new: changes.append((old.value, new.value)))
+    return breaker, changes
+
+
+def fail(breaker: CircuitBreaker, times: int) -> None:
+    for _ in range(times):
+        with pytest.raises(Boom):
+            breaker.execute(boom)
+
+
+def test_full_cycle_closed_open_half_open_closed() -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=3, open_timeout=30)
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)
+    assert breaker.state is CircuitState.OPEN and changes == [("closed", "open")]
+
+    clock.advance(29)
+    assert breaker.retry_in() == pytest.approx(1.0)
+    clock.advance(1)
+    assert breaker.state is CircuitState.HALF_OPEN  # reported; the transition happens on a call
+    assert breaker.execute(ok) == "ok"
+    assert breaker.state is CircuitState.CLOSED
+    assert changes == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")]
+
+
+def test_open_breaker_rejects_without_calling() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=60)
+    fail(breaker, 1)
+    called: list[int] = []
+    clock.advance(15)
+    with pytest.raises(CircuitBreakerOpenError) as caught:
+        breaker.execute(lambda: called.append(1))
+    assert called == []
+    assert caught.value.retry_in == pytest.approx(45.0) and caught.value.name == "svc"
+    assert breaker.stats().rejected == 1
+
+
+def test_half_open_failure_reopens_for_a_full_timeout() -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=1, open_timeout=10)
+    fail(breaker, 1)
+    clock.advance(10)
+    fail(breaker, 1)  # the trial fails
+    assert breaker.state is CircuitState.OPEN
+    assert breaker.retry_in() == pytest.approx(10.0)
+    assert changes[-2:] == [("open", "half_open"), ("half_open", "open")]
+
+
+def test_half_open_admits_at_most_max_calls_and_needs_success_threshold() -> None:
+    clock = ManualClock()
+    breaker, _ = make(
+        clock, failure_threshold=1, open_timeout=5, half_open_max_calls=2, success_threshold=2
+    )
+    fail(breaker, 1)
+    clock.advance(5)
+    inner_results: list[Any] = []
+
+    def trial_that_probes() -> str:
+        # While this trial runs, one more trial fits, the third is rejected without a call.
+        inner_results.append(breaker.execute(ok))
+        with pytest.raises(CircuitBreakerOpenError):
+            breaker.execute(lambda: inner_results.append("must not run"))
+        return "ok"
+
+    assert breaker.execute(trial_that_probes) == "ok"
+    assert inner_results == ["ok"]
+    assert breaker.state is CircuitState.CLOSED
+
+
+def test_half_open_stays_half_open_until_enough_successes() -> None:
+    clock = ManualClock()
+    breaker, _ = make(
+        clock, failure_threshold=1, open_timeout=5, half_open_max_calls=3, success_threshold=2
+    )
+    fail(breaker, 1)
+    clock.advance(5)
+    breaker.execute(ok)
+    assert breaker.state is CircuitState.HALF_OPEN
+    breaker.execute(ok)
+    assert breaker.state is CircuitState.CLOSED
+
+
+def test_count_window_forgets_failures_pushed_out_by_successes() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=3, window="count", window_size=4)
+    fail(breaker, 2)
+    for _ in range(4):
+        breaker.execute(ok)  # both failures leave the last-4 window
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)
+    assert breaker.state is CircuitState.OPEN
+
+
+def test_time_window_forgets_old_failures() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=3, window="time", window_size=60)
+    fail(breaker, 2)
+    clock.advance(61)
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+    clock.advance(30)
+    fail(breaker, 1)  # 3 failures within the last 60 s
+    assert breaker.state is CircuitState.OPEN
+
+
+def test_failure_rate_threshold_and_minimum_calls() -> None:
+    clock = ManualClock()
+    breaker, _ = make(
+        clock,
+        failure_threshold=2,
+        window="count",
+        window_size=10,
+        minimum_calls=6,
+        failure_rate_threshold=0.5,
+    )
+    fail(breaker, 4)  # 4 of 4 failed, but fewer than 6 calls: no verdict yet
+    assert breaker.state is CircuitState.CLOSED
+    for _ in range(4):
+        breaker.execute(ok)  # 4 of 8 = 50 %: trips on the next failure's judgement
+    fail(breaker, 1)
+    assert breaker.state is CircuitState.OPEN
+
+    clock2 = ManualClock()
+    low_rate, _ = make(
+        clock2, failure_threshold=2, window="count", window_size=10, failure_rate_threshold=0.5
+    )
+    for _ in range(8):
+        low_rate.execute(ok)
+    fail(low_rate, 2)  # 2 of 10 = 20 %: not enough
+    assert low_rate.state is CircuitState.CLOSED
+
+
+def test_ignored_errors_do_not_count_and_guardrail_stops_never_count() -> None:
+    clock = ManualClock()
+    breaker = CircuitBreaker(
+        CircuitBreakerConfig(failure_threshold=1, is_failure=lambda e: not isinstance(e, KeyError)),
+        clock=clock,
+    )
+    for _ in range(3):
+        with pytest.raises(KeyError):
+            breaker.execute(lambda: {}["missing"])
+    assert breaker.state is CircuitState.CLOSED
+
+    default = CircuitBreaker(CircuitBreakerConfig(failure_threshold=1), clock=clock)
+
+    def blocked() -> None:
+        raise StoryBlockedError("limit", story_id="S-0001")
+
+    with pytest.raises(StoryBlockedError):
+        default.execute(blocked)
+    assert default.state is CircuitState.CLOSED
+
+
+def test_force_open_and_reset() -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock)
+    breaker.force_open()
+    clock.advance(10_000)
+    with pytest.raises(CircuitBreakerOpenError) as caught:
+        breaker.execute(ok)
+    assert caught.value.retry_in is None and "forced open" in str(caught.value)
+    breaker.reset()
+    assert breaker.execute(ok) == "ok"
+    breaker.force_open(duration=3)
+    clock.advance(3)
+    assert breaker.execute(ok) == "ok" and breaker.state is CircuitState.CLOSED
+    assert changes[:2] == [("closed", "open"), ("open", "closed")]
+
+
+def test_stats_count_calls_and_time_in_each_state() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=2, open_timeout=20)
+    breaker.execute(ok)
+    clock.advance(5)
+    fail(breaker, 2)  # opens at t=5
+    clock.advance(20)
+    breaker.execute(ok)  # half-open then closed at t=25
+    clock.advance(7)
+    stats = breaker.stats()
+    assert (stats.calls, stats.successful, stats.failed, stats.rejected) == (4, 2, 2, 0)
+    assert stats.state_changes == 3
+    assert stats.time_in_state == {"closed": 12.0, "open": 20.0, "half_open": 0.0}
+
+
+def test_snapshot_and_restore_keep_the_remaining_open_time() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=60)
+    fail(breaker, 1)
+    clock.advance(20)
+    snap = breaker.snapshot()
+    assert snap.state is CircuitState.OPEN and snap.open_remaining == pytest.approx(40)
+
+    other_clock = ManualClock(start=1000)
+    other, changes = make(other_clock)
+    other.restore(snap)
+    assert other.state is CircuitState.OPEN and changes == []  # adoption is silent
+    other_clock.advance(39)
+    with pytest.raises(CircuitBreakerOpenError):
+        other.execute(ok)
+    other_clock.advance(1)
+    assert other.execute(ok) == "ok"
+
+
+def test_aexecute_follows_the_same_rules() -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=1, open_timeout=5)
+
+    async def afail() -> str:
+        raise Boom("down")
+
+    async def aok() -> str:
+        return "ok"
+
+    async def scenario() -> None:
+        with pytest.raises(Boom):
+            await breaker.aexecute(afail)
+        with pytest.raises(CircuitBreakerOpenError):
+            await breaker.aexecute(aok)
+        clock.advance(5)
+        assert await breaker.aexecute(aok) == "ok"
+
+    asyncio.run(scenario())
+    assert changes == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")]
+
+
+def test_invalid_breaker_configs() -> None:
+    for bad in (
+        {"failure_threshold": 0},
+        {"window": "sliding"},
+        {"window": "count", "window_size": 2.5},
+        {"success_threshold": 2, "half_open_max_calls": 1},
+        {"failure_rate_threshold": 0},
+        {"open_timeout": -1},
+    ):
+        with pytest.raises(ValueError):
+            CircuitBreakerConfig(**bad)
