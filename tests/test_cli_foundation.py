@@ -146,7 +146,7 @@ def test_show_reports_every_counter_breakdown_and_flags(cli: CliRunner, project:
 
 
 @pytest.mark.parametrize(
-    "ref", ["../../etc/passwd", "/etc/passwd", "S-0001/../../x", "..", "a\\b", "S-0001\x00"]
+    "ref", ["../../etc/passwd", "/etc/passwd", "S-0001/../../x", "..", "a\\b", "~root"]
 )
 def test_story_refs_that_could_escape_are_refused(cli: CliRunner, ref: str) -> None:
     cli("add", "Only story")

@@ -41,10 +41,21 @@ def test_retry_after_absent_or_garbage_is_none(headers: dict[str, str] | None) -
     assert parse_retry_after(headers) is None
 
 
-def _classify(status: int | None, error_type: str | None, message: str = "boom",
-              retry_after: float | None = None, code: str | None = None):  # type: ignore[no-untyped-def]
-    return classify_http_failure(provider="test", status=status, error_type=error_type,
-                                 error_code=code, message=message, retry_after=retry_after)
+def _classify(
+    status: int | None,
+    error_type: str | None,
+    message: str = "boom",
+    retry_after: float | None = None,
+    code: str | None = None,
+):  # type: ignore[no-untyped-def]
+    return classify_http_failure(
+        provider="test",
+        status=status,
+        error_type=error_type,
+        error_code=code,
+        message=message,
+        retry_after=retry_after,
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,8 +80,9 @@ def test_transient_failures(status: int | None, error_type: str | None, kind: st
 def test_spend_cap_429_without_hint_is_a_limit_not_a_retry() -> None:
     capped = _classify(429, "rate_limit_error", "You have reached your specified API usage limits")
     assert isinstance(capped, ProviderLimitError)
-    quota = _classify(429, "insufficient_quota", "You exceeded your current quota",
-                      code="insufficient_quota")
+    quota = _classify(
+        429, "insufficient_quota", "You exceeded your current quota", code="insufficient_quota"
+    )
     assert isinstance(quota, ProviderLimitError)
     # the same quota wording with a retry hint will clear: a rate limit
     hinted = _classify(429, "rate_limit_error", "usage limit", retry_after=3.0)
@@ -100,7 +112,9 @@ def test_context_too_long_carries_a_hint() -> None:
 
 
 def test_messages_never_carry_keys() -> None:
-    error = _classify(401, "authentication_error", "Incorrect API key provided: sk-live-abcdef1234567890")
+    error = _classify(
+        401, "authentication_error", "Incorrect API key provided: sk-live-abcdef1234567890"
+    )
     assert "sk-live" not in str(error)
     assert redact("key=hunter2hunter2", ["hunter2hunter2"]) == "key=***"
     assert redact("Authorization: Bearer abc.def.ghijklmnop") == "Authorization: ***"

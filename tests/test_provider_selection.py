@@ -30,25 +30,37 @@ def has_claude(name: str) -> str | None:
 def test_flag_beats_env_beats_config_beats_auto() -> None:
     settings = {"provider": "openai"}
     env = {"AI_SDLC_PROVIDER": "anthropic"}
-    assert choose_provider_name(flag="command", settings=settings, environ=env,
-                                which=has_claude) == ("command", "--provider", None)
-    assert choose_provider_name(flag=None, settings=settings, environ=env,
-                                which=has_claude) == ("anthropic", "AI_SDLC_PROVIDER", None)
-    assert choose_provider_name(flag=None, settings=settings, environ={},
-                                which=has_claude) == ("openai", "config", None)
-    assert choose_provider_name(flag=None, settings={}, environ={},
-                                which=has_claude) == ("claude", "auto", None)
+    assert choose_provider_name(
+        flag="command", settings=settings, environ=env, which=has_claude
+    ) == ("command", "--provider", None)
+    assert choose_provider_name(flag=None, settings=settings, environ=env, which=has_claude) == (
+        "anthropic",
+        "AI_SDLC_PROVIDER",
+        None,
+    )
+    assert choose_provider_name(flag=None, settings=settings, environ={}, which=has_claude) == (
+        "openai",
+        "config",
+        None,
+    )
+    assert choose_provider_name(flag=None, settings={}, environ={}, which=has_claude) == (
+        "claude",
+        "auto",
+        None,
+    )
 
 
 def test_auto_detect_order_and_offline_notice() -> None:
     assert auto_detect({}, {"OPENAI_API_KEY": "k"}, has_claude)[0] == "claude"
-    assert auto_detect({}, {"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"},
-                       no_binary)[0] == "anthropic"
-    assert auto_detect({}, {"OPENAI_BASE_URL": "http://localhost:11434/v1"},
-                       no_binary)[0] == "openai"
+    assert (
+        auto_detect({}, {"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}, no_binary)[0]
+        == "anthropic"
+    )
+    assert (
+        auto_detect({}, {"OPENAI_BASE_URL": "http://localhost:11434/v1"}, no_binary)[0] == "openai"
+    )
     assert auto_detect({"openai": {"base_url": "http://x/v1"}}, {}, no_binary)[0] == "openai"
-    name, source, notice = choose_provider_name(flag=None, settings={}, environ={},
-                                                which=no_binary)
+    name, source, notice = choose_provider_name(flag=None, settings={}, environ={}, which=no_binary)
     assert (name, source, notice) == ("scripted", "auto", NO_AI_NOTICE)
 
 
@@ -65,13 +77,20 @@ def test_model_precedence() -> None:
     assert resolve_model("openai", settings, None, {"AI_SDLC_MODEL": "env"}) == "env"
     assert resolve_model("openai", settings, None, {}) == "specific"
     assert resolve_model("anthropic", settings, None, {}) == "generic"
-    assert resolve_model("anthropic", {}, None, {}) == "claude-sonnet-4-5"
+    assert resolve_model("anthropic", {}, None, {}) == "claude-sonnet-4-6"
     assert resolve_model("claude", {}, None, {}) is None  # the CLI picks its own
 
 
 def _request(phase: Phase, timeout: float) -> ProviderRequest:
-    return ProviderRequest(phase=phase, prompt="p", system_prompt="s", workspace=Path("."),
-                           access=Access.READ_ONLY, timeout=timeout, story_id="S-0001")
+    return ProviderRequest(
+        phase=phase,
+        prompt="p",
+        system_prompt="s",
+        workspace=Path("."),
+        access=Access.READ_ONLY,
+        timeout=timeout,
+        story_id="S-0001",
+    )
 
 
 def test_phase_timeout_is_the_lower_of_runner_and_config() -> None:
@@ -105,8 +124,10 @@ def test_prices_come_only_from_config() -> None:
 
 
 def test_estimate_call_is_prompt_plus_full_answer() -> None:
-    settings = {"prices": {"m": {"input_per_mtok": 1, "output_per_mtok": 1}},
-                "max_output_tokens": 1000}
+    settings = {
+        "prices": {"m": {"input_per_mtok": 1, "output_per_mtok": 1}},
+        "max_output_tokens": 1000,
+    }
     estimate = estimate_call(settings, "m", prompt="x" * 4000, system_prompt="y" * 400)
     assert estimate.input_tokens == 1100
     assert estimate.output_tokens == 1000

@@ -75,8 +75,9 @@ def test_symlinks_pointing_out_are_refused(ws: Path) -> None:
 def test_protected_folders_are_read_only(ws: Path) -> None:
     b = box(ws)
     assert b.call("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}).is_error
-    assert b.call("write_file", {"path": ".ai-sdlc/stories/S-0001/story.md",
-                                 "content": "x"}).is_error
+    assert b.call(
+        "write_file", {"path": ".ai-sdlc/stories/S-0001/story.md", "content": "x"}
+    ).is_error
     assert not (ws / ".git" / "hooks").exists()
     assert not b.call("read_file", {"path": ".git/config"}).is_error
 
@@ -86,8 +87,9 @@ def test_read_only_phase_has_no_write_tools(ws: Path) -> None:
     assert {s.name for s in b.specs} == {"read_file", "list_dir", "search"}
     outcome = b.call("write_file", {"path": "src/app.py", "content": "gone"})
     assert outcome.is_error and "read-only" in outcome.text
-    assert b.call("edit_file", {"path": "src/app.py", "old_string": "1",
-                                "new_string": "2"}).is_error
+    assert b.call(
+        "edit_file", {"path": "src/app.py", "old_string": "1", "new_string": "2"}
+    ).is_error
     assert (ws / "src" / "app.py").read_text().endswith("return 1\n")
     assert b.files_changed == []
 
@@ -96,8 +98,9 @@ def test_write_and_edit_inside_the_workspace(ws: Path) -> None:
     b = box(ws)
     assert not b.call("write_file", {"path": "src/new/mod.py", "content": "X = 1\n"}).is_error
     assert (ws / "src" / "new" / "mod.py").read_text() == "X = 1\n"
-    edited = b.call("edit_file", {"path": "src/app.py", "old_string": "return 1",
-                                  "new_string": "return 2"})
+    edited = b.call(
+        "edit_file", {"path": "src/app.py", "old_string": "return 1", "new_string": "return 2"}
+    )
     assert not edited.is_error
     assert "return 2" in (ws / "src" / "app.py").read_text()
     assert b.files_changed == ["src/new/mod.py", "src/app.py"]
@@ -119,7 +122,9 @@ def test_list_and_search(ws: Path) -> None:
     assert listing.text.splitlines() == ["src/"]
     hits = b.call("search", {"pattern": "def main"})
     assert hits.text == "src/app.py:1: def main():"
-    assert b.call("search", {"pattern": r"return \d", "regex": True}).text.startswith("src/app.py:2")
+    assert b.call("search", {"pattern": r"return \d", "regex": True}).text.startswith(
+        "src/app.py:2"
+    )
     assert b.call("search", {"pattern": "(", "regex": True}).is_error
     assert b.call("search", {"pattern": "nothing-like-this"}).text == "no matches"
 
@@ -134,7 +139,9 @@ def test_unknown_tool_and_bad_arguments(ws: Path) -> None:
 # --- run_command -------------------------------------------------------------------------
 
 
-def policy(*prefixes: tuple[str, ...], timeout: float = 10.0, max_output: int = 2000) -> CommandPolicy:
+def policy(
+    *prefixes: tuple[str, ...], timeout: float = 10.0, max_output: int = 2000
+) -> CommandPolicy:
     return CommandPolicy(allow=prefixes, timeout=timeout, max_output_chars=max_output)
 
 
@@ -154,8 +161,9 @@ def test_run_command_never_uses_a_shell(ws: Path, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     title = f"Fix it; touch {marker} && echo $(id) `whoami` | cat > {marker}"
     b = box(ws, commands=policy((sys.executable, "-c")))
-    out = b.call("run_command", {"argv": [sys.executable, "-c",
-                                          "import sys; print(sys.argv[1])", title]})
+    out = b.call(
+        "run_command", {"argv": [sys.executable, "-c", "import sys; print(sys.argv[1])", title]}
+    )
     assert title in out.text  # passed through verbatim as one argument
     assert not marker.exists()
     # and a metacharacter-laden command line as argv[0] is just a missing program
@@ -177,8 +185,10 @@ def test_run_command_environment_has_no_secrets(ws: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak-123456")
     monkeypatch.setenv("HARMLESS", "visible")
     b = box(ws, commands=policy((sys.executable, "-c")))
-    out = b.call("run_command", {"argv": [sys.executable, "-c",
-                                          "import os; print(sorted(os.environ.items()))"]})
+    out = b.call(
+        "run_command",
+        {"argv": [sys.executable, "-c", "import os; print(sorted(os.environ.items()))"]},
+    )
     assert "sk-should-not-leak" not in out.text and "visible" in out.text
     assert "OPENAI_API_KEY" not in scrubbed_env()
 
@@ -196,8 +206,15 @@ def test_command_policy_from_settings() -> None:
 
 
 def test_toolbox_for_follows_the_request(ws: Path) -> None:
-    request = ProviderRequest(phase=Phase.REVIEW, prompt="p", system_prompt="s", workspace=ws,
-                              access=Access.READ_ONLY, timeout=10, story_id="S-0001")
+    request = ProviderRequest(
+        phase=Phase.REVIEW,
+        prompt="p",
+        system_prompt="s",
+        workspace=ws,
+        access=Access.READ_ONLY,
+        timeout=10,
+        story_id="S-0001",
+    )
     assert {s.name for s in toolbox_for(request, {}).specs} == {"read_file", "list_dir", "search"}
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ai_sdlc.providers.base import TransientProviderError
 from ai_sdlc.resilience import RetryConfig, RetryEngine, apply_jitter, base_delay, jitter_bounds
 from ai_sdlc.resilience.clock import ManualClock
-from ai_sdlc.providers.base import TransientProviderError
 
 
 def _always_failing() -> None:
@@ -53,15 +53,18 @@ def test_decorrelated_grows_from_previous_delay_within_cap() -> None:
 
 
 def test_custom_strategy_is_capped() -> None:
-    config = RetryConfig(
-        max_attempts=4, strategy=lambda n: n * 10.0, max_delay=25.0, jitter="none"
-    )
+    config = RetryConfig(max_attempts=4, strategy=lambda n: n * 10.0, max_delay=25.0, jitter="none")
     assert _delays(config) == [10.0, 20.0, 25.0]
 
 
 def test_huge_retry_numbers_do_not_overflow() -> None:
     delay = base_delay(
-        "exponential", 5000, initial=1.0, multiplier=10.0, max_delay=30.0, previous=0.0,
+        "exponential",
+        5000,
+        initial=1.0,
+        multiplier=10.0,
+        max_delay=30.0,
+        previous=0.0,
         rand=lambda: 0.0,
     )
     assert delay == 30.0
@@ -89,7 +92,9 @@ jitters = st.one_of(
     r=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
     max_delay=st.floats(min_value=0.0, max_value=1e6, allow_nan=False),
 )
-def test_jitter_stays_within_bounds(delay: float, jitter: object, r: float, max_delay: float) -> None:
+def test_jitter_stays_within_bounds(
+    delay: float, jitter: object, r: float, max_delay: float
+) -> None:
     delay = min(delay, max_delay)
     low, high = jitter_bounds(delay, jitter)  # type: ignore[arg-type]
     value = apply_jitter(delay, jitter, lambda: r, max_delay)  # type: ignore[arg-type]
@@ -105,8 +110,6 @@ def test_jitter_stays_within_bounds(delay: float, jitter: object, r: float, max_
 def test_engine_delays_never_exceed_max_or_go_negative(
     retries: int, jitter: object, seed: float
 ) -> None:
-    config = RetryConfig(
-        max_attempts=retries + 1, initial_delay=0.7, max_delay=9.0, jitter=jitter
-    )  # type: ignore[arg-type]
+    config = RetryConfig(max_attempts=retries + 1, initial_delay=0.7, max_delay=9.0, jitter=jitter)  # type: ignore[arg-type]
     for value in _delays(config, rand=seed):
         assert 0.0 <= value <= 9.0

@@ -6,6 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.resilience import (
@@ -15,6 +17,7 @@ from ai_sdlc.resilience import (
     CircuitState,
 )
 from ai_sdlc.resilience.clock import ManualClock
+from ai_sdlc.resilience.window import TIME_SLICES, CountWindow, TimeWindow
 
 
 class Boom(Exception):
@@ -272,3 +275,34 @@ def test_invalid_breaker_configs() -> None:
     ):
         with pytest.raises(ValueError):
             CircuitBreakerConfig(**bad)
+
+
+events = st.lists(
+    st.tuples(st.floats(min_value=0, max_value=20, allow_nan=False), st.booleans()), max_size=80
+)
+
+
+@given(events=events, seconds=st.sampled_from([1.0, 10.0, 60.0]))
+def test_time_window_matches_a_reference_that_keeps_every_call(
+    events: list[tuple[float, bool]], seconds: float
+) -> None:
+    window = TimeWindow(seconds)
+    width = seconds / TIME_SLICES
+    now = 0.0
+    kept: list[tuple[int, bool]] = []
+    for gap, failed in events:
+        now += gap
+        window.record(failed, now)
+        kept.append((int(now // width), failed))
+        newest = int(now // width)
+        inside = [f for epoch, f in kept if epoch > newest - TIME_SLICES]
+        assert window.counts(now) == (len(inside), sum(inside))
+
+
+@given(outcomes=st.lists(st.booleans(), max_size=60), size=st.integers(min_value=1, max_value=8))
+def test_count_window_matches_the_last_n_calls(outcomes: list[bool], size: int) -> None:
+    window = CountWindow(size)
+    for index, failed in enumerate(outcomes):
+        window.record(failed, 0.0)
+        last = outcomes[max(0, index + 1 - size) : index + 1]
+        assert window.counts(0.0) == (len(last), sum(last))

@@ -41,8 +41,9 @@ class FakeSdkError(Exception):
         self.body = body
 
 
-def scripted(*outcomes: BaseException | str, clock: ManualClock | None = None,
-             duration: float = 0.0) -> Callable[[], str]:
+def scripted(
+    *outcomes: BaseException | str, clock: ManualClock | None = None, duration: float = 0.0
+) -> Callable[[], str]:
     """A call that raises or returns each outcome in turn, taking `duration` clock seconds."""
     queue: Iterator[BaseException | str] = iter(outcomes)
 
@@ -123,7 +124,9 @@ def test_retry_after_header_from_sdk_errors(headers: dict[str, str], expected: f
         ProviderRequestError("prompt too long", status=400),
         ProviderLimitError("spend cap", status=429),
         FakeSdkError(429, {}, {"type": "error", "error": {"type": "billing_error"}}),
-        FakeSdkError(429, {}, {"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}),
+        FakeSdkError(
+            429, {}, {"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}
+        ),
         FakeSdkError(401, {"retry-after": "1"}),
         FakeSdkError(400, {}, {"error": {"type": "invalid_request_error"}}),
         ValueError("a bug, not an outage"),
@@ -149,7 +152,9 @@ def test_non_retryable_errors_stop_at_once(error: Exception) -> None:
 
 def test_overloaded_in_a_200_stream_and_529_are_retried() -> None:
     clock = ManualClock()
-    stream_overload = FakeSdkError(200, {}, {"type": "error", "error": {"type": "overloaded_error"}})
+    stream_overload = FakeSdkError(
+        200, {}, {"type": "error", "error": {"type": "overloaded_error"}}
+    )
     result = engine(clock, max_attempts=3).execute(
         scripted(stream_overload, FakeSdkError(529), "ok")
     )

@@ -339,13 +339,40 @@ def parse_scalar(raw: str) -> Any:
     return value if value is not None or raw.strip() in ("null", "~", "") else raw
 
 
+def _fast_document(path: Path) -> Any:
+    """The config as plain data through the fast YAML 1.2 loader; None when only the
+    round-trip loader can tell (it also words the precise error)."""
+    from ai_sdlc.store.fastload import NotFast, load
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        value = load(text)
+    except NotFast:
+        return None
+    return value if value is None or isinstance(value, Mapping) else None
+
+
 def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Config:
     path = root / CONFIG_RELPATH
-    doc = _load_document(path)
     data = defaults()
-    if doc:
-        file_data = _plain(doc)
+    file_data = _fast_document(path)
+    valid = False
+    if isinstance(file_data, Mapping):
+        try:
+            validate(file_data, path=path)
+            valid = True
+        except InvalidInputError:
+            valid = False
+    if not valid:  # slow path: ruamel finds the line of whatever is wrong
+        doc = _load_document(path)
+        file_data = _plain(doc) if doc else {}
         validate(file_data, path=path, doc=doc)
+    if file_data:
         _deep_merge(data, file_data)
     env = _env_overrides(os.environ if environ is None else environ)
     if env:

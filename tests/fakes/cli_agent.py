@@ -55,8 +55,11 @@ def main() -> int:
     if mode == "exitcode":
         return int(argv[1])
     if mode == "report":
-        print(json.dumps({"argv": argv, "prompt": prompt, "stdin_empty": stdin_empty,
-                          "cwd": os.getcwd()}))
+        print(
+            json.dumps(
+                {"argv": argv, "prompt": prompt, "stdin_empty": stdin_empty, "cwd": os.getcwd()}
+            )
+        )
         return 0
     sys.stderr.write(f"unknown mode {mode}\n")
     return 2

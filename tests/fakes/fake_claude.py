@@ -44,6 +44,7 @@ def main() -> int:
                     "stdin": prompt,
                     "cwd": os.getcwd(),
                     "max_retries": os.environ.get("CLAUDE_CODE_MAX_RETRIES"),
+                    "pid": os.getpid(),
                 }
             )
         )
@@ -79,8 +80,9 @@ def main() -> int:
                 {
                     "type": "assistant",
                     "message": {
-                        "content": [{"type": "tool_use", "id": tool_id, "name": name,
-                                     "input": args}],
+                        "content": [
+                            {"type": "tool_use", "id": tool_id, "name": name, "input": args}
+                        ],
                         "usage": {"input_tokens": 50, "output_tokens": 10},
                     },
                 }
@@ -93,8 +95,14 @@ def main() -> int:
                 {
                     "type": "user",
                     "message": {
-                        "content": [{"type": "tool_result", "tool_use_id": tool_id,
-                                     "content": text, "is_error": not allowed}]
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": tool_id,
+                                "content": text,
+                                "is_error": not allowed,
+                            }
+                        ]
                     },
                 }
             )

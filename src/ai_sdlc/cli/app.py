@@ -122,4 +122,11 @@ def _handle_click_exception(exc: Exception) -> None:
     if type(exc).__name__ == "Abort":
         Terminal().error("aborted")
         sys.exit(int(ExitCode.INTERRUPTED))
-    raise exc
+    if os.environ.get("AI_SDLC_DEBUG"):
+        raise exc
+    Terminal().error(
+        f"internal error: {type(exc).__name__}: {exc}",
+        hint="this is a bug in ai-sdlc; run again with AI_SDLC_DEBUG=1 for the traceback "
+        "and report it",
+    )
+    sys.exit(int(ExitCode.FAILURE))

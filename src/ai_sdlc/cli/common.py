@@ -8,6 +8,7 @@ import typer
 
 from ai_sdlc.cli.app import project_root
 from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.config import load_config
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.store import StoryStore
 
@@ -32,4 +33,6 @@ def open_store(*, must_exist: bool = True) -> StoryStore:
             f"no ai-sdlc project in {store.root}",
             hint="run 'ai-sdlc init' here, or pass --project <folder>",
         )
+    if must_exist:
+        load_config(store.root)  # a broken config.yaml is reported by every command (exit 3)
     return store

@@ -12,7 +12,6 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -30,16 +29,9 @@ _BUILT_IN = {
 
 
 def _safe_url(value: str) -> str:
-    """A URL without user:password@ (the only secret a base URL can carry)."""
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return "(unparseable URL)"
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return value
+    from ai_sdlc.providers.errors_map import safe_url
+
+    return safe_url(value)
 
 
 def redact_config(value: Any, key: str = "") -> Any:
@@ -59,7 +51,9 @@ def redact_config(value: Any, key: str = "") -> Any:
     return value
 
 
-def _statuses(root: Path, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _statuses(
+    root: Path, settings: Mapping[str, Any], which: Callable[[str], str | None]
+) -> list[dict[str, Any]]:
     from ai_sdlc.providers.anthropic_provider import AnthropicProvider
     from ai_sdlc.providers.base import Provider
     from ai_sdlc.providers.claude_provider import ClaudeProvider
@@ -76,7 +70,8 @@ def _statuses(root: Path, settings: Mapping[str, Any]) -> list[dict[str, Any]]:
     for cls in classes:
         factory: Any = cls
         try:
-            status = factory(root, settings).status()
+            extra = {"which": which} if cls is ClaudeProvider else {}
+            status = factory(root, settings, **extra).status()
             rows.append({"name": status.name, "usable": status.usable, "reason": status.reason})
         except AiSdlcError as exc:
             rows.append({"name": cls.name, "usable": False, "reason": exc.message})
@@ -104,7 +99,7 @@ def build_report(
     name, source, notice = choose_provider_name(
         flag=None, settings=settings, environ=env, which=which
     )
-    rows = _statuses(root, settings)
+    rows = _statuses(root, settings, which)
     chosen = next((r for r in rows if r["name"] == name), None)
     if chosen is None:
         problems.append(f"unknown provider {name!r} (from {source})")

@@ -31,59 +31,82 @@ def metrics(json: JsonOption = False) -> None:
 
 def _render(out: Terminal, report: dict[str, Any]) -> None:
     policies: dict[str, dict[str, Any]] = report["policies"]
-    if not any(p["operations"] for p in policies.values()) and not report["breakers"]:
+    breakers: dict[str, dict[str, Any]] = report["breakers"]
+    if not any(p["operations"] for p in policies.values()) and not breakers:
         out.info("No resilience metrics yet: 'ai-sdlc run' records them.")
         return
-    table = Table(title="Retry policies", title_justify="left")
-    for column in ("policy", "ops", "ok", "failed", "1st try", "after retry", "exhausted"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    for column in ("retries", "avg delay", "fail rate"):
-        table.add_column(column, justify="right")
-    for name, p in policies.items():
-        table.add_row(
-            name,
-            str(p["operations"]),
-            str(p["successes"]),
-            str(p["failures"]),
-            str(p["first_try_successes"]),
-            str(p["successes_after_retry"]),
-            str(p["exhausted_retries"]),
-            str(p["retries"]),
-            f"{p['average_retry_delay']:.1f} s",
-            f"{p['failure_rate']:.0%}",
-        )
-    out.render(table)
-    if report["breakers"]:
-        out.render(_breaker_table(report["breakers"]))
+    if out.is_tty:
+        out.render(_policy_table(policies))
+        if breakers:
+            out.render(_breaker_table(breakers))
+    else:
+        out.info("Retry policies")
+        for name, p in policies.items():
+            out.info(
+                f"  {name}: " + ", ".join(f"{label} {value}" for label, value in _policy_cells(p))
+            )
+        if breakers:
+            out.info("Circuit breakers")
+        for name, b in breakers.items():
+            out.info(
+                f"  {name}: " + ", ".join(f"{label} {value}" for label, value in _breaker_cells(b))
+            )
     if report["updated_at"]:
         out.info(f"updated {report['updated_at']}")
 
 
+def _policy_cells(p: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("ops", str(p["operations"])),
+        ("ok", str(p["successes"])),
+        ("failed", str(p["failures"])),
+        ("1st try", str(p["first_try_successes"])),
+        ("after retry", str(p["successes_after_retry"])),
+        ("exhausted", str(p["exhausted_retries"])),
+        ("retries", str(p["retries"])),
+        ("avg delay", f"{p['average_retry_delay']:.1f} s"),
+        ("fail rate", f"{p['failure_rate']:.0%}"),
+    ]
+
+
+def _breaker_cells(b: dict[str, Any]) -> list[tuple[str, str]]:
+    state = b["state"]
+    if b["forced_open"]:
+        state += " (forced)"
+    elif b["state"] == "open":
+        state += f" ({b['retry_in']:.0f} s left)"
+    times = b["time_in_state"]
+    return [
+        ("state", state),
+        ("calls", str(b["calls"])),
+        ("ok", str(b["successful"])),
+        ("failed", str(b["failed"])),
+        ("rejected", str(b["rejected"])),
+        ("changes", str(b["state_changes"])),
+        ("closed", _duration(times["closed"])),
+        ("open", _duration(times["open"])),
+        ("half-open", _duration(times["half_open"])),
+    ]
+
+
+def _policy_table(policies: dict[str, dict[str, Any]]) -> Table:
+    return _table("Retry policies", "policy", {n: _policy_cells(p) for n, p in policies.items()})
+
+
 def _breaker_table(breakers: dict[str, dict[str, Any]]) -> Table:
-    table = Table(title="Circuit breakers", title_justify="left")
-    table.add_column("breaker")
-    table.add_column("state")
-    for column in ("calls", "ok", "failed", "rejected", "changes", "closed", "open", "half-open"):
-        table.add_column(column, justify="right")
-    for name, b in breakers.items():
-        state = b["state"]
-        if b["forced_open"]:
-            state += " (forced)"
-        elif b["state"] == "open":
-            state += f" ({b['retry_in']:.0f} s left)"
-        times = b["time_in_state"]
-        table.add_row(
-            name,
-            state,
-            str(b["calls"]),
-            str(b["successful"]),
-            str(b["failed"]),
-            str(b["rejected"]),
-            str(b["state_changes"]),
-            _duration(times["closed"]),
-            _duration(times["open"]),
-            _duration(times["half_open"]),
-        )
+    return _table(
+        "Circuit breakers", "breaker", {n: _breaker_cells(b) for n, b in breakers.items()}
+    )
+
+
+def _table(title: str, key: str, rows: dict[str, list[tuple[str, str]]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(key, no_wrap=True)
+    first = next(iter(rows.values()))
+    for label, _ in first:
+        table.add_column(label, justify="left" if label == "state" else "right", no_wrap=True)
+    for name, cells in rows.items():
+        table.add_row(name, *(value for _, value in cells))
     return table
 
 

@@ -16,6 +16,7 @@ only inside `execute`, with `max_retries=0`.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,10 +37,12 @@ from ai_sdlc.providers.base import (
     ProviderStatus,
     Usage,
 )
-from ai_sdlc.providers.errors_map import map_anthropic_error, map_transport_error
+from ai_sdlc.providers.errors_map import map_anthropic_error, map_transport_error, safe_url
 from ai_sdlc.providers.pricing import max_output, price_for
 from ai_sdlc.providers.selection import effective_timeout, max_turns, resolve_model
 from ai_sdlc.providers.tools import ToolSpec, toolbox_for
+
+DEFAULT_ENDPOINT = "https://api.anthropic.com"
 
 
 def anthropic_tools(specs: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -128,7 +131,7 @@ class AnthropicChat:
                 texts.append(block.text)
             elif block.type == "tool_use":
                 args = block.input if isinstance(block.input, dict) else None
-                calls.append(ToolCall(block.id, block.name, args, str(block.input)))
+                calls.append(ToolCall(block.id, block.name, args, json.dumps(block.input)))
         usage = Usage(_input_tokens(response.usage), response.usage.output_tokens or 0)
         turn = Turn("".join(texts), calls, usage, response.stop_reason)
         return turn, self._content(texts, calls)
@@ -217,8 +220,13 @@ class AnthropicProvider(Provider):
 
     @property
     def base_url(self) -> str | None:
+        """The endpoint (may hold user:password@, so never print it: use `endpoint`)."""
         url = self.own.get("base_url") or self.environ.get("ANTHROPIC_BASE_URL")
         return str(url) if url else None
+
+    @property
+    def endpoint(self) -> str:
+        return safe_url(self.base_url) if self.base_url else DEFAULT_ENDPOINT
 
     def api_key(self) -> str | None:
         return self.environ.get(self.key_env) or None
@@ -232,8 +240,7 @@ class AnthropicProvider(Provider):
             )
         if not self.api_key():
             return ProviderStatus(self.name, False, f"{self.key_env} is not set")
-        where = self.base_url or "api.anthropic.com"
-        return ProviderStatus(self.name, True, f"{self.key_env} is set; endpoint {where}")
+        return ProviderStatus(self.name, True, f"{self.key_env} is set; endpoint {self.endpoint}")
 
     def _client(self, timeout: float) -> tuple[Any, tuple[str, ...]]:
         key = self.api_key()

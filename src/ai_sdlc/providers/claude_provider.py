@@ -46,6 +46,7 @@ from ai_sdlc.providers.base import (
 from ai_sdlc.providers.errors_map import classify_output, error_for_kind, redact
 from ai_sdlc.providers.pricing import price_for, priced
 from ai_sdlc.providers.selection import (
+    Which,
     effective_timeout,
     find_claude,
     max_turns,
@@ -149,15 +150,17 @@ class ClaudeProvider(Provider):
         settings: Mapping[str, Any],
         *,
         environ: Mapping[str, str] | None = None,
+        which: Which = shutil.which,
     ) -> None:
         self.project_root = project_root
         self.settings = settings
         self.environ = os.environ if environ is None else environ
+        self.which = which
         own = settings.get("claude")
         self.own: Mapping[str, Any] = own if isinstance(own, Mapping) else {}
 
     def binary(self) -> str | None:
-        return find_claude(self.settings, shutil.which)
+        return find_claude(self.settings, self.which)
 
     def status(self) -> ProviderStatus:
         binary = self.binary()
@@ -259,6 +262,7 @@ class ClaudeProvider(Provider):
                     raise PhaseDeadlineReached("claude ran past the phase time limit") from None
                 if line is None:
                     break
+                deadline.check()  # a chatty session must not outlive the phase either
                 self._handle(line, request, outcome)
             try:
                 proc.wait(timeout=5.0)
@@ -379,25 +383,28 @@ class ClaudeProvider(Provider):
     # --- results ----------------------------------------------------------------------------
 
     def _changes(self, request: ProviderRequest, before: Any, outcome: _Outcome) -> list[str]:
+        """Files changed, from workspace snapshots (tool-use paths only past the size cap)."""
         after = snapshot(request.workspace) if before is not None else None
-        changed = changed_paths(before, after) if before is not None and after is not None else []
-        if request.access is Access.READ_ONLY and changed:
-            raise AccessViolationError(
-                f"claude changed files during the read-only {request.phase.value} phase: "
-                + ", ".join(changed[:10]),
-                hint="check the claude tool settings (ai.claude.extra_args) of this project",
-            )
+        if before is not None and after is not None:
+            changed = changed_paths(before, after)
+            if request.access is Access.READ_ONLY and changed:
+                raise AccessViolationError(
+                    f"claude changed files during the read-only {request.phase.value} phase: "
+                    + ", ".join(changed[:10]),
+                    hint="check the claude tool settings (ai.claude.extra_args) of this project",
+                )
+            return changed
         root = request.workspace.resolve()
+        found: list[str] = []
         for raw in outcome.files:
-            path = Path(raw)
-            path = path if path.is_absolute() else root / path
+            path = Path(raw) if Path(raw).is_absolute() else root / raw
             try:
                 rel = path.resolve().relative_to(root).as_posix()
             except ValueError:
                 continue
-            if rel not in changed:
-                changed.append(rel)
-        return changed
+            if rel not in found:
+                found.append(rel)
+        return found
 
     def _usage(self, result: dict[str, Any], model: str | None) -> Usage:
         raw = result.get("usage") if isinstance(result.get("usage"), dict) else {}

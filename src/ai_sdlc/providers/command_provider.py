@@ -195,6 +195,13 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
     via = section.get("prompt_via") or (preset.prompt_via if preset else default_via)
     if via not in ("file", "stdin"):
         raise InvalidInputError("ai.command.prompt_via must be 'file' or 'stdin'")
+    if via == "file" and not all(
+        any("{prompt_file}" in t for t in argv) for argv in (template, read_only)
+    ):
+        raise InvalidInputError(
+            "ai.command.prompt_via is 'file' but a template has no {prompt_file} token",
+            hint="add {prompt_file} where the agent expects its prompt file, or use stdin",
+        )
     patterns: list[tuple[str, str]] = []
     for i, item in enumerate(section.get("patterns") or []):
         if not isinstance(item, Mapping) or not isinstance(item.get("pattern"), str):

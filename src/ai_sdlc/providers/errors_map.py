@@ -19,6 +19,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ai_sdlc.providers.base import (
     ProviderAuthError,
@@ -63,6 +64,19 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         if secret and len(secret) >= 6:
             text = text.replace(secret, "***")
     return _SECRET_SHAPES.sub("***", text)
+
+
+def safe_url(value: str) -> str:
+    """`value` without the user:password@ part, the one secret a base URL can carry."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return "(unparseable URL)"
+    if parts.username or parts.password:
+        netloc = f"***@{parts.hostname or ''}" + (f":{port}" if port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return value
 
 
 def parse_retry_after(
@@ -124,7 +138,7 @@ def classify_http_failure(
             text,
             status=status,
             hint="a spend cap or quota was reached; it does not clear by retrying — raise the "
-            "limit with your provider or wait for it to reset, then `ai-sdlc unblock`",
+            "limit with your provider or wait for it to reset, then run again",
         )
     if status == 429 or error_type == "rate_limit_error":
         return TransientProviderError(
@@ -153,9 +167,7 @@ def classify_http_failure(
         return ProviderRequestError(text, status=status)
     if status in (None, 200):
         # An error event inside a stream that started fine: the server gave up mid-answer.
-        return TransientProviderError(
-            text, kind="server", retry_after=retry_after, status=status
-        )
+        return TransientProviderError(text, kind="server", retry_after=retry_after, status=status)
     return ProviderError(text, status=status)
 
 

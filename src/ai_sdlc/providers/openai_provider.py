@@ -38,13 +38,14 @@ from ai_sdlc.providers.base import (
     ProviderStatus,
     Usage,
 )
-from ai_sdlc.providers.errors_map import map_openai_error, map_transport_error
+from ai_sdlc.providers.errors_map import map_openai_error, map_transport_error, safe_url
 from ai_sdlc.providers.pricing import estimate_tokens, price_for, tokens_for_chars
 from ai_sdlc.providers.selection import effective_timeout, max_turns, resolve_model
 from ai_sdlc.providers.tools import ToolSpec, toolbox_for
 
 #: Sent as the key to servers that need none (the SDK insists on one).
 LOCAL_PLACEHOLDER_KEY = "not-needed"
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 
 
 def openai_tools(specs: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -226,8 +227,13 @@ class OpenAIProvider(Provider):
 
     @property
     def base_url(self) -> str | None:
+        """The endpoint (may hold user:password@, so never print it: use `endpoint`)."""
         url = self.own.get("base_url") or self.environ.get("OPENAI_BASE_URL")
         return str(url) if url else None
+
+    @property
+    def endpoint(self) -> str:
+        return safe_url(self.base_url) if self.base_url else DEFAULT_ENDPOINT
 
     def api_key(self) -> str | None:
         return self.environ.get(self.key_env) or None
@@ -238,10 +244,11 @@ class OpenAIProvider(Provider):
                 self.name, False, "the openai package is missing: pip install 'ai-sdlc[openai]'"
             )
         if self.api_key():
-            where = self.base_url or "api.openai.com"
-            return ProviderStatus(self.name, True, f"{self.key_env} is set; endpoint {where}")
+            return ProviderStatus(
+                self.name, True, f"{self.key_env} is set; endpoint {self.endpoint}"
+            )
         if self.base_url:
-            return ProviderStatus(self.name, True, f"endpoint {self.base_url} (no key sent)")
+            return ProviderStatus(self.name, True, f"endpoint {self.endpoint} (no key sent)")
         return ProviderStatus(
             self.name, False, f"set {self.key_env}, or OPENAI_BASE_URL / ai.openai.base_url"
         )

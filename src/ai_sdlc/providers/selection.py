@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Which = Callable[[str], str | None]
 
 #: Used when no model is configured anywhere (the CLI agents pick their own default).
-DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-6"}
 DEFAULT_MAX_TURNS = 40
 DEFAULT_PHASE_TIMEOUT = 900.0
 

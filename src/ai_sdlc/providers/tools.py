@@ -26,7 +26,6 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -520,8 +519,3 @@ def changed_paths(before: Snapshot, after: Snapshot) -> list[str]:
     """Files added, removed or modified between two snapshots, sorted."""
     keys = set(before) | set(after)
     return sorted(k for k in keys if before.get(k) != after.get(k))
-
-
-def monotonic() -> float:
-    """The clock the providers use by default (a seam for tests)."""
-    return time.monotonic()

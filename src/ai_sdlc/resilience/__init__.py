@@ -19,6 +19,7 @@ from ai_sdlc.resilience.breaker import (
 )
 from ai_sdlc.resilience.budget import BudgetConfig, BudgetStats, RetryBudget
 from ai_sdlc.resilience.classify import Classification, classify, retry_after_from_headers
+from ai_sdlc.resilience.clock import ManualClock
 from ai_sdlc.resilience.config import (
     DEFAULT_POLICIES,
     POLICY_NAMES,
@@ -34,6 +35,7 @@ from ai_sdlc.resilience.persistence import (
     StateDir,
 )
 from ai_sdlc.resilience.policy import PolicyManager
+from ai_sdlc.resilience.report import metrics_report
 from ai_sdlc.resilience.retry import (
     AttemptRecord,
     RetryConfig,
@@ -57,6 +59,7 @@ __all__ = [
     "CircuitBreakerOpenError",
     "CircuitState",
     "Classification",
+    "ManualClock",
     "MetricsStore",
     "PersistentBreaker",
     "Policy",
@@ -73,5 +76,6 @@ __all__ = [
     "classify",
     "jitter_bounds",
     "load_settings",
+    "metrics_report",
     "retry_after_from_headers",
 ]

@@ -12,6 +12,7 @@ import email.utils
 import math
 import subprocess
 import time
+import urllib.error
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,10 +62,28 @@ def classify(exc: BaseException, *, now: Callable[[], float] = time.time) -> Cla
         return Classification(False, "circuit_open", exc.retry_in, reason)
     if isinstance(exc, AiSdlcError):
         return Classification(False, "error", None, type(exc).__name__)
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and not isinstance(status, bool):
+    status = _status_of(exc)
+    if status is not None:
         return _classify_http(exc, status, now)
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        inner = _classify_plain(exc.reason)
+        if inner.retryable:
+            return inner
     return _classify_plain(exc)
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """HTTP status of SDK (`status_code`), httpx (`response.status_code`), urllib (`code`)."""
+    candidates = [
+        getattr(exc, "status_code", None),
+        getattr(getattr(exc, "response", None), "status_code", None),
+    ]
+    if isinstance(exc, urllib.error.HTTPError):
+        candidates.append(exc.code)
+    for status in candidates:
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    return None
 
 
 def _classify_provider(exc: ProviderError) -> Classification:

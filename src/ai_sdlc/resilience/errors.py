@@ -30,3 +30,13 @@ class AttemptTimeoutError(TimeoutError):
     def __init__(self, timeout: float) -> None:
         super().__init__(f"attempt timed out after {timeout:g} s")
         self.timeout = timeout
+
+
+class StateError(AiSdlcError):
+    """`.ai-sdlc/state/` cannot be read or written (permissions, disk full, not a folder)."""
+
+    def __init__(self, action: str, path: object, exc: OSError) -> None:
+        super().__init__(
+            f"cannot {action} {path}: {exc.strerror or exc}",
+            hint="check that .ai-sdlc/state is a writable folder",
+        )

@@ -25,6 +25,7 @@ from filelock import FileLock, Timeout
 from ai_sdlc.errors import BusyError, InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.resilience.breaker import BreakerSnapshot, CircuitBreaker, CircuitState
+from ai_sdlc.resilience.errors import StateError
 from ai_sdlc.resilience.metrics import merge_counts
 
 T = TypeVar("T")
@@ -58,7 +59,7 @@ class StateDir:
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise InvalidInputError(f"cannot read: {exc.strerror}", path=str(path)) from exc
+            raise StateError("read", path, exc) from exc
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -74,8 +75,12 @@ class StateDir:
         return data
 
     def write(self, name: str, data: Mapping[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.file(name), json.dumps(data, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.file(name), text)
+        except OSError as exc:
+            raise StateError("write", self.file(name), exc) from exc
 
     def stamp(self, name: str) -> tuple[int, int, int] | None:
         """Changes whenever the file is replaced: lets readers skip re-reading it."""
@@ -83,21 +88,25 @@ class StateDir:
             info = os.stat(self.file(name))
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise StateError("read", self.file(name), exc) from exc
         return info.st_ino, info.st_mtime_ns, info.st_size
 
     @contextmanager
     def locked(self, name: str) -> Iterator[None]:
         """Hold the file's lock (threads and processes) across a read-modify-write."""
-        self.path.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.file(name)) + ".lock", timeout=LOCK_TIMEOUT)
         with self._thread_lock:
             try:
+                self.path.mkdir(parents=True, exist_ok=True)
                 lock.acquire()
-            except Timeout as exc:
+            except Timeout as exc:  # a TimeoutError, so an OSError: catch it first
                 raise BusyError(
                     f"{self.file(name)} stayed locked for {LOCK_TIMEOUT:g} s",
                     hint="another ai-sdlc process holds it; retry when it is done",
                 ) from exc
+            except OSError as exc:
+                raise StateError("lock", self.file(name), exc) from exc
             try:
                 yield
             finally:

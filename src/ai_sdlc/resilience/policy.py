@@ -9,13 +9,16 @@ metrics and, when a project root is given, flushes metrics to `.ai-sdlc/state/`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.resilience.backoff import RandomSource
 from ai_sdlc.resilience.breaker import BreakerStats, CircuitBreaker
 from ai_sdlc.resilience.budget import RetryBudget
@@ -90,6 +93,7 @@ class PolicyManager:
         )
         breaker_store = BreakerStore(self._state, wall_clock=wall_clock) if self._state else None
         self.auto_flush = auto_flush
+        self._flush_lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         for name, policy in settings.policies.items():
             engine = RetryEngine(
@@ -229,6 +233,10 @@ class PolicyManager:
         project root or when nothing changed)."""
         if self._metrics_store is None:
             return
+        with self._flush_lock:
+            self._flush(self._metrics_store)
+
+    def _flush(self, store: MetricsStore) -> None:
         policies: dict[str, dict[str, Any]] = {}
         breakers: dict[str, dict[str, Any]] = {}
         taken: list[tuple[_Entry, dict[str, float], BreakerStats | None]] = []
@@ -240,18 +248,20 @@ class PolicyManager:
                 policies[name] = delta
             if stats is not None:
                 breaker_change = breaker_delta(stats, entry.flushed_breaker)
-                if not is_empty(breaker_change):
+                # Time alone is no news: an unused breaker stays out of the file.
+                counters = {k: v for k, v in breaker_change.items() if k != "time_in_state"}
+                if not is_empty(counters):
                     breakers[name] = breaker_change
         if not policies and not breakers:
             return
         try:
-            self._metrics_store.add(policies, breakers)
+            store.add(policies, breakers)
         except BaseException:
             for entry, delta, _ in taken:
                 entry.metrics.restore_delta(delta)
             raise
         for entry, _, stats in taken:
-            if stats is not None:
+            if stats is not None and entry.policy.name in breakers:
                 entry.flushed_breaker = stats
 
     # --- internals ------------------------------------------------------------------------
@@ -273,8 +283,12 @@ class PolicyManager:
         return value
 
     def _finish(self, entry: _Entry, attempts: list[AttemptRecord], outcome: str) -> None:
+        """Count an operation a guardrail stopped. The stop must reach the caller unchanged, so
+        a failing metrics write here is left for the next flush (its counts stay pending)."""
         entry.metrics.record_attempts(attempts, outcome)
-        self._after_operation()
+        if self.auto_flush:
+            with contextlib.suppress(AiSdlcError):
+                self.flush()
 
     def _after_operation(self) -> None:
         if self.auto_flush:

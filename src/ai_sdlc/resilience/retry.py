@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Generic, Literal, NamedTuple, TypeVar
+from typing import Generic, Literal, NamedTuple, TypeVar, cast
 
 from ai_sdlc.errors import RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import TRANSIENT_KINDS
@@ -119,7 +119,7 @@ class RetryResult(Generic[T]):
     def unwrap(self) -> T:
         """The result, or raise the last error."""
         if self.success:
-            return self.result  # type: ignore[return-value]
+            return cast(T, self.result)
         assert self.error is not None
         raise self.error
 
@@ -176,7 +176,7 @@ class RetryEngine:
                 if timeout is None:
                     value = fn()
                 else:
-                    value = _call_in_thread(fn, self._attempt_budget(start, began))
+                    value = _call_in_thread(fn, self._attempt_timeout(start, began))
             except ABORT_ERRORS:
                 raise
             except Exception as exc:
@@ -223,7 +223,7 @@ class RetryEngine:
                 if timeout is None:
                     value = await fn()
                 else:
-                    value = await _await_with_timeout(fn, self._attempt_budget(start, began))
+                    value = await _await_with_timeout(fn, self._attempt_timeout(start, began))
             except ABORT_ERRORS:
                 raise
             except Exception as exc:
@@ -266,7 +266,7 @@ class RetryEngine:
         """Seconds to sleep before retry number `retry`: the server's hint, else the strategy."""
         config = self.config
         if retry_after is not None:
-            return min(max(retry_after, 0.0), config.max_delay)
+            return min(max(float(retry_after), 0.0), config.max_delay)
         delay = base_delay(
             config.strategy,
             retry,
@@ -297,7 +297,7 @@ class RetryEngine:
             return _Decision("budget", delay, reason)
         return _Decision(None, delay, reason)
 
-    def _attempt_budget(self, start: float, began: float) -> float:
+    def _attempt_timeout(self, start: float, began: float) -> float:
         """This attempt's timeout: attempt_timeout, shortened by what is left overall."""
         timeout = self.config.attempt_timeout
         assert timeout is not None

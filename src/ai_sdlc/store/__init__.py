@@ -1,0 +1,31 @@
+"""The story store: `.ai-sdlc/stories/<id>/story.md` files, read fast and edited safely.
+
+    from ai_sdlc.store import StoryStore
+    store = StoryStore(project_root)
+    with store.edit("S-0001") as story:
+        story.record_recovery("rework")
+
+See `StoryStore` and `Story` for the full API. Importing this package is cheap (no YAML library
+is loaded until a story file actually has to be parsed).
+"""
+
+from ai_sdlc.store.schema import (
+    COUNTER_FIELDS,
+    FLAG_FIELDS,
+    RECOVERY_KINDS,
+    STATUSES,
+    STORY_TYPES,
+)
+from ai_sdlc.store.store import StoryStore
+from ai_sdlc.store.story import Story, StoryScan
+
+__all__ = [
+    "COUNTER_FIELDS",
+    "FLAG_FIELDS",
+    "RECOVERY_KINDS",
+    "STATUSES",
+    "STORY_TYPES",
+    "Story",
+    "StoryScan",
+    "StoryStore",
+]

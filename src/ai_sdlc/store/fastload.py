@@ -15,12 +15,12 @@ import datetime as dt
 import re
 from typing import Any
 
-from yaml import MappingNode, Node, ScalarNode, SequenceNode
+from yaml import Node, ScalarNode, SequenceNode
 from yaml._yaml import CParser
 from yaml.resolver import BaseResolver
 
 
-class NotFast(Exception):  # noqa: N818 - a signal, not an error for users
+class NotFast(Exception):
     """This frontmatter needs the round-trip loader."""
 
 
@@ -122,7 +122,7 @@ class _Resolver(BaseResolver):
         return SEQ if kind is SequenceNode else MAP
 
 
-class _Loader(CParser, _Resolver):  # type: ignore[misc]
+class _Loader(CParser, _Resolver):
     def __init__(self, text: str) -> None:
         CParser.__init__(self, text)
         _Resolver.__init__(self)
@@ -141,7 +141,10 @@ def load(text: str) -> Any:
         loader.dispose()
     if node is None:
         return None
-    return _Builder().build(node)
+    try:
+        return _build(node)
+    except RecursionError:
+        raise NotFast("recursive alias") from None
 
 
 # `! value` (non-specific tag) makes libyaml resolve as if untagged; ruamel agrees today, but
@@ -149,46 +152,26 @@ def load(text: str) -> Any:
 _NON_SPECIFIC_TAG = re.compile(r"(?:^|[\s\[{,:-])!(?:\s|$)", re.MULTILINE)
 
 
-class _Builder:
-    """Node tree -> plain Python values (aliases shared, cycles refused)."""
-
-    def __init__(self) -> None:
-        self._done: dict[int, Any] = {}
-        self._active: set[int] = set()
-
-    def build(self, node: Node) -> Any:
-        key = id(node)
-        if key in self._done:
-            return self._done[key]
-        if key in self._active:
-            raise NotFast("recursive alias")
-        self._active.add(key)
-        try:
-            value = self._construct(node)
-        finally:
-            self._active.discard(key)
-        self._done[key] = value
-        return value
-
-    def _construct(self, node: Node) -> Any:
-        tag = node.tag
-        if tag == STR:
-            return node.value
-        if tag == MAP and isinstance(node, MappingNode):
-            result: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.build(key_node)
-                if isinstance(key, dict | list):
-                    raise NotFast("complex key")
-                if key in result:
-                    raise NotFast("duplicate key")
-                result[key] = self.build(value_node)
-            return result
-        if tag == SEQ and isinstance(node, SequenceNode):
-            return [self.build(item) for item in node.value]
-        if isinstance(node, ScalarNode):
-            return _scalar(tag, node.value)
-        raise NotFast(f"tag {tag}")
+def _build(node: Node) -> Any:
+    """Node tree -> plain values (an alias becomes an equal copy; a cyclic one overflows)."""
+    tag = node.tag
+    if tag == STR:
+        return node.value
+    if tag == MAP:
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = _build(key_node)
+            if isinstance(key, dict | list):
+                raise NotFast("complex key")
+            if key in result:
+                raise NotFast("duplicate key")
+            result[key] = _build(value_node)
+        return result
+    if tag == SEQ:
+        return [_build(item) for item in node.value]
+    if isinstance(node, ScalarNode):
+        return _scalar(tag, node.value)
+    raise NotFast(f"tag {tag}")
 
 
 def _scalar(tag: str, text: str) -> Any:

@@ -56,7 +56,7 @@ def plain_ok(text: str, *, flow: bool = False) -> bool:
         return False
     if flow and not _FLOW_CHARS.isdisjoint(text):
         return False
-    yaml11 = _YAML11.resolve(ScalarNode, text, (True, False))
+    yaml11 = _YAML11.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
     return yaml11 == "tag:yaml.org,2002:str" and resolves_to_text(text)
 
 

@@ -84,10 +84,10 @@ def _marked_error(exc: MarkedYAMLError, frontmatter: str, path: str) -> InvalidI
     problem = str(exc.problem or exc.context or "invalid YAML")
     context = str(exc.context or "")
     mark = exc.problem_mark or exc.context_mark
-    if "scanning a quoted scalar" in context or "scanning a double-quoted" in context:
-        if "end of stream" in problem and exc.context_mark is not None:
-            mark = exc.context_mark
-            problem = "a quoted value starting here is never closed"
+    quoted = "scanning a quoted scalar" in context or "scanning a double-quoted" in context
+    if quoted and "end of stream" in problem and exc.context_mark is not None:
+        mark = exc.context_mark
+        problem = "a quoted value starting here is never closed"
     line = mark.line if mark is not None else 0
     column = mark.column if mark is not None else 0
     lines = split_lines(frontmatter)

@@ -112,7 +112,9 @@ def _status(field: str, value: object) -> Problem | None:
     if isinstance(value, str) and value in STATUSES:
         return None
     return Problem(
-        field, f"`status` {_shown(value)} is not a known status", f"use one of: {', '.join(STATUSES)}"
+        field,
+        f"`status` {_shown(value)} is not a known status",
+        f"use one of: {', '.join(STATUSES)}",
     )
 
 

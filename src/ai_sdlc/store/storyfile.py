@@ -72,7 +72,7 @@ def split(text: str, path: str) -> StoryText:
             path=path,
             line=1,
             column=1,
-            hint="add the frontmatter block at the top, e.g. ---/title: My story/status: backlog/---",
+            hint="start the file with: ---, title: My story, status: backlog, --- (one per line)",
         )
     closed = _CLOSE.search(text, opened.end())
     if closed is None:

@@ -45,19 +45,15 @@ class GuardFactory:
 
         def guard(fn: Callable[[], T], /) -> T:
             try:
-                return manager.execute_with_policy("llm", fn, on_retry=on_retry)
+                result = manager.run("llm", fn, on_retry=on_retry)
             except CircuitBreakerOpenError as exc:
-                raise ProviderUnavailableError(
-                    f"{story_id} {phase.value}: the provider's circuit is open ({exc.message})",
-                    hint="the provider failed repeatedly; wait, or check 'ai-sdlc metrics'",
-                ) from None
-            except TransientProviderError as exc:
-                attempts = manager.policy("llm").retry.max_attempts
-                raise ProviderUnavailableError(
-                    f"{story_id} {phase.value}: the provider is still failing after "
-                    f"{attempts} attempts: {exc.message}",
-                    hint="run again later; every retry so far is counted on the story",
-                ) from None
+                raise _unavailable(story_id, phase, exc) from None
+            if result.success:
+                return result.unwrap()
+            error = result.error
+            if isinstance(error, CircuitBreakerOpenError | TransientProviderError):
+                raise _unavailable(story_id, phase, error, result.attempts, result.stop_reason)
+            return result.unwrap()  # a non-retryable error: raised unchanged
 
         return guard
 
@@ -66,3 +62,33 @@ class GuardFactory:
 
     def describe(self) -> dict[str, Any]:
         return self.manager.metrics()
+
+
+_STOPS = {
+    "exhausted": "retries exhausted",
+    "budget": "the run's retry budget is spent",
+    "overall_timeout": "the policy's overall timeout was reached",
+    "non_retryable": "not retryable",
+}
+
+
+def _unavailable(
+    story_id: str,
+    phase: Phase,
+    error: BaseException | None,
+    attempts: list[Any] | None = None,
+    stop: str | None = None,
+) -> ProviderUnavailableError:
+    if isinstance(error, CircuitBreakerOpenError):
+        return ProviderUnavailableError(
+            f"{story_id} {phase.value}: the provider's circuit breaker is open ({error.message})",
+            hint="the provider failed repeatedly; wait, or see 'ai-sdlc metrics'",
+        )
+    n = len(attempts or [])
+    why = _STOPS.get(stop or "", stop or "")
+    message = getattr(error, "message", str(error))
+    return ProviderUnavailableError(
+        f"{story_id} {phase.value}: the provider is still failing after {n} "
+        f"attempt{'s' if n != 1 else ''} ({why}): {message}",
+        hint="run again later; every retry so far is counted on the story",
+    )

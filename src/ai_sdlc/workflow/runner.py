@@ -164,7 +164,8 @@ class StoryRunner:
             with self.store.edit(story_id) as story:
                 fm = story.frontmatter
                 fm["implementation_complete"] = True
-                fm["implementation_retry_count"] = 0
+                if fm.get("implementation_retry_count"):
+                    fm["implementation_retry_count"] = 0
                 if "rework_pending" in fm:
                     del fm["rework_pending"]
                 self._set_status(story, "in-progress")
@@ -282,7 +283,7 @@ class StoryRunner:
                 phase,
                 lambda **details: self._recover(story_id, L.API_RETRY, phase, **details),
             ),
-            on_event=lambda name, data: self._emit(name, story_id, phase=phase.value, **data),
+            on_event=lambda name, data: self._emit(name, story_id, **{"phase": phase.value, **data}),
             on_backend_retry=lambda delay, reason: self._backend_retry(
                 story_id, phase, delay, reason
             ),

@@ -1,0 +1,116 @@
+"""Read one story file: the round-trip load (for edits and `show`) and the fast load (listing).
+
+Both validate with the same rules and agree on values; the fast path hands anything unusual,
+and every broken file, to the round-trip path so that errors carry exact file lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.store import schema, storyfile
+from ai_sdlc.store.storyfile import FIRST_LINE, StoryText
+from ai_sdlc.store.values import UnsupportedValueError, to_plain
+
+
+@dataclass
+class RoundTrip:
+    """A story file parsed for editing: exact text parts, ruamel data, plain snapshot."""
+
+    text: StoryText
+    data: Any  # ruamel CommentedMap (mutable, keeps formatting)
+    plain: dict[str, Any]
+
+
+def read(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def load_roundtrip(path: Path, folder_id: str, data: bytes) -> RoundTrip:
+    """Parse + validate with ruamel; InvalidInputError with file line/column on any problem."""
+    from ai_sdlc.store import roundtrip
+
+    shown = str(path)
+    parts = storyfile.split(storyfile.decode(data, shown), shown)
+    loaded = roundtrip.load(parts.frontmatter, shown)
+    plain = plain_frontmatter(loaded, shown)
+    problem = schema.find_problem(plain, folder_id)
+    if problem is not None:
+        raise problem_error(problem, shown, loaded)
+    return RoundTrip(parts, loaded, plain)
+
+
+def plain_frontmatter(loaded: Any, path: str) -> Any:
+    """Plain copy of round-trip data; values a story cannot hold are InvalidInputErrors."""
+    if not isinstance(loaded, Mapping):
+        try:
+            return to_plain(loaded)
+        except (UnsupportedValueError, RecursionError) as exc:
+            raise InvalidInputError(_why(exc), path=path, line=FIRST_LINE, column=1) from None
+    result: dict[Any, Any] = {}
+    for key, value in loaded.items():
+        try:
+            result[to_plain(key)] = to_plain(value)
+        except (UnsupportedValueError, RecursionError) as exc:
+            line, column = _key_position(loaded, key)
+            raise InvalidInputError(
+                f"`{key}`: {_why(exc)}",
+                path=path,
+                line=line,
+                column=column,
+                hint="write the value as plain text, numbers, lists or mappings (no `!tags`, "
+                "no alias that contains itself)",
+            ) from None
+    return result
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "the value contains itself through an alias (`*name` inside `&name`)"
+    return str(exc)
+
+
+def _key_position(loaded: Any, key: Any) -> tuple[int, int]:
+    try:
+        line, column = loaded.lc.key(key)
+    except Exception:
+        return FIRST_LINE, 1
+    return int(line) + FIRST_LINE, int(column) + 1
+
+
+def problem_error(problem: schema.Problem, path: str, loaded: Any) -> InvalidInputError:
+    line, column = FIRST_LINE, 1
+    if problem.field is not None and isinstance(loaded, Mapping) and problem.field in loaded:
+        line, column = _key_position(loaded, problem.field)
+    elif problem.field is None and isinstance(loaded, Mapping):
+        line = FIRST_LINE - 1  # a missing field: point at the frontmatter's opening line
+    return InvalidInputError(
+        problem.message, path=path, line=line, column=column, hint=problem.hint
+    )
+
+
+def load_fast(path: Path | str, folder_id: str, data: bytes) -> tuple[dict[str, Any], bool]:
+    """(validated plain frontmatter, True when the fast loader produced it)."""
+    from ai_sdlc.store import fastload
+
+    shown = str(path)
+    parts = storyfile.split(storyfile.decode(data, shown), shown)
+    try:
+        plain = fastload.load(parts.frontmatter)
+    except fastload.NotFast:
+        return load_roundtrip(Path(path), folder_id, data).plain, False
+    if schema.find_problem(plain, folder_id) is not None:
+        # Same values, so the same problem: the round-trip load reports it with its line.
+        return load_roundtrip(Path(path), folder_id, data).plain, False
+    return plain, True
+
+
+def body_of(path: Path) -> str:
+    """Body text of a story file as it is on disk now (lazy `Story.body` of listed stories)."""
+    shown = str(path)
+    return storyfile.split(storyfile.decode(read(path), shown), shown).body

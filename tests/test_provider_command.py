@@ -1,0 +1,222 @@
+"""The `command` provider with small real executables that behave like CLI agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.providers.base import (
+    Phase,
+    ProviderConfigError,
+    ProviderError,
+    ProviderLimitError,
+    ProviderRequest,
+    TransientProviderError,
+    access_for,
+)
+from ai_sdlc.providers.command_provider import PRESETS, CommandProvider, command_spec, render
+from ai_sdlc.providers.tools import AccessViolationError
+from tests.fakes.guard import RecordingGuard
+
+AGENT = [sys.executable, str(Path(__file__).parent / "fakes" / "cli_agent.py")]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "main.py").write_text("print('v1')\n")
+    return root
+
+
+def provider(ws: Path, command: dict[str, Any], **settings: Any) -> CommandProvider:
+    return CommandProvider(
+        ws, {"command": command, **settings}, environ={"PATH": os.environ["PATH"]}
+    )
+
+
+def request(
+    ws: Path,
+    phase: Phase = Phase.IMPLEMENT,
+    *,
+    timeout: float = 20.0,
+    guard: RecordingGuard | None = None,
+    prompt: str = "Do the story.",
+) -> ProviderRequest:
+    extra: dict[str, Any] = {"guard": guard, "on_event": guard.on_event} if guard else {}
+    return ProviderRequest(
+        phase=phase,
+        prompt=prompt,
+        system_prompt="Be brief.",
+        workspace=ws,
+        access=access_for(phase),
+        timeout=timeout,
+        story_id="S-0003",
+        **extra,
+    )
+
+
+def test_success_through_a_prompt_file(ws: Path) -> None:
+    p = provider(
+        ws,
+        {
+            "template": [
+                *AGENT,
+                "report",
+                "--prompt-file",
+                "{prompt_file}",
+                "--model={model}",
+                "{phase}",
+            ]
+        },
+        model="m1",
+    )
+    result = p.execute(request(ws))
+    report = json.loads(result.text)
+    assert report["prompt"] == "Be brief.\n\nDo the story."
+    assert report["stdin_empty"] is True  # stdin closed: nothing to hang on
+    assert report["argv"][-2:] == ["--model=m1", "implement"]
+    assert Path(report["cwd"]).resolve() == ws.resolve()
+    prompt_file = Path(report["argv"][report["argv"].index("--prompt-file") + 1])
+    assert not prompt_file.exists()  # removed after the run
+    assert not prompt_file.is_relative_to(ws)  # never inside the workspace
+    assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+
+
+def test_success_through_stdin_and_token_dropped_without_model(ws: Path) -> None:
+    p = provider(ws, {"template": [*AGENT, "report", "--model={model}"]})
+    report = json.loads(p.execute(request(ws)).text)
+    assert report["prompt"] == "Be brief.\n\nDo the story."
+    assert report["argv"] == ["report"]  # --model={model} dropped: no model configured
+
+
+def test_edit_phase_changes_are_reported(ws: Path) -> None:
+    p = provider(ws, {"template": [*AGENT, "edit", "main.py", "print('v2')\n"]})
+    result = p.execute(request(ws))
+    assert (ws / "main.py").read_text() == "print('v2')\n"
+    assert result.files_changed == ["main.py"]
+
+
+def test_read_only_phase_uses_its_template_and_is_checked(ws: Path) -> None:
+    p = provider(
+        ws,
+        {"template": [*AGENT, "edit", "main.py", "x"], "read_only_template": [*AGENT, "succeed"]},
+    )
+    assert p.execute(request(ws, Phase.REVIEW)).text.startswith("agent done")
+    assert (ws / "main.py").read_text() == "print('v1')\n"
+    sneaky = provider(ws, {"template": [*AGENT, "edit", "main.py", "x"]})
+    with pytest.raises(AccessViolationError, match=r"main\.py"):
+        sneaky.execute(request(ws, Phase.RESEARCH))
+
+
+def test_hanging_agent_is_killed_with_its_children(ws: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "pids.json"
+    p = provider(ws, {"template": [*AGENT, "hang", str(pids)]})
+    guard = RecordingGuard()
+    started = time.monotonic()
+    with pytest.raises(TransientProviderError) as info:
+        p.execute(request(ws, timeout=1.0, guard=guard))
+    assert info.value.kind == "timeout"
+    assert time.monotonic() - started < 5.0
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(alive(p) for p in json.loads(pids.read_text())):
+        time.sleep(0.02)
+    assert not any(alive(pid) for pid in json.loads(pids.read_text()))
+
+
+def alive(pid: int) -> bool:
+    """Running (a killed child of a killed parent may linger as an unreaped zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_rate_limit_output_is_a_retryable_rate_limit(ws: Path) -> None:
+    p = provider(ws, {"template": [*AGENT, "ratelimit"]})
+    guard = RecordingGuard(limit=3)
+    with pytest.raises(Exception, match="global recovery limit"):
+        p.execute(request(ws, guard=guard))
+    assert [r["kind"] for r in guard.recoveries] == ["rate_limit"] * 3
+    with pytest.raises(TransientProviderError) as info:
+        p.execute(request(ws))
+    assert "429" in str(info.value)
+
+
+def test_configured_patterns_and_exit_codes(ws: Path) -> None:
+    by_pattern = provider(
+        ws,
+        {"template": [*AGENT, "fail"], "patterns": [{"pattern": "frobnicator", "kind": "limit"}]},
+    )
+    with pytest.raises(ProviderLimitError):
+        by_pattern.execute(request(ws))
+    by_code = provider(ws, {"template": [*AGENT, "exitcode", "75"], "exit_codes": {75: "server"}})
+    with pytest.raises(TransientProviderError) as info:
+        by_code.execute(request(ws))
+    assert info.value.kind == "server"
+    unknown = provider(ws, {"template": [*AGENT, "fail"]})
+    with pytest.raises(ProviderError) as plain:
+        unknown.execute(request(ws))
+    assert not isinstance(plain.value, TransientProviderError)
+    assert "exited with code 3" in str(plain.value)
+
+
+def test_story_text_is_never_executed(ws: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    title = f"Fix $(touch {marker}); `touch {marker}` && touch {marker} | sh"
+    p = provider(ws, {"template": [*AGENT, "report", "--prompt-file", "{prompt_file}"]})
+    report = json.loads(p.execute(request(ws, prompt=title)).text)
+    assert title in report["prompt"]
+    assert not marker.exists()
+
+
+def test_missing_program_and_bad_config(ws: Path) -> None:
+    missing = provider(ws, {"template": ["no-such-agent-xyz", "{prompt_file}"]})
+    assert not missing.status().usable
+    with pytest.raises(ProviderConfigError):
+        missing.execute(request(ws))
+    with pytest.raises(ProviderConfigError):
+        command_spec({})
+    with pytest.raises(InvalidInputError):
+        command_spec({"command": {"template": "agent --prompt {prompt_file}"}})
+    with pytest.raises(InvalidInputError):
+        command_spec({"command": {"preset": "nope"}})
+    with pytest.raises(InvalidInputError):
+        command_spec(
+            {"command": {"template": ["a"], "patterns": [{"pattern": "x", "kind": "weird"}]}}
+        )
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_render_without_a_shell(name: str, tmp_path: Path) -> None:
+    spec = command_spec({"command": {"preset": name}})
+    values = {
+        "{prompt_file}": str(tmp_path / "prompt.md"),
+        "{workspace}": str(tmp_path),
+        "{model}": None,
+        "{phase}": "plan",
+    }
+    argv = render(spec.read_only_template, values)
+    assert argv[0] == name
+    assert not any("{" in token for token in argv)
+    assert spec.template != spec.read_only_template
+    if name == "aider":
+        assert spec.prompt_via == "file" and "--dry-run" in argv
+    else:
+        assert spec.prompt_via == "stdin"
+    assert render(spec.template, {**values, "{model}": "m"})[-1 if name != "codex" else -2] == (
+        "--model=m"
+    )
+
+
+def test_file_prompt_needs_a_prompt_file_token() -> None:
+    with pytest.raises(InvalidInputError, match="prompt_file"):
+        command_spec({"command": {"template": ["agent", "go"], "prompt_via": "file"}})

@@ -1,0 +1,113 @@
+"""`ai-sdlc metrics` through the real entry point, on metrics written with the real API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.errors import ExitCode
+from ai_sdlc.providers.base import TransientProviderError
+from ai_sdlc.resilience import CircuitBreakerOpenError, PolicyManager
+from ai_sdlc.resilience.clock import ManualClock
+
+
+def ai_sdlc(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
+    env["NO_COLOR"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "ai_sdlc", "--project", str(project), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".ai-sdlc").mkdir()
+    return tmp_path
+
+
+def record_some_calls(project: Path) -> None:
+    """One first-try success, one success after a retry, then an outage that trips the breaker."""
+    clock = ManualClock()
+    manager = PolicyManager(
+        project_root=project, clock=clock, sleep=clock.sleep, rand=lambda: 0.5, budget=False
+    )
+    manager.execute_with_policy("llm", lambda: "ok")
+    outcomes = iter([TransientProviderError("busy", kind="overloaded", status=529), "ok"])
+
+    def flaky() -> str:
+        value = next(outcomes)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    manager.execute_with_policy("llm", flaky)
+
+    def down() -> str:
+        raise TransientProviderError("down", kind="server", status=503)
+
+    for _ in range(3):
+        with pytest.raises((TransientProviderError, CircuitBreakerOpenError)):
+            manager.execute_with_policy("llm", down)
+    manager.execute_with_policy("verification", lambda: "passed")
+
+
+def test_metrics_json(project: Path) -> None:
+    record_some_calls(project)
+    result = ai_sdlc(project, "metrics", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    llm = report["policies"]["llm"]
+    assert llm["operations"] == 5 and llm["successes"] == 2 and llm["failures"] == 3
+    assert llm["first_try_successes"] == 1 and llm["successes_after_retry"] == 1
+    assert llm["exhausted_retries"] == 1 and llm["breaker_rejections"] == 2
+    # delays: 1 (flaky), 1 + 2 (exhausted), 1 (the retry the open breaker rejected)
+    assert llm["retries"] == 4 and llm["total_retry_delay"] == 5.0
+    assert llm["average_retry_delay"] == 1.25
+    assert llm["failure_rate"] == 0.6
+    assert report["policies"]["verification"]["successes"] == 1
+    assert report["policies"]["github"]["operations"] == 0
+    breaker = report["breakers"]["llm"]
+    assert breaker["state"] == "open" and 0 < breaker["retry_in"] <= 60
+    assert (breaker["calls"], breaker["failed"], breaker["rejected"]) == (7, 5, 2)
+    assert breaker["state_changes"] == 1
+    assert "verification" not in report["breakers"]
+
+
+def test_metrics_human_table_goes_to_stderr(project: Path) -> None:
+    record_some_calls(project)
+    result = ai_sdlc(project, "metrics")
+    assert result.returncode == 0 and result.stdout == ""
+    for text in ("Retry policies", "llm", "verification", "Circuit breakers", "open ("):
+        assert text in result.stderr
+
+
+def test_metrics_before_any_run(project: Path) -> None:
+    result = ai_sdlc(project, "metrics")
+    assert result.returncode == 0 and "No resilience metrics yet" in result.stderr
+    empty = json.loads(ai_sdlc(project, "metrics", "--json").stdout)
+    assert empty["breakers"] == {} and empty["policies"]["llm"]["operations"] == 0
+
+
+def test_metrics_errors_are_messages_not_tracebacks(project: Path, tmp_path: Path) -> None:
+    state = project / ".ai-sdlc" / "state"
+    state.mkdir()
+    (state / "metrics.json").write_text("{not json")
+    bad = ai_sdlc(project, "metrics", "--json")
+    assert bad.returncode == int(ExitCode.INVALID_INPUT)
+    assert "metrics.json:1:2" in bad.stderr and "Traceback" not in bad.stderr
+
+    elsewhere = tmp_path / "not-a-project"
+    elsewhere.mkdir()
+    missing = ai_sdlc(elsewhere, "metrics")
+    assert missing.returncode != 0 and "no ai-sdlc project" in missing.stderr
+    assert "Traceback" not in missing.stderr

@@ -1,0 +1,137 @@
+"""`resilience.*` in config.yaml: defaults, overrides and clear validation errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.resilience import POLICY_NAMES, load_settings
+
+
+def test_defaults_follow_the_usual_practice() -> None:
+    settings = load_settings(None)
+    assert tuple(settings.policies) == POLICY_NAMES
+    llm = settings.policies["llm"]
+    assert llm.retry.max_attempts == 3
+    assert (llm.retry.initial_delay, llm.retry.max_delay) == (1.0, 30.0)
+    assert (llm.retry.strategy, llm.retry.jitter) == ("exponential", 0.1)
+    assert llm.retry.retryable_statuses == frozenset({429, 500, 502, 503, 504, 529})
+    assert llm.breaker is not None
+    assert (llm.breaker.failure_threshold, llm.breaker.open_timeout) == (5, 60.0)
+    verification = settings.policies["verification"]
+    assert verification.breaker is None
+    assert verification.retry.retryable_errors == ("timeout",)
+    assert verification.retry.retryable_statuses == frozenset()
+    assert settings.budget is not None and settings.budget.ratio == 0.2
+
+
+def test_overrides_merge_over_defaults_including_the_breaker() -> None:
+    settings = load_settings(
+        {
+            "policies": {
+                "llm": {"max_attempts": 5, "jitter": "full", "breaker": {"open_timeout": 120}},
+                "github": {"breaker": False},
+                "verification": {"breaker": True},
+            },
+            "budget": {"enabled": False},
+        }
+    )
+    llm = settings.policies["llm"]
+    assert llm.retry.max_attempts == 5 and llm.retry.jitter == "full"
+    assert llm.retry.max_delay == 30.0
+    assert llm.breaker is not None
+    assert (llm.breaker.open_timeout, llm.breaker.failure_threshold) == (120.0, 5)
+    assert settings.policies["github"].breaker is None
+    assert settings.policies["verification"].breaker is not None
+    assert settings.budget is None
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            {"policies": {"llm": {"max_attempts": "x"}}},
+            "resilience.policies.llm.max_attempts must be an integer >= 1, got 'x'",
+        ),
+        (
+            {"policies": {"llm": {"max_attempts": True}}},
+            "resilience.policies.llm.max_attempts must be an integer >= 1, got true",
+        ),
+        (
+            {"policies": {"tool": {"initial_delay": -1}}},
+            "resilience.policies.tool.initial_delay must be a number >= 0, got -1",
+        ),
+        (
+            {"policies": {"llm": {"initial_delay": 10, "max_delay": 5}}},
+            "resilience.policies.llm.max_delay must be >= initial_delay (10), got 5",
+        ),
+        (
+            {"policies": {"llm": {"strategy": "random"}}},
+            "resilience.policies.llm.strategy must be one of exponential, linear, fixed, "
+            "decorrelated, got 'random'",
+        ),
+        (
+            {"policies": {"llm": {"jitter": 2}}},
+            "resilience.policies.llm.jitter must be one of none, full, equal or a factor",
+        ),
+        (
+            {"policies": {"llm": {"retryable_errors": ["auth"]}}},
+            "resilience.policies.llm.retryable_errors cannot list an error kind that is never "
+            "retried, got 'auth'",
+        ),
+        (
+            {"policies": {"llm": {"retryable_statuses": [429, 700]}}},
+            "resilience.policies.llm.retryable_statuses entries must be HTTP status codes",
+        ),
+        (
+            {"policies": {"llm": {"overall_timeout": 0}}},
+            "resilience.policies.llm.overall_timeout must be a number of seconds > 0 or null",
+        ),
+        (
+            {"policies": {"llm": {"breaker": {"success_threshold": 3}}}},
+            "resilience.policies.llm.breaker.success_threshold must be <= half_open_max_calls",
+        ),
+        (
+            {"policies": {"llm": {"breaker": {"window": "count", "window_size": 2.5}}}},
+            "resilience.policies.llm.breaker.window_size must be an integer >= 1, got 2.5",
+        ),
+        (
+            {"policies": {"llm": {"breaker": {"failure_rate_threshold": 5}}}},
+            "resilience.policies.llm.breaker.failure_rate_threshold must be a number in (0, 1]",
+        ),
+        ({"budget": {"ratio": 3}}, "resilience.budget.ratio must be a number between 0 and 1"),
+        ({"policies": {"llm": 3}}, "resilience.policies.llm must be a mapping of settings"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_value(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        load_settings(section, source=".ai-sdlc/config.yaml")
+    assert str(caught.value).startswith(f".ai-sdlc/config.yaml: {message}")
+
+
+@pytest.mark.parametrize(
+    ("section", "unknown", "suggestion"),
+    [
+        (
+            {"policies": {"llm": {"max_attempt": 2}}},
+            "resilience.policies.llm.max_attempt",
+            "max_attempts",
+        ),
+        ({"policies": {"lm": {}}}, "resilience.policies.lm", "llm"),
+        (
+            {"policies": {"llm": {"breaker": {"open_timout": 1}}}},
+            "resilience.policies.llm.breaker.open_timout",
+            "open_timeout",
+        ),
+        ({"polices": {}}, "resilience.polices", "policies"),
+    ],
+)
+def test_unknown_keys_get_a_suggestion(
+    section: dict[str, Any], unknown: str, suggestion: str
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        load_settings(section)
+    assert caught.value.message == f"unknown setting {unknown}"
+    assert caught.value.hint == f"did you mean '{suggestion}'?"

@@ -1,0 +1,203 @@
+"""PolicyManager: retry around breaker, fallback, hooks, budget and in-memory metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.providers.base import ProviderAuthError, TransientProviderError
+from ai_sdlc.resilience import (
+    BudgetConfig,
+    CircuitBreakerOpenError,
+    CircuitState,
+    PolicyManager,
+    RetryBudget,
+    load_settings,
+)
+from ai_sdlc.resilience.clock import ManualClock
+
+
+def manager(clock: ManualClock, section: dict[str, Any] | None = None, **kw: Any) -> PolicyManager:
+    return PolicyManager(
+        load_settings(section),
+        clock=clock,
+        sleep=clock.sleep,
+        async_sleep=clock.async_sleep,
+        rand=lambda: 0.5,
+        **kw,
+    )
+
+
+class Service:
+    """A fake remote service: fails while `down`, counts every call that reached it."""
+
+    def __init__(self, error: Callable[[], Exception] | None = None) -> None:
+        self.down = False
+        self.calls = 0
+        self.error = error or (lambda: TransientProviderError("503", kind="server", status=503))
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.down:
+            raise self.error()
+        return "answer"
+
+
+def test_retry_wraps_the_breaker_and_an_open_breaker_stops_calls() -> None:
+    clock = ManualClock()
+    policies = manager(clock, budget=False)
+    service = Service()
+    service.down = True
+    with pytest.raises(TransientProviderError):
+        policies.execute_with_policy("llm", service)  # 3 failed attempts
+    with pytest.raises(CircuitBreakerOpenError):
+        policies.execute_with_policy("llm", service)  # 4th, 5th trip it; 3rd attempt rejected
+    assert service.calls == 5
+    assert policies.breaker("llm") is not None
+    assert policies.breaker("llm").state is CircuitState.OPEN  # type: ignore[union-attr]
+    with pytest.raises(CircuitBreakerOpenError):
+        policies.execute_with_policy("llm", service)
+    assert service.calls == 5  # rejected without calling
+
+    service.down = False
+    clock.advance(60)
+    assert policies.execute_with_policy("llm", service) == "answer"
+    assert policies.breaker("llm").state is CircuitState.CLOSED  # type: ignore[union-attr]
+    llm = policies.metrics()["llm"]
+    assert llm["operations"] == 4 and llm["successes"] == 1 and llm["failures"] == 3
+    assert llm["exhausted_retries"] == 1 and llm["breaker_rejections"] == 2
+    assert llm["failure_rate"] == 0.75
+
+
+def test_metrics_per_policy_count_first_try_and_after_retry() -> None:
+    clock = ManualClock()
+    policies = manager(clock, {"policies": {"github": {"jitter": "none"}}}, budget=False)
+    assert policies.execute_with_policy("github", lambda: 1) == 1
+    flaky = iter([TransientProviderError("x", kind="connection"), 2])
+
+    def sometimes() -> int:
+        value = next(flaky)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    assert policies.execute_with_policy("github", sometimes) == 2
+    github = policies.metrics()["github"]
+    assert github["operations"] == 2 and github["attempts"] == 3 and github["retries"] == 1
+    assert github["first_try_successes"] == 1 and github["successes_after_retry"] == 1
+    assert github["total_retry_delay"] == 2.0 and github["average_retry_delay"] == 2.0
+    assert github["failure_rate"] == 0.0
+
+
+def test_on_retry_hook_and_story_blocked_counted_as_aborted() -> None:
+    clock = ManualClock()
+    policies = manager(clock, budget=False)
+    service = Service(lambda: TransientProviderError("429", kind="rate_limit", retry_after=4))
+    service.down = True
+    retries: list[tuple[int, float, str]] = []
+
+    def on_retry(attempt: int, delay: float, error: BaseException, reason: str) -> None:
+        retries.append((attempt, delay, reason))
+        if len(retries) == 2:
+            raise StoryBlockedError("recovery limit reached", story_id="S-0001")
+
+    with pytest.raises(StoryBlockedError):
+        policies.execute_with_policy("llm", service, on_retry=on_retry)
+    assert retries == [
+        (1, 4.0, "rate_limit, server asked to wait 4 s"),
+        (2, 4.0, "rate_limit, server asked to wait 4 s"),
+    ]
+    assert clock.sleeps == [4.0] and service.calls == 2
+    llm = policies.metrics()["llm"]
+    assert llm["aborted"] == 1 and llm["attempts"] == 2 and llm["failures"] == 1
+
+
+def test_fallback_replaces_a_failed_result_and_is_counted() -> None:
+    clock = ManualClock()
+    policies = manager(clock)
+    service = Service(lambda: ProviderAuthError("bad key", status=401))
+    service.down = True
+    seen: list[BaseException] = []
+
+    def fallback(error: BaseException) -> str:
+        seen.append(error)
+        return "cached answer"
+
+    assert policies.execute_with_policy("llm", service, fallback=fallback) == "cached answer"
+    assert service.calls == 1 and isinstance(seen[0], ProviderAuthError)
+    assert policies.metrics()["llm"]["fallbacks"] == 1
+
+
+def test_verification_retries_only_timeouts_and_has_no_breaker() -> None:
+    clock = ManualClock()
+    policies = manager(clock)
+    assert policies.breaker("verification") is None
+    attempts: list[int] = []
+
+    def slow_then_ok() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise subprocess.TimeoutExpired(["pytest"], 600)
+        return "passed"
+
+    assert policies.execute_with_policy("verification", slow_then_ok) == "passed"
+    failing = subprocess.CalledProcessError(1, ["pytest"])
+    result = policies.run("verification", lambda: (_ for _ in ()).throw(failing))
+    assert result.stop_reason == "non_retryable" and len(result.attempts) == 1
+
+
+def test_shared_budget_caps_retries_across_policies() -> None:
+    clock = ManualClock()
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=0.0, burst=1), clock=clock)
+    policies = manager(clock, budget=budget)
+    down = Service()
+    down.down = True
+    first = policies.run("github", down)
+    second = policies.run("tool", lambda: (_ for _ in ()).throw(ConnectionResetError()))
+    assert len(first.attempts) == 2 and first.stop_reason == "budget"
+    assert second.stop_reason == "budget" and len(second.attempts) == 1
+    assert policies.metrics()["github"]["budget_refusals"] == 1
+
+
+def test_budget_from_settings_unless_disabled() -> None:
+    clock = ManualClock()
+    assert manager(clock).budget is not None
+    assert manager(clock, {"budget": {"enabled": False}}).budget is None
+    assert manager(clock, budget=False).budget is None
+
+
+def test_unknown_policy_name_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown resilience policy 'lm'"):
+        manager(ManualClock()).execute_with_policy("lm", lambda: 1)
+
+
+def test_async_policy_calls() -> None:
+    clock = ManualClock()
+    policies = manager(clock, budget=False)
+    outcomes = iter([TransientProviderError("x", kind="overloaded", status=529), "async answer"])
+
+    async def call() -> str:
+        value = next(outcomes)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    async def always_down() -> str:
+        raise ProviderAuthError("no key")
+
+    async def scenario() -> tuple[str, str]:
+        first = await policies.aexecute_with_policy("llm", call)
+        second = await policies.aexecute_with_policy(
+            "llm", always_down, fallback=lambda error: "fallback"
+        )
+        return first, second
+
+    assert asyncio.run(scenario()) == ("async answer", "fallback")
+    assert clock.sleeps == [1.0]  # 1 s ± 10 % jitter, rand 0.5 = the middle
+    llm = policies.metrics()["llm"]
+    assert llm["successes_after_retry"] == 1 and llm["fallbacks"] == 1
