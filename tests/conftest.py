@@ -26,8 +26,13 @@ class CliResult:
 CliRunner = Callable[..., CliResult]
 
 
-def run_cli(project: Path, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 120, input: str | None = None) -> CliResult:
+def run_cli(
+    project: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> CliResult:
     """Run `python -m ai_sdlc --project <project> <args>` exactly as a user would."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):

@@ -30,9 +30,7 @@ def write_story(project: Path, sid: str, text: str) -> Path:
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
     return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
 
 
@@ -302,9 +300,7 @@ def _copy_examples(project: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.skipif(not EXAMPLES.is_dir(), reason="shared examples not present")
-def test_typescript_tool_stories_load_and_survive_an_unblock(
-    cli: CliRunner, project: Path
-) -> None:
+def test_typescript_tool_stories_load_and_survive_an_unblock(cli: CliRunner, project: Path) -> None:
     originals = _copy_examples(project)
     status = cli("status", "--json")
     assert status.returncode == 0, status.output

@@ -62,8 +62,9 @@ def story_path(project: Path, sid: str) -> Path:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def set_field(project: Path, sid: str, line: str) -> None:
@@ -80,8 +81,12 @@ def test_story_goes_from_backlog_to_done(cli: CliRunner, project: Path) -> None:
     assert result.returncode == 0, result.output
     fm = frontmatter(cli, "S-0001")
     assert fm["status"] == "done"
-    for flag in ("research_complete", "plan_complete", "implementation_complete",
-                 "reviews_complete"):
+    for flag in (
+        "research_complete",
+        "plan_complete",
+        "implementation_complete",
+        "reviews_complete",
+    ):
         assert fm[flag] is True
     folder = project / ".ai-sdlc" / "stories" / "S-0001"
     for name in ("research.md", "plan.md", "review.md"):
@@ -112,7 +117,9 @@ def test_json_mode_prints_ndjson_events_on_stdout(cli: CliRunner, project: Path)
 def test_implementation_retry_is_counted_and_fed_back(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Add multiply")
-    rules(project, f"""
+    rules(
+        project,
+        f"""
 rules:
   - phase: implement
     attempt: 1
@@ -120,7 +127,8 @@ rules:
   - phase: implement
     attempt: 2
     files: {{calc/__init__.py: {json.dumps(PASSING_CODE)}}}
-""")
+""",
+    )
     result = cli("run", "S-0001")
     assert result.returncode == 0, result.output
     fm = frontmatter(cli, "S-0001")
@@ -138,13 +146,16 @@ rules:
 def test_rework_after_rejection_is_counted(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Add multiply")
-    rules(project, """
+    rules(
+        project,
+        """
 rules:
   - phase: review
     times: 1
     decision: REJECTED
     feedback: Name the function clearly.
-""")
+""",
+    )
     result = cli("run", "S-0001")
     assert result.returncode == 0, result.output
     fm = frontmatter(cli, "S-0001")
@@ -158,13 +169,16 @@ rules:
 def test_refinement_iteration_is_counted(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Vague idea")
-    rules(project, """
+    rules(
+        project,
+        """
 rules:
   - phase: refine
     times: 2
     decision: REJECTED
     feedback: Acceptance criteria are missing.
-""")
+""",
+    )
     result = cli("run", "S-0001")
     assert result.returncode == 0, result.output
     fm = frontmatter(cli, "S-0001")
@@ -176,12 +190,15 @@ rules:
 def test_api_retry_is_counted_with_its_delay(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Add multiply")
-    rules(project, """
+    rules(
+        project,
+        """
 rules:
   - phase: research
     times: 2
     fault: {kind: rate_limit, retry_after: 0.01}
-""")
+""",
+    )
     result = cli("run", "S-0001")
     assert result.returncode == 0, result.output
     fm = frontmatter(cli, "S-0001")
@@ -197,14 +214,20 @@ def test_hand_edited_nine_blocks_at_ten_with_full_message(cli: CliRunner, projec
     setup_python_project(project)
     cli("add", "Add multiply")
     set_field(project, "S-0001", "total_recovery_attempts: 9")
-    set_field(project, "S-0001",
-              "recovery_breakdown:\n  implementation_retry: 3\n  rework: 2\n  api_retry: 3")
-    rules(project, """
+    set_field(
+        project,
+        "S-0001",
+        "recovery_breakdown:\n  implementation_retry: 3\n  rework: 2\n  api_retry: 3",
+    )
+    rules(
+        project,
+        """
 rules:
   - phase: refine
     decision: REJECTED
     feedback: Not ready.
-""")
+""",
+    )
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
     expected = (
@@ -239,9 +262,7 @@ def test_a_blocked_story_runs_no_action(cli: CliRunner, project: Path) -> None:
     assert not usage.exists()
 
 
-def test_unblock_without_reset_blocks_again_on_next_recovery(
-    cli: CliRunner, project: Path
-) -> None:
+def test_unblock_without_reset_blocks_again_on_next_recovery(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Add multiply")
     set_field(project, "S-0001", "total_recovery_attempts: 10")
@@ -262,11 +283,14 @@ def test_counter_survives_separate_invocations_and_blocks(cli: CliRunner, projec
     setup_python_project(project)
     cli("add", "Add multiply")
     cli("config", "limits.global_recovery", "3")
-    rules(project, """
+    rules(
+        project,
+        """
 rules:
   - phase: research
     fault: {kind: server}
-""")
+""",
+    )
     totals = []
     codes = []
     for _ in range(4):
@@ -303,8 +327,9 @@ def test_concurrent_recoveries_at_nine_both_end_blocked(cli: CliRunner, project:
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_record_at_nine, args=(str(project), barrier, results))
-             for _ in range(2)]
+    procs = [
+        ctx.Process(target=_record_at_nine, args=(str(project), barrier, results)) for _ in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -325,7 +350,10 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
     env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
     first = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
     )
     pid_file = project / ".ai-sdlc" / ".locks" / "run-S-0001.pid"
     deadline = time.monotonic() + 30
@@ -345,7 +373,9 @@ def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: P
     cli("add", "Add multiply")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
     )
     pid_file = project / ".ai-sdlc" / ".locks" / "run-S-0001.pid"
     deadline = time.monotonic() + 30
@@ -365,9 +395,14 @@ def test_dry_run_and_status_never_change_a_byte(cli: CliRunner, project: Path) -
     (project / ".ai-sdlc" / ".cache").mkdir(exist_ok=True)
     cli("status")  # let the listing cache exist before the snapshot
     before = tree(project)
-    for args in (["run", "--dry-run"], ["run", "S-0001", "--dry-run"],
-                 ["run", "--auto", "--dry-run", "--json"], ["status"], ["status", "--json"],
-                 ["run", "S-0001", "--provider", "dry-run"]):
+    for args in (
+        ["run", "--dry-run"],
+        ["run", "S-0001", "--dry-run"],
+        ["run", "--auto", "--dry-run", "--json"],
+        ["status"],
+        ["status", "--json"],
+        ["run", "S-0001", "--provider", "dry-run"],
+    ):
         result = cli(*args)
         assert result.returncode == 0, (args, result.output)
     assert tree(project) == before
@@ -398,9 +433,7 @@ def test_gate_waits_for_approval(cli: CliRunner, project: Path) -> None:
     assert frontmatter(cli, "S-0001")["status"] == "done"
 
 
-def test_run_without_story_runs_the_next_recommended_action(
-    cli: CliRunner, project: Path
-) -> None:
+def test_run_without_story_runs_the_next_recommended_action(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Later", "--priority", "9")
     cli("add", "First", "--priority", "1")
@@ -421,3 +454,28 @@ def test_story_text_is_never_executed(cli: CliRunner, project: Path, title: str)
     assert cli("run", "S-0001").returncode == 0
     assert not (project / "pwned").exists()
     assert not (project / "pwned2").exists()
+
+
+def test_rate_limit_retries_alone_reach_the_global_limit(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("config", "limits.global_recovery", "5")
+    cli("add", "Add multiply")
+    rules(project, """
+rules:
+  - phase: refine
+    fault: {kind: rate_limit, retry_after: 0.01}
+""")
+    first = cli("run", "S-0001")
+    assert first.returncode == 4, first.output  # 3 attempts, 2 retries: provider unavailable
+    assert "still failing after 3 attempts" in first.stderr
+    second = cli("run", "S-0001")
+    assert second.returncode == 4, second.output
+    third = cli("run", "S-0001")
+    assert third.returncode == 5, third.output
+    assert "Global recovery limit exceeded (5/5) for S-0001. Breakdown: 5 API retries." in (
+        " ".join(third.stderr.split())
+    )
+    fm = frontmatter(cli, "S-0001")
+    assert fm["recovery_breakdown"] == {"api_retry": 5}
+    delays = [e["delay"] for e in events(project, "S-0001") if e.get("recovery_kind")]
+    assert delays == [0.01] * 5

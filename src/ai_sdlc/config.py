@@ -8,6 +8,7 @@ and validated by their owners.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import io
@@ -100,8 +101,10 @@ def _provider(v: Any) -> bool:
 
 
 def _opt_command(v: Any) -> bool:
-    return v is None or isinstance(v, str) or (
-        isinstance(v, list) and all(isinstance(x, str) for x in v)
+    return (
+        v is None
+        or isinstance(v, str)
+        or (isinstance(v, list) and all(isinstance(x, str) for x in v))
     )
 
 
@@ -255,10 +258,8 @@ def _line_of(doc: Any, parts: list[str]) -> int | None:
         if not isinstance(node, Mapping) or part not in node:
             break
         if lc is not None:
-            try:
+            with contextlib.suppress(KeyError, TypeError):
                 line = lc.key(part)[0] + 1
-            except (KeyError, TypeError):
-                pass
         node = node[part]
     return line
 
@@ -294,7 +295,9 @@ def validate(data: Mapping[str, Any], *, path: Path, doc: Any = None) -> None:
                     "unknown section",
                     _suggest(key, sorted(known_sections)),
                 )
-            if isinstance(value, Mapping) and (dotted in known_prefixes or section in OPEN_SECTIONS):
+            if isinstance(value, Mapping) and (
+                dotted in known_prefixes or section in OPEN_SECTIONS
+            ):
                 walk(value, dotted + ".")
             elif dotted in known_prefixes:
                 fail(dotted, "must be a mapping")
@@ -310,7 +313,7 @@ def _suggest(word: str, choices: list[str]) -> str | None:
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """`AI_SDLC_PROVIDER`, `AI_SDLC_MODEL`, and `AI_SDLC_<SECTION>__<KEY>[__<KEY>]=<yaml scalar>`."""
+    """`AI_SDLC_PROVIDER`, `AI_SDLC_MODEL`, and `AI_SDLC_<SECTION>__<KEY>=<yaml scalar>`."""
     out: dict[str, Any] = {}
     if environ.get("AI_SDLC_PROVIDER"):
         _set_path(out, ["ai", "provider"], environ["AI_SDLC_PROVIDER"])
@@ -435,10 +438,13 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
         node[parts[-1]] = value
         plain = _plain(doc)
         validate(plain, path=path, doc=doc)
-        if not any(d == dotted or d.startswith(dotted + ".") for d in SCHEMA) and parts[
-            0
-        ] not in OPEN_SECTIONS:
-            raise UsageError(f"unknown config key '{dotted}'", hint=_suggest(dotted, sorted(SCHEMA)))
+        if (
+            not any(d == dotted or d.startswith(dotted + ".") for d in SCHEMA)
+            and parts[0] not in OPEN_SECTIONS
+        ):
+            raise UsageError(
+                f"unknown config key '{dotted}'", hint=_suggest(dotted, sorted(SCHEMA))
+            )
         buf = io.StringIO()
         _yaml().dump(doc, buf)
         atomic_write_text(path, buf.getvalue())

@@ -25,56 +25,67 @@ def add(a: int, b: int) -> int:
     return a + b
 '''
 
-TEST_CALC = '''\
+TEST_CALC = """\
 from calc import add
 
 
 def test_add() -> None:
     assert add(2, 3) == 5
-'''
+"""
 
-GOOD_CALC = CALC + '''
+GOOD_CALC = (
+    CALC
+    + """
 
 def multiply(a: int, b: int) -> int:
     return a * b
-'''
+"""
+)
 
-GOOD_TEST = TEST_CALC + '''
+GOOD_TEST = (
+    TEST_CALC
+    + """
 
 def test_multiply() -> None:
     from calc import multiply
 
     assert multiply(4, 5) == 20
-'''
+"""
+)
 
 
 def _broken_divide(attempt: int) -> str:
     # Each attempt is wrong in a new way, so the run is not stopped as "no progress" and the
     # global recovery limit is what stops it.
-    return GOOD_CALC + textwrap.dedent(f'''
+    return GOOD_CALC + textwrap.dedent(f"""
 
         def divide(a: float, b: float) -> float:
             return round(a / b, {attempt})  # attempt {attempt}: wrong rounding
-        ''')
+        """)
 
 
-DIVIDE_TEST = GOOD_TEST + '''
+DIVIDE_TEST = (
+    GOOD_TEST
+    + """
 
 def test_divide_rounds_to_two_places() -> None:
     from calc import divide
 
     assert divide(10, 3) == 3.33
-'''
+"""
+)
 
 
 def _rules() -> str:
-    lines = ["rules:",
-             "  - phase: implement",
-             "    story: S-0001",
-             "    respond: Added multiply() with a test.",
-             "    files:",
-             f"      calc/__init__.py: {_yaml_str(GOOD_CALC)}",
-             f"      tests/test_calc.py: {_yaml_str(GOOD_TEST)}"]
+    lines = [
+        "rules:",
+        "  - phase: implement",
+        "    story: S-0001",
+        "    respond: Added multiply() with a test.",
+        "    files:",
+        f"      calc/__init__.py: {_yaml_str(GOOD_CALC)}",
+        f"      tests/test_calc.py: {_yaml_str(GOOD_TEST)}",
+    ]
     for attempt in range(1, 8):
         calc = _broken_divide(attempt + 2)  # never the 2 places the test wants
         lines += [
@@ -121,9 +132,19 @@ def main() -> None:
         '[tool.pytest.ini_options]\npythonpath = ["."]\naddopts = "-q -p no:cacheprovider"\n'
     )
     if shutil.which("git"):
-        for args in (["init", "-q"], ["add", "-A"],
-                     ["-c", "user.name=demo", "-c", "user.email=demo@example.invalid",
-                      "commit", "-qm", "calc: add()"]):
+        for args in (
+            ["init", "-q"],
+            ["add", "-A"],
+            [
+                "-c",
+                "user.name=demo",
+                "-c",
+                "user.email=demo@example.invalid",
+                "commit",
+                "-qm",
+                "calc: add()",
+            ],
+        ):
             subprocess.run(["git", *args], cwd=project, check=True)
 
     print(f"ai-sdlc demo in {project} (offline 'scripted' provider: no AI is called)")
@@ -131,6 +152,9 @@ def main() -> None:
     pytest_cmd = shlex.join([sys.executable, "-m", "pytest"])
     _cli(project, "config", "verify.test", pytest_cmd)
     _cli(project, "config", "limits.implementation_retries", "5")
+    # The demo's rate limits come one per attempt; keep the llm circuit closed so the story
+    # meets the global recovery limit rather than an open breaker (exit 4).
+    _cli(project, "config", "resilience.policies.llm.breaker.failure_threshold", "20")
     (project / ".ai-sdlc" / "scripted.yaml").write_text(_rules())
     _cli(project, "add", "Add a multiply function", "--priority", "1")
     _cli(project, "add", "Add a divide function that rounds to 2 places", "--priority", "2")
@@ -139,7 +163,11 @@ def main() -> None:
     rc = _cli(project, "run", "S-0002", check=False)
     if rc != 5:
         raise SystemExit(f"demo: expected S-0002 to be blocked (exit 5), got {rc}")
-    print("(exit code 5: story blocked by a guardrail)")
+    print(
+        "(exit code 5: blocked by a guardrail. The phase limit alone would have allowed 5 "
+        "implementation retries; the global limit counts every kind of recovery, API retries "
+        "included, and stopped the story at 10.)"
+    )
     _cli(project, "status", check=False)
     _cli(project, "show", "S-0002", check=False)
 

@@ -30,7 +30,9 @@ def add(
     if not title.strip():
         raise UsageError("the title is empty")
     if type_ not in STORY_TYPES:
-        raise UsageError(f"unknown story type '{type_}'", hint="use one of " + ", ".join(STORY_TYPES))
+        raise UsageError(
+            f"unknown story type '{type_}'", hint="use one of " + ", ".join(STORY_TYPES)
+        )
     store = open_store()
     story = store.add(title.strip(), type=type_, labels=tuple(label or ()), priority=priority)
     if json:

@@ -13,7 +13,9 @@ from ai_sdlc.config import get_value, load_config, set_value
 
 
 def config(
-    key: Annotated[str | None, typer.Argument(help="Dotted key, e.g. limits.global_recovery.")] = None,
+    key: Annotated[
+        str | None, typer.Argument(help="Dotted key, e.g. limits.global_recovery.")
+    ] = None,
     value: Annotated[str | None, typer.Argument(help="New value (read as YAML).")] = None,
     json: JsonOption = False,
 ) -> None:

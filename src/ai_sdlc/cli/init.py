@@ -18,7 +18,7 @@ def init(json: JsonOption = False) -> None:
         out.json({"project": str(store.root), "created": created or created_config})
     elif created or created_config:
         out.success(f"Initialised ai-sdlc in {store.ai_dir}")
-        out.info("Next: ai-sdlc add \"Your first story\"")
+        out.info('Next: ai-sdlc add "Your first story"')
     else:
         out.info(f"Already initialised: {store.ai_dir}")
 

@@ -49,9 +49,7 @@ class Progress:
             if e.get("delay") is not None:
                 extra = f", waiting {float(e['delay']):.1f}s"
             reason = f": {e['reason']}" if e.get("reason") else ""
-            return (
-                f"[{story}] recovery {e.get('total')}/{e.get('limit')} ({kind}{extra}){reason}"
-            )
+            return f"[{story}] recovery {e.get('total')}/{e.get('limit')} ({kind}{extra}){reason}"
         if name == "story_finished":
             return f"[{story}] {e.get('outcome')} in {e.get('elapsed', 0):.1f}s"
         if name == "tool_call":

@@ -44,8 +44,9 @@ def run(
     story_id = store.resolve(story_ref) if story_ref else None
 
     if dry_run or provider == "dry-run":
-        plan = plan_dry_run(store, story_id=story_id, auto=auto, step=step,
-                            show_prompts=provider == "dry-run")
+        plan = plan_dry_run(
+            store, story_id=story_id, auto=auto, step=step, show_prompts=provider == "dry-run"
+        )
         _render_plan(out, plan, json)
         return
 
@@ -56,8 +57,7 @@ def run(
     outcomes = session.run(story_id=story_id, auto=auto, step=step)
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
-        out.ndjson({"event": "run_finished",
-                    "outcomes": [o.__dict__ for o in outcomes]})
+        out.ndjson({"event": "run_finished", "outcomes": [o.__dict__ for o in outcomes]})
     for o in outcomes:
         if o.result == "done":
             out.success(f"{o.story_id}: done")

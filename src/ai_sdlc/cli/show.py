@@ -58,10 +58,13 @@ def show(story_ref: StoryArg, json: JsonOption = False) -> None:
         if key in fm and fm[key] not in (None, [], ""):
             value = ", ".join(map(str, fm[key])) if isinstance(fm[key], list) else fm[key]
             out.line(f"  {key + ':':<10} {value}")
-    out.line("  phases:    " + "  ".join(
-        f"{flag.removesuffix('_complete')} {'✓' if done else '·'}"
-        for flag, done in info["phases"].items()
-    ))
+    out.line(
+        "  phases:    "
+        + "  ".join(
+            f"{flag.removesuffix('_complete')} {'✓' if done else '·'}"
+            for flag, done in info["phases"].items()
+        )
+    )
     total = info["counters"]["total_recovery_attempts"]
     out.line(f"  recovery:  {total}/{limit} ({breakdown_text(total, story.recovery_breakdown)})")
     for name in COUNTERS[1:]:

@@ -11,8 +11,13 @@ from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
 
 COLUMNS = ("backlog", "ready", "in-progress", "blocked", "done")
-TITLES = {"backlog": "Backlog", "ready": "Ready", "in-progress": "In progress",
-          "blocked": "Blocked", "done": "Done"}
+TITLES = {
+    "backlog": "Backlog",
+    "ready": "Ready",
+    "in-progress": "In progress",
+    "blocked": "Blocked",
+    "done": "Done",
+}
 
 
 def _priority_key(fm: dict[str, object]) -> tuple[int, str]:
@@ -50,7 +55,7 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
 
     assert isinstance(out, Terminal)
     if not rows:
-        out.info("No stories yet. Add one with: ai-sdlc add \"Title\"")
+        out.info('No stories yet. Add one with: ai-sdlc add "Title"')
         return
     by_status: dict[str, list[dict[str, object]]] = {c: [] for c in COLUMNS}
     for fm in sorted(rows, key=_priority_key):

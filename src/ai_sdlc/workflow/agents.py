@@ -98,7 +98,11 @@ def build_prompt(
     notes = [f for f in feedback if f and f.strip()]
     if notes:
         merged = bound(dedupe_lines("\n\n".join(notes)), FEEDBACK_LIMIT)
-        parts += ["", f"## Feedback from the previous attempt (this is attempt {attempt})", "",
-                  merged]
+        parts += [
+            "",
+            f"## Feedback from the previous attempt (this is attempt {attempt})",
+            "",
+            merged,
+        ]
     parts += ["", f"## Your task ({phase.value})", "", SYSTEM_PROMPTS[phase]]
     return SYSTEM_PROMPTS[phase], "\n".join(parts).strip() + "\n"

@@ -50,8 +50,9 @@ def assess(fm: Mapping[str, Any], *, gates: Mapping[str, Any], global_limit: int
     story_id = str(fm.get("id"))
     status = fm.get("status")
     if status == "blocked":
-        return NextAction(story_id, None, f"blocked: {fm.get('blocked_reason') or 'no reason'}",
-                          "blocked")
+        return NextAction(
+            story_id, None, f"blocked: {fm.get('blocked_reason') or 'no reason'}", "blocked"
+        )
     if status == "done":
         return NextAction(story_id, None, "done", "done")
     total = _int(fm.get("total_recovery_attempts"))
@@ -69,7 +70,9 @@ def assess(fm: Mapping[str, Any], *, gates: Mapping[str, Any], global_limit: int
     if not fm.get("implementation_complete"):
         if gates.get(GATE_BEFORE_IMPLEMENTATION) and GATE_BEFORE_IMPLEMENTATION not in approved:
             return NextAction(
-                story_id, None, f"waiting for approval: run 'ai-sdlc approve {story_id}'",
+                story_id,
+                None,
+                f"waiting for approval: run 'ai-sdlc approve {story_id}'",
                 "waiting",
             )
         phase = Phase.REWORK if fm.get("rework_pending") else Phase.IMPLEMENT

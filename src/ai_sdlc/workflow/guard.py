@@ -40,8 +40,9 @@ class GuardFactory:
         manager = self.manager
 
         def on_retry(attempt: int, delay: float, error: BaseException, reason: str) -> None:
-            record_retry(attempt=attempt, delay=round(delay, 3), reason=reason,
-                         error=type(error).__name__)
+            record_retry(
+                attempt=attempt, delay=round(delay, 3), reason=reason, error=type(error).__name__
+            )
 
         def guard(fn: Callable[[], T], /) -> T:
             try:
@@ -58,7 +59,12 @@ class GuardFactory:
         return guard
 
     def verification(self, fn: Callable[[], T]) -> T:
+        """Build/test commands: the `verification` policy (retries timeouts only)."""
         return self.manager.execute_with_policy("verification", fn)
+
+    def git(self, fn: Callable[[], T]) -> T:
+        """git (and later GitHub) calls: the `github` policy."""
+        return self.manager.execute_with_policy("github", fn)
 
     def describe(self) -> dict[str, Any]:
         return self.manager.metrics()

@@ -172,7 +172,9 @@ class Ledger:
         raise StoryBlockedError(message, story_id=story_id)
 
 
-def unblock(store: StoryStore, story_id: str, *, reset_retries: bool, clock: Clock = utc_now) -> dict[str, Any]:
+def unblock(
+    store: StoryStore, story_id: str, *, reset_retries: bool, clock: Clock = utc_now
+) -> dict[str, Any]:
     """Clear a block; with `reset_retries` zero every recovery counter. Returns what changed."""
     with store.edit(story_id) as story:
         fm = story.frontmatter
@@ -203,5 +205,10 @@ def unblock(store: StoryStore, story_id: str, *, reset_retries: bool, clock: Clo
             "counters": {"total_recovery_attempts": total},
         },
     )
-    return {"id": story_id, "was_blocked": was_blocked, "status": status,
-            "reset_retries": reset_retries, "total_recovery_attempts": total}
+    return {
+        "id": story_id,
+        "was_blocked": was_blocked,
+        "status": status,
+        "reset_retries": reset_retries,
+        "total_recovery_attempts": total,
+    }

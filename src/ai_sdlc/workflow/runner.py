@@ -8,23 +8,26 @@ refinement iterations) block the story too, but the global limit always takes pr
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.errors import RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import (
     CallGuard,
     Phase,
     Provider,
     ProviderRequest,
     ProviderResult,
+    Usage,
     access_for,
     direct_call,
 )
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED, split_decision
+from ai_sdlc.providers.pricing import estimate_call
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
 from ai_sdlc.workflow import ledger as L
@@ -36,6 +39,7 @@ from ai_sdlc.workflow.events import Clock, append_event, iso, read_events, utc_n
 #: action either completes a phase or counts a recovery, so real runs end far sooner).
 MAX_ACTIONS_PER_RUN = 200
 
+T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]
 Verifier = Callable[[Path], VerificationResult]
 
@@ -47,6 +51,10 @@ class Limits:
     review_rejections: int = 3
     refinement_iterations: int = 5
     phase_timeout: float = 900.0
+    #: Budgets (None = no limit), checked before every provider call.
+    story_tokens: float | None = None
+    story_cost_usd: float | None = None
+    run_cost_usd: float | None = None
 
 
 @dataclass
@@ -66,6 +74,8 @@ class RunnerDeps:
     store: StoryStore
     provider: Provider
     verifier: Verifier
+    #: Content hash of the workspace (git-aware); session routes it through the github policy.
+    fingerprint: Callable[[Path], str] = workspace_fingerprint
     limits: Limits = field(default_factory=Limits)
     gates: dict[str, Any] = field(default_factory=dict)
     #: (story id, phase, record an api_retry) -> the guard every provider call runs under
@@ -73,6 +83,8 @@ class RunnerDeps:
         lambda _story, _phase, _record: direct_call
     )
     workspace: Path | None = None
+    #: The `ai` config section (model, prices) for usage estimates before a call.
+    ai_settings: dict[str, Any] = field(default_factory=dict)
     emit: Emit = lambda _event: None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
@@ -84,6 +96,10 @@ class StoryRunner:
         self.store = deps.store
         self.ledger = L.Ledger(deps.store, limit=deps.limits.global_recovery, clock=deps.clock)
         self.workspace = deps.workspace or deps.store.root
+        #: Usage of the whole run (all stories this runner served), for `limits.run_cost_usd`.
+        self.run_usage = Usage()
+        #: Usage reported live (agent turns) by the provider call in flight, not yet persisted.
+        self._live = Usage()
 
     # --- public ---------------------------------------------------------------------------
     def run(self, story_id: str, *, step: Phase | None = None) -> StoryOutcome:
@@ -106,8 +122,13 @@ class StoryRunner:
                 result = {"done": "done", "waiting": "waiting"}.get(action.kind, "idle")
                 if action.kind == "done" and story.status != "done":
                     self._finish(story_id)
-                self._emit("story_finished", story_id, outcome=result, reason=action.reason,
-                           elapsed=round(self.deps.monotonic() - start, 3))
+                self._emit(
+                    "story_finished",
+                    story_id,
+                    outcome=result,
+                    reason=action.reason,
+                    elapsed=round(self.deps.monotonic() - start, 3),
+                )
                 return StoryOutcome(story_id, result, action.reason, actions)
             if actions >= MAX_ACTIONS_PER_RUN:
                 self._block(story_id, f"Runner safety cap reached ({actions} actions in one run)")
@@ -137,7 +158,8 @@ class StoryRunner:
                 self._block(
                     story_id,
                     f"Refinement did not converge after {done} iterations "
-                    f"(limit {self.deps.limits.refinement_iterations}): {_first_line(parts.feedback)}",
+                    f"(limit {self.deps.limits.refinement_iterations}): "
+                    f"{_first_line(parts.feedback)}",
                 )
             self._recover(story_id, L.REFINEMENT, phase, reason=_first_line(parts.feedback))
             return
@@ -156,9 +178,9 @@ class StoryRunner:
         self._log(story_id, phase, "completed", attempt=attempt, artifact=ARTIFACT_OF[phase])
 
     def _implement(self, story_id: str, phase: Phase) -> None:
-        before = workspace_fingerprint(self.workspace)
+        before = self.deps.fingerprint(self.workspace)
         result, attempt = self._call_agent(story_id, phase)
-        changed = workspace_fingerprint(self.workspace) != before
+        changed = self.deps.fingerprint(self.workspace) != before
         verdict = self._verify(story_id, phase)
         if verdict.passed:
             with self.store.edit(story_id) as story:
@@ -169,14 +191,25 @@ class StoryRunner:
                 if "rework_pending" in fm:
                     del fm["rework_pending"]
                 self._set_status(story, "in-progress")
-            self._log(story_id, phase, "passed", attempt=attempt, workspace_changed=changed,
-                      files_changed=result.files_changed)
+            self._log(
+                story_id,
+                phase,
+                "passed",
+                attempt=attempt,
+                workspace_changed=changed,
+                files_changed=result.files_changed,
+            )
             return
         summary = summarise_failure(verdict.failure_output)
         previous = self._last_failure(story_id, phase)
         self._log(
-            story_id, phase, "failed", attempt=attempt, workspace_changed=changed,
-            signature=verdict.signature, feedback=summary,
+            story_id,
+            phase,
+            "failed",
+            attempt=attempt,
+            workspace_changed=changed,
+            signature=verdict.signature,
+            feedback=summary,
         )
         if previous and previous.get("signature") == verdict.signature and not changed:
             self._block(
@@ -268,6 +301,25 @@ class StoryRunner:
         system_prompt, prompt = build_prompt(phase, view, feedback=feedback, attempt=attempt)
         self._log(story_id, phase, "started", action="phase_started", attempt=attempt)
         started = self.deps.monotonic()
+        inner_guard = self.deps.guard_factory(
+            story_id,
+            phase,
+            lambda **details: self._recover(story_id, L.API_RETRY, phase, **details),
+        )
+        estimate = estimate_call(
+            self.deps.ai_settings,
+            self.deps.ai_settings.get("model"),
+            prompt=prompt,
+            system_prompt=system_prompt,
+        )
+
+        def guard(fn: Callable[[], T], /) -> T:
+            def checked() -> T:
+                self._check_budgets(story_id, estimate)
+                return fn()
+
+            return inner_guard(checked)
+
         request = ProviderRequest(
             phase=phase,
             prompt=prompt,
@@ -277,24 +329,100 @@ class StoryRunner:
             timeout=self.deps.limits.phase_timeout,
             story_id=story_id,
             attempt=attempt,
+            model=self.deps.ai_settings.get("model"),
             context=context or {},
-            guard=self.deps.guard_factory(
-                story_id,
-                phase,
-                lambda **details: self._recover(story_id, L.API_RETRY, phase, **details),
-            ),
-            on_event=lambda name, data: self._emit(name, story_id, **{"phase": phase.value, **data}),
+            guard=guard,
+            on_event=lambda name, data: self._on_provider_event(story_id, phase, name, data),
             on_backend_retry=lambda delay, reason: self._backend_retry(
                 story_id, phase, delay, reason
             ),
         )
-        result = self.deps.provider.execute(request)
+        self._live = Usage()
+        try:
+            result = self.deps.provider.execute(request)
+        except BaseException:
+            self._persist_usage(story_id, self._live, calls=1)
+            raise
+        self._persist_usage(story_id, result.usage, calls=1)
         self._emit(
-            "phase_answered", story_id, phase=phase.value, attempt=attempt,
+            "phase_answered",
+            story_id,
+            phase=phase.value,
+            attempt=attempt,
             elapsed=round(self.deps.monotonic() - started, 3),
             tokens=result.usage.total_tokens,
         )
         return result, attempt
+
+    def _on_provider_event(
+        self, story_id: str, phase: Phase, name: str, data: dict[str, Any]
+    ) -> None:
+        if name == "agent_turn":
+            self._live.add(
+                Usage(
+                    int(data.get("input_tokens") or 0),
+                    int(data.get("output_tokens") or 0),
+                    data.get("cost_usd"),
+                )
+            )
+        self._emit(name, story_id, **{"phase": phase.value, **data})
+
+    def _persist_usage(self, story_id: str, usage: Usage, *, calls: int) -> None:
+        """Add one provider call's usage to the story's `usage` and the run's total."""
+        self._live = Usage()
+        if not usage.total_tokens and usage.cost_usd is None:
+            return
+        self.run_usage.add(usage)
+        with self.store.edit(story_id) as story:
+            current = story.frontmatter.get("usage")
+            totals = dict(current) if isinstance(current, dict) else {}
+            totals["input_tokens"] = int(totals.get("input_tokens") or 0) + usage.input_tokens
+            totals["output_tokens"] = int(totals.get("output_tokens") or 0) + usage.output_tokens
+            if usage.cost_usd is not None:
+                cost = float(totals.get("cost_usd") or 0.0) + usage.cost_usd
+                totals["cost_usd"] = round(cost, 6)
+            totals["calls"] = int(totals.get("calls") or 0) + calls
+            story.frontmatter["usage"] = totals
+
+    def _check_budgets(self, story_id: str, estimate: Usage) -> None:
+        """Before every provider call: would it cross a story or run budget? Then stop first."""
+        limits = self.deps.limits
+        if (
+            limits.story_tokens is None
+            and limits.story_cost_usd is None
+            and (limits.run_cost_usd is None)
+        ):
+            return
+        used = self.store.get(story_id).frontmatter.get("usage")
+        used = used if isinstance(used, dict) else {}
+        tokens = int(used.get("input_tokens") or 0) + int(used.get("output_tokens") or 0)
+        tokens += self._live.total_tokens
+        cost = float(used.get("cost_usd") or 0.0) + (self._live.cost_usd or 0.0)
+        next_tokens = estimate.total_tokens
+        next_cost = estimate.cost_usd or 0.0
+        if limits.story_tokens is not None and tokens + next_tokens > limits.story_tokens:
+            self._persist_usage(story_id, self._live, calls=0)
+            self._block(
+                story_id,
+                f"Token budget reached for {story_id}: {tokens:,} tokens used, the next call "
+                f"needs up to {next_tokens:,}, limit {int(limits.story_tokens):,} "
+                "(limits.story_tokens)",
+            )
+        if limits.story_cost_usd is not None and cost + next_cost > limits.story_cost_usd:
+            self._persist_usage(story_id, self._live, calls=0)
+            self._block(
+                story_id,
+                f"Cost budget reached for {story_id}: ${cost:.4f} spent, the next call may cost "
+                f"${next_cost:.4f}, limit ${limits.story_cost_usd:.2f} (limits.story_cost_usd)",
+            )
+        run_cost = (self.run_usage.cost_usd or 0.0) + (self._live.cost_usd or 0.0)
+        if limits.run_cost_usd is not None and run_cost + next_cost > limits.run_cost_usd:
+            self._persist_usage(story_id, self._live, calls=0)
+            raise RunHaltedError(
+                f"Run cost budget reached: ${run_cost:.4f} spent, the next call may cost "
+                f"${next_cost:.4f}, limit ${limits.run_cost_usd:.2f} (limits.run_cost_usd)",
+                hint="raise limits.run_cost_usd or continue another day",
+            )
 
     def _backend_retry(self, story_id: str, phase: Phase, delay: float, reason: str) -> None:
         self._recover(story_id, L.API_RETRY, phase, reason=reason, delay=delay)
@@ -303,7 +431,10 @@ class StoryRunner:
         self._emit("verification_started", story_id, phase=phase.value)
         verdict = self.deps.verifier(self.workspace)
         self._emit(
-            "verification_finished", story_id, phase=phase.value, passed=verdict.passed,
+            "verification_finished",
+            story_id,
+            phase=phase.value,
+            passed=verdict.passed,
             steps=[s.name for s in verdict.steps],
         )
         return verdict
@@ -316,8 +447,13 @@ class StoryRunner:
             self._emit("story_blocked", story_id, phase=phase.value, recovery_kind=kind)
             raise
         self._emit(
-            "recovery", story_id, phase=phase.value, recovery_kind=kind,
-            total=record.total, limit=self.ledger.limit, **details,
+            "recovery",
+            story_id,
+            phase=phase.value,
+            recovery_kind=kind,
+            total=record.total,
+            limit=self.ledger.limit,
+            **details,
         )
 
     def _block(self, story_id: str, reason: str) -> None:
@@ -327,19 +463,28 @@ class StoryRunner:
             story.frontmatter["blocked_at"] = iso(self.deps.clock())
             folder = story.folder
             total = story.counter("total_recovery_attempts")
-        append_event(folder, {"time": iso(self.deps.clock()), "action": "blocked",
-                              "outcome": "phase_limit", "reason": reason,
-                              "counters": {"total_recovery_attempts": total}})
+        append_event(
+            folder,
+            {
+                "time": iso(self.deps.clock()),
+                "action": "blocked",
+                "outcome": "phase_limit",
+                "reason": reason,
+                "counters": {"total_recovery_attempts": total},
+            },
+        )
         self._emit("story_blocked", story_id, reason=reason)
-        raise StoryBlockedError(reason, story_id=story_id,
-                                hint=f"fix the cause, then run 'ai-sdlc unblock {story_id}'")
+        raise StoryBlockedError(
+            reason, story_id=story_id, hint=f"fix the cause, then run 'ai-sdlc unblock {story_id}'"
+        )
 
     def _finish(self, story_id: str) -> None:
         with self.store.edit(story_id) as story:
             self._set_status(story, "done")
             folder = story.folder
-        append_event(folder, {"time": iso(self.deps.clock()), "action": "done",
-                              "outcome": "completed"})
+        append_event(
+            folder, {"time": iso(self.deps.clock()), "action": "done", "outcome": "completed"}
+        )
 
     def _set_status(self, story: Any, status: str) -> None:
         fm = story.frontmatter
@@ -373,8 +518,9 @@ class StoryRunner:
             return last
         return None
 
-    def _log(self, story_id: str, phase: Phase, outcome: str, *, action: str = "phase",
-             **data: Any) -> None:
+    def _log(
+        self, story_id: str, phase: Phase, outcome: str, *, action: str = "phase", **data: Any
+    ) -> None:
         story = self.store.get(story_id)
         event = {
             "time": iso(self.deps.clock()),
@@ -388,15 +534,25 @@ class StoryRunner:
             },
         }
         append_event(story.folder, event)
-        self._emit("phase_" + outcome if action == "phase" else action, story_id,
-                   phase=phase.value, **{k: v for k, v in data.items() if k != "feedback"})
+        self._emit(
+            "phase_" + outcome if action == "phase" else action,
+            story_id,
+            phase=phase.value,
+            **{k: v for k, v in data.items() if k != "feedback"},
+        )
 
     def _emit(self, name: str, story_id: str, **data: Any) -> None:
         self.deps.emit({"event": name, "story": story_id, "time": iso(self.deps.clock()), **data})
 
 
+_TELLING = re.compile(r"(FAILED|Error|error:|assert|Traceback|failed|not found)")
+
+
 def _first_line(text: str, limit: int = 200) -> str:
-    for line in text.splitlines():
+    """The most telling line of a failure (an assertion or error line if any)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    telling = [ln for ln in lines if _TELLING.search(ln)]
+    for line in telling[:1] or lines:
         line = line.strip()
         if line:
             return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -405,4 +561,3 @@ def _first_line(text: str, limit: int = 200) -> str:
 
 def _with_trailing_newline(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
-

@@ -12,7 +12,7 @@ from ai_sdlc.config import Config, load_config
 from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.store import StoryStore
-from ai_sdlc.verify import VerificationResult, run_commands
+from ai_sdlc.verify import VerificationResult, run_commands, workspace_fingerprint
 from ai_sdlc.workflow.assess import NextAction, assess, recommend
 from ai_sdlc.workflow.guard import GuardFactory
 from ai_sdlc.workflow.runlock import run_lock
@@ -28,6 +28,9 @@ def limits_from(config: Config) -> Limits:
         review_rejections=int(config.get("limits.review_rejections")),
         refinement_iterations=int(config.get("limits.refinement_iterations")),
         phase_timeout=float(config.get("limits.phase_timeout")),
+        story_tokens=config.get("limits.story_tokens"),
+        story_cost_usd=config.get("limits.story_cost_usd"),
+        run_cost_usd=config.get("limits.run_cost_usd"),
     )
 
 
@@ -68,27 +71,28 @@ class Session:
         timeout = float(config.get("verify.timeout"))
 
         def verifier(workspace: Path) -> VerificationResult:
-            return guards.verification(lambda: run_commands(commands, cwd=workspace,
-                                                            timeout=timeout))
+            return guards.verification(
+                lambda: run_commands(commands, cwd=workspace, timeout=timeout)
+            )
 
         deps = RunnerDeps(
             store=store,
             provider=provider,
             verifier=verifier,
+            fingerprint=lambda workspace: guards.git(lambda: workspace_fingerprint(workspace)),
             limits=limits_from(config),
             gates=dict(config.section("gates")),
             guard_factory=guards.for_story,
+            ai_settings=dict(config.section("ai")),
             emit=emit,
         )
         return cls(store, config, provider, StoryRunner(deps), selection.notice)
 
-    def run(
-        self, *, story_id: str | None, auto: bool, step: Phase | None
-    ) -> list[StoryOutcome]:
+    def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
         if story_id:
             return [self._run_one(story_id, step=step)]
         if auto:
-            outcomes = []
+            outcomes: list[StoryOutcome] = []
             seen: set[str] = set()
             while True:
                 actions = [a for a in self._recommend() if a.story_id not in seen]
@@ -151,8 +155,11 @@ def _simulate(fm: dict[str, Any], gates: dict[str, Any], limit: int) -> tuple[li
             state["implementation_complete"] = True
             state.pop("rework_pending", None)
         else:
-            flag = {Phase.RESEARCH: "research_complete", Phase.PLAN: "plan_complete",
-                    Phase.REVIEW: "reviews_complete"}[action.phase]
+            flag = {
+                Phase.RESEARCH: "research_complete",
+                Phase.PLAN: "plan_complete",
+                Phase.REVIEW: "reviews_complete",
+            }[action.phase]
             state[flag] = True
     return phases, ""
 
@@ -172,8 +179,12 @@ def plan_dry_run(
     if story_id:
         stories = [store.get(story_id)]
     else:
-        actionable = {a.story_id for a in recommend(
-            (s.frontmatter for s in store.list()), gates=gates, global_limit=limit)}
+        actionable = {
+            a.story_id
+            for a in recommend(
+                (s.frontmatter for s in store.list()), gates=gates, global_limit=limit
+            )
+        }
         stories = [s for s in store.list() if s.id in actionable]
         stories.sort(key=lambda s: (_prio(s.frontmatter), s.id))
         if not auto:
@@ -211,7 +222,12 @@ def _preview_prompt(store: StoryStore, story: Any, phase: Phase) -> str:
             artifacts[name] = path.read_text(encoding="utf-8", errors="replace")
     system, prompt = build_prompt(phase, StoryView(story.id, story.title, story.body, artifacts))
     request = ProviderRequest(
-        phase=phase, prompt=prompt, system_prompt=system, workspace=store.root,
-        access=access_for(phase), timeout=0, story_id=story.id,
+        phase=phase,
+        prompt=prompt,
+        system_prompt=system,
+        workspace=store.root,
+        access=access_for(phase),
+        timeout=0,
+        story_id=story.id,
     )
     return DryRunProvider(store.root, {}).execute(request).text
