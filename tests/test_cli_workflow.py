@@ -392,22 +392,25 @@ def test_dry_run_and_status_never_change_a_byte(cli: CliRunner, project: Path) -
     setup_python_project(project)
     cli("add", "Add multiply")
     cli("add", "Second")
-    (project / ".ai-sdlc" / ".cache").mkdir(exist_ok=True)
-    cli("status")  # let the listing cache exist before the snapshot
     before = tree(project)
-    for args in (
-        ["run", "--dry-run"],
-        ["run", "S-0001", "--dry-run"],
-        ["run", "--auto", "--dry-run", "--json"],
-        ["status"],
-        ["status", "--json"],
-        ["run", "S-0001", "--provider", "dry-run"],
-    ):
+    for args in (["run", "--dry-run"], ["run", "S-0001", "--dry-run"],
+                 ["run", "--auto", "--dry-run", "--json"],
+                 ["run", "S-0001", "--provider", "dry-run"]):
         result = cli(*args)
         assert result.returncode == 0, (args, result.output)
+    # --dry-run writes nothing at all: no lock, no log, not even the listing cache.
     assert tree(project) == before
     plan = json.loads(cli("run", "--auto", "--dry-run", "--json").stdout)
     assert plan["stories"][0]["phases"] == ["refine", "research", "plan", "implement", "review"]
+
+    def stories_and_config() -> dict[str, bytes]:
+        # `status` may refresh the git-ignored listing cache (.ai-sdlc/.cache), nothing else.
+        return {k: v for k, v in tree(project).items() if not k.startswith(".ai-sdlc/.cache")}
+
+    before = stories_and_config()
+    for args in (["status"], ["status", "--json"], ["show", "S-0001"]):
+        assert cli(*args).returncode == 0
+    assert stories_and_config() == before
 
 
 def test_invalid_scripted_rules_exit_3(cli: CliRunner, project: Path) -> None:

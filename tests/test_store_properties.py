@@ -295,3 +295,36 @@ def test_unquoted_strings_are_text_for_yaml_1_1_readers_too(value: str) -> None:
     if render.plain_ok(value):
         assert not re.match(r"['\"]", rendered)
         assert loaded == value
+
+
+SYNTAX = " -+.:#'\"[]{},&*!|>%@`?~=<0123456789abeoxtTZnNuly\u00e9\\\t\n"
+SHAPES = [
+    "k: {}\n",
+    "k:\n  - {}\n",
+    "k: [{}]\n",
+    "{}: v\n",
+    "k:\n  a: {}\n  b: 1\n",
+    "k: >\n  {}\n",
+    "k: '{}'\n",
+    'k: "{}"\n',
+    "k: {{a: {}}}\n",
+    "{}\n",
+    "k: |\n  {}\n  x\n",
+    "- {}\n- [{}]\n",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(token=st.text(SYNTAX, max_size=16), shape=st.sampled_from(SHAPES))
+def test_fast_loader_never_disagrees_on_arbitrary_syntax(token: str, shape: str) -> None:
+    """Fuzzing found libyaml/ruamel differences (tabs, anchors, `?`, `|#`): those must fall back."""
+    text = shape.format(token, token)
+    try:
+        fast = fast_load(text)
+    except NotFast:
+        return
+    try:
+        reference = ruamel_plain(text)
+    except Exception:
+        raise AssertionError(f"fast loader accepted what ruamel rejects: {text!r}") from None
+    assert strict_equal(fast, reference), text

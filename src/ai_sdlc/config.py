@@ -50,6 +50,22 @@ limits:
 gates:
   before_implementation: false # wait for `ai-sdlc approve <id>` before implementing
   before_done: false           # wait for `ai-sdlc approve <id>` before marking done
+
+run:                           # multi-story runs (--auto, --batch): halt when clearly failing
+  stop_conditions:
+    max_retry_rate: 0.5        # stories that needed any retry / stories attempted
+    max_reject_rate: 0.3       # stories rejected or failed / stories attempted
+    max_consecutive_fails: 3   # stories in a row that failed (an approval resets it)
+    max_total_attempts: 50     # agent attempts in the whole run
+    min_attempted: 4           # stories attempted before the rates judge
+  max_consecutive_escalations: 2  # blocked/failed stories in a row: FAILURE LOOP DETECTED
+  max_bounces: 3               # step-backs (review -> implement ...) before a story escalates
+  cooldown_seconds: 5          # wait before retrying a story whose phase crashed
+  max_story_errors: 2          # crashes of one story before it is escalated
+
+notify:                        # told when a run halts (the diagnostic JSON)
+  command: null                # e.g. ["python", "notify.py"]: run without a shell, JSON on stdin
+  webhook: null                # e.g. https://hooks.example.com/...: JSON POSTed
 """
 
 
@@ -100,6 +116,10 @@ def _provider(v: Any) -> bool:
     return v is None or v in PROVIDER_CHOICES
 
 
+def _opt_url(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and v.startswith(("http://", "https://")))
+
+
 def _opt_command(v: Any) -> bool:
     return (
         v is None
@@ -133,8 +153,9 @@ SCHEMA: dict[str, Setting] = {
     "run.max_consecutive_escalations": Setting(2, _pos_int, "an integer >= 1"),
     "run.max_bounces": Setting(3, _nonneg_int, "an integer >= 0"),
     "run.cooldown_seconds": Setting(5, lambda v: _is_number(v) and v >= 0, "seconds >= 0"),
+    "run.max_story_errors": Setting(2, _pos_int, "an integer >= 1"),
     "notify.command": Setting(None, _opt_command, "a command line, an argument list or null"),
-    "notify.webhook": Setting(None, _opt_str, "an http(s) URL or null"),
+    "notify.webhook": Setting(None, _opt_url, "an http(s) URL or null"),
 }
 
 #: Sections whose inner keys are free-form here (validated by their owning package).

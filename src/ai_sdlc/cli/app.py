@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "unblock",
     "config_cmd",
     "run",
+    "runs",
     "approve",
     "metrics",
     "doctor",

@@ -8,6 +8,24 @@ from typing import Any
 from ai_sdlc.cli.terminal import Terminal
 
 QUIET = {"phase_answered"}
+#: Run-level events shown in red / yellow.
+ALARMING = {
+    "story_escalated",
+    "failure_loop_detected",
+    "run_stopped",
+    "run_failed",
+    "rollback_failed",
+    "notify_failed",
+}
+WARNING = {
+    "recovery",
+    "story_bounced",
+    "story_cooldown",
+    "cooldown_wait",
+    "cooldown",
+    "rollback_initiated",
+    "story_skipped",
+}
 
 
 class Progress:
@@ -23,7 +41,11 @@ class Progress:
             return
         text = self.describe(event)
         if text:
-            style = "red" if "blocked" in name else ("yellow" if name == "recovery" else None)
+            style = None
+            if "blocked" in name or name in ALARMING:
+                style = "red"
+            elif name in WARNING:
+                style = "yellow"
             self.out.line(text, style=style)
 
     @staticmethod
@@ -54,4 +76,40 @@ class Progress:
             return f"[{story}] {e.get('outcome')} in {e.get('elapsed', 0):.1f}s"
         if name == "tool_call":
             return f"[{story}]   {phase} tool {e.get('tool', '')}"
+        return Progress.describe_run(e)
+
+    @staticmethod
+    def describe_run(e: dict[str, Any]) -> str | None:
+        """Events of a multi-story run (`run --auto`, `--batch`, `--resume`)."""
+        story = e.get("story", "")
+        name = e.get("event", "")
+        if name in ("run_started", "run_resumed"):
+            verb = "started" if name == "run_started" else f"resumed (segment {e.get('segment')})"
+            stories = e.get("stories") or []
+            return f"Run {e.get('run_id')} {verb}: {len(stories)} stories ({', '.join(stories)})"
+        if name == "story_escalated":
+            return f"[{story}] escalated: {e.get('reason')}"
+        if name == "story_bounced":
+            return f"[{story}] bounce {e.get('bounces')}: {e.get('previous')} → {e.get('phase')}"
+        if name == "story_cooldown":
+            return f"[{story}] crashed ({e.get('error')}); not retried before {e.get('until')}"
+        if name == "cooldown":
+            return f"[{story}] cooldown: {float(e.get('remaining') or 0):.1f}s left"
+        if name == "story_skipped":
+            return f"[{story}] skipped: {e.get('reason')}"
+        if name == "rollback_initiated":
+            return (
+                f"[{story}] rolled back to the checkpoint before {e.get('phase')} "
+                f"({', '.join(e.get('restored') or []) or 'nothing to restore'}): {e.get('reason')}"
+            )
+        if name == "rollback_failed":
+            return f"[{story}] rollback failed, kept for the next run: {e.get('reason')}"
+        if name == "failure_loop_detected":
+            return str(e.get("message"))
+        if name == "run_stopped":
+            return f"Run {e.get('run_id')} stopped ({e.get('condition')})"
+        if name == "notify_sent":
+            return f"notified by {e.get('channel')} ({e.get('detail')})"
+        if name == "notify_failed":
+            return f"notification by {e.get('channel')} failed: {e.get('detail')}"
         return None

@@ -1,4 +1,5 @@
-"""`ai-sdlc run [story] [--auto] [--step PHASE] [--dry-run]`: the product's main job."""
+"""`ai-sdlc run [story] [--auto | --batch ID... | --resume RUN_ID | --continue] [--step PHASE]
+[--dry-run]`: the product's main job."""
 
 from __future__ import annotations
 
@@ -8,18 +9,39 @@ import typer
 
 from ai_sdlc.cli.common import JsonOption, open_store, terminal
 from ai_sdlc.cli.progress import Progress
-from ai_sdlc.errors import ExitCode, StoryBlockedError, UsageError
+from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.errors import ExitCode, RunHaltedError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase
+from ai_sdlc.workflow.multirun import RunReport
+from ai_sdlc.workflow.runner import StoryOutcome
+from ai_sdlc.workflow.runstate import check_run_id
 from ai_sdlc.workflow.session import DryRunPlan, Session, plan_dry_run
 
 
 def run(
-    story_ref: Annotated[
-        str | None,
-        typer.Argument(help="Story id or slug. Without it: the next recommended action."),
+    story_refs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Story id or slug (several with --batch). Without it: the next recommended "
+            "action.",
+            show_default=False,
+        ),
     ] = None,
     auto: Annotated[
-        bool, typer.Option("--auto", help="Process every actionable story by priority.")
+        bool, typer.Option("--auto", help="One run over every actionable story, by priority.")
+    ] = False,
+    batch: Annotated[
+        bool, typer.Option("--batch", help="One run over the stories given, in that order.")
+    ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume", help="Continue a stopped or interrupted run (see 'ai-sdlc runs')."
+        ),
+    ] = None,
+    continue_: Annotated[
+        bool, typer.Option("--continue", help="Continue the most recent run.")
     ] = False,
     step: Annotated[
         Phase | None,
@@ -36,16 +58,18 @@ def run(
 ) -> None:
     """Take a story through refine → research → plan → implement → review → done."""
     out = terminal(json)
-    if auto and story_ref:
-        raise UsageError("give a story or --auto, not both")
-    if step and not story_ref:
-        raise UsageError("--step needs a story")
+    refs = list(story_refs or [])
+    _check_options(
+        refs, auto=auto, batch=batch, resume=resume, latest=continue_, step=step, dry_run=dry_run
+    )
+    if resume is not None:
+        check_run_id(resume)
     store = open_store()
-    story_id = store.resolve(story_ref) if story_ref else None
+    ids = [store.resolve(ref) for ref in refs]
 
     if dry_run or provider == "dry-run":
-        plan = plan_dry_run(
-            store, story_id=story_id, auto=auto, step=step, show_prompts=provider == "dry-run"
+        plan = _dry_run_plan(
+            store, ids, auto=auto or batch, step=step, show_prompts=provider == "dry-run"
         )
         _render_plan(out, plan, json)
         return
@@ -54,25 +78,124 @@ def run(
     session = Session.open(store, provider_name=provider, emit=progress.event)
     if session.notice:
         out.warn(session.notice)
-    outcomes = session.run(story_id=story_id, auto=auto, step=step)
+    if auto or batch or resume or continue_:
+        report = session.run_many(story_ids=ids if batch else None, resume=resume, latest=continue_)
+        _finish_multi(out, report, json)
+        return
+    outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
         out.ndjson({"event": "run_finished", "outcomes": [o.__dict__ for o in outcomes]})
+    _render_outcomes(out, outcomes)
+    if not outcomes:
+        out.info("Nothing to run: no story has an actionable next step.")
+    if blocked:
+        raise typer.Exit(int(ExitCode.BLOCKED))
+
+
+def _check_options(
+    refs: list[str],
+    *,
+    auto: bool,
+    batch: bool,
+    resume: str | None,
+    latest: bool,
+    step: Phase | None,
+    dry_run: bool,
+) -> None:
+    if resume is not None and latest:
+        raise UsageError("give --resume RUN_ID or --continue, not both")
+    if resume is not None or latest:
+        if refs or auto or batch or step or dry_run:
+            raise UsageError(
+                "--resume/--continue take no story, --auto, --batch, --step or --dry-run",
+                hint="the run remembers its stories",
+            )
+        return
+    if auto and batch:
+        raise UsageError("give --auto (every actionable story) or --batch ID..., not both")
+    if auto and refs:
+        raise UsageError(
+            "give a story or --auto, not both", hint="several stories as one run: --batch ID..."
+        )
+    if batch and not refs:
+        raise UsageError("--batch needs the story ids to run, e.g. --batch S-0001 S-0002")
+    if len(refs) > 1 and not batch:
+        raise UsageError("give one story, or several with --batch")
+    if step and (auto or batch):
+        raise UsageError("--step runs one phase of one story; it cannot be used with a run")
+    if step and not refs:
+        raise UsageError("--step needs a story")
+
+
+def _dry_run_plan(
+    store: Any, ids: list[str], *, auto: bool, step: Phase | None, show_prompts: bool
+) -> DryRunPlan:
+    if len(ids) <= 1:
+        return plan_dry_run(
+            store, story_id=ids[0] if ids else None, auto=auto, step=step, show_prompts=show_prompts
+        )
+    stories = []
+    for story_id in ids:
+        stories += plan_dry_run(
+            store, story_id=story_id, auto=True, step=None, show_prompts=show_prompts
+        ).stories
+    return DryRunPlan(stories)
+
+
+def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
     for o in outcomes:
         if o.result == "done":
             out.success(f"{o.story_id}: done")
         elif o.result == "waiting":
             out.info(f"{o.story_id}: {o.reason}")
-        elif o.result == "blocked":
-            out.error(o.reason)
+        elif o.result in ("blocked", "error"):
+            out.error(f"{o.story_id}: {o.reason}" if o.result == "error" else o.reason)
         elif o.result == "idle":
             out.info(f"{o.story_id}: nothing to do ({o.reason})")
         else:
             out.info(f"{o.story_id}: {o.reason}")
-    if not outcomes:
+
+
+def _finish_multi(out: Terminal, report: RunReport | None, json: bool) -> None:
+    """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
+    interrupted (both resumable)."""
+    if report is None:
+        if json:
+            out.ndjson({"event": "run_finished", "run": None, "outcomes": []})
         out.info("Nothing to run: no story has an actionable next step.")
-    if blocked:
-        raise typer.Exit(int(ExitCode.BLOCKED))
+        return
+    state = report.state
+    if json:
+        out.ndjson(
+            {
+                "event": "run_finished",
+                "run": state.to_json(),
+                "outcomes": [o.__dict__ for o in report.outcomes],
+                "diagnostic": str(report.diagnostic_path) if report.diagnostic_path else None,
+            }
+        )
+    else:
+        _render_outcomes(out, report.outcomes)
+        if report.loop is not None:
+            render_loop(out, report.loop, report.diagnostic_path)
+    command = continue_command(state.run_id)
+    stats = statistics_line(state.statistics)
+    if report.interrupted:
+        out.line(f"Run {state.run_id} interrupted; finished work is kept. {stats}")
+        out.line(f"To continue: {command}")
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if report.halted and state.stop_reason is not None:
+        for result in report.notifications:
+            if not result.ok:
+                out.warn(f"notification by {result.channel} failed: {result.detail}")
+        out.line(f"Run {state.run_id} stopped. {stats}")
+        raise RunHaltedError(
+            f"run {state.run_id} halted ({state.stop_reason.condition}): "
+            f"{state.stop_reason.message}",
+            hint=f"every finished story is kept; to continue: {command}",
+        )
+    out.success(f"Run {state.run_id} completed. {stats}")
 
 
 def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:

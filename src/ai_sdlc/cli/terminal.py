@@ -93,7 +93,7 @@ class Terminal:
 
     # --- machine output (stdout) -------------------------------------------------------
     def json(self, value: Any) -> None:
-        self._stdout.write(to_json(value, indent=2) + "\n")
+        self._stdout.write(to_json(value) + "\n")
         self._stdout.flush()
 
     def result(self, text: str) -> None:

@@ -149,9 +149,12 @@ def load(text: str) -> Any:
 
 # Constructs where libyaml and ruamel disagree (found by fuzzing both): tabs, explicit `?` keys,
 # anchor/alias/tag tokens (anchor names are lexed differently), and block scalar headers followed
-# by anything but indicators (`|#x`). Story files written by tools do not use them; a hand-made
-# file that does simply takes the reference path. The check errs on the safe side (`Why ?` too).
-_RISKY = re.compile(r"(?:^|[\s\[{,])(?:[!?]|[&*]\S|[|>][-+0-9]*[^\s\-+0-9])", re.MULTILINE)
+# by anything but indicators (`|#x`). Only token starts count (line start, after `: `, `- `, `[`,
+# `{`, `,`), so `**bold**` inside text does not trigger it. Files written by tools do not use
+# these; a hand-made file that does simply takes the reference path.
+_RISKY = re.compile(
+    r"(?:^[ ]*|[:-][ ]+|[\[{,][ ]*)(?:[!?&*]|[|>][-+0-9]*[^\s\-+0-9])", re.MULTILINE
+)
 
 
 def _build(node: Node) -> Any:

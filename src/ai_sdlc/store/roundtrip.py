@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -28,14 +29,18 @@ def _yaml() -> YAML:
 def load(frontmatter: str, path: str) -> Any:
     """Round-trip data of a frontmatter text; any YAML problem is an InvalidInputError."""
     try:
-        return _yaml().load(frontmatter)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. reused anchors: legal, not worth a console line
+            return _yaml().load(frontmatter)
     except Exception as exc:
         raise yaml_error(exc, frontmatter, path) from None
 
 
 def compose(frontmatter: str) -> Node | None:
     """Node tree (with exact start/end marks) of a frontmatter known to load."""
-    node: Node | None = _yaml().compose(frontmatter)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        node: Node | None = _yaml().compose(frontmatter)
     return node
 
 

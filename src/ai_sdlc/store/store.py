@@ -43,8 +43,11 @@ class StoryStore:
         lock_timeout: float = 60.0,
         today: Callable[[], dt.date] = dt.date.today,
         now_ns: Callable[[], int] = time.time_ns,
+        write_cache: bool = True,
     ) -> None:
         self.root = Path(root)
+        #: False for commands that must write nothing at all (`run --dry-run`).
+        self.write_cache = write_cache
         self.lock_timeout = lock_timeout
         self._today = today
         self._now_ns = now_ns
@@ -203,7 +206,8 @@ class StoryStore:
                 result.stories.append(item)
             else:
                 result.errors.append(item)
-        cache.save()
+        if self.write_cache:
+            cache.save()
         return result
 
     def _story_folders(self) -> Iterator[tuple[int, str]]:

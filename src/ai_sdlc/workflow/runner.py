@@ -33,6 +33,7 @@ from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fing
 from ai_sdlc.workflow import ledger as L
 from ai_sdlc.workflow.agents import ARTIFACT_OF, StoryView, build_prompt
 from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
+from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, append_event, iso, read_events, utc_now
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every
@@ -88,6 +89,9 @@ class RunnerDeps:
     emit: Emit = lambda _event: None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
+    #: Between two actions, before a phase: a returned reason blocks the story (multi-story
+    #: runs count bounces here); raising stops the story before the phase starts.
+    before_phase: Callable[[str, Phase], str | None] = lambda _story, _phase: None
 
 
 class StoryRunner:
@@ -96,6 +100,7 @@ class StoryRunner:
         self.store = deps.store
         self.ledger = L.Ledger(deps.store, limit=deps.limits.global_recovery, clock=deps.clock)
         self.workspace = deps.workspace or deps.store.root
+        self.checkpoints = Checkpoints(deps.store)
         #: Usage of the whole run (all stories this runner served), for `limits.run_cost_usd`.
         self.run_usage = Usage()
         #: Usage reported live (agent turns) by the provider call in flight, not yet persisted.
@@ -107,6 +112,7 @@ class StoryRunner:
         actions = 0
         start = self.deps.monotonic()
         self._emit("story_started", story_id)
+        self._roll_back_interrupted_phase(story_id)
         while True:
             self.ledger.ensure_can_act(story_id)
             story = self.store.get(story_id)
@@ -133,7 +139,7 @@ class StoryRunner:
             if actions >= MAX_ACTIONS_PER_RUN:
                 self._block(story_id, f"Runner safety cap reached ({actions} actions in one run)")
             actions += 1
-            self._execute(story_id, action.phase)
+            self._execute_checkpointed(story_id, action.phase)
 
     # --- phases -----------------------------------------------------------------------------
     def _execute(self, story_id: str, phase: Phase) -> None:
@@ -146,6 +152,45 @@ class StoryRunner:
             Phase.REVIEW: self._review,
         }[phase]
         handler(story_id, phase)
+
+    def _execute_checkpointed(self, story_id: str, phase: Phase) -> None:
+        """Run one phase from a checkpoint: if it crashes or is interrupted, the story's workflow
+        state goes back to the checkpoint (counters and usage recorded meanwhile stay). A
+        guardrail block is an outcome, not a crash: it keeps everything it recorded."""
+        reason = self.deps.before_phase(story_id, phase)
+        if reason:
+            self._block(story_id, reason)
+        checkpoint = self.checkpoints.take(story_id, phase.value, taken_at=iso(self.deps.clock()))
+        try:
+            self._execute(story_id, phase)
+        except StoryBlockedError:
+            self.checkpoints.discard(story_id)
+            raise
+        except BaseException as exc:
+            self._roll_back(checkpoint, f"{type(exc).__name__}: {exc}")
+            raise
+        self.checkpoints.discard(story_id)
+
+    def _roll_back_interrupted_phase(self, story_id: str) -> None:
+        """A checkpoint left by a run that died mid-phase (SIGKILL, power loss): restore it."""
+        checkpoint = self.checkpoints.pending(story_id)
+        if checkpoint is not None:
+            self._roll_back(checkpoint, f"an earlier run stopped during {checkpoint.phase}")
+
+    def _roll_back(self, checkpoint: Checkpoint, reason: str) -> None:
+        story_id = checkpoint.story_id
+        try:
+            restored = self.checkpoints.restore(checkpoint)
+        except Exception as exc:  # keep the checkpoint: the next run restores it
+            self._emit("rollback_failed", story_id, phase=checkpoint.phase, reason=str(exc))
+            return
+        self.checkpoints.discard(story_id)
+        event = {"phase": checkpoint.phase, "reason": reason[:500], "restored": restored}
+        append_event(
+            self.store.folder(story_id),
+            {"time": iso(self.deps.clock()), "action": "rollback_initiated", **event},
+        )
+        self._emit("rollback_initiated", story_id, **event)
 
     def _refine(self, story_id: str, phase: Phase) -> None:
         body = self.store.get(story_id).body

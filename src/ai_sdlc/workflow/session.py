@@ -1,24 +1,55 @@
 """A run session: builds the runner from the project's config (provider, verification, resilience
-policies, limits) and runs one story, the next recommended action, or every actionable story."""
+policies, limits) and runs one story, the next recommended action, or a multi-story run
+(`--auto`, `--batch`, `--resume`, `--continue`; see `multirun`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ai_sdlc.config import Config, load_config
-from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, workspace_fingerprint
 from ai_sdlc.workflow.assess import NextAction, assess, recommend
+from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.guard import GuardFactory
+from ai_sdlc.workflow.multirun import MultiRun, RunReport, RunSettings, prepare_resume
+from ai_sdlc.workflow.notify import Notifier
 from ai_sdlc.workflow.runlock import run_lock
 from ai_sdlc.workflow.runner import Limits, RunnerDeps, StoryOutcome, StoryRunner
+from ai_sdlc.workflow.runstate import (
+    COMPLETED,
+    RunRepository,
+    RunState,
+    StoryRunState,
+    new_run_id,
+)
 
 Emit = Callable[[dict[str, Any]], None]
+#: The lock name that allows one multi-story run per project at a time.
+MULTI_RUN_LOCK = "multi"
+
+
+class _Relay:
+    """Runner events go to the display and, during a multi-story run, to its watcher; the
+    runner's `before_phase` hook is answered by that watcher."""
+
+    def __init__(self, emit: Emit) -> None:
+        self.out = emit
+        self.watcher: MultiRun | None = None
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.watcher is not None:
+            self.watcher.observe(event)
+        self.out(event)
+
+    def before_phase(self, story_id: str, phase: Phase) -> str | None:
+        return self.watcher.before_phase(story_id, phase) if self.watcher else None
 
 
 def limits_from(config: Config) -> Limits:
@@ -49,6 +80,9 @@ class Session:
     provider: Provider
     runner: StoryRunner
     notice: str | None = None
+    relay: _Relay = field(default_factory=lambda: _Relay(lambda _event: None))
+    clock: Clock = utc_now
+    sleep: Callable[[float], None] = time.sleep
 
     @classmethod
     def open(
@@ -58,6 +92,8 @@ class Session:
         provider_name: str | None,
         emit: Emit,
         environ: dict[str, str] | None = None,
+        clock: Clock = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> Session:
         from ai_sdlc.providers.selection import select_provider
 
@@ -66,6 +102,7 @@ class Session:
             flag=provider_name, config=config, project_root=store.root, environ=environ
         )
         provider = selection.provider
+        relay = _Relay(emit)
         guards = GuardFactory.from_config(store, config)
         commands = verification_commands(config)
         timeout = float(config.get("verify.timeout"))
@@ -84,9 +121,12 @@ class Session:
             gates=dict(config.section("gates")),
             guard_factory=guards.for_story,
             ai_settings=dict(config.section("ai")),
-            emit=emit,
+            emit=relay.emit,
+            clock=clock,
+            before_phase=relay.before_phase,
         )
-        return cls(store, config, provider, StoryRunner(deps), selection.notice)
+        runner = StoryRunner(deps)
+        return cls(store, config, provider, runner, selection.notice, relay, clock, sleep)
 
     def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
         if story_id:
@@ -106,6 +146,82 @@ class Session:
         first = actions[0]
         return [self._run_one(first.story_id, step=first.phase)]
 
+    # --- multi-story runs ---------------------------------------------------------------------
+    def run_many(
+        self,
+        *,
+        story_ids: Sequence[str] | None = None,
+        resume: str | None = None,
+        latest: bool = False,
+    ) -> RunReport | None:
+        """A new run over `story_ids` (None: every actionable story by priority), or the run
+        `resume` (`latest`: the most recent one) continued. None when there is nothing to run."""
+        repo = RunRepository(self.store.ai_dir)
+        with run_lock(self.store.ai_dir, MULTI_RUN_LOCK, what="a multi-story run of this project"):
+            if resume or latest:
+                state = self._resumable(repo, resume)
+                prepare_resume(state, self.store)
+                repo.save(state, now=self.clock())
+            else:
+                state_or_none = self._new_run(repo, story_ids)
+                if state_or_none is None:
+                    return None
+                state = state_or_none
+            run = MultiRun(
+                store=self.store,
+                runner=self.runner,
+                repo=repo,
+                state=state,
+                settings=RunSettings.from_config(self.config),
+                notifier=Notifier.from_config(self.config, cwd=self.store.root),
+                emit=self.relay.out,
+                clock=self.clock,
+                sleep=self.sleep,
+            )
+            self.relay.watcher = run
+            try:
+                return run.execute()
+            finally:
+                self.relay.watcher = None
+
+    def _new_run(self, repo: RunRepository, story_ids: Sequence[str] | None) -> RunState | None:
+        if story_ids is None:
+            ids = [a.story_id for a in self._recommend()]
+            mode = "auto"
+        else:
+            ids = list(dict.fromkeys(story_ids))
+            mode = "batch"
+        if not ids:
+            return None
+        now = self.clock()
+        state = RunState(
+            run_id=new_run_id(now),
+            mode=mode,
+            started_at=iso(now),
+            stories=[StoryRunState(i) for i in ids],
+        )
+        repo.create(state)
+        return state
+
+    def _resumable(self, repo: RunRepository, run_id: str | None) -> RunState:
+        if run_id is None:
+            state = repo.latest()
+            if state is None:
+                raise UsageError(
+                    "no run to continue in this project",
+                    hint="start one with 'ai-sdlc run --auto' or 'ai-sdlc run --batch ID...'",
+                )
+        else:
+            state = repo.load(run_id)
+        if state.run_status == COMPLETED:
+            raise ResumeRefusedError(
+                f"run {state.run_id} completed; there is nothing to resume",
+                hint="start a new run with 'ai-sdlc run --auto'",
+            )
+        # A run still marked `running` while we hold the multi-run lock died (crash, SIGKILL):
+        # its last saved state is complete, so it continues from there.
+        return state
+
     def _recommend(self) -> list[NextAction]:
         return recommend(
             (s.frontmatter for s in self.store.list()),
@@ -119,6 +235,10 @@ class Session:
                 return self.runner.run(story_id, step=step)
             except StoryBlockedError as exc:
                 return StoryOutcome(story_id, "blocked", exc.message)
+
+
+class ResumeRefusedError(AiSdlcError):
+    """The run asked for cannot be resumed (it completed)."""
 
 
 # --- dry run ----------------------------------------------------------------------------------

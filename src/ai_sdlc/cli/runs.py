@@ -1,0 +1,151 @@
+"""`ai-sdlc runs [--json]` and `ai-sdlc runs show <run_id> [--json]`: multi-story runs, their
+state, why they stopped and how to continue them. Also the run summary `run` prints."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ai_sdlc.cli.app import project_root
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.errors import BusyError
+from ai_sdlc.workflow.loops import FailureLoop
+from ai_sdlc.workflow.runlock import run_lock
+from ai_sdlc.workflow.runstate import RUNNING, RunRepository, RunState, check_run_id
+from ai_sdlc.workflow.session import MULTI_RUN_LOCK
+
+runs_app = typer.Typer(
+    name="runs",
+    help="List multi-story runs (oldest first), or show one.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+    rich_markup_mode=None,
+)
+
+
+def continue_command(run_id: str) -> str:
+    """The exact command that resumes the run (with --project when not run from there)."""
+    root = project_root()
+    args = ["ai-sdlc"]
+    if root != Path.cwd().resolve():
+        args += ["--project", str(root)]
+    return shlex.join([*args, "run", "--resume", run_id])
+
+
+def statistics_line(stats: dict[str, Any]) -> str:
+    if not stats:
+        return "no statistics yet"
+    return (
+        f"{stats['total_stories']} stories · {stats['attempted']} attempted · "
+        f"{stats['approved']} approved · {stats['rejected']} rejected · "
+        f"{stats['failed']} failed · {stats['waiting']} waiting · "
+        f"retry rate {stats['retry_rate']:.2f} · reject rate {stats['reject_rate']:.2f} · "
+        f"{stats['consecutive_fails']} consecutive fails · {stats['total_attempts']} attempts"
+    )
+
+
+def render_loop(out: Terminal, loop: FailureLoop, diagnostic: Path | None) -> None:
+    out.line(loop.message, style="bold red")
+    out.line(f"  loop type:  {loop.loop_type}")
+    out.line(f"  stories:    {', '.join(loop.stories)}")
+    out.line(f"  last phase: {loop.last_phase or 'none'}")
+    out.line(f"  reason:     {loop.reason}")
+    if loop.output_tail:
+        out.line("  failing output (tail):")
+        for line in loop.output_tail.splitlines():
+            out.line(f"    {line}")
+    if diagnostic is not None:
+        out.line(f"  diagnostic: {diagnostic}")
+
+
+def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
+    status = state.run_status + (" (process gone: resumable)" if _stale(state, active) else "")
+    out.line(f"Run {state.run_id} · {state.mode} · {status}", style="bold")
+    out.line(
+        f"  started {state.started_at}"
+        + (f", ended {state.finished_at}" if state.finished_at else "")
+    )
+    out.line(f"  {statistics_line(state.statistics)}")
+    if state.stop_reason:
+        out.line(f"  stopped by {state.stop_reason.condition}: {state.stop_reason.message}")
+    for s in state.stories:
+        extra = ""
+        if s.escalated:
+            extra = f" · escalated: {s.escalation_reason}"
+        elif s.reason and s.status not in ("done",):
+            extra = f" · {s.reason}"
+        out.line(
+            f"  {s.story_id}  {s.status:<11} attempts {s.attempts} · retries {s.retries} · "
+            f"bounces {s.bounces} · errors {s.errors}{extra}"
+        )
+    if state.resumable and not active:
+        out.line(f"  continue with: {continue_command(state.run_id)}")
+
+
+def _stale(state: RunState, active: bool) -> bool:
+    return state.run_status == RUNNING and not active
+
+
+def _live_run(ai_dir: Path, states: list[RunState]) -> str | None:
+    """The run going on right now: another process holds the multi-run lock, and it is the
+    newest run marked running (older ones so marked died without saying so)."""
+    running = [s.run_id for s in states if s.run_status == RUNNING]
+    if not running:
+        return None
+    try:
+        with run_lock(ai_dir, MULTI_RUN_LOCK, what="a multi-story run"):
+            return None
+    except BusyError:
+        return running[-1]
+
+
+def _entry(state: RunState, live: str | None) -> dict[str, Any]:
+    return {**state.to_json(), "active": state.run_id == live}
+
+
+@runs_app.callback()
+def runs(ctx: typer.Context, json: JsonOption = False) -> None:
+    """List the runs of this project, oldest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    out = terminal(json)
+    store = open_store()
+    states = RunRepository(store.ai_dir).list()
+    live = _live_run(store.ai_dir, states)
+    if json:
+        out.json({"runs": [_entry(s, live) for s in states]})
+        return
+    if not states:
+        out.info("No multi-story runs yet ('ai-sdlc run --auto' starts one).")
+        return
+    for state in states:
+        reason = f" · {state.stop_reason.condition}" if state.stop_reason else ""
+        stats = state.statistics
+        done = f"{stats.get('approved', 0)}/{stats.get('total_stories', len(state.stories))} done"
+        stale = " (process gone)" if _stale(state, state.run_id == live) else ""
+        out.line(f"{state.run_id}  {state.run_status}{stale}{reason} · {done} · {state.mode}")
+
+
+@runs_app.command("show")
+def show(
+    run_id: Annotated[str, typer.Argument(help="A run id from 'ai-sdlc runs'.")],
+    json: JsonOption = False,
+) -> None:
+    """Show one run: its state, statistics, stop reason and every story."""
+    out = terminal(json)
+    store = open_store()
+    repo = RunRepository(store.ai_dir)
+    state = repo.load(check_run_id(run_id))
+    live = _live_run(store.ai_dir, repo.list())
+    if json:
+        out.json(_entry(state, live))
+        return
+    render_state(out, state, active=state.run_id == live)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(runs_app, name="runs")

@@ -1,0 +1,545 @@
+"""A multi-story run (`run --auto`, `run --batch`, `run --resume`) and its run-level guardrails.
+
+The per-story guardrails (recovery ledger, phase limits) live in the runner; this loop adds what
+only a run can see: stop conditions over the run's statistics, escalation and bounce loops,
+cooldown after a crash, graceful halts that persist every story's state, and resume. It watches
+the runner through two seams: the event stream (attempts, recoveries, rejections) and the
+`before_phase` hook (the attempt circuit breaker and bounce counting, between actions).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.config import Config
+from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
+from ai_sdlc.providers.base import Phase, Usage
+from ai_sdlc.store import StoryStore
+from ai_sdlc.workflow import cooldown
+from ai_sdlc.workflow.assess import NextAction, assess
+from ai_sdlc.workflow.events import Clock, append_event, iso
+from ai_sdlc.workflow.loops import (
+    ALL_ESCALATED,
+    CONSECUTIVE_ESCALATIONS,
+    FailureLoop,
+    bounce_reason,
+    failure_tail,
+    is_step_back,
+)
+from ai_sdlc.workflow.notify import Notifier, NotifyResult
+from ai_sdlc.workflow.runlock import run_lock
+from ai_sdlc.workflow.runner import StoryOutcome, StoryRunner
+from ai_sdlc.workflow.runstate import (
+    BLOCKED,
+    COMPLETED,
+    DONE,
+    FAILED,
+    FINISHED_STORY_STATES,
+    IN_PROGRESS,
+    PENDING,
+    RUNNING,
+    SKIPPED,
+    STOPPED,
+    STORY_FAILED,
+    WAITING,
+    RunRepository,
+    RunState,
+    StopReason,
+    StoryRunState,
+)
+from ai_sdlc.workflow.stopconditions import (
+    RunStatistics,
+    StopConditions,
+    attempts_exhausted,
+    compute_statistics,
+    evaluate,
+)
+
+Emit = Callable[[dict[str, Any]], None]
+Sleep = Callable[[float], None]
+
+FAILURE_LOOP = "failure_loop"
+INTERRUPTED = "interrupted"
+RUN_COST = "run_cost_usd"
+#: Events of the runner after which the run state is saved (every action).
+_SAVE_AFTER = ("phase_", "recovery", "rollback_initiated")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    conditions: StopConditions = field(default_factory=StopConditions)
+    max_consecutive_escalations: int = 2
+    max_bounces: int = 3
+    cooldown_seconds: float = 5.0
+    max_story_errors: int = 2
+
+    @classmethod
+    def from_config(cls, config: Config) -> RunSettings:
+        return cls(
+            conditions=StopConditions.from_config(config),
+            max_consecutive_escalations=int(config.get("run.max_consecutive_escalations")),
+            max_bounces=int(config.get("run.max_bounces")),
+            cooldown_seconds=float(config.get("run.cooldown_seconds")),
+            max_story_errors=int(config.get("run.max_story_errors")),
+        )
+
+
+class HaltRequested(RunHaltedError):
+    """Raised between two actions when the run must stop (never inside a phase)."""
+
+    def __init__(self, reason: StopReason) -> None:
+        super().__init__(reason.message)
+        self.reason = reason
+
+
+@dataclass
+class RunReport:
+    state: RunState
+    outcomes: list[StoryOutcome] = field(default_factory=list)
+    interrupted: bool = False
+    loop: FailureLoop | None = None
+    diagnostic_path: Path | None = None
+    notifications: list[NotifyResult] = field(default_factory=list)
+
+    @property
+    def halted(self) -> bool:
+        return self.state.run_status == STOPPED and not self.interrupted
+
+
+def resume_command(project: Path, run_id: str) -> str:
+    return shlex.join(["ai-sdlc", "--project", str(project), "run", "--resume", run_id])
+
+
+def prepare_resume(state: RunState, store: StoryStore) -> None:
+    """Make a stopped, failed or crashed run ready to go on. Finished stories stay finished;
+    the story that was in progress is picked up again; a story escalated for crashing gets a
+    fresh chance (the operator fixed the cause), one escalated as blocked only once a human
+    unblocked it. Run counters carry over."""
+    for s in state.stories:
+        if s.status in (IN_PROGRESS, WAITING, SKIPPED):
+            s.status = PENDING
+        if not s.escalated:
+            continue
+        if s.status == STORY_FAILED or (s.status == BLOCKED and not _is_blocked(store, s)):
+            s.escalated = False
+            s.escalation_reason = None
+            s.errors = 0
+            s.cooldown_until = None
+            s.status = PENDING
+    state.stop_reason = None
+    state.finished_at = None
+
+
+def _is_blocked(store: StoryStore, s: StoryRunState) -> bool:
+    try:
+        return store.get(s.story_id).status == "blocked"
+    except AiSdlcError:
+        return True
+
+
+class MultiRun:
+    def __init__(
+        self,
+        *,
+        store: StoryStore,
+        runner: StoryRunner,
+        repo: RunRepository,
+        state: RunState,
+        settings: RunSettings,
+        notifier: Notifier,
+        emit: Emit,
+        clock: Clock,
+        sleep: Sleep,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.repo = repo
+        self.state = state
+        self.settings = settings
+        self.notifier = notifier
+        self.emit = emit
+        self.clock = clock
+        self.sleep = sleep
+        self.outcomes: list[StoryOutcome] = []
+        c = state.counters
+        runner.run_usage.add(Usage(c.input_tokens, c.output_tokens, c.cost_usd))
+
+    # --- the loop ---------------------------------------------------------------------------
+    def execute(self) -> RunReport:
+        """Run until every story is finished or a stop condition halts the run."""
+        self._begin()
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            return self._stop_interrupted()
+        except BaseException as exc:
+            self._mark_failed(exc)
+            raise
+
+    def _loop(self) -> RunReport:
+        while True:
+            exhausted = attempts_exhausted(
+                self.state.counters.total_attempts, self.settings.conditions
+            )
+            if exhausted:
+                return self._halt(exhausted)
+            story = self._next_story()
+            if story is None:
+                cooling = [s for s in self._open() if s.cooldown_until]
+                if cooling:
+                    self._cool_down(cooling)
+                    continue
+                escalated = [s for s in self.state.stories if s.escalated]
+                if escalated:
+                    return self._halt_loop(ALL_ESCALATED, escalated)
+                return self._complete()
+            try:
+                outcome = self._run_story(story)
+            except HaltRequested as exc:
+                return self._halt(exc.reason)
+            except RunHaltedError as exc:
+                return self._halt(self._budget_reason(exc))
+            if outcome is None:
+                continue
+            self.outcomes.append(outcome)
+            report = self._record(story, outcome)
+            if report is not None:
+                return report
+
+    def _open(self) -> list[StoryRunState]:
+        return [
+            s
+            for s in self.state.stories
+            if not s.escalated and s.status not in FINISHED_STORY_STATES
+        ]
+
+    def _next_story(self) -> StoryRunState | None:
+        now = self.clock()
+        for s in self._open():
+            if cooldown.seconds_left(s.cooldown_until, now) > 0:
+                continue
+            s.cooldown_until = None
+            action = self._assess(s.story_id)
+            if action is None or action.phase is not None:
+                return s  # actionable (or unreadable: the runner reports why)
+            s.status = {"done": DONE, "waiting": WAITING}.get(action.kind, BLOCKED)
+            s.reason = action.reason
+            if s.status == BLOCKED:
+                s.escalated = True
+                s.escalation_reason = action.reason
+            self._save()
+        return None
+
+    def _assess(self, story_id: str) -> NextAction | None:
+        try:
+            fm = self.store.get(story_id).frontmatter
+        except AiSdlcError:
+            return None
+        return assess(fm, gates=self.runner.deps.gates, global_limit=self.runner.ledger.limit)
+
+    def _run_story(self, s: StoryRunState) -> StoryOutcome | None:
+        s.status = IN_PROGRESS
+        self.state.resume_from = s.story_id
+        self._save()
+        try:
+            with run_lock(self.store.ai_dir, s.story_id, what=s.story_id):
+                return self.runner.run(s.story_id)
+        except StoryBlockedError as exc:
+            return StoryOutcome(s.story_id, "blocked", exc.message)
+        except RunHaltedError:
+            raise
+        except BusyError as exc:
+            s.status = SKIPPED
+            s.reason = exc.message
+            self._event("story_skipped", story=s.story_id, reason=exc.message)
+            self._save()
+            return None
+        except AiSdlcError as exc:
+            return StoryOutcome(s.story_id, "error", exc.message)
+
+    def _record(self, s: StoryRunState, outcome: StoryOutcome) -> RunReport | None:
+        """Book one story outcome, then evaluate the stop conditions and the failure loop."""
+        c = self.state.counters
+        s.outcomes += 1
+        s.reason = outcome.reason
+        if outcome.result == "blocked":
+            s.status = BLOCKED
+            c.consecutive_fails += 1
+            self._escalate(s, outcome.reason)
+        elif outcome.result == "error":
+            s.status = STORY_FAILED
+            s.errors += 1
+            s.last_error = outcome.reason
+            c.consecutive_fails += 1
+            if s.errors >= self.settings.max_story_errors:
+                self._escalate(s, f"its phases crashed {s.errors} times: {outcome.reason}")
+            else:
+                s.cooldown_until = cooldown.cooldown_until(
+                    self.clock(), self.settings.cooldown_seconds
+                )
+                self._event(
+                    "story_cooldown",
+                    story=s.story_id,
+                    until=s.cooldown_until,
+                    errors=s.errors,
+                    error=outcome.reason,
+                )
+        else:
+            s.status = DONE if outcome.result == "done" else WAITING
+            c.consecutive_fails = 0
+            c.consecutive_escalations = 0
+            c.streak = []
+        self._save()
+        reason = evaluate(self._statistics(), self.settings.conditions)
+        if reason is not None:
+            return self._halt(reason)
+        if c.consecutive_escalations >= self.settings.max_consecutive_escalations:
+            streak = [self.state.story(i) for i in c.streak]
+            return self._halt_loop(CONSECUTIVE_ESCALATIONS, [x for x in streak if x])
+        return None
+
+    def _escalate(self, s: StoryRunState, reason: str) -> None:
+        c = self.state.counters
+        s.escalated = True
+        s.escalation_reason = reason
+        c.consecutive_escalations += 1
+        c.streak.append(s.story_id)
+        data = {"run_id": self.state.run_id, "reason": reason, "last_phase": s.last_phase}
+        append_event(
+            self.store.folder(s.story_id),
+            {"time": iso(self.clock()), "action": "story_escalated", **data},
+        )
+        self._event("story_escalated", story=s.story_id, **data)
+
+    def _cool_down(self, cooling: list[StoryRunState]) -> None:
+        first = min(cooling, key=lambda s: cooldown.parse(s.cooldown_until or ""))
+        until = first.cooldown_until or iso(self.clock())
+        self._event("cooldown_wait", story=first.story_id, until=until)
+
+        def tick(left: float) -> None:
+            self.emit({"event": "cooldown", "story": first.story_id, "remaining": round(left, 1)})
+
+        cooldown.wait_until(until, clock=self.clock, sleep=self.sleep, tick=tick)
+
+    # --- hooks the runner calls -------------------------------------------------------------
+    def before_phase(self, story_id: str, phase: Phase) -> str | None:
+        """Between two actions: stop at the attempt cap; count a step back as a bounce."""
+        s = self.state.story(story_id)
+        if s is None:
+            return None
+        exhausted = attempts_exhausted(self.state.counters.total_attempts, self.settings.conditions)
+        if exhausted:
+            raise HaltRequested(exhausted)
+        previous, s.last_phase = s.last_phase, phase.value
+        reason = None
+        if previous is not None and is_step_back(previous, phase.value):
+            s.bounces += 1
+            self._event(
+                "story_bounced",
+                story=story_id,
+                previous=previous,
+                phase=phase.value,
+                bounces=s.bounces,
+            )
+            if s.bounces > self.settings.max_bounces:
+                reason = bounce_reason(s.bounces, self.settings.max_bounces, previous, phase.value)
+        self._save()
+        return reason
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """Every runner event: count attempts, retries and rejections for the run."""
+        name = str(event.get("event", ""))
+        s = self.state.story(str(event.get("story", "")))
+        if s is None:
+            return
+        if name == "phase_started":
+            s.attempts += 1
+            self.state.counters.total_attempts += 1
+        elif name == "recovery":
+            s.retries += 1
+        elif name == "phase_rejected":
+            s.rejections += 1
+        elif name == "rollback_initiated":
+            self._event(
+                "rollback_initiated",
+                story=s.story_id,
+                phase=event.get("phase"),
+                reason=event.get("reason"),
+                restored=event.get("restored"),
+            )
+        if name.startswith(_SAVE_AFTER) and name != "phase_answered":
+            self._save()
+
+    # --- ends of a run ----------------------------------------------------------------------
+    def _begin(self) -> None:
+        st = self.state
+        st.segments += 1
+        st.run_status = RUNNING
+        st.resumable = True
+        self._save()
+        name = "run_started" if st.segments == 1 else "run_resumed"
+        self._event(
+            name,
+            stories=[s.story_id for s in st.stories],
+            mode=st.mode,
+            segment=st.segments,
+        )
+
+    def _complete(self) -> RunReport:
+        st = self.state
+        st.run_status = COMPLETED
+        st.resumable = False
+        st.resume_from = None
+        st.finished_at = iso(self.clock())
+        self._save()
+        self._event("run_completed", statistics=st.statistics)
+        return RunReport(st, self.outcomes)
+
+    def _halt(self, reason: StopReason, loop: FailureLoop | None = None) -> RunReport:
+        """Graceful: the action in flight has finished; persist everything, say why."""
+        st = self.state
+        st.run_status = STOPPED
+        st.stop_reason = reason
+        st.resumable = True
+        st.resume_from = self._resume_point()
+        st.finished_at = iso(self.clock())
+        self._save()
+        diagnostic = self._diagnostic(loop)
+        path = self.repo.write_diagnostic(st.run_id, diagnostic)
+        if loop is not None:
+            self._event("failure_loop_detected", **loop.to_json())
+        self._event(
+            "run_stopped",
+            condition=reason.condition,
+            value=reason.value,
+            threshold=reason.threshold,
+            message=reason.message,
+            resume_from=st.resume_from,
+            statistics=st.statistics,
+        )
+        results = self.notifier.send(diagnostic) if self.notifier.enabled else []
+        for result in results:
+            self._event(
+                "notify_sent" if result.ok else "notify_failed",
+                channel=result.channel,
+                detail=result.detail,
+            )
+        return RunReport(st, self.outcomes, False, loop, path, results)
+
+    def _halt_loop(self, loop_type: str, stories: list[StoryRunState]) -> RunReport:
+        last = stories[-1]
+        threshold = self.settings.max_consecutive_escalations
+        loop = FailureLoop(
+            loop_type=loop_type,
+            stories=[s.story_id for s in stories],
+            last_phase=last.last_phase,
+            reason=last.escalation_reason or last.reason or "no reason recorded",
+            output_tail=self._tail(last.story_id),
+            consecutive=self.state.counters.consecutive_escalations,
+            threshold=threshold,
+        )
+        value = len(stories) if loop_type == ALL_ESCALATED else loop.consecutive
+        return self._halt(StopReason(FAILURE_LOOP, value, threshold, loop.message), loop)
+
+    def _tail(self, story_id: str) -> str:
+        try:
+            return failure_tail(self.store.folder(story_id))
+        except AiSdlcError:
+            return ""
+
+    def _stop_interrupted(self) -> RunReport:
+        st = self.state
+        st.run_status = STOPPED
+        st.stop_reason = StopReason(
+            INTERRUPTED, None, None, "interrupted (Ctrl-C); finished work is kept"
+        )
+        st.resumable = True
+        st.resume_from = self._resume_point()
+        st.finished_at = iso(self.clock())
+        self._save()
+        self._event(
+            "run_stopped",
+            condition=INTERRUPTED,
+            resume_from=st.resume_from,
+            statistics=st.statistics,
+        )
+        return RunReport(st, self.outcomes, interrupted=True)
+
+    def _mark_failed(self, exc: BaseException) -> None:
+        st = self.state
+        st.run_status = FAILED
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        st.stop_reason = StopReason("error", None, None, str(message))
+        st.resumable = True
+        st.resume_from = self._resume_point()
+        st.finished_at = iso(self.clock())
+        self._save()
+        self._event("run_failed", message=str(message), resume_from=st.resume_from)
+
+    def _resume_point(self) -> str | None:
+        current = [s for s in self.state.stories if s.status == IN_PROGRESS]
+        rest = current or self._open()
+        return rest[0].story_id if rest else None
+
+    def _budget_reason(self, exc: RunHaltedError) -> StopReason:
+        limit = self.runner.deps.limits.run_cost_usd
+        spent = self.runner.run_usage.cost_usd
+        return StopReason(RUN_COST, round(spent or 0.0, 6), limit, exc.message)
+
+    # --- persistence and reporting ----------------------------------------------------------
+    def _statistics(self) -> RunStatistics:
+        return compute_statistics(self.state.stories, self.state.counters)
+
+    def _save(self) -> None:
+        st = self.state
+        usage = self.runner.run_usage
+        st.counters.input_tokens = usage.input_tokens
+        st.counters.output_tokens = usage.output_tokens
+        st.counters.cost_usd = usage.cost_usd
+        st.statistics = self._statistics().to_json()
+        self.repo.save(st, now=self.clock())
+
+    def _event(self, name: str, **data: Any) -> None:
+        """Into the run's own event log, and out to the progress display."""
+        event = {"time": iso(self.clock()), "action": name, "run_id": self.state.run_id, **data}
+        append_event(self.repo.folder(self.state.run_id), event)
+        self.emit({"event": name, **{k: v for k, v in event.items() if k != "action"}})
+
+    def _diagnostic(self, loop: FailureLoop | None) -> dict[str, Any]:
+        st = self.state
+        return {
+            "type": FAILURE_LOOP if loop else "stop_condition",
+            "run_id": st.run_id,
+            "project": str(self.store.root),
+            "time": iso(self.clock()),
+            "stop_reason": st.to_json()["stop_reason"],
+            "failure_loop": loop.to_json() if loop else None,
+            "statistics": st.statistics,
+            "stories": [
+                {
+                    "story_id": s.story_id,
+                    "status": s.status,
+                    "escalated": s.escalated,
+                    "reason": s.escalation_reason or s.reason,
+                    "last_phase": s.last_phase,
+                    "last_error": s.last_error,
+                }
+                for s in st.stories
+            ],
+            "resume_from": st.resume_from,
+            "resume_command": resume_command(self.store.root, st.run_id),
+        }
+
+
+__all__ = [
+    "HaltRequested",
+    "MultiRun",
+    "RunReport",
+    "RunSettings",
+    "prepare_resume",
+    "resume_command",
+]

@@ -1,0 +1,106 @@
+"""Helpers for tests/test_runs_*.py: real projects built in-process (fast), then driven through
+the real `ai-sdlc` entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.store import StoryStore
+
+#: Verification commands (argument lists, no shell) that pass or fail at once.
+PASS = [sys.executable, "-c", "pass"]
+FAIL = [sys.executable, "-c", "import sys; print('boom: widget count is 3, expected 4'); sys.exit(1)"]
+
+
+def make_project(root: Path, titles: list[str], config: str = "") -> StoryStore:
+    """An initialised project with one story per title (priority in title order)."""
+    root.mkdir(parents=True, exist_ok=True)
+    store = StoryStore(root)
+    store.init()
+    for title in titles:
+        store.add(title)
+    write_config(root, config)
+    return store
+
+
+def write_config(root: Path, text: str) -> None:
+    (root / ".ai-sdlc" / "config.yaml").write_text(text)
+
+
+def write_rules(root: Path, text: str) -> None:
+    (root / ".ai-sdlc" / "scripted.yaml").write_text(text)
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+        env.pop(key, None)
+    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
+    return env
+
+
+def start_cli(root: Path, *args: str) -> subprocess.Popen[str]:
+    """`ai-sdlc` as a background process (for Ctrl-C and SIGKILL tests)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ai_sdlc", "--project", str(root), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=cli_env(),
+        text=True,
+    )
+
+
+def wait_for(path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def run_states(root: Path) -> list[dict[str, Any]]:
+    runs = root / ".ai-sdlc" / "runs"
+    if not runs.is_dir():
+        return []
+    states = [json.loads((d / "state.json").read_text()) for d in sorted(runs.iterdir())]
+    return sorted(states, key=lambda s: (s["started_at"], s["run_id"]))
+
+
+def only_run(root: Path) -> dict[str, Any]:
+    states = run_states(root)
+    assert len(states) == 1, states
+    return states[0]
+
+
+def story_states(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["story_id"]: s for s in state["stories"]}
+
+
+def run_events(root: Path, run_id: str) -> list[dict[str, Any]]:
+    path = root / ".ai-sdlc" / "runs" / run_id / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def story_events(root: Path, sid: str) -> list[dict[str, Any]]:
+    path = root / ".ai-sdlc" / "stories" / sid / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def phases_started(root: Path, sid: str) -> list[str]:
+    return [e["phase"] for e in story_events(root, sid) if e["action"] == "phase_started"]
+
+
+def frontmatter(root: Path, sid: str) -> dict[str, Any]:
+    return dict(StoryStore(root).get(sid).frontmatter)
+
+
+def yaml_list(argv: list[str]) -> str:
+    return json.dumps(argv)
