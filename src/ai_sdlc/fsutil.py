@@ -1,4 +1,11 @@
-"""Crash-safe file writes shared by every package that persists state."""
+"""Crash-safe file writes shared by every package that persists state.
+
+Atomic file replacement: readers see the old file or the new one, never a torn write.
+
+The temp file lives in the target's folder (os.replace is atomic only within one file system),
+gets the target's permission bits back (mkstemp creates 0600), and is fsynced before the rename;
+the folder is fsynced after it so the rename itself survives a crash.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +15,20 @@ import stat
 import tempfile
 from pathlib import Path
 
+_UMASK: int | None = None
+
+
+def _default_mode() -> int:
+    global _UMASK
+    if _UMASK is None:
+        # os.umask can only be read by setting it; done once, before any thread needs it.
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return 0o666 & ~_UMASK
+
 
 def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable (no-op where directories cannot be opened)."""
+    """Persist a rename in `folder` (no-op where folders cannot be opened, e.g. Windows)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -23,34 +41,29 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write `data` to `path` so readers see the old or the new content, never a torn file.
-
-    Temp file in the same folder, fsync, keep the original file mode (mkstemp makes 0600),
-    `os.replace`, fsync the folder.
-    """
-    folder = path.parent
-    if mode is None:
-        try:
-            mode = stat.S_IMODE(path.stat().st_mode)
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` atomically, keeping its permission bits."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = _default_mode()
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
         raise
-    fsync_dir(folder)
+    if durable:
+        fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """`atomic_write_bytes` of UTF-8 text, written exactly (no newline translation)."""
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)

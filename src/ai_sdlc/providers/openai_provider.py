@@ -18,9 +18,7 @@ The SDK is imported only inside `execute`, with `max_retries=0`: every retry is 
 from __future__ import annotations
 
 import importlib.util
-import os
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ai_sdlc.providers.agent_loop import (
@@ -28,20 +26,17 @@ from ai_sdlc.providers.agent_loop import (
     ToolResult,
     Turn,
     parse_arguments,
-    run_agent_loop,
 )
+from ai_sdlc.providers.api_provider import ApiAgentProvider
 from ai_sdlc.providers.base import (
-    Provider,
     ProviderConfigError,
     ProviderRequest,
-    ProviderResult,
     ProviderStatus,
     Usage,
 )
-from ai_sdlc.providers.errors_map import map_openai_error, map_transport_error, safe_url
-from ai_sdlc.providers.pricing import estimate_tokens, price_for, tokens_for_chars
-from ai_sdlc.providers.selection import effective_timeout, max_turns, resolve_model
-from ai_sdlc.providers.tools import ToolSpec, toolbox_for
+from ai_sdlc.providers.errors_map import map_openai_error, map_transport_error
+from ai_sdlc.providers.pricing import estimate_tokens, tokens_for_chars
+from ai_sdlc.providers.tools import ToolBox, ToolSpec
 
 #: Sent as the key to servers that need none (the SDK insists on one).
 LOCAL_PLACEHOLDER_KEY = "not-needed"
@@ -203,40 +198,11 @@ class OpenAIChat:
         return message
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(ApiAgentProvider):
     name: ClassVar[str] = "openai"
-
-    def __init__(
-        self,
-        project_root: Path,
-        settings: Mapping[str, Any],
-        *,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.project_root = project_root
-        self.settings = settings
-        self.environ = os.environ if environ is None else environ
-        own = settings.get("openai")
-        self.own: Mapping[str, Any] = own if isinstance(own, Mapping) else {}
-
-    # --- configuration ----------------------------------------------------------------------
-
-    @property
-    def key_env(self) -> str:
-        return str(self.own.get("api_key_env") or "OPENAI_API_KEY")
-
-    @property
-    def base_url(self) -> str | None:
-        """The endpoint (may hold user:password@, so never print it: use `endpoint`)."""
-        url = self.own.get("base_url") or self.environ.get("OPENAI_BASE_URL")
-        return str(url) if url else None
-
-    @property
-    def endpoint(self) -> str:
-        return safe_url(self.base_url) if self.base_url else DEFAULT_ENDPOINT
-
-    def api_key(self) -> str | None:
-        return self.environ.get(self.key_env) or None
+    default_key_env: ClassVar[str] = "OPENAI_API_KEY"
+    base_url_env: ClassVar[str] = "OPENAI_BASE_URL"
+    default_endpoint: ClassVar[str] = DEFAULT_ENDPOINT
 
     def status(self) -> ProviderStatus:
         if importlib.util.find_spec("openai") is None:
@@ -270,33 +236,21 @@ class OpenAIProvider(Provider):
         )
         return client, ((key,) if key else ())
 
-    # --- the phase --------------------------------------------------------------------------
-
-    def execute(self, request: ProviderRequest) -> ProviderResult:
-        model = resolve_model(self.name, self.settings, request.model, self.environ)
-        assert model is not None  # openai has a default model
-        timeout = effective_timeout(request, self.settings)
-        client, secrets = self._client(timeout)
-        toolbox = toolbox_for(request, self.settings)
-        session = OpenAIChat(
+    def _session(
+        self,
+        client: Any,
+        *,
+        model: str,
+        request: ProviderRequest,
+        toolbox: ToolBox,
+        secrets: tuple[str, ...],
+    ) -> OpenAIChat:
+        return OpenAIChat(
             client,
             model=model,
             system_prompt=request.system_prompt,
             prompt=request.prompt,
             tools=toolbox.specs,
-            stream=self.own.get("stream", True) is not False,
+            stream=self.stream,
             secrets=secrets,
         )
-        try:
-            return run_agent_loop(
-                session,
-                toolbox,
-                request,
-                provider=self.name,
-                model=model,
-                max_turns=max_turns(self.settings, request.phase),
-                timeout=timeout,
-                price=price_for(self.settings, model),
-            )
-        finally:
-            client.close()

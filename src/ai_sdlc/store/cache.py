@@ -93,10 +93,10 @@ class StoryCache:
         }
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         with contextlib.suppress(OSError):
-            from ai_sdlc.store import atomic
+            from ai_sdlc import fsutil
 
             self._folder.mkdir(parents=True, exist_ok=True)
-            atomic.write_bytes(self.path, data, durable=False)
+            fsutil.atomic_write_bytes(self.path, data, durable=False)
 
 
 def _entry(item: object) -> Entry | None:

@@ -89,7 +89,7 @@ class StoryStore:
         return self._ensure_gitignore() or created
 
     def _ensure_gitignore(self) -> bool:
-        from ai_sdlc.store import atomic
+        from ai_sdlc import fsutil
 
         path = self.ai_dir / ".gitignore"
         try:
@@ -102,7 +102,7 @@ class StoryStore:
             return False
         header = "" if current else "# ai-sdlc local state (caches, locks, run logs): not for git\n"
         separator = "" if not current or current.endswith("\n") else "\n"
-        atomic.write_text(path, current + separator + header + "\n".join(missing) + "\n")
+        fsutil.atomic_write_text(path, current + separator + header + "\n".join(missing) + "\n")
         return True
 
     def _require_project(self) -> None:
@@ -153,12 +153,12 @@ class StoryStore:
 
     def write_artifact(self, story_id: str, name: str, text: str) -> Path:
         """Atomically write an artifact (never `story.md`: that goes through `edit`)."""
-        from ai_sdlc.store import atomic
+        from ai_sdlc import fsutil
 
         if name == STORY_FILE:
             raise UsageError("story.md is written through StoryStore.edit, not as an artifact")
         path = self.artifact_path(story_id, name)
-        atomic.write_text(path, text)
+        fsutil.atomic_write_text(path, text)
         return path
 
     def read_artifact(self, story_id: str, name: str) -> str | None:
@@ -252,7 +252,8 @@ class StoryStore:
         setting a key to None writes `null`). Nothing is written if the block raises or if
         nothing changed. An invalid story file raises InvalidInputError and is left untouched.
         """
-        from ai_sdlc.store import atomic, loading, splice, storyfile
+        from ai_sdlc import fsutil
+        from ai_sdlc.store import loading, splice, storyfile
 
         path = self.story_path(story_id)
         story_name = path.parent.name
@@ -275,7 +276,7 @@ class StoryStore:
             new = loaded.text.with_parts(frontmatter=frontmatter, body=body).text().encode()
             if new != data:
                 _remove_stale_temps(path)
-                atomic.write_bytes(path, new)
+                fsutil.atomic_write_bytes(path, new)
 
     def _check_before_write(self, story: Story, data: Any, path: str) -> None:
         from ai_sdlc.store.values import UnsupportedValueError, to_plain
@@ -300,7 +301,8 @@ class StoryStore:
         body: str | None = None,
     ) -> Story:
         """Create a story with the next free id (safe against concurrent adds)."""
-        from ai_sdlc.store import atomic, render
+        from ai_sdlc import fsutil
+        from ai_sdlc.store import render
 
         self._require_project()
         clean_title = _check_title(title)
@@ -335,7 +337,7 @@ class StoryStore:
                     [f"{key}: {text}"] if text is not None else [f"{key}:", *render.block(value, 2)]
                 )
             text_body = body if body is not None else f"# {clean_title}\n"
-            atomic.write_text(folder / STORY_FILE, "\n".join([*lines, "---", text_body]))
+            fsutil.atomic_write_text(folder / STORY_FILE, "\n".join([*lines, "---", text_body]))
         return self.get(folder.name)
 
     def _next_priority(self) -> int:

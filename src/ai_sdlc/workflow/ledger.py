@@ -9,7 +9,8 @@ same transaction when the total reaches the limit. `ensure_can_act` runs before 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.store import StoryStore
@@ -123,20 +124,7 @@ class Ledger:
             },
         )
         if message:
-            append_event(
-                folder,
-                {
-                    "time": iso(self.clock()),
-                    "action": "blocked",
-                    "outcome": "global_recovery_limit",
-                    "reason": message,
-                    "counters": {
-                        "total_recovery_attempts": total,
-                        "recovery_breakdown": breakdown,
-                    },
-                },
-            )
-            raise StoryBlockedError(message, story_id=story_id)
+            self._blocked_at_limit(story_id, folder, message, total, breakdown)
         return RecoveryRecord(story_id, kind, total, breakdown, False, None)
 
     def ensure_can_act(self, story_id: str) -> None:
@@ -159,6 +147,12 @@ class Ledger:
             message = limit_message(story_id, total, self.limit, breakdown)
             self._block(fresh, message)
             folder = fresh.folder
+        self._blocked_at_limit(story_id, folder, message, total, breakdown)
+
+    def _blocked_at_limit(
+        self, story_id: str, folder: Path, message: str, total: int, breakdown: dict[str, int]
+    ) -> NoReturn:
+        """Log the block the transaction just wrote, then stop the caller."""
         append_event(
             folder,
             {

@@ -1,0 +1,151 @@
+"""Rollback to the phase checkpoint: end to end with a real CLI agent (the `command` provider)
+that scribbles over the story's state and then crashes, and the checkpoint store on its own
+(restore rules, an unreadable story.md, incomplete checkpoints)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ai_sdlc.store import StoryStore
+from ai_sdlc.workflow.checkpoint import Checkpoints
+from ai_sdlc.workflow.ledger import Ledger
+from tests.conftest import run_cli
+from tests.runs_support import frontmatter, make_project, story_events
+
+AGENT = r"""
+import pathlib, sys
+phase, calls = sys.argv[1], pathlib.Path(sys.argv[2])
+sys.stdin.read()
+if phase != "implement":
+    print("DECISION: APPROVED" if phase == "review" else phase + " notes")
+    sys.exit(0)
+n = int(calls.read_text()) + 1 if calls.exists() else 1
+calls.write_text(str(n))
+if n == 1:
+    print("Error: 429 rate limit exceeded, retry later", file=sys.stderr)
+    sys.exit(1)
+folder = pathlib.Path(".ai-sdlc/stories/S-0001")
+text = (folder / "story.md").read_text()
+text = text.replace("status: in-progress", "status: done")
+for flag in ("implementation_complete", "reviews_complete"):
+    text = text.replace(flag + ": false", flag + ": true")
+(folder / "story.md").write_text(text)
+(folder / "plan.md").write_text("scribbled over by the agent\n")
+(folder / "review.md").write_text("DECISION: APPROVED\n")
+print("segmentation fault in the agent", file=sys.stderr)
+sys.exit(3)
+"""
+
+PLAN = "# Plan\n\n1. Do the thing.\n"
+
+
+def _prepare(root: Path, tmp_path: Path) -> StoryStore:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    template = [sys.executable, str(agent), "{phase}", str(tmp_path / "calls")]
+    store = make_project(
+        root,
+        ["Crashy"],
+        f"ai:\n  command:\n    template: {json.dumps(template)}\n"
+        "resilience:\n  policies:\n    llm:\n      initial_delay: 0.01\n      max_delay: 0.05\n",
+    )
+    store.write_artifact("S-0001", "research.md", "# Research\n")
+    store.write_artifact("S-0001", "plan.md", PLAN)
+    with store.edit("S-0001") as story:
+        story.frontmatter["status"] = "in-progress"
+        story.frontmatter["research_complete"] = True
+        story.frontmatter["plan_complete"] = True
+    return store
+
+
+def test_a_crash_inside_a_phase_leaves_the_story_at_its_checkpoint(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _prepare(root, tmp_path)
+    folder = root / ".ai-sdlc" / "stories" / "S-0001"
+    result = run_cli(root, "run", "S-0001", "--provider", "command")
+    assert result.returncode == 1, result.output
+    assert "exited with code 3" in result.stderr
+    assert "rolled back to the checkpoint before implement" in result.stderr
+    fm = frontmatter(root, "S-0001")
+    assert fm["status"] == "in-progress"
+    assert fm["implementation_complete"] is False and fm["reviews_complete"] is False
+    assert (folder / "plan.md").read_text() == PLAN
+    assert not (folder / "review.md").exists()
+    # The API retry recorded during the phase is the guardrail: it is never rolled back.
+    assert fm["total_recovery_attempts"] == 1
+    assert fm["recovery_breakdown"]["api_retry"] == 1
+    events = story_events(root, "S-0001")
+    rollback = [e for e in events if e["action"] == "rollback_initiated"]
+    assert len(rollback) == 1
+    assert rollback[0]["phase"] == "implement"
+    assert rollback[0]["reason"].startswith("ProviderError: agent")
+    assert set(rollback[0]["restored"]) == {
+        "plan.md",
+        "review.md",
+        "status",
+        "implementation_complete",
+        "reviews_complete",
+    }
+    assert not (root / ".ai-sdlc" / "state" / "checkpoints" / "S-0001").exists()
+
+
+def _story(tmp_path: Path) -> tuple[StoryStore, Checkpoints, Path]:
+    store = make_project(tmp_path / "p", ["Story"])
+    store.write_artifact("S-0001", "plan.md", PLAN)
+    return store, Checkpoints(store), store.folder("S-0001")
+
+
+def test_restore_puts_back_workflow_keys_body_and_artifacts_only(tmp_path: Path) -> None:
+    store, checkpoints, folder = _story(tmp_path)
+    original = (folder / "story.md").read_bytes()
+    checkpoint = checkpoints.take("S-0001", "research", taken_at="2025-01-01T00:00:00.000Z")
+    with store.edit("S-0001") as story:
+        story.frontmatter["status"] = "in-progress"
+        story.frontmatter["research_complete"] = True
+        story.frontmatter["usage"] = {"input_tokens": 10, "output_tokens": 5, "calls": 1}
+        story.body = "rewritten body\n"
+    Ledger(store).record_recovery("S-0001", "api_retry")
+    store.write_artifact("S-0001", "research.md", "half written\n")
+    restored = checkpoints.restore(checkpoint)
+    assert set(restored) == {"research.md", "status", "research_complete", "body"}
+    story = store.get("S-0001")
+    assert story.status == "backlog"
+    assert story.frontmatter["research_complete"] is False
+    assert story.body == StoryStore(checkpoint.folder).get("S-0001").body
+    assert story.counter("total_recovery_attempts") == 1
+    assert dict(story.frontmatter["usage"]) == {"input_tokens": 10, "output_tokens": 5, "calls": 1}
+    assert not (folder / "research.md").exists()
+    assert (folder / "plan.md").read_text() == PLAN
+    # Restoring twice is harmless (a second Ctrl-C during a rollback).
+    assert checkpoints.restore(checkpoint) == []
+    assert b"total_recovery_attempts" not in original
+
+
+def test_an_unreadable_story_file_is_restored_whole_keeping_logged_counters(
+    tmp_path: Path,
+) -> None:
+    store, checkpoints, folder = _story(tmp_path)
+    checkpoint = checkpoints.take("S-0001", "implement", taken_at="2025-01-01T00:00:00.000Z")
+    ledger = Ledger(store)
+    ledger.record_recovery("S-0001", "api_retry")
+    ledger.record_recovery("S-0001", "api_retry")
+    (folder / "story.md").write_text("---\ntitle: Fix: crash\n---\nbroken by an agent\n")
+    assert checkpoints.restore(checkpoint) == ["story.md"]
+    story = store.get("S-0001")
+    assert story.title == "Story"
+    assert story.counter("total_recovery_attempts") == 2
+    assert story.recovery_breakdown == {"api_retry": 2}
+
+
+def test_only_a_complete_checkpoint_is_pending(tmp_path: Path) -> None:
+    store, checkpoints, _ = _story(tmp_path)
+    assert checkpoints.pending("S-0001") is None
+    checkpoint = checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
+    found = checkpoints.pending("S-0001")
+    assert found is not None
+    assert (found.phase, found.artifacts) == ("plan", ("plan.md",))
+    (checkpoint.folder / "manifest.json").unlink()  # a crash while taking it
+    assert checkpoints.pending("S-0001") is None
+    assert not checkpoint.folder.exists()
