@@ -31,11 +31,32 @@ WARNING = {
 class Progress:
     def __init__(self, out: Terminal) -> None:
         self.out = out
+        #: A rich spinner while an agent phase runs (terminals only; plain lines otherwise).
+        self._spinner: Any = None
+
+    def _spin(self, event: dict[str, Any]) -> None:
+        if not self.out.is_tty or self.out.json_mode:
+            return
+        name = event.get("event", "")
+        if name == "phase_started":
+            text = f"[{event.get('story')}] {event.get('phase')} running…"
+            if self._spinner is None:
+                self._spinner = self.out.console.status(text)
+                self._spinner.start()
+            else:
+                self._spinner.update(text)
+        elif self._spinner is not None and (
+            (name.startswith("phase_") and name != "phase_answered")
+            or name in ("story_finished", "story_blocked", "run_finished")
+        ):
+            self._spinner.stop()
+            self._spinner = None
 
     def event(self, event: dict[str, Any]) -> None:
         if self.out.json_mode:
             self.out.ndjson(event)
             return
+        self._spin(event)
         name = event.get("event", "")
         if name in QUIET:
             return
@@ -55,14 +76,16 @@ class Progress:
         phase = e.get("phase", "")
         if name == "story_started":
             return f"[{story}] starting"
+        took = f" ({float(e['elapsed']):.1f}s)" if e.get("elapsed") is not None else ""
         if name == "phase_started":
-            return f"[{story}] {phase} · attempt {e.get('attempt', 1)}"
+            of = f"/{e['of']}" if e.get("of") else ""
+            return f"[{story}] {phase} · attempt {e.get('step', e.get('attempt', 1))}{of}"
         if name in ("phase_completed", "phase_passed"):
-            return f"[{story}] {phase} ✓"
+            return f"[{story}] {phase} ✓{took}"
         if name == "phase_failed":
-            return f"[{story}] {phase} ✗ verification failed"
+            return f"[{story}] {phase} ✗ verification failed{took}"
         if name.startswith("phase_"):
-            return f"[{story}] {phase}: {name.removeprefix('phase_').upper()}"
+            return f"[{story}] {phase}: {name.removeprefix('phase_').upper()}{took}"
         if name == "verification_finished":
             return f"[{story}] verification {'passed' if e.get('passed') else 'failed'}"
         if name == "recovery":

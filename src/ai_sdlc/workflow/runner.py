@@ -105,6 +105,7 @@ class StoryRunner:
         self.run_usage = Usage()
         #: Usage reported live (agent turns) by the provider call in flight, not yet persisted.
         self._live = Usage()
+        self._phase_t0 = deps.monotonic()
 
     # --- public ---------------------------------------------------------------------------
     def run(self, story_id: str, *, step: Phase | None = None) -> StoryOutcome:
@@ -344,8 +345,11 @@ class StoryRunner:
             feedback.append(str(failure["feedback"]))
         view = StoryView(story.id, story.title, story.body, artifacts)
         system_prompt, prompt = build_prompt(phase, view, feedback=feedback, attempt=attempt)
-        self._log(story_id, phase, "started", action="phase_started", attempt=attempt)
-        started = self.deps.monotonic()
+        step, of = self._attempt_of(story, phase)
+        self._log(
+            story_id, phase, "started", action="phase_started", attempt=attempt, step=step, of=of
+        )
+        started = self._phase_t0 = self.deps.monotonic()
         inner_guard = self.deps.guard_factory(
             story_id,
             phase,
@@ -563,9 +567,24 @@ class StoryRunner:
             return last
         return None
 
+    def _attempt_of(self, story: Any, phase: Phase) -> tuple[int, int | None]:
+        """(this attempt within the phase's limit, how many that limit allows) for display."""
+        limits = self.deps.limits
+        counter, limit = {
+            Phase.REFINE: ("refinement_count", limits.refinement_iterations),
+            Phase.IMPLEMENT: ("implementation_retry_count", limits.implementation_retries),
+            Phase.REWORK: ("implementation_retry_count", limits.implementation_retries),
+            Phase.REVIEW: ("retry_count", limits.review_rejections),
+        }.get(phase, ("", 0))
+        if not counter:
+            return 1, None
+        return story.counter(counter) + 1, limit + 1
+
     def _log(
         self, story_id: str, phase: Phase, outcome: str, *, action: str = "phase", **data: Any
     ) -> None:
+        if action == "phase" and "elapsed" not in data:
+            data["elapsed"] = round(self.deps.monotonic() - self._phase_t0, 3)
         story = self.store.get(story_id)
         event = {
             "time": iso(self.deps.clock()),
