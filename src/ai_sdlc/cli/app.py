@@ -84,18 +84,48 @@ def project_root() -> Path:
     return STATE.project
 
 
-def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(f"ai_sdlc.cli.{name}")
-        module.register(app)
+#: Command name → the module that defines it (for loading only the command being run).
+COMMAND_OF: dict[str, str] = {"config": "config_cmd", "details": "show"}
+
+#: Global options that take a value (skipped when looking for the command name).
+_VALUE_OPTIONS = ("--project", "-C")
+
+_registered: set[str] = set()
 
 
-_register_all()
+def register_commands(argv: list[str] | None = None) -> None:
+    """Register the command modules: only the one `argv` names, so `ai-sdlc status` does not
+    import the runner, resilience or provider code; every module for help or an unknown name."""
+    wanted = _command_module(argv) if argv is not None else None
+    for name in (wanted,) if wanted else COMMAND_MODULES:
+        if name in _registered:
+            continue
+        importlib.import_module(f"ai_sdlc.cli.{name}").register(app)
+        _registered.add(name)
+
+
+def _command_module(argv: list[str]) -> str | None:
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in _VALUE_OPTIONS:
+            skip = True
+            continue
+        if arg.startswith("-"):
+            if arg in ("--help", "-h", "--version"):
+                return None
+            continue
+        module = COMMAND_OF.get(arg, arg)
+        return module if module in COMMAND_MODULES else None
+    return None
 
 
 def main() -> None:
     """Console-script entry point: run the app, map our errors to exit codes."""
     try:
+        register_commands(sys.argv[1:])
         rc = app(standalone_mode=False)
     except AiSdlcError as exc:
         Terminal().error(exc.message, hint=exc.hint)
