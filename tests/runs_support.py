@@ -15,7 +15,11 @@ from ai_sdlc.store import StoryStore
 
 #: Verification commands (argument lists, no shell) that pass or fail at once.
 PASS = [sys.executable, "-c", "pass"]
-FAIL = [sys.executable, "-c", "import sys; print('boom: widget count is 3, expected 4'); sys.exit(1)"]
+FAIL = [
+    sys.executable,
+    "-c",
+    "import sys; print('boom: widget count is 3, expected 4'); sys.exit(1)",
+]
 
 
 def make_project(root: Path, titles: list[str], config: str = "") -> StoryStore:

@@ -46,7 +46,10 @@ def test_a_crashed_story_waits_for_its_cooldown_while_others_run(tmp_path: Path)
     fake = FakeTime()
     shown: list[dict[str, Any]] = []
     session = Session.open(
-        StoryStore(root), provider_name="scripted", emit=shown.append, clock=fake.now,
+        StoryStore(root),
+        provider_name="scripted",
+        emit=shown.append,
+        clock=fake.now,
         sleep=fake.sleep,
     )
     report = session.run_many()

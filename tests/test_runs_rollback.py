@@ -140,7 +140,7 @@ def test_an_unreadable_story_file_is_restored_whole_keeping_logged_counters(
 
 
 def test_only_a_complete_checkpoint_is_pending(tmp_path: Path) -> None:
-    store, checkpoints, _ = _story(tmp_path)
+    _, checkpoints, _ = _story(tmp_path)
     assert checkpoints.pending("S-0001") is None
     checkpoint = checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
     found = checkpoints.pending("S-0001")

@@ -33,8 +33,7 @@ def rules_rejecting(root: Path, *sids: str) -> None:
 def config(stop: str, *, escalations: int = 10, extra: str = "") -> str:
     return (
         "limits:\n  refinement_iterations: 0\n"
-        f"run:\n  max_consecutive_escalations: {escalations}\n  stop_conditions:\n{stop}"
-        + extra
+        f"run:\n  max_consecutive_escalations: {escalations}\n  stop_conditions:\n{stop}" + extra
     )
 
 

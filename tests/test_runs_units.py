@@ -32,8 +32,17 @@ from ai_sdlc.workflow.stopconditions import (
 
 def stats(**changes: float) -> RunStatistics:
     base = dict(
-        total_stories=10, attempted=5, approved=5, rejected=0, failed=0, waiting=0, retried=0,
-        retry_rate=0.0, reject_rate=0.0, consecutive_fails=0, total_attempts=10,
+        total_stories=10,
+        attempted=5,
+        approved=5,
+        rejected=0,
+        failed=0,
+        waiting=0,
+        retried=0,
+        retry_rate=0.0,
+        reject_rate=0.0,
+        consecutive_fails=0,
+        total_attempts=10,
     )
     base.update(changes)
     return RunStatistics(**base)  # type: ignore[arg-type]
@@ -120,8 +129,12 @@ def test_a_bounce_is_a_step_back_in_the_cycle(
 def test_repository_round_trip_listing_and_errors(tmp_path: Path) -> None:
     repo = RunRepository(tmp_path / ".ai-sdlc")
     newer = RunState("20250302T000000Z-00000b", "auto", "2025-03-02T00:00:00.000Z")
-    older = RunState("20250301T000000Z-00000a", "batch", "2025-03-01T00:00:00.000Z",
-                     stories=[StoryRunState("S-0001", bounces=2)])
+    older = RunState(
+        "20250301T000000Z-00000a",
+        "batch",
+        "2025-03-01T00:00:00.000Z",
+        stories=[StoryRunState("S-0001", bounces=2)],
+    )
     older.stop_reason = StopReason("max_retry_rate", 0.75, 0.5, "too many retries")
     older.counters.streak = ["S-0001"]
     repo.create(newer)
@@ -133,7 +146,7 @@ def test_repository_round_trip_listing_and_errors(tmp_path: Path) -> None:
     with pytest.raises(RunNotFoundError):
         repo.load("20250303T000000Z-00000c")
     (repo.folder(newer.run_id) / "state.json").write_text("{not json")
-    with pytest.raises(InvalidInputError, match="state.json"):
+    with pytest.raises(InvalidInputError, match=r"state\.json"):
         repo.load(newer.run_id)
 
 

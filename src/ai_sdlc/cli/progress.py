@@ -116,6 +116,10 @@ class Progress:
             return f"[{story}] bounce {e.get('bounces')}: {e.get('previous')} → {e.get('phase')}"
         if name == "story_cooldown":
             return f"[{story}] crashed ({e.get('error')}); not retried before {e.get('until')}"
+        if name == "cooldown_wait":
+            return (
+                f"[{story}] nothing else to run: waiting for its cooldown (until {e.get('until')})"
+            )
         if name == "cooldown":
             return f"[{story}] cooldown: {float(e.get('remaining') or 0):.1f}s left"
         if name == "story_skipped":

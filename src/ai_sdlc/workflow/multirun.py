@@ -118,7 +118,7 @@ def prepare_resume(state: RunState, store: StoryStore) -> None:
     """Make a stopped, failed or crashed run ready to go on. Finished stories stay finished;
     the story that was in progress is picked up again; a story escalated for crashing gets a
     fresh chance (the operator fixed the cause), one escalated as blocked only once a human
-    unblocked it. Run counters carry over."""
+    unblocked it (its error and bounce counts start again). Run counters carry over."""
     for s in state.stories:
         if s.status in (IN_PROGRESS, WAITING, SKIPPED):
             s.status = PENDING
@@ -128,6 +128,7 @@ def prepare_resume(state: RunState, store: StoryStore) -> None:
             s.escalated = False
             s.escalation_reason = None
             s.errors = 0
+            s.bounces = 0
             s.cooldown_until = None
             s.status = PENDING
     state.stop_reason = None

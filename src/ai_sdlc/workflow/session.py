@@ -129,17 +129,13 @@ class Session:
         return cls(store, config, provider, runner, selection.notice, relay, clock, sleep)
 
     def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
+        """One story, or the next recommended action; `auto` is a multi-story run (use
+        `run_many` for its report: state, halt reason, diagnostic)."""
         if story_id:
             return [self._run_one(story_id, step=step)]
         if auto:
-            outcomes: list[StoryOutcome] = []
-            seen: set[str] = set()
-            while True:
-                actions = [a for a in self._recommend() if a.story_id not in seen]
-                if not actions:
-                    return outcomes
-                seen.add(actions[0].story_id)
-                outcomes.append(self._run_one(actions[0].story_id, step=None))
+            report = self.run_many()
+            return report.outcomes if report else []
         actions = self._recommend()
         if not actions:
             return []
