@@ -24,16 +24,16 @@ $(STAMP_DEV): $(BIN)/python pyproject.toml
 demo: $(STAMP_RUN)
 	$(BIN)/python -m ai_sdlc.demo
 
-## test: run every test
+## test: run every test (in parallel over the machine's cores)
 test: $(STAMP_DEV)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 ## verify: lint, format check, strict typing, tests (what CI and reviewers trust)
 verify: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 format: $(STAMP_DEV)
 	$(BIN)/ruff format src tests bench
