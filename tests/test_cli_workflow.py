@@ -497,3 +497,98 @@ rules:
     assert fm["recovery_breakdown"] == {"api_retry": 5}
     delays = [e["delay"] for e in events(project, "S-0001") if e.get("recovery_kind")]
     assert delays == [0.01] * 5
+
+
+def test_two_identical_failures_with_no_change_stop_early(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    (project / "calc" / "__init__.py").write_text(FAILING_CODE)
+    cli("add", "Add multiply")
+    rules(project, "rules:\n  - phase: implement\n    respond: I changed nothing.\n")
+    result = cli("run", "S-0001")
+    assert result.returncode == 5, result.output
+    assert "not making progress" in result.stderr
+    fm = frontmatter(cli, "S-0001")
+    assert fm["status"] == "blocked"
+    # one retry was recorded after the first failure; the second identical failure stopped it
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+    implements = [
+        e
+        for e in events(project, "S-0001")
+        if e["action"] == "phase_started" and e["phase"] == "implement"
+    ]
+    assert len(implements) == 2
+
+
+def test_implementation_retry_limit_blocks_the_story(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("config", "limits.implementation_retries", "2")
+    cli("add", "Add multiply")
+    lines = ["rules:"]
+    for attempt in range(1, 5):
+        code = FAILING_CODE + f"\n# attempt {attempt}\n"
+        lines += [
+            "  - phase: implement",
+            f"    attempt: {attempt}",
+            f"    files: {{calc/__init__.py: {json.dumps(code)}}}",
+        ]
+    rules(project, "\n".join(lines) + "\n")
+    result = cli("run", "S-0001")
+    assert result.returncode == 5, result.output
+    assert "Implementation failed verification after 2 retries (limit 2)" in result.stderr
+    assert "multiply(4, 5) != 20" in result.stderr
+    fm = frontmatter(cli, "S-0001")
+    assert fm["total_recovery_attempts"] == 2
+    assert fm["status"] == "blocked"
+
+
+def test_review_recovery_is_an_implementation_retry(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    rules(
+        project,
+        """
+rules:
+  - phase: review
+    times: 1
+    decision: RECOVERY
+    feedback: The implementation changed nothing.
+""",
+    )
+    result = cli("run", "S-0001")
+    assert result.returncode == 0, result.output
+    fm = frontmatter(cli, "S-0001")
+    assert fm["status"] == "done"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+
+
+def test_review_failed_blocks_with_the_reason(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("add", "Add multiply")
+    rules(
+        project,
+        """
+rules:
+  - phase: review
+    decision: FAILED
+    feedback: The story asks for something the codebase cannot do.
+""",
+    )
+    result = cli("run", "S-0001")
+    assert result.returncode == 5, result.output
+    assert "Review FAILED: The story asks for something the codebase cannot do." in result.stderr
+    assert frontmatter(cli, "S-0001")["status"] == "blocked"
+
+
+def test_refinement_limit_blocks_before_the_global_limit(cli: CliRunner, project: Path) -> None:
+    setup_python_project(project)
+    cli("config", "limits.refinement_iterations", "2")
+    cli("add", "Vague")
+    rules(
+        project, "rules:\n  - phase: refine\n    decision: REJECTED\n    feedback: Still vague.\n"
+    )
+    result = cli("run", "S-0001")
+    assert result.returncode == 5, result.output
+    assert "Refinement did not converge after 2 iterations (limit 2): Still vague." in result.stderr
+    fm = frontmatter(cli, "S-0001")
+    assert fm["refinement_count"] == 2
+    assert fm["total_recovery_attempts"] == 2

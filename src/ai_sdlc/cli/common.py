@@ -26,8 +26,9 @@ class NotInitializedError(AiSdlcError):
     pass
 
 
-def open_store(*, must_exist: bool = True) -> StoryStore:
-    store = StoryStore(project_root())
+def open_store(*, must_exist: bool = True, read_only: bool = False) -> StoryStore:
+    """The project's store; `read_only` also keeps the listing cache unwritten (dry runs)."""
+    store = StoryStore(project_root(), write_cache=not read_only)
     if must_exist and not store.is_initialized():
         raise NotInitializedError(
             f"no ai-sdlc project in {store.root}",

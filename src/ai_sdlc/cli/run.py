@@ -64,7 +64,7 @@ def run(
     )
     if resume is not None:
         check_run_id(resume)
-    store = open_store()
+    store = open_store(read_only=dry_run or provider == "dry-run")
     ids = [store.resolve(ref) for ref in refs]
 
     if dry_run or provider == "dry-run":

@@ -609,18 +609,26 @@ class StoryRunner:
         self.deps.emit({"event": name, "story": story_id, "time": iso(self.deps.clock()), **data})
 
 
-_TELLING = re.compile(r"(FAILED|Error|error:|assert|Traceback|failed|not found)")
+#: What makes a failure line telling, best first: pytest's short summary, pytest's `E` lines,
+#: an exception or assertion line, a generic failure word.
+_TELLING = (
+    re.compile(r"^(FAILED|ERROR) "),
+    re.compile(r"^E\s+\S"),
+    re.compile(r"\w*Error\b|\bassert\b|error:"),
+    re.compile(r"failed|not found"),
+)
 
 
 def _first_line(text: str, limit: int = 200) -> str:
-    """The most telling line of a failure (an assertion or error line if any)."""
+    """The most telling line of a failure (see `_TELLING`), else its first line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    telling = [ln for ln in lines if _TELLING.search(ln)]
-    for line in telling[:1] or lines:
-        line = line.strip()
-        if line:
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return "no details"
+    chosen = lines[0] if lines else "no details"
+    for pattern in _TELLING:
+        hits = [ln for ln in lines if pattern.search(ln) and not ln.startswith("Traceback")]
+        if hits:
+            chosen = hits[-1]
+            break
+    return chosen if len(chosen) <= limit else chosen[: limit - 1] + "…"
 
 
 def _with_trailing_newline(text: str) -> str:
