@@ -8,38 +8,22 @@ the client, and how to open a chat session on it.
 from __future__ import annotations
 
 import abc
-import os
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 from ai_sdlc.providers.agent_loop import run_agent_loop
-from ai_sdlc.providers.base import Provider, ProviderRequest, ProviderResult
+from ai_sdlc.providers.base import ConfiguredProvider, ProviderRequest, ProviderResult
 from ai_sdlc.providers.errors_map import safe_url
 from ai_sdlc.providers.pricing import price_for
 from ai_sdlc.providers.selection import effective_timeout, max_turns, resolve_model
 from ai_sdlc.providers.tools import ToolBox, toolbox_for
 
 
-class ApiAgentProvider(Provider):
+class ApiAgentProvider(ConfiguredProvider):
     #: Environment variable holding the key unless `ai.<name>.api_key_env` says otherwise.
     default_key_env: ClassVar[str]
     #: Environment variable with a base URL, read when `ai.<name>.base_url` is unset.
     base_url_env: ClassVar[str]
     default_endpoint: ClassVar[str]
-
-    def __init__(
-        self,
-        project_root: Path,
-        settings: Mapping[str, Any],
-        *,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.project_root = project_root
-        self.settings = settings
-        self.environ = os.environ if environ is None else environ
-        own = settings.get(self.name)
-        self.own: Mapping[str, Any] = own if isinstance(own, Mapping) else {}
 
     @property
     def key_env(self) -> str:

@@ -8,6 +8,7 @@ resilience layer decides, so every retry is ours and counted on the story.
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -200,3 +201,22 @@ class Provider(abc.ABC):
 
     def status(self) -> ProviderStatus:
         return ProviderStatus(self.name, True, "built in")
+
+
+class ConfiguredProvider(Provider):
+    """A real backend: configured from the `ai` config section (`settings`) and the
+    environment (keys are only ever read from there), working for one project."""
+
+    def __init__(
+        self,
+        project_root: Path,
+        settings: Mapping[str, Any],
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.project_root = project_root
+        self.settings = settings
+        self.environ = os.environ if environ is None else environ
+        own = settings.get(self.name)
+        #: This provider's own sub-section, e.g. `ai.openai`.
+        self.own: Mapping[str, Any] = own if isinstance(own, Mapping) else {}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from typing import IO, Any, ClassVar
 from ai_sdlc.providers.agent_loop import AgentTurnLimitError, Deadline, PhaseDeadlineReached
 from ai_sdlc.providers.base import (
     Access,
-    Provider,
+    ConfiguredProvider,
     ProviderConfigError,
     ProviderError,
     ProviderRequest,
@@ -141,7 +140,7 @@ def _status_kind(status: int | None) -> str | None:
     return None
 
 
-class ClaudeProvider(Provider):
+class ClaudeProvider(ConfiguredProvider):
     name: ClassVar[str] = "claude"
 
     def __init__(
@@ -152,12 +151,8 @@ class ClaudeProvider(Provider):
         environ: Mapping[str, str] | None = None,
         which: Which = shutil.which,
     ) -> None:
-        self.project_root = project_root
-        self.settings = settings
-        self.environ = os.environ if environ is None else environ
+        super().__init__(project_root, settings, environ=environ)
         self.which = which
-        own = settings.get("claude")
-        self.own: Mapping[str, Any] = own if isinstance(own, Mapping) else {}
 
     def binary(self) -> str | None:
         return find_claude(self.settings, self.which)

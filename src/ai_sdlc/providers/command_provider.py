@@ -36,7 +36,7 @@ from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.agent_loop import Deadline, PhaseDeadlineReached
 from ai_sdlc.providers.base import (
     Access,
-    Provider,
+    ConfiguredProvider,
     ProviderConfigError,
     ProviderError,
     ProviderRequest,
@@ -237,19 +237,8 @@ def render(template: tuple[str, ...], values: Mapping[str, str | None]) -> list[
     return out
 
 
-class CommandProvider(Provider):
+class CommandProvider(ConfiguredProvider):
     name: ClassVar[str] = "command"
-
-    def __init__(
-        self,
-        project_root: Path,
-        settings: Mapping[str, Any],
-        *,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.project_root = project_root
-        self.settings = settings
-        self.environ = os.environ if environ is None else environ
 
     def status(self) -> ProviderStatus:
         try:
