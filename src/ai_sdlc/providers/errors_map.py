@@ -13,8 +13,6 @@ exists the SDK is loaded anyway.
 
 from __future__ import annotations
 
-import email.utils
-import math
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -82,32 +80,13 @@ def safe_url(value: str) -> str:
 def parse_retry_after(
     headers: Mapping[str, str] | None, *, now: float | None = None
 ) -> float | None:
-    """Seconds to wait from `retry-after-ms`, `retry-after` (seconds or an HTTP date), or None."""
+    """Seconds to wait from `retry-after-ms`, `retry-after` (seconds or an HTTP date), or None
+    (the resilience layer's reading, so providers and policies agree on every form)."""
+    from ai_sdlc.resilience.classify import retry_after_from_headers
+
     if not headers:
         return None
-    lowered = {k.lower(): v for k, v in headers.items()}
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        raw = lowered.get(name)
-        if raw is None:
-            continue
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            return max(0.0, value / divisor)
-        return None
-    raw = lowered.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        parsed = email.utils.parsedate_tz(raw)
-        if parsed is None:
-            return None
-        when = float(email.utils.mktime_tz(parsed))
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
+    return retry_after_from_headers(headers, now=time.time if now is None else (lambda: now))
 
 
 def classify_http_failure(
