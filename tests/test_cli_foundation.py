@@ -368,3 +368,27 @@ def test_python_module_and_console_script_agree(project: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["counts"]["total"] == 0
+
+
+def test_resilience_config_is_validated_and_a_broken_config_can_be_repaired(
+    cli: CliRunner, project: Path
+) -> None:
+    config = project / ".ai-sdlc" / "config.yaml"
+    before = config.read_bytes()
+    bad = cli("config", "resilience.policies.llm.max_attempts", "0")
+    assert bad.returncode == 3
+    assert "resilience.policies.llm.max_attempts must be an integer >= 1" in bad.stderr
+    typo = cli("config", "resilience.policies.llm.max_atempts", "3")
+    assert typo.returncode == 3
+    assert "max_attempts" in typo.stderr
+    assert config.read_bytes() == before
+
+    config.write_text(
+        before.decode() + "resilience:\n  policies:\n    llm:\n      max_attempts: x\n"
+    )
+    status = cli("status")
+    assert status.returncode == 3
+    assert "config.yaml:" in status.stderr and "max_attempts" in status.stderr
+    repaired = cli("config", "resilience.policies.llm.max_attempts", "5")
+    assert repaired.returncode == 0, repaired.output
+    assert cli("status").returncode == 0

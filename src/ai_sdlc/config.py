@@ -250,15 +250,22 @@ def _load_document(path: Path) -> Any:
         doc = _yaml().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        problem = str(exc.problem or exc.context)
+        if "duplicate key" in problem:
+            hint = "a key appears twice in the same mapping: merge the two into one"
+        else:
+            hint = (
+                "fix the YAML syntax (quote values that contain ': ' or start with a special "
+                "character)"
+            )
         raise InvalidInputError(
-            f"invalid YAML: {exc.problem or exc.context}",
+            f"invalid YAML: {problem}",
             path=str(path),
             line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None,
-            hint="fix the YAML syntax (quote values that contain ': ' or start with a special "
-            "character)",
+            hint=hint,
         ) from None
-    except Exception as exc:  # ruamel raises a few unmarked errors (e.g. duplicate keys)
+    except Exception as exc:  # ruamel raises a few unmarked errors
         raise InvalidInputError(f"invalid YAML: {exc}", path=str(path)) from None
     if doc is not None and not isinstance(doc, Mapping):
         raise InvalidInputError(
@@ -326,6 +333,25 @@ def validate(data: Mapping[str, Any], *, path: Path, doc: Any = None) -> None:
                 fail(dotted, "unknown setting", _suggest(dotted, sorted(SCHEMA)))
 
     walk(data, "")
+    resilience = data.get("resilience")
+    if resilience:
+        _validate_resilience(resilience, path=path, doc=doc)
+
+
+def _validate_resilience(section: Any, *, path: Path, doc: Any) -> None:
+    """`resilience.*` belongs to the resilience package; report its errors with file and line."""
+    import re
+
+    from ai_sdlc.resilience.config import load_settings
+
+    try:
+        load_settings(section)
+    except InvalidInputError as exc:
+        match = re.search(r"resilience(?:\.[\w-]+)+", exc.message)
+        line = None
+        if match and doc is not None:
+            line = _line_of(doc, match.group(0).split("."))
+        raise InvalidInputError(exc.message, path=str(path), line=line, hint=exc.hint) from None
 
 
 def _suggest(word: str, choices: list[str]) -> str | None:

@@ -26,14 +26,17 @@ class NotInitializedError(AiSdlcError):
     pass
 
 
-def open_store(*, must_exist: bool = True, read_only: bool = False) -> StoryStore:
-    """The project's store; `read_only` also keeps the listing cache unwritten (dry runs)."""
+def open_store(
+    *, must_exist: bool = True, read_only: bool = False, check_config: bool = True
+) -> StoryStore:
+    """The project's store; `read_only` also keeps the listing cache unwritten (dry runs);
+    `check_config=False` lets `ai-sdlc config key value` repair a broken config.yaml."""
     store = StoryStore(project_root(), write_cache=not read_only)
     if must_exist and not store.is_initialized():
         raise NotInitializedError(
             f"no ai-sdlc project in {store.root}",
             hint="run 'ai-sdlc init' here, or pass --project <folder>",
         )
-    if must_exist:
+    if must_exist and check_config:
         load_config(store.root)  # a broken config.yaml is reported by every command (exit 3)
     return store

@@ -21,7 +21,7 @@ def config(
 ) -> None:
     """Show the effective config, one key, or set a key."""
     out = terminal(json)
-    store = open_store()
+    store = open_store(check_config=value is None)
     if key is None:
         data = load_config(store.root).data
         if json:
