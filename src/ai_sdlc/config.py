@@ -158,6 +158,21 @@ SCHEMA: dict[str, Setting] = {
     "notify.webhook": Setting(None, _opt_url, "an http(s) URL or null"),
 }
 
+#: Keys of the `ai` section (their values are validated by the providers that read them).
+AI_KEYS = (
+    "provider",
+    "model",
+    "openai",
+    "anthropic",
+    "claude",
+    "command",
+    "tools",
+    "max_turns",
+    "timeouts",
+    "max_output_tokens",
+    "prices",
+)
+
 #: Sections whose inner keys are free-form here (validated by their owning package).
 OPEN_SECTIONS = ("ai", "resilience")
 
@@ -315,6 +330,8 @@ def validate(data: Mapping[str, Any], *, path: Path, doc: Any = None) -> None:
                     fail(dotted, f"must be {setting.expected}, got {value!r}")
                 continue
             section = dotted.split(".", 1)[0]
+            if prefix == "ai." and key not in AI_KEYS:
+                fail(dotted, "unknown setting", _suggest(key, list(AI_KEYS)))
             if section in OPEN_SECTIONS and "." in dotted:
                 continue
             if not prefix and key not in known_sections:
