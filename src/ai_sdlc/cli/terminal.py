@@ -18,6 +18,8 @@ from typing import IO, Any
 from rich.console import Console
 from rich.markup import escape
 
+from ai_sdlc.secrets import redact
+
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
@@ -73,6 +75,7 @@ class Terminal:
         self.line(f"warning: {text}", style="yellow")
 
     def error(self, text: str, *, hint: str | None = None) -> None:
+        text = redact(text)
         self.line(f"error: {text}", style="bold red")
         if hint:
             self.line(f"  hint: {hint}")

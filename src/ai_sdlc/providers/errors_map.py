@@ -50,18 +50,14 @@ _CONTEXT_MESSAGE = re.compile(
     r"|input is too long|request too large",
     re.IGNORECASE,
 )
-_SECRET_SHAPES = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,}|x-api-key:\s*\S{8,})", re.IGNORECASE
-)
 _MAX_MESSAGE = 400
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` with every known secret and anything shaped like an API key replaced by ***."""
-    for secret in secrets:
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, "***")
-    return _SECRET_SHAPES.sub("***", text)
+    """`text` with every known secret and anything shaped like a credential replaced by ***."""
+    from ai_sdlc.secrets import redact as redact_all
+
+    return redact_all(text, secrets)
 
 
 def safe_url(value: str) -> str:

@@ -33,12 +33,12 @@ from typing import Any
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
+from ai_sdlc.secrets import scrubbed_env
 
 #: Top-level folders a model may read but never write.
 PROTECTED_DIRS = frozenset({".git", ".ai-sdlc"})
 #: Folders skipped by `search`, `list_dir` recursion and snapshots (big, generated, or ours).
 SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache"})
-_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 _MAX_SEARCH_HITS = 200
 _MAX_SEARCH_FILE_BYTES = 1_000_000
 _MAX_LIST_ENTRIES = 500
@@ -116,12 +116,6 @@ class CommandPolicy:
 
     def allows(self, argv: Sequence[str]) -> bool:
         return any(tuple(argv[: len(prefix)]) == prefix for prefix in self.allow if prefix)
-
-
-def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment minus anything that looks like a credential."""
-    source = os.environ if environ is None else environ
-    return {k: v for k, v in source.items() if not _SECRET_ENV.search(k)}
 
 
 def kill_process_group(proc: subprocess.Popen[Any], *, grace: float = 0.5) -> None:

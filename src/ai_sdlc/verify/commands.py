@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.secrets import redact
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
 
 #: Bytes of output kept per step: the first fifth and the last four fifths.
@@ -183,7 +184,7 @@ def run_step(
         _kill_group(process, signal.SIGKILL)
         process.wait()
         raise
-    output = buffer.text()
+    output = redact(buffer.text())  # output ends up in prompts, logs and blocked_reason
     if timed_out:
         output += (
             f"\n[ai-sdlc] step {name!r} timed out after {timeout:g}s; its processes were killed"

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc.secrets import redact
+
 EVENTS_FILE = "events.jsonl"
 
 Clock = Callable[[], dt.datetime]
@@ -27,7 +29,7 @@ def iso(moment: dt.datetime) -> str:
 
 
 def append_event(folder: Path, event: dict[str, Any]) -> None:
-    line = json.dumps(event, ensure_ascii=False, default=str) + "\n"
+    line = redact(json.dumps(event, ensure_ascii=False, default=str)) + "\n"
     fd = os.open(folder / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line.encode("utf-8"))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.config import Config
+from ai_sdlc.secrets import redact
 from ai_sdlc.verify import default_environment
 
 DEFAULT_TIMEOUT = 10.0
@@ -61,7 +62,7 @@ class Notifier:
         return bool(self.command or self.webhook)
 
     def send(self, payload: dict[str, Any]) -> list[NotifyResult]:
-        body = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
+        body = redact(json.dumps(payload, ensure_ascii=False, default=str)).encode("utf-8")
         results = []
         if self.command:
             results.append(self._run_command(self.command, body))

@@ -28,6 +28,7 @@ from ai_sdlc.providers.base import (
 )
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED, split_decision
 from ai_sdlc.providers.pricing import estimate_call
+from ai_sdlc.secrets import redact
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
 from ai_sdlc.workflow import ledger as L
@@ -506,6 +507,7 @@ class StoryRunner:
         )
 
     def _block(self, story_id: str, reason: str) -> None:
+        reason = redact(reason)  # reasons quote failing output; it goes into story.md
         with self.store.edit(story_id) as story:
             story.frontmatter["status"] = "blocked"
             story.frontmatter["blocked_reason"] = reason

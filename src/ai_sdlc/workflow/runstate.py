@@ -17,6 +17,7 @@ from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, InvalidInputError, UsageError
 from ai_sdlc.fsutil import atomic_write_text
+from ai_sdlc.secrets import redact
 from ai_sdlc.workflow.events import iso
 
 RUNS_DIR = "runs"
@@ -175,7 +176,7 @@ class RunRepository:
         if now is not None:
             state.updated_at = iso(now)
         text = json.dumps(state.to_json(), indent=2, ensure_ascii=False, default=str) + "\n"
-        atomic_write_text(self.folder(state.run_id) / STATE_FILE, text)
+        atomic_write_text(self.folder(state.run_id) / STATE_FILE, redact(text))
 
     def load(self, run_id: str) -> RunState:
         path = self.folder(run_id) / STATE_FILE
@@ -213,5 +214,5 @@ class RunRepository:
 
     def write_diagnostic(self, run_id: str, diagnostic: dict[str, Any]) -> Path:
         path = self.folder(run_id) / DIAGNOSTIC_FILE
-        atomic_write_text(path, json.dumps(diagnostic, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(path, redact(json.dumps(diagnostic, indent=2, ensure_ascii=False)) + "\n")
         return path

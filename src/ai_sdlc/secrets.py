@@ -1,0 +1,58 @@
+"""Keep secrets out of everything we write or print.
+
+Two nets: the values of environment variables whose names look like credentials (any value the
+user has in `GITHUB_TOKEN`, `MY_SERVICE_PASSWORD`, ... that shows up in a command's output), and
+well-known token shapes (OpenAI/Anthropic `sk-`, GitHub `ghp_`/`github_pat_`, Slack `xox?-`, AWS
+access key ids, `Bearer ...`). Story files, event logs, run state and error messages pass
+through `redact`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+SECRET_SHAPES = re.compile(
+    r"sk-[A-Za-z0-9_\-]{8,}"
+    r"|Bearer\s+[A-Za-z0-9._\-]{8,}"
+    r"|x-api-key:\s*\S{8,}"
+    r"|gh[pousr]_[A-Za-z0-9]{16,}"
+    r"|github_pat_[A-Za-z0-9_]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,}"
+    r"|AKIA[0-9A-Z]{16}",
+    re.IGNORECASE,
+)
+
+#: Values shorter than this are not treated as secrets (too likely to be ordinary words).
+MIN_SECRET_LENGTH = 8
+MASK = "***"
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of credential-like environment variables, longest first."""
+    source = os.environ if environ is None else environ
+    values = {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
+    return sorted(values, key=len, reverse=True)
+
+
+def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment minus anything whose name looks like a credential."""
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if not is_secret_name(k)}
+
+
+def redact(
+    text: str, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None
+) -> str:
+    """`text` with known secrets (given ones and the environment's) and token shapes masked."""
+    for secret in (*secrets, *secret_values(environ)):
+        if secret and len(secret) >= 6 and secret in text:
+            text = text.replace(secret, MASK)
+    return SECRET_SHAPES.sub(MASK, text)
