@@ -592,3 +592,18 @@ def test_refinement_limit_blocks_before_the_global_limit(cli: CliRunner, project
     fm = frontmatter(cli, "S-0001")
     assert fm["refinement_count"] == 2
     assert fm["total_recovery_attempts"] == 2
+
+
+def test_unknown_provider_is_a_usage_error(cli: CliRunner) -> None:
+    cli("add", "x")
+    result = cli("run", "S-0001", "--provider", "nosuch")
+    assert result.returncode == 2
+    assert "unknown provider 'nosuch'" in result.stderr
+
+
+def test_a_command_named_like_a_yaml_word_stays_a_command(cli: CliRunner) -> None:
+    assert cli("config", "verify.test", "false").returncode == 0
+    assert cli("config", "verify.test").stdout.strip() == "false"
+    cli("add", "Judged by /bin/false")
+    result = cli("run", "S-0001")
+    assert result.returncode == 5, result.output  # `false` fails every verification

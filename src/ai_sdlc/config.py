@@ -484,6 +484,9 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
     if not parts or any(not p.replace("_", "").replace("-", "").isalnum() for p in parts):
         raise UsageError(f"'{dotted}' is not a dotted config key (e.g. limits.global_recovery)")
     value = parse_scalar(raw)
+    setting = SCHEMA.get(dotted)
+    if setting is not None and not setting.check(value) and setting.check(raw):
+        value = raw  # e.g. `verify.test false`: the command `false`, not the boolean
     path = root / CONFIG_RELPATH
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_dir = root / ".ai-sdlc" / ".locks"

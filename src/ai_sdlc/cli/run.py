@@ -11,6 +11,7 @@ from ai_sdlc.cli.common import JsonOption, open_store, terminal
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
 from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.config import PROVIDER_CHOICES
 from ai_sdlc.errors import ExitCode, RunHaltedError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.multirun import RunReport
@@ -64,6 +65,10 @@ def run(
     )
     if resume is not None:
         check_run_id(resume)
+    if provider is not None and provider.strip().lower() not in PROVIDER_CHOICES:
+        raise UsageError(
+            f"unknown provider '{provider}'", hint="use one of " + ", ".join(PROVIDER_CHOICES)
+        )
     store = open_store(read_only=dry_run or provider == "dry-run")
     ids = [store.resolve(ref) for ref in refs]
 

@@ -263,7 +263,9 @@ def _simulate(fm: dict[str, Any], gates: dict[str, Any], limit: int) -> tuple[li
     for _ in range(10):
         action = assess(state, gates=gates, global_limit=limit)
         if action.phase is None:
-            return phases, action.reason
+            if not phases:
+                return phases, action.reason
+            return phases, f"then: {action.reason}"
         phases.append(action.phase.value)
         if action.phase is Phase.REFINE:
             state["status"] = "ready"
@@ -316,7 +318,15 @@ def plan_dry_run(
                 phases = phases[:1]
         item = PlannedStory(story.id, phases, reason)
         if show_prompts and phases:
-            item.prompts.append(_preview_prompt(store, story, Phase(phases[0])))
+            item.prompts.append(
+                _preview_prompt(
+                    store,
+                    story,
+                    Phase(phases[0]),
+                    timeout=float(config.get("limits.phase_timeout")),
+                    settings=config.section("ai"),
+                )
+            )
         planned.append(item)
     return DryRunPlan(planned)
 
@@ -326,7 +336,9 @@ def _prio(fm: Any) -> int:
     return p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000
 
 
-def _preview_prompt(store: StoryStore, story: Any, phase: Phase) -> str:
+def _preview_prompt(
+    store: StoryStore, story: Any, phase: Phase, *, timeout: float, settings: dict[str, Any]
+) -> str:
     from ai_sdlc.providers.base import ProviderRequest, access_for
     from ai_sdlc.providers.dry_run import DryRunProvider
     from ai_sdlc.workflow.agents import StoryView, build_prompt
@@ -343,7 +355,8 @@ def _preview_prompt(store: StoryStore, story: Any, phase: Phase) -> str:
         system_prompt=system,
         workspace=store.root,
         access=access_for(phase),
-        timeout=0,
+        timeout=timeout,
         story_id=story.id,
+        model=settings.get("model"),
     )
-    return DryRunProvider(store.root, {}).execute(request).text
+    return DryRunProvider(store.root, settings).execute(request).text
