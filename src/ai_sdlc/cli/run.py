@@ -12,7 +12,7 @@ from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import PROVIDER_CHOICES
-from ai_sdlc.errors import ExitCode, RunHaltedError, StoryBlockedError, UsageError
+from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.multirun import RunReport
 from ai_sdlc.workflow.runner import StoryOutcome
@@ -221,6 +221,3 @@ def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
-
-
-__all__ = ["StoryBlockedError", "register", "run"]

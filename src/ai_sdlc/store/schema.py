@@ -202,9 +202,3 @@ def find_problem(frontmatter: object, folder_id: str) -> Problem | None:
             example = "backlog" if name == "status" else "A one-line title"
             return Problem(None, f"the frontmatter has no `{name}`", f"add `{name}: {example}`")
     return None
-
-
-def check_value(field: str, value: object) -> Problem | None:
-    """Check one field (used before writing a value set by code)."""
-    check = _CHECKS.get(field)
-    return check(field, value) if check is not None else None

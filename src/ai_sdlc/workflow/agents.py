@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ai_sdlc.providers.base import Phase
 
@@ -58,6 +59,16 @@ class StoryView:
     title: str
     body: str
     artifacts: dict[str, str]
+
+
+def story_view(story: Any) -> StoryView:
+    """What an agent sees of a story: its text and the artifacts earlier phases wrote."""
+    artifacts = {}
+    for name in ("research.md", "plan.md", "review.md"):
+        path = story.folder / name
+        if path.is_file():
+            artifacts[name] = path.read_text(encoding="utf-8", errors="replace")
+    return StoryView(story.id, story.title, story.body, artifacts)
 
 
 def dedupe_lines(text: str) -> str:

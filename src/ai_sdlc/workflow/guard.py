@@ -66,9 +66,6 @@ class GuardFactory:
         """git (and later GitHub) calls: the `github` policy."""
         return self.manager.execute_with_policy("github", fn)
 
-    def describe(self) -> dict[str, Any]:
-        return self.manager.metrics()
-
 
 _STOPS = {
     "exhausted": "retries exhausted",

@@ -89,7 +89,8 @@ class Ledger:
         self.limit = limit
         self.clock = clock
 
-    def _block(self, story: Any, message: str) -> None:
+    def mark_blocked(self, story: Any, message: str) -> None:
+        """Set the block fields on a story open in a transaction."""
         story.frontmatter["status"] = "blocked"
         story.frontmatter["blocked_reason"] = message
         story.frontmatter["blocked_at"] = iso(self.clock())
@@ -110,7 +111,7 @@ class Ledger:
             blocked = total >= self.limit
             message = limit_message(story_id, total, self.limit, breakdown) if blocked else None
             if message:
-                self._block(story, message)
+                self.mark_blocked(story, message)
             folder = story.folder
         append_event(
             folder,
@@ -145,7 +146,7 @@ class Ledger:
                 return
             breakdown = dict(fresh.recovery_breakdown)
             message = limit_message(story_id, total, self.limit, breakdown)
-            self._block(fresh, message)
+            self.mark_blocked(fresh, message)
             folder = fresh.folder
         self._blocked_at_limit(story_id, folder, message, total, breakdown)
 

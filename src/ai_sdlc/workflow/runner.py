@@ -32,7 +32,7 @@ from ai_sdlc.secrets import redact
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
 from ai_sdlc.workflow import ledger as L
-from ai_sdlc.workflow.agents import ARTIFACT_OF, StoryView, build_prompt
+from ai_sdlc.workflow.agents import ARTIFACT_OF, build_prompt, story_view
 from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
 from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, append_event, iso, read_events, utc_now
@@ -335,16 +335,11 @@ class StoryRunner:
             for e in read_events(story.folder)
             if e.get("action") == "phase_started" and e.get("phase") == phase.value
         )
-        artifacts = {}
-        for name in ("research.md", "plan.md", "review.md"):
-            path = story.folder / name
-            if path.is_file():
-                artifacts[name] = path.read_text(encoding="utf-8", errors="replace")
         feedback = []
         failure = self._last_failure(story_id, phase)
         if failure and failure.get("feedback"):
             feedback.append(str(failure["feedback"]))
-        view = StoryView(story.id, story.title, story.body, artifacts)
+        view = story_view(story)
         system_prompt, prompt = build_prompt(phase, view, feedback=feedback, attempt=attempt)
         step, of = self._attempt_of(story, phase)
         self._log(
@@ -509,9 +504,7 @@ class StoryRunner:
     def _block(self, story_id: str, reason: str) -> None:
         reason = redact(reason)  # reasons quote failing output; it goes into story.md
         with self.store.edit(story_id) as story:
-            story.frontmatter["status"] = "blocked"
-            story.frontmatter["blocked_reason"] = reason
-            story.frontmatter["blocked_at"] = iso(self.deps.clock())
+            self.ledger.mark_blocked(story, reason)
             folder = story.folder
             total = story.counter("total_recovery_attempts")
         append_event(

@@ -341,14 +341,9 @@ def _preview_prompt(
 ) -> str:
     from ai_sdlc.providers.base import ProviderRequest, access_for
     from ai_sdlc.providers.dry_run import DryRunProvider
-    from ai_sdlc.workflow.agents import StoryView, build_prompt
+    from ai_sdlc.workflow.agents import build_prompt, story_view
 
-    artifacts = {}
-    for name in ("research.md", "plan.md", "review.md"):
-        path = story.folder / name
-        if path.is_file():
-            artifacts[name] = path.read_text(encoding="utf-8", errors="replace")
-    system, prompt = build_prompt(phase, StoryView(story.id, story.title, story.body, artifacts))
+    system, prompt = build_prompt(phase, story_view(story))
     request = ProviderRequest(
         phase=phase,
         prompt=prompt,
