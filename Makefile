@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test verify lint format bench clean
+.PHONY: demo test verify lint format bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
@@ -43,6 +43,15 @@ format: $(STAMP_DEV)
 bench: $(STAMP_DEV)
 	$(BIN)/python bench/bench_status.py
 	$(BIN)/python bench/bench_resilience.py
+	$(BIN)/python bench/bench_startup.py
+	$(BIN)/python bench/bench_run.py
+	$(BIN)/python bench/bench_edit.py
+
+## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
+fuzz: $(STAMP_DEV)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -n 0 --hypothesis-show-statistics \
+		tests/test_store_properties.py tests/test_resilience_backoff.py \
+		tests/test_resilience_breaker.py tests/test_verify_normalise.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,13 +1,27 @@
-"""Shared fixtures: temp projects and the real `ai-sdlc` entry point run as a subprocess."""
+"""Shared fixtures: temp projects and the real `ai-sdlc` entry point.
+
+`run_cli` calls `ai_sdlc.cli.app.main()` in this process, exactly as the console script does
+(same argv, environment, exit codes, stdout/stderr split, error mapping), with the process-wide
+state it touches saved and restored around the call. `run_cli(..., subprocess=True)` (or
+`run_cli_process`) starts a real `python -m ai_sdlc` instead: for tests where a real process
+matters (concurrent invocations, locks held by another process, signals, crashes, start-up).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
-import subprocess
+import signal
+import subprocess as _subprocess
 import sys
-from collections.abc import Callable
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType, ModuleType
 
 import pytest
 
@@ -25,6 +39,23 @@ class CliResult:
 
 CliRunner = Callable[..., CliResult]
 
+#: Credentials the CLI must never see from the developer's shell.
+_SCRUBBED = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
+#: Signals whose handlers a command might change; restored after every in-process call.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD)
+
+
+def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """What a user's shell would pass: ours minus AI_SDLC_* and API keys, offline provider."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
+    for key in _SCRUBBED:
+        full_env.pop(key, None)
+    full_env["NO_COLOR"] = "1"
+    full_env["AI_SDLC_PROVIDER"] = "scripted"
+    if env:
+        full_env.update(env)
+    return full_env
+
 
 def run_cli(
     project: Path,
@@ -32,25 +63,145 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 120,
     input: str | None = None,
+    subprocess: bool = False,
 ) -> CliResult:
-    """Run `python -m ai_sdlc --project <project> <args>` exactly as a user would."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
-    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
-        full_env.pop(key, None)
-    full_env["NO_COLOR"] = "1"
-    full_env["AI_SDLC_PROVIDER"] = "scripted"
-    if env:
-        full_env.update(env)
-    proc = subprocess.run(
+    """`ai-sdlc --project <project> <args>` as a user would run it (in-process by default)."""
+    if subprocess:
+        return run_cli_process(project, *args, env=env, timeout=timeout, input=input)
+    return _run_in_process(
+        ["--project", str(project), *args], cli_environment(env), input or "", timeout
+    )
+
+
+def run_cli_process(
+    project: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> CliResult:
+    """`python -m ai_sdlc --project <project> <args>` in a fresh process."""
+    proc = _subprocess.run(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), *args],
         capture_output=True,
         text=True,
-        env=full_env,
+        env=cli_environment(env),
         timeout=timeout,
         input=input,
-        stdin=None if input is not None else subprocess.DEVNULL,
+        stdin=None if input is not None else _subprocess.DEVNULL,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+class InProcessTimeout(BaseException):
+    """Raised into a hung in-process call (a BaseException, so `except Exception` in the code
+    under test cannot swallow it)."""
+
+
+def _run_in_process(argv: list[str], env: dict[str, str], stdin: str, timeout: float) -> CliResult:
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "in-process run_cli swaps process-wide state (argv, environ, std streams): "
+            "call it from the main thread, or pass subprocess=True for concurrent invocations"
+        )
+    from ai_sdlc.cli import app as cli_app
+
+    # Python's own choices for a pipe: strict stdout, backslash-escaping stderr.
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    err = io.TextIOWrapper(
+        io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+    # A subprocess has no terminal on fds 0-2; here they may be the developer's tty, which rich
+    # and click would measure. COLUMNS gives both the width a pipe gets.
+    env = {"COLUMNS": "80", **env}
+    returncode = 0
+    with _isolated(env, ["ai-sdlc", *argv], stdin, out, err, cli_app), _deadline(timeout):
+        try:
+            cli_app.main()
+        except SystemExit as exc:
+            returncode = _exit_status(exc.code, err)
+        except InProcessTimeout:
+            raise
+        except BaseException:  # an exception main() lets through ends the process: rc 1
+            traceback.print_exc(file=err)
+            returncode = 1
+        else:
+            returncode = 0
+    return CliResult(returncode, _text(out), _text(err))
+
+
+def _exit_status(code: object, err: io.TextIOWrapper) -> int:
+    """What the process's exit status would be for `sys.exit(code)`."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    err.write(f"{code}\n")
+    return 1
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    """Decoded the way `subprocess.run(text=True)` decodes a pipe (universal newlines)."""
+    stream.flush()
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)
+    data = buffer.getvalue().decode("utf-8")
+    return data.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextmanager
+def _isolated(
+    env: dict[str, str],
+    argv: list[str],
+    stdin: str,
+    out: io.TextIOWrapper,
+    err: io.TextIOWrapper,
+    cli_app: ModuleType,
+) -> Iterator[None]:
+    """Give the call its own argv, environment, std streams and app state; put ours back."""
+    saved_env = dict(os.environ)
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved_argv = sys.argv
+    saved_cwd = os.getcwd()
+    state = cli_app.STATE
+    saved_project = state.project
+    saved_handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = argv
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(ValueError):  # closed by the command
+                stream.flush()
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        state.project = saved_project
+        for sig, handler in saved_handlers.items():
+            if handler is not None and signal.getsignal(sig) is not handler:
+                signal.signal(sig, handler)
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Fail a hung in-process call after `seconds` instead of hanging the worker."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise InProcessTimeout(f"in-process ai-sdlc call still running after {seconds:g}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture

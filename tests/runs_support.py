@@ -3,8 +3,10 @@ the real `ai-sdlc` entry point."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,13 +52,14 @@ def cli_env() -> dict[str, str]:
 
 
 def start_cli(root: Path, *args: str) -> subprocess.Popen[str]:
-    """`ai-sdlc` as a background process (for Ctrl-C and SIGKILL tests)."""
+    """`ai-sdlc` as a background process (for Ctrl-C and SIGKILL tests). Python's fault
+    handler is on, so a process that hangs can be made to print its stacks (`stop_or_explain`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        env=cli_env(),
+        env={**cli_env(), "PYTHONFAULTHANDLER": "1"},
         text=True,
     )
 
@@ -65,7 +68,43 @@ def wait_for(path: Path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
+        time.sleep(0.02)
+
+
+def wait_for_pid(path: Path, timeout: float = 30.0) -> int:
+    """The pid a process writes to `path`, once completely written (the file exists before
+    its content: polling for existence alone can read an empty file)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text() if path.exists() else ""
+        if text.strip().isdigit():
+            return int(text)
+        assert time.monotonic() < deadline, f"{path} never got a pid (content: {text!r})"
+        time.sleep(0.02)
+
+
+def stop_or_explain(
+    proc: subprocess.Popen[str], timeout: float = 60.0, leftovers: tuple[int, ...] = ()
+) -> tuple[str, str]:
+    """`proc.communicate()` with a deadline; a process still running at the deadline is made to
+    dump its Python stacks (SIGABRT + fault handler) and the test fails showing them, instead of
+    hanging the suite. `leftovers` (pids the process started) are then killed too."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise AssertionError(
+            f"ai-sdlc (pid {proc.pid}) still running {timeout:g}s after the signal; "
+            f"its stderr and stacks:\n{stderr}"
+        ) from None
 
 
 def run_states(root: Path) -> list[dict[str, Any]]:

@@ -82,7 +82,9 @@ def test_add_prints_the_new_id_and_status_json_lists_it(cli: CliRunner) -> None:
 
 def test_concurrent_adds_never_share_an_id(project: Path) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(lambda i: run_cli(project, "add", f"Story {i}"), range(8)))
+        results = list(
+            pool.map(lambda i: run_cli(project, "add", f"Story {i}", subprocess=True), range(8))
+        )
     ids = [r.stdout.strip() for r in results]
     assert all(r.returncode == 0 for r in results), [r.output for r in results]
     assert len(set(ids)) == 8

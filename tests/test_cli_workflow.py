@@ -319,9 +319,9 @@ rules:
 def _record_at_nine(root: str, barrier: Any, results: Any) -> None:
     from ai_sdlc.errors import StoryBlockedError
     from ai_sdlc.store import StoryStore
-    from ai_sdlc.workflow.ledger import Ledger
+    from ai_sdlc.workflow.transitions import StoryState
 
-    ledger = Ledger(StoryStore(Path(root)), limit=10)
+    ledger = StoryState(StoryStore(Path(root)), limit=10)
     barrier.wait()
     try:
         ledger.record_recovery("S-0001", "implementation_retry")
@@ -350,10 +350,35 @@ def test_concurrent_recoveries_at_nine_both_end_blocked(cli: CliRunner, project:
     assert fm["recovery_breakdown"]["implementation_retry"] == 2
 
 
+#: A verification command that writes its pid to argv[1], then waits (at most 60 s) until the
+#: file argv[2] exists: holds a run mid-phase for exactly as long as a test needs, no longer.
+GATED = (
+    "import os, pathlib, sys, time\n"
+    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+    "deadline = time.monotonic() + 60\n"
+    "while not pathlib.Path(sys.argv[2]).exists() and time.monotonic() < deadline:\n"
+    "    time.sleep(0.02)\n"
+)
+
+
+def gated_build(project: Path) -> tuple[str, Path, Path]:
+    """(verify.build command, its pid file, the file that releases it); outside the project."""
+    started, release = project.parent / "build-started", project.parent / "build-release"
+    return shlex.join([sys.executable, "-c", GATED, str(started), str(release)]), started, release
+
+
+def wait_for_pid(path: Path, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().isdigit()):
+        assert time.monotonic() < deadline, f"{path} never got a pid"
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
 def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
-    slow = shlex.join([sys.executable, "-c", "import time; time.sleep(2)"])
-    cli("config", "verify.build", slow)
+    gated, started, release = gated_build(project)
+    cli("config", "verify.build", gated)
     cli("add", "Add multiply")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AI_SDLC_")}
     env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
@@ -364,11 +389,9 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
         stdin=subprocess.DEVNULL,
         env=env,
     )
-    pid_file = project / ".ai-sdlc" / ".locks" / "run-S-0001.pid"
-    deadline = time.monotonic() + 30
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_pid(started)  # the first run is verifying: it holds the story's run lock
     second = cli("run", "S-0001")
+    release.touch()
     first.communicate(timeout=120)
     assert second.returncode == 1, second.output
     assert "already being run" in second.stderr
@@ -377,8 +400,8 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
 
 def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
-    slow = shlex.join([sys.executable, "-c", "import time; time.sleep(30)"])
-    cli("config", "verify.build", slow)
+    gated, started, release = gated_build(project)
+    cli("config", "verify.build", gated)
     cli("add", "Add multiply")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
@@ -386,12 +409,10 @@ def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: P
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
     )
-    pid_file = project / ".ai-sdlc" / ".locks" / "run-S-0001.pid"
-    deadline = time.monotonic() + 30
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_pid(started)  # killed mid-phase, with the run lock held
     proc.kill()
     proc.wait()
+    release.touch()  # the orphaned verification ends too
     cli("config", "verify.build", "null")
     result = cli("run", "S-0001")
     assert result.returncode == 0, result.output
@@ -509,8 +530,8 @@ def test_two_identical_failures_with_no_change_stop_early(cli: CliRunner, projec
     assert "not making progress" in result.stderr
     fm = frontmatter(cli, "S-0001")
     assert fm["status"] == "blocked"
-    # one retry was recorded after the first failure; the second identical failure stopped it
-    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+    # both failed attempts count; the second, identical and changing nothing, also stopped it
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
     implements = [
         e
         for e in events(project, "S-0001")
@@ -534,10 +555,11 @@ def test_implementation_retry_limit_blocks_the_story(cli: CliRunner, project: Pa
     rules(project, "\n".join(lines) + "\n")
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
-    assert "Implementation failed verification after 2 retries (limit 2)" in result.stderr
+    # Three failed attempts, each counted; the third is over the limit of 2 retries.
+    assert "Implementation failed verification 3 times (limit 2 retries)" in result.stderr
     assert "multiply(4, 5) != 20" in result.stderr
     fm = frontmatter(cli, "S-0001")
-    assert fm["total_recovery_attempts"] == 2
+    assert fm["total_recovery_attempts"] == 3
     assert fm["status"] == "blocked"
 
 
@@ -588,10 +610,10 @@ def test_refinement_limit_blocks_before_the_global_limit(cli: CliRunner, project
     )
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
-    assert "Refinement did not converge after 2 iterations (limit 2): Still vague." in result.stderr
+    assert "Refinement did not converge after 3 iterations (limit 2): Still vague." in result.stderr
     fm = frontmatter(cli, "S-0001")
-    assert fm["refinement_count"] == 2
-    assert fm["total_recovery_attempts"] == 2
+    assert fm["refinement_count"] == 3
+    assert fm["total_recovery_attempts"] == 3
 
 
 def test_unknown_provider_is_a_usage_error(cli: CliRunner) -> None:

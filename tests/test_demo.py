@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -26,3 +28,16 @@ def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
         "retries, 5 API retries." in output
     )
     assert "Where to look:" in output
+    # the done story's work is in git: its own worktree, branch and commit, pushed to origin
+    worktree = ".ai-sdlc/worktrees/S-0001-add-a-multiply-function"
+    branch = "ai-sdlc/S-0001-add-a-multiply-function"
+    assert f"created worktree {worktree} on new branch {branch} from main" in output
+    assert f"  worktree:  {worktree}\n" in output
+    assert f"  branch:    {branch} (pushed to origin)\n" in output
+    assert re.search(r"  commit:    [0-9a-f]{7,} feat\(S-0001\): Add a multiply function\n", output)
+    assert "  files:     calc/__init__.py, tests/test_calc.py\n" in output
+    if shutil.which("gh") is None:
+        assert (
+            "[S-0001] pull request skipped: gh (GitHub CLI) not found on PATH: branch "
+            f"{branch} is pushed to origin; install gh and run `ai-sdlc pr S-0001`" in output
+        )

@@ -212,10 +212,12 @@ def _assert_gone(pid: int) -> None:
 
 def test_the_phase_time_limit_kills_claude(fake: Fake) -> None:
     provider = fake.provider([{"sleep": 30}, success("too late")])
+    guard = RecordingGuard(limit=2)
     started = time.monotonic()
-    with pytest.raises(TransientProviderError) as info:
-        provider.execute(fake.request(guard=RecordingGuard(), timeout=0.8))
-    assert info.value.kind == "timeout"
+    # A phase timeout is transient: retried under the guard, each retry counted.
+    with pytest.raises(StoryBlockedError):
+        provider.execute(fake.request(guard=guard, timeout=0.5))
+    assert [r["kind"] for r in guard.recoveries] == ["timeout", "timeout"]
     assert time.monotonic() - started < 4.0
     _assert_gone(fake.recorded()["pid"])
 
@@ -228,10 +230,11 @@ def test_a_chatty_session_still_stops_at_the_time_limit(fake: Fake) -> None:
         }
     }
     provider = fake.provider([item for _ in range(200) for item in (chatter, {"sleep": 0.02})])
+    guard = RecordingGuard(limit=1)
     started = time.monotonic()
-    with pytest.raises(TransientProviderError) as info:
-        provider.execute(fake.request(guard=RecordingGuard(), timeout=0.6))
-    assert info.value.kind == "timeout"
+    with pytest.raises(StoryBlockedError):
+        provider.execute(fake.request(guard=guard, timeout=0.6))
+    assert [r["kind"] for r in guard.recoveries] == ["timeout"]
     assert time.monotonic() - started < 3.0
 
 

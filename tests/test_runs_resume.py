@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.ledger import unblock
+from ai_sdlc.workflow.transitions import StoryState
 from tests.conftest import run_cli
 from tests.runs_support import (
     frontmatter,
@@ -20,9 +20,10 @@ from tests.runs_support import (
     phases_started,
     run_events,
     start_cli,
+    stop_or_explain,
     story_events,
     story_states,
-    wait_for,
+    wait_for_pid,
     write_rules,
 )
 
@@ -72,7 +73,7 @@ def test_resume_after_a_halt_continues_without_redoing_finished_stories(tmp_path
     (root / ".ai-sdlc" / "scripted.yaml").unlink()
     store = StoryStore(root)
     for sid in ("S-0002", "S-0003"):
-        unblock(store, sid, reset_retries=True)
+        StoryState(store).unblock(sid, reset_retries=True)
     resumed = run_cli(root, "run", "--resume", first["run_id"])
     assert resumed.returncode == 0, resumed.output
     state = only_run(root)
@@ -80,11 +81,12 @@ def test_resume_after_a_halt_continues_without_redoing_finished_stories(tmp_path
     assert state["run_status"] == "completed" and state["resumable"] is False
     assert state["segments"] == 2
     assert phases_started(root, "S-0001") == ALL_PHASES  # not redone
-    # Unblocked as "ready": the rejected refinement is not repeated, the rest follows.
-    assert phases_started(root, "S-0002") == ALL_PHASES
+    # Unblocked back to the backlog: the refinement it never passed runs again, then the rest.
+    assert phases_started(root, "S-0002") == ["refine", *ALL_PHASES]
+    assert StoryStore(root).get("S-0002").frontmatter["total_recovery_attempts"] == 0
     assert [s["status"] for s in state["stories"]] == ["done"] * 4
     sids = ["S-0001", "S-0002", "S-0003", "S-0004"]
-    assert state["counters"]["total_attempts"] == total_started(root, sids) == 7 + 4 + 4 + 5
+    assert state["counters"]["total_attempts"] == total_started(root, sids) == 7 + 5 + 5 + 5
     names = [e["action"] for e in run_events(root, state["run_id"])]
     assert names.count("run_resumed") == 1 and names[-1] == "run_completed"
     again = run_cli(root, "run", "--resume", first["run_id"])
@@ -94,15 +96,16 @@ def test_resume_after_a_halt_continues_without_redoing_finished_stories(tmp_path
 
 def test_sigkill_mid_phase_then_continue(tmp_path: Path) -> None:
     root = tmp_path / "p"
-    config, marker = slow_verify_config(tmp_path, hang_on=3)  # S-0002's implement verification
+    # S-0001 verifies once (review reuses its implement verdict); the 2nd run is S-0002's.
+    config, marker = slow_verify_config(tmp_path, hang_on=2)
     make_project(root, ["A", "B", "C"], config)
     proc = start_cli(root, "run", "--auto")
+    hanging = wait_for_pid(marker)
     try:
-        wait_for(marker)
         proc.kill()
-        proc.wait(30)
+        stop_or_explain(proc, 30)
     finally:
-        os.kill(int(marker.read_text()), signal.SIGKILL)
+        os.kill(hanging, signal.SIGKILL)  # the verification outlives a SIGKILLed run
     crashed = only_run(root)
     assert crashed["run_status"] == "running"
     assert story_states(crashed)["S-0002"]["status"] == "in-progress"
@@ -121,6 +124,10 @@ def test_sigkill_mid_phase_then_continue(tmp_path: Path) -> None:
     assert phases_started(root, "S-0003") == ALL_PHASES
     assert state["counters"]["total_attempts"] == attempts_before + 2 + 5 == 16
     assert story_states(state)["S-0002"]["attempts"] == 6
+    # The killed attempt was reserved before it ran: the next run counted it.
+    s2 = frontmatter(root, "S-0002")
+    assert s2["total_recovery_attempts"] == 1
+    assert dict(s2["recovery_breakdown"]) == {"implementation_retry": 1}
     rollback = [e for e in story_events(root, "S-0002") if e["action"] == "rollback_initiated"]
     assert len(rollback) == 1
     assert rollback[0]["phase"] == "implement"
@@ -133,9 +140,9 @@ def test_ctrl_c_halts_gracefully_and_resume_completes(tmp_path: Path) -> None:
     config, marker = slow_verify_config(tmp_path, hang_on=1)  # S-0001's implement verification
     make_project(root, ["A", "B"], config)
     proc = start_cli(root, "run", "--auto")
-    wait_for(marker)
+    hanging = wait_for_pid(marker)  # the verification is running: the run is mid-implement
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = stop_or_explain(proc, 60, leftovers=(hanging,))
     assert proc.returncode == 130, stderr
     state = only_run(root)
     assert "interrupted" in stderr
@@ -150,7 +157,8 @@ def test_ctrl_c_halts_gracefully_and_resume_completes(tmp_path: Path) -> None:
     fm = frontmatter(root, "S-0001")
     assert fm["plan_complete"] is True and not fm.get("implementation_complete")
     rollback = [e for e in story_events(root, "S-0001") if e["action"] == "rollback_initiated"]
-    assert [e["reason"] for e in rollback] == ["KeyboardInterrupt: "]
+    assert [e["reason"] for e in rollback] == ["interrupted"]
+    assert fm.get("total_recovery_attempts", 0) == 0  # a user's Ctrl-C is not a recovery
     assert phases_started(root, "S-0002") == []
 
     resumed = run_cli(root, "run", "--resume", state["run_id"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.checkpoint import Checkpoints
-from ai_sdlc.workflow.ledger import Ledger
+from ai_sdlc.workflow.transitions import StoryState
 from tests.conftest import run_cli
 from tests.runs_support import frontmatter, make_project, story_events
 
@@ -106,9 +106,10 @@ def test_restore_puts_back_workflow_keys_body_and_artifacts_only(tmp_path: Path)
         story.frontmatter["research_complete"] = True
         story.frontmatter["usage"] = {"input_tokens": 10, "output_tokens": 5, "calls": 1}
         story.body = "rewritten body\n"
-    Ledger(store).record_recovery("S-0001", "api_retry")
+    owner = StoryState(store)
+    owner.record_recovery("S-0001", "api_retry")
     store.write_artifact("S-0001", "research.md", "half written\n")
-    restored = checkpoints.restore(checkpoint)
+    restored = checkpoints.restore(checkpoint, owner, "test")
     assert set(restored) == {"research.md", "status", "research_complete", "body"}
     story = store.get("S-0001")
     assert story.status == "backlog"
@@ -119,20 +120,20 @@ def test_restore_puts_back_workflow_keys_body_and_artifacts_only(tmp_path: Path)
     assert not (folder / "research.md").exists()
     assert (folder / "plan.md").read_text() == PLAN
     # Restoring twice is harmless (a second Ctrl-C during a rollback).
-    assert checkpoints.restore(checkpoint) == []
+    assert checkpoints.restore(checkpoint, owner, "test") == []
     assert b"total_recovery_attempts" not in original
 
 
-def test_an_unreadable_story_file_is_restored_whole_keeping_logged_counters(
+def test_an_unreadable_story_file_is_restored_whole_keeping_the_ledger_counters(
     tmp_path: Path,
 ) -> None:
     store, checkpoints, folder = _story(tmp_path)
     checkpoint = checkpoints.take("S-0001", "implement", taken_at="2025-01-01T00:00:00.000Z")
-    ledger = Ledger(store)
-    ledger.record_recovery("S-0001", "api_retry")
-    ledger.record_recovery("S-0001", "api_retry")
+    owner = StoryState(store)
+    owner.record_recovery("S-0001", "api_retry")
+    owner.record_recovery("S-0001", "api_retry")
     (folder / "story.md").write_text("---\ntitle: Fix: crash\n---\nbroken by an agent\n")
-    assert checkpoints.restore(checkpoint) == ["story.md"]
+    assert checkpoints.restore(checkpoint, owner, "test") == ["story.md"]
     story = store.get("S-0001")
     assert story.title == "Story"
     assert story.counter("total_recovery_attempts") == 2

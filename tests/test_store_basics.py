@@ -32,7 +32,7 @@ def test_init_completes_an_existing_gitignore_without_losing_lines(tmp_path: Pat
     assert StoryStore(tmp_path).init() is True
     lines = (tmp_path / ".ai-sdlc" / ".gitignore").read_text().splitlines()
     assert lines[:2] == ["mine/", ".cache/"]
-    assert sorted(lines[2:]) == [".locks/", "runs/", "state/"]
+    assert sorted(lines[2:]) == [".locks/", "runs/", "state/", "worktrees/"]
 
 
 def test_add_writes_a_ts_style_story(tmp_path: Path) -> None:

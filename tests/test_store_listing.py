@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store import StoryStore
 from ai_sdlc.store.cache import FILE_NAME
 from ai_sdlc.store.values import strict_equal, to_plain
@@ -175,8 +176,12 @@ def test_listing_keeps_heavy_imports_out(tmp_path: Path) -> None:
     assert warm == {"ruamel.yaml": False, "yaml": False, "filelock": False}
 
 
-def test_recursive_alias_is_listed_as_ruamel_reads_it(tmp_path: Path) -> None:
+def test_recursive_alias_is_refused_by_both_loaders(tmp_path: Path) -> None:
+    # A value that contains itself expands without end: over the alias-expansion limit.
     store = make_project(tmp_path, [])
     write_story(store, "S-0001", minimal(loop="&x {b: *x}", items="&y [1, *y]"))
-    assert_matches_roundtrip(store)
-    assert store.list()[0].frontmatter["items"] == [1, None]
+    scan = store.scan()
+    assert scan.stories == []
+    assert len(scan.errors) == 1 and "contains itself" in scan.errors[0].message
+    with pytest.raises(InvalidInputError, match="contains itself"):
+        store.get("S-0001")

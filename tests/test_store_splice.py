@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ai_sdlc.store import StoryStore
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.store import StoryStore, editing
 from ai_sdlc.store.values import to_plain
-from tests.store_support import FIXTURE_IDS, make_project
+from tests.store_support import FIXTURE_IDS, make_project, write_story
 
 
 def lines_of(data: bytes) -> list[str]:
@@ -214,18 +215,74 @@ def test_an_exception_inside_edit_writes_nothing(store: StoryStore) -> None:
     assert sorted(p.name for p in (store.stories_dir / "S-0012").iterdir()) == ["story.md"]
 
 
-def test_reordering_keys_falls_back_to_a_full_dump_with_the_same_values(
-    store: StoryStore,
-) -> None:
+def test_reordering_keys_moves_only_the_moved_keys_lines(store: StoryStore) -> None:
+    old = read(store, "S-0030")
     original = store.get("S-0030")
     before = to_plain(original.frontmatter)
     with store.edit("S-0030") as story:
         story.frontmatter.move_to_end("id")
+    new = read(store, "S-0030")
     reread = store.get("S-0030")
     after = to_plain(reread.frontmatter)
     assert list(after) == [*[k for k in before if k != "id"], "id"]
     assert after == before
     assert reread.body == original.body
+    removed, added = diff(old, new)
+    assert (removed, added) == (["id: S-0030\n"], ["id: S-0030\n"])
+    assert (
+        b"# total_recovery_attempts is maintained by the runner\ntotal_recovery_attempts: 4\n"
+        b"id: S-0030\n---\n" in new
+    )
+
+
+def test_deleting_and_setting_a_key_again_rewrites_only_that_key(store: StoryStore) -> None:
+    """Regression: the re-set key used to force a full re-dump, which rewrote the untouched
+    `blocked_at: 2026-02-03T17:45:12.5+01:00` as `...12.500000+01:00`."""
+    old = read(store, "S-0032")
+    with store.edit("S-0032") as story:
+        del story.frontmatter["blocked_reason"]
+        story.frontmatter["blocked_reason"] = "Stopped by hand"
+    new = read(store, "S-0032")
+    removed, added = diff(old, new)
+    assert removed == [
+        "blocked_reason: >-\r\n",
+        "  Global recovery limit reached (10/10): implementation_retry 6, rework 3,\r\n",
+        "  api_retry 1\r\n",
+    ]
+    assert added == ["blocked_reason: Stopped by hand\r\n"]
+    assert b"\r\nblocked_at: 2026-02-03T17:45:12.5+01:00\r\n" in new
+    assert new.endswith(
+        b"  api_retry: 1\r\nblocked_reason: Stopped by hand\r\n---\r\n"
+        + old[old.index(b"# Blocked") :]
+    )
+    assert list(store.get("S-0032").frontmatter)[-1] == "blocked_reason"
+
+
+@pytest.mark.parametrize(
+    "value", ["a\x85b", "\x85", "line\u2028sep\u2029", "bom\ufeff", "x\x85" * 50]
+)
+@pytest.mark.parametrize("moved", [False, True])
+def test_text_with_unicode_line_separators_round_trips(
+    store: StoryStore, value: str, moved: bool
+) -> None:
+    """Regression: a value holding U+0085 (NEL) raised `SpliceError: could not write the new
+    frontmatter values faithfully` (the full re-dump wrote it raw)."""
+    old = read(store, "S-0032")
+    with store.edit("S-0032") as story:
+        if moved:
+            del story.frontmatter["blocked_reason"]
+        story.frontmatter["blocked_reason"] = value
+        story.frontmatter["x_nested"] = {"items": [value, "plain"]}
+    reread = store.get("S-0032").frontmatter
+    assert reread["blocked_reason"] == value
+    assert to_plain(reread["x_nested"]) == {"items": [value, "plain"]}
+    removed, _ = diff(old, read(store, "S-0032"))
+    assert removed == [
+        "blocked_reason: >-\r\n",
+        "  Global recovery limit reached (10/10): implementation_retry 6, rework 3,\r\n",
+        "  api_retry 1\r\n",
+    ]
+    assert b"\xc2\x85" not in read(store, "S-0032")  # written as the escape \N, never raw
 
 
 def test_file_mode_is_kept(store: StoryStore) -> None:
@@ -252,3 +309,64 @@ def test_new_keys_are_appended_after_the_last_line(store: StoryStore) -> None:
         "    - '0777'\n",
     ]
     assert new.index(b"total_recovery_attempts: 4\nlast_error:\n") > 0
+
+
+@pytest.mark.parametrize("story_id", FIXTURE_IDS)
+def test_an_edit_parses_the_file_once_with_the_c_loader_unless_only_ruamel_can_read_it(
+    store: StoryStore, story_id: str
+) -> None:
+    """The fast path (one libyaml parse for values and line map) is what makes an edit cheap;
+    files with anchors/aliases (S-0033) take ruamel's path, and both write exactly."""
+    path = store.stories_dir / story_id / "story.md"
+    loaded = editing.load(path, story_id, path.read_bytes())
+    assert loaded.fast == (story_id != "S-0033")
+    assert to_plain(loaded.data) == to_plain(store.get(story_id).frontmatter)
+
+
+def test_deleting_the_key_after_a_keep_chomping_block_keeps_that_blocks_value(
+    store: StoryStore,
+) -> None:
+    """`|+` owns the blank lines after it: the deleted key's blank line must not join it."""
+    path = write_story(
+        store,
+        "S-0040",
+        "---\nid: S-0040\ntitle: Keep\nstatus: ready\nnotes: |+\n  text\n\n"
+        "branch: main\n\n# about labels\nlabels: [a]\n---\n",
+    )
+    with store.edit("S-0040") as story:
+        del story.frontmatter["branch"]
+    assert path.read_text() == (
+        "---\nid: S-0040\ntitle: Keep\nstatus: ready\nnotes: |+\n  text\n\n"
+        "# about labels\nlabels: [a]\n---\n"
+    )
+    assert store.get("S-0040").frontmatter["notes"] == "text\n\n"
+
+
+def test_a_body_that_cannot_be_stored_is_refused_and_nothing_is_written(
+    store: StoryStore,
+) -> None:
+    old = read(store, "S-0003")
+    with pytest.raises(InvalidInputError, match=r"U\+DCE9") as refused, store.edit("S-0003") as s:
+        s.increment("retry_count")
+        s.body = b"caf\xe9".decode("utf-8", "surrogateescape")
+    assert refused.value.hint
+    assert read(store, "S-0003") == old
+
+
+def test_long_and_awkward_values_round_trip_and_touch_one_line(store: StoryStore) -> None:
+    values = {
+        "blocked_reason": "key: value # not a comment, 'quoted' \"double\" " * 200,
+        "branch": "  spaced  ",
+        "slug": "",
+    }
+    old = read(store, "S-0012")
+    with store.edit("S-0012") as story:
+        story.frontmatter.update(values)
+    reread = store.get("S-0012").frontmatter
+    assert {k: reread[k] for k in values} == values
+    removed, added = diff(old, read(store, "S-0012"))
+    assert removed == [
+        "slug: retry-honour-server-hint\n",
+        "branch: ai-sdlc/retry-honour-server-hint\n",
+    ]
+    assert len(added) == 3 and added[-1].startswith("blocked_reason: 'key: value")

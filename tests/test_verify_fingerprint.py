@@ -93,6 +93,32 @@ def test_git_runner_state_folder_is_ignored(repo: Path) -> None:
     assert workspace_fingerprint(repo) == before
 
 
+@pytest.mark.parametrize("use_git", [True, False], ids=["git", "plain"])
+def test_runner_state_changes_do_not_count_but_source_changes_do(
+    tmp_path: Path, use_git: bool
+) -> None:
+    if use_git and shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "work"
+    make_tree(root)
+    if use_git:
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "init")
+    stories = root / ".ai-sdlc" / "stories"
+    for n in range(1, 4):  # untracked runner state, as in a project that never commits it
+        (stories / f"S-{n:04d}").mkdir(parents=True)
+        (stories / f"S-{n:04d}" / "story.md").write_text(f"---\nstatus: ready\nid: {n}\n---\n")
+    before = workspace_fingerprint(root)
+    (stories / "S-0002" / "story.md").write_text("---\nstatus: done\n---\n")
+    (stories / "S-0004").mkdir()
+    (stories / "S-0004" / "story.md").write_text("---\nstatus: backlog\n---\n")
+    (root / ".ai-sdlc" / "events.jsonl").write_text("{}\n")
+    assert workspace_fingerprint(root) == before
+    (root / "src" / "app.py").write_text("print('implemented')\n")
+    assert workspace_fingerprint(root) != before
+
+
 @needs_git
 def test_git_subfolder_workspace_sees_only_its_files(repo: Path) -> None:
     sub = repo / "src"

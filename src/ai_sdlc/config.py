@@ -12,7 +12,10 @@ import contextlib
 import copy
 import difflib
 import io
+import math
 import os
+import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,11 @@ from ai_sdlc.errors import InvalidInputError, UsageError
 
 CONFIG_RELPATH = Path(".ai-sdlc") / "config.yaml"
 ENV_PREFIX = "AI_SDLC_"
+
+#: Largest recovery limit (a bigger one would in effect switch the guardrail off).
+MAX_RECOVERY = 1000
+#: Longest timeout, in seconds (one week).
+MAX_SECONDS = 7 * 24 * 3600
 
 PROVIDER_CHOICES = ("scripted", "dry-run", "openai", "anthropic", "claude", "command")
 
@@ -40,10 +48,11 @@ verify:
   build: null
   test: null
   timeout: 600        # seconds per command
+  max_parallel: null  # verification commands at once across a parallel run; null: CPU count
 
-limits:
+limits:                        # guardrails: an AI_SDLC_LIMITS__* variable may lower, never raise
   global_recovery: 10          # every recovery of every kind counts; the story blocks here
-  implementation_retries: 3
+  implementation_retries: 3    # limits.* counts: at most 1000 (global_recovery: 1..1000)
   review_rejections: 3         # rework cycles after a REJECTED review
   refinement_iterations: 5
 
@@ -62,10 +71,21 @@ run:                           # multi-story runs (--auto, --batch): halt when c
   max_bounces: 3               # step-backs (review -> implement ...) before a story escalates
   cooldown_seconds: 5          # wait before retrying a story whose phase crashed
   max_story_errors: 2          # crashes of one story before it is escalated
+  jobs: 1                      # stories run at once (`run --jobs N`), each in a worker process
+  done_means: done             # a dependency is met when it is: done | pr (done with a PR) | merged
 
 notify:                        # told when a run halts (the diagnostic JSON)
   command: null                # e.g. ["python", "notify.py"]: run without a shell, JSON on stdin
   webhook: null                # e.g. https://hooks.example.com/...: JSON POSTed
+
+git:                           # in a git repository: one worktree and branch per story
+  worktrees: true              # false (or `run --no-worktree`): agents work in the project folder
+  base_branch: ""              # stories branch from it and PRs target it; "": the default branch
+  worktrees_dir: .ai-sdlc/worktrees
+  remote: origin               # where done stories' branches are pushed
+  keep_failed_attempts: false  # true: leave a failed attempt's changes instead of rolling back
+  draft: false                 # open pull requests as drafts
+  auto_merge: false            # wait for the PR's checks, then squash-merge it
 """
 
 
@@ -117,7 +137,48 @@ def _provider(v: Any) -> bool:
 
 
 def _opt_url(v: Any) -> bool:
-    return v is None or (isinstance(v, str) and v.startswith(("http://", "https://")))
+    return v is None or is_http_url(v)
+
+
+def is_http_url(v: Any) -> bool:
+    """An http:// or https:// URL with a host (a `file:` or `ftp:` URL is never called)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(v, str):
+        return False
+    try:
+        parts = urlsplit(v.strip())
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+
+
+def _between(low: int, high: int) -> Callable[[Any], bool]:
+    return lambda v: _is_int(v) and low <= v <= high
+
+
+def _finite_pos(high: float | None = None) -> Callable[[Any], bool]:
+    def check(v: Any) -> bool:
+        return _pos_number(v) and math.isfinite(v) and (high is None or v <= high)
+
+    return check
+
+
+def _opt_finite_pos(v: Any) -> bool:
+    return v is None or _finite_pos()(v)
+
+
+def _opt_command_line(v: Any) -> bool:
+    """A command line that splits like a shell splits words (it is run without a shell)."""
+    if v is None:
+        return True
+    if not isinstance(v, str):
+        return False
+    try:
+        shlex.split(v)
+    except ValueError:
+        return False
+    return True
 
 
 def _opt_command(v: Any) -> bool:
@@ -132,17 +193,31 @@ def _opt_command(v: Any) -> bool:
 SCHEMA: dict[str, Setting] = {
     "ai.provider": Setting(None, _provider, "one of " + ", ".join(PROVIDER_CHOICES)),
     "ai.model": Setting(None, _opt_str, "a model name or null"),
-    "verify.build": Setting(None, _opt_str, "a command line or null"),
-    "verify.test": Setting(None, _opt_str, "a command line or null"),
-    "verify.timeout": Setting(600, _pos_number, "a number of seconds > 0"),
-    "limits.global_recovery": Setting(10, _pos_int, "an integer >= 1"),
-    "limits.implementation_retries": Setting(3, _nonneg_int, "an integer >= 0"),
-    "limits.review_rejections": Setting(3, _nonneg_int, "an integer >= 0"),
-    "limits.refinement_iterations": Setting(5, _nonneg_int, "an integer >= 0"),
-    "limits.phase_timeout": Setting(900, _pos_number, "a number of seconds > 0"),
-    "limits.story_tokens": Setting(None, _opt_pos_number, "a positive number or null"),
-    "limits.story_cost_usd": Setting(None, _opt_pos_number, "a positive number or null"),
-    "limits.run_cost_usd": Setting(None, _opt_pos_number, "a positive number or null"),
+    "verify.build": Setting(
+        None, _opt_command_line, "a command line with balanced quotes, or null"
+    ),
+    "verify.test": Setting(None, _opt_command_line, "a command line with balanced quotes, or null"),
+    "verify.timeout": Setting(
+        600, _finite_pos(MAX_SECONDS), f"a number of seconds > 0 and <= {MAX_SECONDS}"
+    ),
+    "limits.global_recovery": Setting(
+        10, _between(1, MAX_RECOVERY), f"an integer from 1 to {MAX_RECOVERY:,}"
+    ),
+    "limits.implementation_retries": Setting(
+        3, _between(0, MAX_RECOVERY), f"an integer from 0 to {MAX_RECOVERY:,}"
+    ),
+    "limits.review_rejections": Setting(
+        3, _between(0, MAX_RECOVERY), f"an integer from 0 to {MAX_RECOVERY:,}"
+    ),
+    "limits.refinement_iterations": Setting(
+        5, _between(0, MAX_RECOVERY), f"an integer from 0 to {MAX_RECOVERY:,}"
+    ),
+    "limits.phase_timeout": Setting(
+        900, _finite_pos(MAX_SECONDS), f"a number of seconds > 0 and <= {MAX_SECONDS}"
+    ),
+    "limits.story_tokens": Setting(None, _opt_finite_pos, "a positive number or null"),
+    "limits.story_cost_usd": Setting(None, _opt_finite_pos, "a positive number or null"),
+    "limits.run_cost_usd": Setting(None, _opt_finite_pos, "a positive number or null"),
     "gates.before_implementation": Setting(False, _bool, "true or false"),
     "gates.before_done": Setting(False, _bool, "true or false"),
     "run.stop_conditions.max_retry_rate": Setting(0.5, _rate, "a rate between 0 and 1"),
@@ -154,9 +229,45 @@ SCHEMA: dict[str, Setting] = {
     "run.max_bounces": Setting(3, _nonneg_int, "an integer >= 0"),
     "run.cooldown_seconds": Setting(5, lambda v: _is_number(v) and v >= 0, "seconds >= 0"),
     "run.max_story_errors": Setting(2, _pos_int, "an integer >= 1"),
+    "run.jobs": Setting(1, _between(1, 64), "an integer between 1 and 64"),
+    "run.done_means": Setting(
+        "done", lambda v: v in ("done", "pr", "merged"), "one of done, pr, merged"
+    ),
+    "verify.max_parallel": Setting(
+        None, lambda v: v is None or _between(1, 256)(v), "an integer between 1 and 256, or null"
+    ),
     "notify.command": Setting(None, _opt_command, "a command line, an argument list or null"),
     "notify.webhook": Setting(None, _opt_url, "an http(s) URL or null"),
+    "git.worktrees": Setting(True, _bool, "true or false"),
+    "git.base_branch": Setting("", _opt_str, 'a branch name, or "" for the default branch'),
+    "git.worktrees_dir": Setting(
+        ".ai-sdlc/worktrees", lambda v: isinstance(v, str) and bool(v.strip()), "a folder path"
+    ),
+    "git.remote": Setting("origin", lambda v: isinstance(v, str) and bool(v.strip()), "a name"),
+    "git.keep_failed_attempts": Setting(False, _bool, "true or false"),
+    "git.draft": Setting(False, _bool, "true or false"),
+    "git.auto_merge": Setting(False, _bool, "true or false"),
 }
+
+#: Settings an environment variable may make stricter but never looser: the recovery limits, the
+#: phase timeout and the budgets (lower is stricter; null means no budget) and the stage gates
+#: (true is stricter). A cloned repository or a CI variable must not switch a guardrail off.
+GUARDRAILS: tuple[str, ...] = (
+    "limits.global_recovery",
+    "limits.implementation_retries",
+    "limits.review_rejections",
+    "limits.refinement_iterations",
+    "limits.phase_timeout",
+    "limits.story_tokens",
+    "limits.story_cost_usd",
+    "limits.run_cost_usd",
+    "gates.before_implementation",
+    "gates.before_done",
+)
+
+#: `ai.<provider>.base_url` keys checked here (the providers read them; a bad scheme would
+#: only surface mid-run as "connection errors" counted as recoveries).
+BASE_URL_KEYS = ("ai.openai.base_url", "ai.anthropic.base_url")
 
 #: Keys of the `ai` section (their values are validated by the providers that read them).
 AI_KEYS = (
@@ -253,14 +364,13 @@ def _yaml() -> Any:
 
 def _load_document(path: Path) -> Any:
     """The config file as ruamel round-trip data (keeps comments and line numbers)."""
+    text = _read_text(path)
+    return None if text is None else _parse_document(text, path)
+
+
+def _parse_document(text: str, path: Path) -> Any:
     from ruamel.yaml.error import MarkedYAMLError
 
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"cannot read config: {exc}", path=str(path)) from None
     try:
         doc = _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -290,6 +400,27 @@ def _load_document(path: Path) -> Any:
             hint="start from the file `ai-sdlc init` writes",
         )
     return doc
+
+
+def _read_text(path: Path) -> str | None:
+    """config.yaml's text (None when there is none): a regular file only, within the YAML
+    limits (size, depth, alias expansion), so that no config can hang a command."""
+    from ai_sdlc import untrusted
+
+    try:
+        data = untrusted.read_regular(path)
+    except FileNotFoundError:
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"cannot read config: not UTF-8 text ({exc.reason})",
+            path=str(path),
+            hint="save it as UTF-8",
+        ) from None
+    untrusted.check_yaml(text, str(path))
+    return text
 
 
 def _line_of(doc: Any, parts: list[str]) -> int | None:
@@ -350,6 +481,17 @@ def validate(data: Mapping[str, Any], *, path: Path, doc: Any = None) -> None:
                 fail(dotted, "unknown setting", _suggest(dotted, sorted(SCHEMA)))
 
     walk(data, "")
+    for dotted in BASE_URL_KEYS:  # inside the open `ai` section, so not reached by walk()
+        try:
+            url = _get_path(data, dotted.split("."))
+        except KeyError:
+            continue
+        if not (url is None or is_http_url(url)):
+            fail(
+                dotted,
+                f"must be an http:// or https:// URL, got {_shown_url(url)}",
+                "e.g. https://api.example.com/v1 (or null for the provider's default)",
+            )
     resilience = data.get("resilience")
     if resilience:
         _validate_resilience(resilience, path=path, doc=doc)
@@ -369,6 +511,12 @@ def _validate_resilience(section: Any, *, path: Path, doc: Any) -> None:
         if match and doc is not None:
             line = _line_of(doc, match.group(0).split("."))
         raise InvalidInputError(exc.message, path=str(path), line=line, hint=exc.hint) from None
+
+
+def _shown_url(value: Any) -> str:
+    from ai_sdlc.secrets import mask_url
+
+    return repr(mask_url(value)) if isinstance(value, str) else repr(value)
 
 
 def _suggest(word: str, choices: list[str]) -> str | None:
@@ -392,6 +540,44 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _looser(dotted: str, project: Any, wanted: Any) -> bool:
+    """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
+    if dotted.startswith("gates."):
+        return bool(project) and not wanted
+    if wanted is None:  # no limit at all
+        return project is not None
+    return project is not None and wanted > project
+
+
+def _refuse_looser_guardrails(
+    env: Mapping[str, Any], project: Mapping[str, Any], environ: Mapping[str, str], path: Path
+) -> None:
+    """An environment variable may tighten a guardrail, never loosen it (InvalidInputError)."""
+    names = {
+        ".".join(p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p): name
+        for name in environ
+        if name.startswith(ENV_PREFIX) and "__" in name
+    }
+    for dotted in GUARDRAILS:
+        parts = dotted.split(".")
+        try:
+            wanted = _get_path(env, parts)
+        except KeyError:
+            continue
+        current = _get_path(project, parts)
+        if not _looser(dotted, current, wanted):
+            continue
+        name = names.get(dotted, ENV_PREFIX + dotted.upper().replace(".", "__"))
+        shown = "null" if current is None else str(current).lower()
+        raise InvalidInputError(
+            f"{name}={environ.get(name, '')} would loosen the guardrail {dotted} (the project's "
+            f"value is {shown}, from {path if path.exists() else 'the defaults'}); the "
+            "environment may only make a guardrail stricter",
+            hint=f"unset {name}, or change the project's value where it is reviewed: "
+            f"`ai-sdlc config {dotted} <value>` (writes {CONFIG_RELPATH})",
+        )
+
+
 def parse_scalar(raw: str) -> Any:
     """A value typed on the command line or in the environment, read as a YAML scalar."""
     import yaml
@@ -412,11 +598,11 @@ def _fast_document(path: Path) -> Any:
     from ai_sdlc.store.fastload import NotFast, load
 
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
+        text = _read_text(path)
+    except InvalidInputError:
+        return None  # the slow path raises the same error
+    if text is None:
         return {}
-    except (OSError, UnicodeDecodeError):
-        return None
     try:
         value = load(text)
     except NotFast:
@@ -444,6 +630,7 @@ def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Conf
     env = _env_overrides(os.environ if environ is None else environ)
     if env:
         validate(env, path=Path("<environment>"))
+        _refuse_looser_guardrails(env, data, os.environ if environ is None else environ, path)
         _deep_merge(data, env)
     return Config(data=data, path=path)
 
@@ -492,9 +679,11 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
     lock_dir = root / ".ai-sdlc" / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock_dir / "config.yaml.lock")):
-        doc = _load_document(path)
+        current = _read_text(path)
+        text = DEFAULT_CONFIG_TEXT if current is None else current
+        doc = _parse_document(text, path)
         if doc is None:
-            doc = _yaml().load(DEFAULT_CONFIG_TEXT) if not path.exists() else CommentedMap()
+            doc = CommentedMap()
         node = doc
         for part in parts[:-1]:
             child = node.get(part)
@@ -512,7 +701,152 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
             raise UsageError(
                 f"unknown config key '{dotted}'", hint=_suggest(dotted, sorted(SCHEMA))
             )
-        buf = io.StringIO()
-        _yaml().dump(doc, buf)
-        atomic_write_text(path, buf.getvalue())
+        atomic_write_text(path, _edited_text(text, parts, value, plain))
     return value
+
+
+# --- line-exact edits ------------------------------------------------------------------------
+
+
+def _edited_text(text: str, parts: list[str], value: Any, expected: Any) -> str:
+    """`text` with only the lines of `parts` changed to hold `value`; when the file's shape
+    does not allow that (flow mappings, anchors...), a full re-dump that keeps comments and
+    writes null as `null`. Either result is re-read and must equal `expected`."""
+    try:
+        spliced = _splice(text, parts, value)
+    except Exception:  # an odd layout: fall back to the full dump below
+        spliced = None
+    if spliced is not None and _same_settings(spliced, expected):
+        return spliced
+    yaml = _yaml()
+    yaml.representer.add_representer(
+        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
+    doc = yaml.load(text) or {}
+    node = doc
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), Mapping):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    return buf.getvalue()
+
+
+def _same_settings(text: str, expected: Any) -> bool:
+    import json
+
+    try:
+        got = _plain(_yaml().load(text))
+    except Exception:
+        return False
+    return json.dumps(got, sort_keys=True, default=repr) == json.dumps(
+        expected, sort_keys=True, default=repr
+    )
+
+
+def _splice(text: str, parts: list[str], value: Any) -> str | None:
+    """Replace (or insert) one setting's value in place; None when it cannot be done exactly."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode
+
+    newline = "\r\n" if "\r\n" in text else "\n"
+    root = _yaml().compose(text) if text.strip() else None
+    rendered = _render(value)
+    if root is None:
+        return (
+            text
+            + ("" if not text or text.endswith("\n") else newline)
+            + _lines(parts, rendered, 0, newline)
+        )
+    node = root
+    for depth, part in enumerate(parts):
+        if not isinstance(node, MappingNode) or node.flow_style or node.anchor:
+            return None
+        found = next(
+            ((k, v) for k, v in node.value if isinstance(k, ScalarNode) and k.value == part),
+            None,
+        )
+        if found is None:
+            return _insert(text, node, parts[depth:], rendered, newline)
+        key, child = found
+        if depth < len(parts) - 1:
+            node = child
+            continue
+        if getattr(child, "anchor", None) or child.tag.startswith("!"):
+            return None
+        if isinstance(child, ScalarNode) and child.value == "" and not child.style:
+            colon = text.index(":", key.end_mark.index)  # `key:` with no value written
+            return text[: colon + 1] + " " + rendered + text[colon + 1 :]
+        start, end = child.start_mark.index, child.end_mark.index
+        if isinstance(child, ScalarNode):
+            return text[:start] + rendered + _keep_comment_column(text[end:], end - start, rendered)
+        # A block list or mapping: the new value goes inline after the key.
+        colon = text.index(":", key.end_mark.index)
+        line_end = _end_of_line(text, end if text[end - 1 : end] != "\n" else end - 1)
+        return text[: colon + 1] + " " + rendered + newline + text[line_end:]
+    return None
+
+
+def _keep_comment_column(rest: str, old_width: int, rendered: str) -> str:
+    """`rest` (what follows the replaced value) with the spaces before a trailing comment
+    adjusted so that the comment stays in its column where possible."""
+    spaces = len(rest) - len(rest.lstrip(" "))
+    if not rest[spaces:].startswith("#") or spaces == 0:
+        return rest
+    wanted = max(1, spaces + old_width - len(rendered))
+    return " " * wanted + rest[spaces:]
+
+
+def _insert(text: str, mapping: Any, parts: list[str], rendered: str, newline: str) -> str | None:
+    if not mapping.value:
+        return None
+    last_value = mapping.value[-1][1]
+    indent = mapping.value[0][0].start_mark.column
+    end = last_value.end_mark
+    at = end.index if end.column == 0 else _end_of_line(text, end.index)
+    prefix = "" if at == 0 or text[at - 1] == "\n" else newline
+    return text[:at] + prefix + _lines(parts, rendered, indent, newline) + text[at:]
+
+
+def _end_of_line(text: str, index: int) -> int:
+    found = text.find("\n", index)
+    return len(text) if found < 0 else found + 1
+
+
+def _lines(parts: list[str], rendered: str, indent: int, newline: str) -> str:
+    lines = [" " * (indent + 2 * i) + f"{part}:" for i, part in enumerate(parts[:-1])]
+    lines.append(" " * (indent + 2 * (len(parts) - 1)) + f"{parts[-1]}: {rendered}")
+    return newline.join(lines) + newline
+
+
+_PLAIN_TEXT = re.compile(r"[A-Za-z0-9_./@+=-](?:[A-Za-z0-9 _./@+=,-]*[A-Za-z0-9_./@+=-])?\Z")
+
+
+def _render(value: Any) -> str:
+    """One YAML 1.2 flow value (JSON where a plain word would not read back the same)."""
+    import json
+
+    from ai_sdlc.store.fastload import resolves_to_text
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    if isinstance(value, str):
+        if _PLAIN_TEXT.match(value) and resolves_to_text(value):
+            return value
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_render(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_render(str(k))}: {_render(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value), ensure_ascii=False)

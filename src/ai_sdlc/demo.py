@@ -120,6 +120,44 @@ def _cli(project: Path, *args: str, check: bool = True) -> int:
     return rc
 
 
+def _git(project: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=project, check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+def _git_project(project: Path, origin: Path) -> None:
+    """Make the demo project a git repository with a first commit, pushed to a local bare
+    repository as `origin` (stories get a worktree and branch each, pushed there when done)."""
+    _git(project, "init", "-q", "-b", "main")
+    _git(project, "config", "user.name", "ai-sdlc demo")
+    _git(project, "config", "user.email", "demo@example.invalid")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "calc: add()")
+    _git(project.parent, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(project, "remote", "add", "origin", str(origin))
+    _git(project, "push", "-q", "-u", "origin", "main")
+
+
+def _show_story_branch(project: Path, story_id: str) -> None:
+    """What the done story left in git: its worktree, its branch and the commit on it."""
+    from ai_sdlc.store import StoryStore
+
+    fm = StoryStore(project).get(story_id).frontmatter
+    branch, worktree = str(fm.get("branch") or ""), str(fm.get("worktree_path") or "")
+    if not branch:
+        print(f"({story_id} has no branch: it ran in the project folder itself)")
+        return
+    commit = _git(project, "log", "--oneline", "-1", branch).strip()
+    files = _git(project, "show", "--name-only", "--format=", branch).split()
+    pushed = _git(project, "ls-remote", "--heads", "origin", branch).split()
+    print(f"\n{story_id} in git (the main checkout stays on main, untouched):")
+    print(f"  worktree:  {worktree}")
+    print(f"  branch:    {branch}" + (" (pushed to origin)" if pushed else ""))
+    print(f"  commit:    {commit}")
+    print(f"  files:     {', '.join(files)}")
+    print(f"  pr_url:    {fm.get('pr_url') or '(none: see the publish step above)'}")
+
+
 def main() -> None:
     os.environ["AI_SDLC_PROVIDER"] = "scripted"
     base = Path(tempfile.mkdtemp(prefix="ai-sdlc-demo-"))
@@ -131,21 +169,9 @@ def main() -> None:
     (project / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\npythonpath = ["."]\naddopts = "-q -p no:cacheprovider"\n'
     )
-    if shutil.which("git"):
-        for args in (
-            ["init", "-q"],
-            ["add", "-A"],
-            [
-                "-c",
-                "user.name=demo",
-                "-c",
-                "user.email=demo@example.invalid",
-                "commit",
-                "-qm",
-                "calc: add()",
-            ],
-        ):
-            subprocess.run(["git", *args], cwd=project, check=True)
+    has_git = shutil.which("git") is not None
+    if has_git:
+        _git_project(project, base / "origin.git")
 
     print(f"ai-sdlc demo in {project} (offline 'scripted' provider: no AI is called)")
     _cli(project, "init")
@@ -160,6 +186,8 @@ def main() -> None:
     _cli(project, "add", "Add a divide function that rounds to 2 places", "--priority", "2")
 
     _cli(project, "run", "S-0001")
+    if has_git:
+        _show_story_branch(project, "S-0001")
     rc = _cli(project, "run", "S-0002", check=False)
     if rc != 5:
         raise SystemExit(f"demo: expected S-0002 to be blocked (exit 5), got {rc}")
@@ -180,7 +208,11 @@ def main() -> None:
           artifacts:            {stories}/S-0001/research.md, plan.md, review.md
           event logs:           {stories}/S-0002/events.jsonl (every action and recovery)
           scripted rules:       {project}/.ai-sdlc/scripted.yaml
-        Try:  ai-sdlc --project {project} unblock S-0002 --reset-retries
+          story worktrees:      {project}/.ai-sdlc/worktrees/ (one per story, own branch)
+          failed attempts:      {stories}/S-0002/attempts/N.patch (rolled back, diff kept)
+          the bare origin:      {project.parent / "origin.git"}
+        Try:  ai-sdlc --project {project} worktrees
+              ai-sdlc --project {project} unblock S-0002 --reset-retries
         """)
     )
 

@@ -3,8 +3,9 @@
 Two nets: the values of environment variables whose names look like credentials (any value the
 user has in `GITHUB_TOKEN`, `MY_SERVICE_PASSWORD`, ... that shows up in a command's output), and
 well-known token shapes (OpenAI/Anthropic `sk-`, GitHub `ghp_`/`github_pat_`, Slack `xox?-`, AWS
-access key ids, `Bearer ...`). Story files, event logs, run state and error messages pass
-through `redact`.
+access key ids, `Bearer ...`), plus URLs: the `user:password@` part and credential-looking
+query parameters (`?api_key=`, `token=`, `sig=`, ...) are masked wherever a URL appears. Story
+files, event logs, run state and error messages pass through `redact`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ SECRET_SHAPES = re.compile(
     r"|AKIA[0-9A-Z]{16}",
     re.IGNORECASE,
 )
+
+#: Query parameter names whose value is a credential (`api_key`, `access_token`, `X-Amz-Signature`).
+SECRET_PARAM = re.compile(
+    r"key|token|secret|pass(?:word|wd)?|pwd|sig|auth|credential|session", re.IGNORECASE
+)
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]*[^\s\"'<>`.,;:)\]}]")
+_QUERY_PAIR = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
 
 #: Values shorter than this are not treated as secrets (too likely to be ordinary words).
 MIN_SECRET_LENGTH = 8
@@ -48,11 +56,42 @@ def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in source.items() if not is_secret_name(k)}
 
 
+def mask_url(url: str) -> str:
+    """`url` with its `user:password@` part and every credential-looking query value masked."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    cut = len(rest)
+    for mark in "/?#":
+        found = rest.find(mark)
+        if 0 <= found < cut:
+            cut = found
+    authority, tail = rest[:cut], rest[cut:]
+    if "@" in authority:
+        authority = MASK + "@" + authority.rpartition("@")[2]
+
+    def pair(match: re.Match[str]) -> str:
+        sep_char, name, value = match.groups()
+        if value and SECRET_PARAM.search(name):
+            return f"{sep_char}{name}={MASK}"
+        return match.group(0)
+
+    return f"{scheme}://{authority}{_QUERY_PAIR.sub(pair, tail)}"
+
+
+def mask_urls(text: str) -> str:
+    """`text` with `mask_url` applied to every URL in it."""
+    if "://" not in text:
+        return text
+    return _URL.sub(lambda m: mask_url(m.group(0)), text)
+
+
 def redact(
     text: str, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None
 ) -> str:
-    """`text` with known secrets (given ones and the environment's) and token shapes masked."""
+    """`text` with known secrets (given ones and the environment's), URL credentials and token
+    shapes masked."""
     for secret in (*secrets, *secret_values(environ)):
         if secret and len(secret) >= 6 and secret in text:
             text = text.replace(secret, MASK)
-    return SECRET_SHAPES.sub(MASK, text)
+    return SECRET_SHAPES.sub(MASK, mask_urls(text))

@@ -7,9 +7,7 @@ import typer
 from ai_sdlc.cli.common import JsonOption, open_store, terminal
 from ai_sdlc.cli.show import StoryArg
 from ai_sdlc.config import load_config
-from ai_sdlc.errors import AiSdlcError
-from ai_sdlc.workflow.assess import pending_gate
-from ai_sdlc.workflow.events import append_event, iso, utc_now
+from ai_sdlc.workflow.transitions import StoryState
 
 
 def approve(story_ref: StoryArg, json: JsonOption = False) -> None:
@@ -17,18 +15,9 @@ def approve(story_ref: StoryArg, json: JsonOption = False) -> None:
     out = terminal(json)
     store = open_store()
     story_id = store.resolve(story_ref)
-    gates = load_config(store.root).section("gates")
-    with store.edit(story_id) as story:
-        gate = pending_gate(story.frontmatter, gates)
-        if gate is None:
-            raise AiSdlcError(
-                f"{story_id} is not waiting at a gate",
-                hint="gates are set in config: gates.before_implementation, gates.before_done",
-            )
-        approved = list(story.frontmatter.get("approved_gates") or [])
-        story.frontmatter["approved_gates"] = [*approved, gate]
-        folder = story.folder
-    append_event(folder, {"time": iso(utc_now()), "action": "approve", "outcome": gate})
+    config = load_config(store.root)
+    owner = StoryState(store, limit=int(config.get("limits.global_recovery")))
+    gate = owner.approve(story_id, config.section("gates"))
     if json:
         out.json({"id": story_id, "approved": gate})
     else:

@@ -1,7 +1,8 @@
 """`ai-sdlc doctor`: which agent providers are usable here and why not, and the effective AI
 config, without ever printing a secret (keys show as "set" or "not set", never their value).
 
-Exits 4 (provider unavailable) when the provider a run would use cannot be used.
+Exits 4 (provider unavailable) when the provider a run would use cannot be used, else 3 when
+config.yaml is invalid (the report is still printed, with the file, line and reason).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import typer
 
 from ai_sdlc.cli.app import project_root
 from ai_sdlc.cli.common import JsonOption, terminal
-from ai_sdlc.errors import AiSdlcError, ProviderUnavailableError
+from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential", re.IGNORECASE)
 _ENV_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -29,9 +30,10 @@ _BUILT_IN = {
 
 
 def _safe_url(value: str) -> str:
-    from ai_sdlc.providers.errors_map import safe_url
+    """`value` with URL userinfo and credential-looking query parameters masked."""
+    from ai_sdlc.secrets import mask_url, redact
 
-    return safe_url(value)
+    return redact(mask_url(value))
 
 
 def redact_config(value: Any, key: str = "") -> Any:
@@ -59,6 +61,7 @@ def _statuses(
     from ai_sdlc.providers.claude_provider import ClaudeProvider
     from ai_sdlc.providers.command_provider import CommandProvider
     from ai_sdlc.providers.openai_provider import OpenAIProvider
+    from ai_sdlc.secrets import redact
 
     rows = [{"name": name, "usable": True, "reason": why} for name, why in _BUILT_IN.items()]
     classes: list[type[Provider]] = [
@@ -72,9 +75,10 @@ def _statuses(
         try:
             extra = {"which": which} if cls is ClaudeProvider else {}
             status = factory(root, settings, **extra).status()
-            rows.append({"name": status.name, "usable": status.usable, "reason": status.reason})
+            reason = redact(status.reason)
+            rows.append({"name": status.name, "usable": status.usable, "reason": reason})
         except AiSdlcError as exc:
-            rows.append({"name": cls.name, "usable": False, "reason": exc.message})
+            rows.append({"name": cls.name, "usable": False, "reason": redact(exc.message)})
     return rows
 
 
@@ -89,12 +93,16 @@ def build_report(
 
     env = os.environ if environ is None else environ
     problems: list[str] = []
+    config_invalid = False
     try:
         config = load_config(root, environ=env)
         settings: dict[str, Any] = config.section("ai")
         limits = config.section("limits")
     except AiSdlcError as exc:
-        problems.append(f"config: {exc.message}")
+        from ai_sdlc.secrets import redact
+
+        problems.append(redact(f"config: {exc.message}"))
+        config_invalid = True
         settings, limits = {}, {}
     name, source, notice = choose_provider_name(
         flag=None, settings=settings, environ=env, which=which
@@ -126,6 +134,7 @@ def build_report(
             },
         },
         "problems": problems,
+        "config_invalid": config_invalid,
     }
 
 
@@ -162,6 +171,8 @@ def doctor(json: JsonOption = False) -> None:
     else:
         _render_text(out, report)
     sel = report["selected"]
+    if sel["usable"] and report["config_invalid"]:
+        raise typer.Exit(int(ExitCode.INVALID_INPUT))
     if not sel["usable"]:
         raise ProviderUnavailableError(
             f"the selected provider {sel['provider']!r} is not usable: {sel['reason']}",

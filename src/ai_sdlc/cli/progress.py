@@ -99,6 +99,10 @@ class Progress:
             return f"[{story}] {e.get('outcome')} in {e.get('elapsed', 0):.1f}s"
         if name == "tool_call":
             return f"[{story}]   {phase} tool {e.get('tool', '')}"
+        if name == "workspace":
+            return f"[{story}] {e.get('notice')}"
+        if name == "story_published":
+            return f"[{story}] pull request {e.get('outcome')}: {e.get('message')}"
         return Progress.describe_run(e)
 
     @staticmethod

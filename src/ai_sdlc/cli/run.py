@@ -55,6 +55,14 @@ def run(
         str | None,
         typer.Option("--provider", help="scripted, dry-run, openai, anthropic, claude, command."),
     ] = None,
+    no_worktree: Annotated[
+        bool,
+        typer.Option(
+            "--no-worktree",
+            help="Let agents work in the project folder itself (no worktree, branch, commits or "
+            "rollback; unsafe for unattended runs).",
+        ),
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Take a story through refine → research → plan → implement → review → done."""
@@ -80,9 +88,11 @@ def run(
         return
 
     progress = Progress(out)
-    session = Session.open(store, provider_name=provider, emit=progress.event)
-    if session.notice:
-        out.warn(session.notice)
+    session = Session.open(
+        store, provider_name=provider, emit=progress.event, no_worktree=no_worktree
+    )
+    for notice in (session.notice or "").splitlines():
+        out.warn(notice)
     if auto or batch or resume or continue_:
         report = session.run_many(story_ids=ids if batch else None, resume=resume, latest=continue_)
         _finish_multi(out, report, json)

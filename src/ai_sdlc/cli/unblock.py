@@ -8,7 +8,8 @@ import typer
 
 from ai_sdlc.cli.common import JsonOption, open_store, terminal
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.workflow.ledger import unblock as unblock_story
+from ai_sdlc.config import load_config
+from ai_sdlc.workflow.transitions import StoryState
 
 
 def unblock(
@@ -17,18 +18,20 @@ def unblock(
         bool,
         typer.Option(
             "--reset-retries",
-            help="Also set every recovery counter and the breakdown to 0. Without it the "
-            "counters stay, so the next recovery blocks again.",
+            help="Also set every recovery counter and the breakdown to 0 (the only way to "
+            "lower them). Without it the counters stay, so the next failed attempt counts on "
+            "top and blocks again at the limit.",
         ),
     ] = False,
     json: JsonOption = False,
 ) -> None:
-    """Clear a story's block."""
+    """Clear a story's block; it returns to the first phase it has not passed."""
     out = terminal(json)
     store = open_store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before any edit
-    result = unblock_story(store, story_id, reset_retries=reset_retries)
+    limit = int(load_config(store.root).get("limits.global_recovery"))
+    result = StoryState(store, limit=limit).unblock(story_id, reset_retries=reset_retries)
     if json:
         out.json(result)
         return

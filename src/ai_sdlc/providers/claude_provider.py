@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from ai_sdlc.git.staging import agent_changes
 from ai_sdlc.providers.agent_loop import AgentTurnLimitError, Deadline, PhaseDeadlineReached
 from ai_sdlc.providers.base import (
     Access,
@@ -207,8 +208,13 @@ class ClaudeProvider(ConfiguredProvider):
         )
 
         def one_session() -> _Outcome:
-            deadline.check()
-            return self._session(argv, request, deadline)
+            # Each try gets the whole phase time limit: a timeout is a transient failure,
+            # retried (and counted as an API retry) under the `llm` policy like any other.
+            attempt = Deadline(deadline.seconds)
+            try:
+                return self._session(argv, request, attempt)
+            except PhaseDeadlineReached:
+                raise attempt.expired_error("claude") from None
 
         try:
             outcome = request.guard(one_session)
@@ -382,6 +388,9 @@ class ClaudeProvider(ConfiguredProvider):
         after = snapshot(request.workspace) if before is not None else None
         if before is not None and after is not None:
             changed = changed_paths(before, after)
+            if request.access is Access.READ_ONLY:
+                # swap files, agents' scratch files and git-ignored files (logs) are not the agent's
+                changed = agent_changes(request.workspace, changed)
             if request.access is Access.READ_ONLY and changed:
                 raise AccessViolationError(
                     f"claude changed files during the read-only {request.phase.value} phase: "

@@ -3,22 +3,28 @@
 The prompt (system prompt + phase prompt) reaches the agent through a private temp file
 (`{prompt_file}`) or its stdin, never through a shell or an argument; stdin is closed unless it
 carries the prompt (`codex exec` hangs on an open pipe). The agent runs in the workspace in its
-own process group, killed when the phase time limit passes. Exit codes and output patterns map
-to our error kinds, so a rate-limit message becomes a retryable `rate_limit`. A CLI agent
-cannot be confined tool by tool, so read-only phases use the preset's read-only command line
-and are checked afterwards: any changed file fails the phase with `AccessViolationError`.
+own process group, killed when the phase time limit passes. What it prints is read by
+`cli_output` in the preset's output format: plain text, or the structured output of codex
+(`exec --json`) and Gemini CLI (`--output-format json`), which gives the real answer, the real
+token usage, the agent's own API retries (counted as `api_retry` recoveries, like Claude Code's)
+and its typed failures. Exit codes and output patterns map to our error kinds, so a rate-limit
+message becomes a retryable `rate_limit`. A CLI agent cannot be confined tool by tool, so
+read-only phases use the preset's read-only command line and are checked afterwards: any file
+the agent changed fails the phase with `AccessViolationError`.
 
 Settings (`ai.command.*`):
-    preset: claude | codex | aider       a documented template (see PRESETS)
+    preset: claude | codex | aider | gemini   a documented template (see PRESETS)
     template: ["my-agent", "--prompt-file", "{prompt_file}", "--model={model}"]
     read_only_template: [...]            used for refine/research/plan/review (default: template)
     prompt_via: file | stdin             default: file when a token has {prompt_file}
+    output: text | codex-jsonl | gemini-json   how stdout is read (default: the preset's, or
+                                         text for your own template)
     patterns: [{pattern: "quota exceeded", kind: limit}, ...]   checked before the defaults
     exit_codes: {75: rate_limit}         exit code → kind
 Placeholders: {prompt_file}, {workspace}, {model}, {phase}; a token whose placeholder has no
 value (no model configured) is dropped. Kinds: rate_limit, overloaded, server, timeout,
-connection, auth, limit, request. Token usage is estimated from text length (CLI agents do not
-report it); `ai.prices.<model>` turns it into an estimated cost.
+connection, auth, limit, request. With `text` output token usage is estimated from text length;
+the structured formats report it. `ai.prices.<model>` turns it into a cost.
 """
 
 from __future__ import annotations
@@ -33,24 +39,25 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.git.staging import agent_changes
 from ai_sdlc.providers.agent_loop import Deadline, PhaseDeadlineReached
 from ai_sdlc.providers.base import (
     Access,
     ConfiguredProvider,
     ProviderConfigError,
-    ProviderError,
     ProviderRequest,
     ProviderResult,
     ProviderStatus,
     Usage,
 )
-from ai_sdlc.providers.errors_map import (
-    DEFAULT_OUTPUT_PATTERNS,
-    OUTPUT_KINDS,
-    classify_output,
-    error_for_kind,
-    redact,
+from ai_sdlc.providers.cli_output import (
+    OUTPUT_FORMATS,
+    AgentOutput,
+    BackendRetry,
+    Classifier,
+    parse_output,
 )
+from ai_sdlc.providers.errors_map import OUTPUT_KINDS, redact
 from ai_sdlc.providers.pricing import estimate_tokens, price_for, priced
 from ai_sdlc.providers.selection import effective_timeout, resolve_model
 from ai_sdlc.providers.tools import (
@@ -58,11 +65,9 @@ from ai_sdlc.providers.tools import (
     changed_paths,
     kill_process_group,
     snapshot,
-    truncate,
 )
 
 PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}")
-_MAX_OUTPUT = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class Preset:
     read_only_template: tuple[str, ...]
     prompt_via: str
     doc: str
+    #: How stdout is read (`cli_output.OUTPUT_FORMATS`).
+    output: str = "text"
 
 
 PRESETS: dict[str, Preset] = {
@@ -92,6 +99,7 @@ PRESETS: dict[str, Preset] = {
         template=(
             "codex",
             "exec",
+            "--json",
             "--sandbox",
             "workspace-write",
             "--skip-git-repo-check",
@@ -101,6 +109,7 @@ PRESETS: dict[str, Preset] = {
         read_only_template=(
             "codex",
             "exec",
+            "--json",
             "--sandbox",
             "read-only",
             "--skip-git-repo-check",
@@ -108,7 +117,10 @@ PRESETS: dict[str, Preset] = {
             "-",
         ),
         prompt_via="stdin",
-        doc="OpenAI Codex CLI; the prompt is read from stdin, which is then closed",
+        doc="OpenAI Codex CLI, `exec --json` events (answer, token usage, its own "
+        "`Reconnecting... n/m` retries, `turn.failed`); the prompt is read from stdin, which "
+        "is then closed; `--sandbox read-only` for read-only phases",
+        output="codex-jsonl",
     ),
     "aider": Preset(
         template=(
@@ -117,6 +129,7 @@ PRESETS: dict[str, Preset] = {
             "{prompt_file}",
             "--yes-always",
             "--no-auto-commits",
+            "--no-gitignore",
             "--no-pretty",
             "--model={model}",
         ),
@@ -126,12 +139,44 @@ PRESETS: dict[str, Preset] = {
             "{prompt_file}",
             "--yes-always",
             "--no-auto-commits",
+            "--no-gitignore",
             "--no-pretty",
             "--dry-run",
             "--model={model}",
         ),
         prompt_via="file",
-        doc="Aider; --dry-run for read-only phases, no commits (the runner owns git)",
+        # --no-gitignore: with --yes-always aider would otherwise add `.aider*` (and `.env`)
+        # to the project's .gitignore, a change nobody asked for (and a read-only violation).
+        doc="Aider; --dry-run for read-only phases, no commits and no .gitignore edits "
+        "(the runner owns git)",
+    ),
+    "gemini": Preset(
+        template=(
+            "gemini",
+            "--output-format",
+            "json",
+            "--approval-mode",
+            "auto_edit",
+            "--model={model}",
+        ),
+        read_only_template=(
+            "gemini",
+            "--output-format",
+            "json",
+            "--approval-mode",
+            "default",
+            "--model={model}",
+        ),
+        prompt_via="stdin",
+        # Piped stdin alone makes Gemini CLI headless and is the whole prompt (`-p` text would
+        # only be appended to it). Headless, every tool call that would ask for approval is
+        # denied: `default` leaves read tools only, `auto_edit` adds the edit tools (never the
+        # shell). An untrusted folder (security.folderTrust) fails with exit code 55 and says
+        # how to trust it; we never pass --skip-trust on the user's behalf.
+        doc="Gemini CLI, `--output-format json` (answer, token usage per model, its own API "
+        "retries, typed errors); prompt on stdin; `--approval-mode default` for read-only "
+        "phases (headless: edits denied), `auto_edit` for edit phases",
+        output="gemini-json",
     ),
 }
 
@@ -145,6 +190,7 @@ class CommandSpec:
     prompt_via: str
     patterns: tuple[tuple[str, str], ...]
     exit_codes: dict[int, str]
+    output: str = "text"
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -183,7 +229,7 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
     else:
         raise ProviderConfigError(
             "the command provider needs ai.command.template or ai.command.preset",
-            hint="e.g. ai.command.preset: aider (or claude, codex)",
+            hint="e.g. ai.command.preset: aider (or claude, codex, gemini)",
         )
     if section.get("read_only_template") is not None:
         read_only = _argv(section["read_only_template"], "ai.command.read_only_template")
@@ -216,7 +262,17 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
                 f"ai.command.exit_codes: {code!r} is not an exit code"
             ) from None
         exit_codes[number] = _kind(kind, f"ai.command.exit_codes.{code}")
-    return CommandSpec(template, read_only, str(via), tuple(patterns), exit_codes)
+    output = section.get("output")
+    if output is None:
+        # a preset's format follows its own command line, not one the user wrote instead
+        output = preset.output if preset is not None and section.get("template") is None else "text"
+    if output not in OUTPUT_FORMATS:
+        raise InvalidInputError(
+            f"ai.command.output must be one of {', '.join(OUTPUT_FORMATS)}, got {output!r}",
+            hint="codex-jsonl for `codex exec --json`, gemini-json for "
+            "`gemini --output-format json`, text for anything else",
+        )
+    return CommandSpec(template, read_only, str(via), tuple(patterns), exit_codes, str(output))
 
 
 def render(template: tuple[str, ...], values: Mapping[str, str | None]) -> list[str]:
@@ -287,20 +343,26 @@ class CommandProvider(ConfiguredProvider):
                     },
                 )
 
-            def one_run() -> str:
-                deadline.check()
-                return self._run(argv, spec, request, prompt, deadline)
+            def one_run() -> AgentOutput:
+                # Each try gets the whole phase time limit: a timeout is a transient failure,
+                # retried (and counted as an API retry) under the `llm` policy like any other.
+                attempt = Deadline(deadline.seconds)
+                try:
+                    return self._run(argv, spec, request, prompt, attempt)
+                except PhaseDeadlineReached:
+                    raise attempt.expired_error(f"agent {argv[0]!r}") from None
 
             try:
                 output = request.guard(one_run)
             except PhaseDeadlineReached:
                 raise deadline.expired_error(f"agent {argv[0]!r}") from None
         changed = self._changes(request, before)
-        usage = priced(
-            Usage(estimate_tokens(prompt), estimate_tokens(output)), price_for(self.settings, model)
-        )
+        usage = output.usage  # the agent's own count, when its output format has one
+        if usage is None:
+            usage = Usage(estimate_tokens(prompt), estimate_tokens(output.text))
+        usage = priced(usage, price_for(self.settings, model))
         return ProviderResult(
-            text=output, usage=usage, duration=deadline.elapsed(), files_changed=changed
+            text=output.text, usage=usage, duration=deadline.elapsed(), files_changed=changed
         )
 
     def _run(
@@ -310,7 +372,7 @@ class CommandProvider(ConfiguredProvider):
         request: ProviderRequest,
         prompt: str,
         deadline: Deadline,
-    ) -> str:
+    ) -> AgentOutput:
         via_stdin = spec.prompt_via == "stdin"
         try:
             proc = subprocess.Popen(
@@ -339,21 +401,27 @@ class CommandProvider(ConfiguredProvider):
         except BaseException:
             kill_process_group(proc)
             raise
-        stdout = out.decode("utf-8", "replace")
-        if proc.returncode == 0:
-            return stdout[-_MAX_OUTPUT:]
-        stderr = err.decode("utf-8", "replace")
-        text = redact(f"{stdout[-4000:]}\n{stderr[-4000:]}".strip())
-        kind = spec.exit_codes.get(proc.returncode) or classify_output(
-            text, spec.patterns + DEFAULT_OUTPUT_PATTERNS
+        parsed = parse_output(
+            spec.output,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            proc.returncode,
+            Classifier(argv[0], spec.patterns, spec.exit_codes),
         )
-        message = (
-            f"agent {argv[0]!r} exited with code {proc.returncode}: "
-            f"{truncate(text, 300) or 'no output'}"
-        )
-        if kind is not None:
-            raise error_for_kind(kind, message)
-        raise ProviderError(message)
+        # The agent's own retries happened whether or not it finally answered: count each
+        # (this may raise StoryBlockedError at the global limit; the agent has exited).
+        for retry in parsed.retries:
+            self._backend_retry(request, retry)
+        if parsed.error is not None:
+            raise parsed.error
+        return parsed
+
+    @staticmethod
+    def _backend_retry(request: ProviderRequest, retry: BackendRetry) -> None:
+        if request.on_event is not None:
+            request.on_event("backend_retry", {"delay": retry.delay, "reason": retry.reason})
+        if request.on_backend_retry is not None:
+            request.on_backend_retry(retry.delay, retry.reason)
 
     def _changes(self, request: ProviderRequest, before: Any) -> list[str]:
         if before is None:
@@ -362,6 +430,9 @@ class CommandProvider(ConfiguredProvider):
         if after is None:
             return []
         changed = changed_paths(before, after)
+        if request.access is Access.READ_ONLY:
+            # swap files, agents' scratch files and git-ignored files (logs) are not the agent's
+            changed = agent_changes(request.workspace, changed)
         if request.access is Access.READ_ONLY and changed:
             raise AccessViolationError(
                 f"the agent changed files during the read-only {request.phase.value} phase: "

@@ -61,7 +61,11 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 def safe_url(value: str) -> str:
-    """`value` without the user:password@ part, the one secret a base URL can carry."""
+    """`value` without its secrets: the user:password@ part and credential-looking query
+    parameters (`secrets.mask_url`)."""
+    from ai_sdlc.secrets import mask_url
+
+    value = mask_url(value)
     try:
         parts = urlsplit(value)
         port = parts.port

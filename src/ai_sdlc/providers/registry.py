@@ -2,6 +2,9 @@
 
 `import anthropic` alone costs over a second, so nothing is imported until a provider is asked
 for by name; a missing optional extra becomes a `ProviderConfigError` with the install line.
+`missing_package` tells, before anything runs, whether a provider's client library imports:
+auto-detection, `doctor` and an explicit `--provider` all ask it, so none of them meets a
+ModuleNotFoundError mid-run.
 """
 
 from __future__ import annotations
@@ -24,25 +27,36 @@ class ProviderSpec:
     extra: str | None = None
     #: Top-level modules that extra provides (a ModuleNotFoundError for one means "install it").
     extra_modules: tuple[str, ...] = ()
+    #: Modules the provider cannot work without (the claude extra is optional: a `claude`
+    #: binary on PATH does as well).
+    requires: tuple[str, ...] = ()
+    #: The PyPI package the extra brings (for `pipx inject`), when not the extra's name.
+    package: str | None = None
 
 
 PROVIDER_SPECS: tuple[ProviderSpec, ...] = (
     ProviderSpec("scripted", "ai_sdlc.providers.scripted:ScriptedProvider"),
     ProviderSpec("dry-run", "ai_sdlc.providers.dry_run:DryRunProvider"),
     ProviderSpec(
-        "openai", "ai_sdlc.providers.openai_provider:OpenAIProvider", "openai", ("openai",)
+        "openai",
+        "ai_sdlc.providers.openai_provider:OpenAIProvider",
+        "openai",
+        ("openai",),
+        requires=("openai",),
     ),
     ProviderSpec(
         "anthropic",
         "ai_sdlc.providers.anthropic_provider:AnthropicProvider",
         "anthropic",
         ("anthropic",),
+        requires=("anthropic",),
     ),
     ProviderSpec(
         "claude",
         "ai_sdlc.providers.claude_provider:ClaudeProvider",
         "claude",
         ("claude_agent_sdk",),
+        package="claude-agent-sdk",
     ),
     ProviderSpec("command", "ai_sdlc.providers.command_provider:CommandProvider"),
 )
@@ -80,16 +94,53 @@ def provider_class(name: str) -> type[Provider]:
     return cls
 
 
+def install_hint(spec: ProviderSpec) -> str:
+    """The command that brings `spec`'s client library (built from the real distribution name)."""
+    from ai_sdlc import install_command
+
+    return install_command(spec.extra or spec.name, spec.package)
+
+
+def missing_package(name: str) -> str | None:
+    """The module `name`'s provider needs that cannot be imported here, or None.
+
+    A module that is present but fails to import (a broken or partial install) counts as
+    missing: finding it is not enough. Importing costs up to a second, paid only for a
+    provider that is about to be used or reported on, and once per process."""
+    import sys
+
+    for module in provider_spec(name).requires:
+        if module in sys.modules:
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception:  # ImportError, or whatever a broken package raises on import
+            return module
+    return None
+
+
+def missing_package_error(name: str, module: str, source: str) -> ProviderConfigError:
+    """Exit 4 for an explicitly chosen provider whose client library is not installed."""
+    spec = provider_spec(name)
+    return ProviderConfigError(
+        f"the {spec.name} provider (chosen by {source}) needs the '{module}' package, which is "
+        "not installed",
+        hint=install_hint(spec),
+    )
+
+
 def _missing_module_error(spec: ProviderSpec, exc: ModuleNotFoundError) -> ProviderConfigError:
+    from ai_sdlc import DISTRIBUTION
+
     missing = (exc.name or "").split(".")[0]
     if spec.extra is not None and missing in spec.extra_modules:
         return ProviderConfigError(
             f"the {spec.name} provider needs the '{missing}' package, which is not installed",
-            hint=f"pip install 'ai-sdlc[{spec.extra}]'",
+            hint=install_hint(spec),
         )
     return ProviderConfigError(
         f"the {spec.name} provider cannot be loaded: module {exc.name!r} is missing",
-        hint="reinstall ai-sdlc (pip install --force-reinstall ai-sdlc)",
+        hint=f"reinstall {DISTRIBUTION} (pip install --force-reinstall {DISTRIBUTION})",
     )
 
 

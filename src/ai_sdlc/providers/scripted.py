@@ -34,7 +34,6 @@ can be tested offline.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -58,7 +57,6 @@ from ai_sdlc.providers.scripted_rules import (
     Rule,
     RuleSet,
     load_rules,
-    unsafe_relative_path,
 )
 from ai_sdlc.providers.scripted_usage import ServedCounts
 
@@ -247,17 +245,16 @@ def _fault_error(fault: Fault, rule: Rule) -> Exception:
 def resolve_confined(workspace: Path, relative: str) -> Path:
     """The real path of `relative` below `workspace`; refuses absolute paths, `..` and symlinks
     that lead outside (a rule must never write anywhere but the workspace)."""
-    problem = unsafe_relative_path(relative)
-    if problem:
-        raise ProviderRequestError(f"refusing to write {relative!r}: the path {problem}")
-    root = Path(os.path.realpath(workspace))
-    target = Path(os.path.realpath(root / relative))
-    if not target.is_relative_to(root) or target == root:
+    from ai_sdlc.providers.tools import PathRefused, confine
+
+    try:
+        return confine(workspace, relative, write=True)  # the check every provider shares
+    except PathRefused as exc:
         raise ProviderRequestError(
-            f"refusing to write {relative!r}: it resolves outside the workspace ({target})",
-            hint="a symlink in the workspace points elsewhere; remove it or change the rule",
-        )
-    return target
+            f"refusing to write: {exc}",
+            hint="rules write only the project's own files (not .git/ or .ai-sdlc/), "
+            "inside the workspace",
+        ) from None
 
 
 def write_confined(workspace: Path, relative: str, content: str) -> Path:

@@ -10,7 +10,7 @@ import difflib
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -75,18 +75,19 @@ class RuleSet:
 
 def load_rules(path: Path) -> RuleSet:
     """Read and validate the rules file; a missing file means no rules (all defaults)."""
+    from ai_sdlc import untrusted
+
     try:
-        raw = path.read_bytes()
+        raw = untrusted.read_regular(path)  # no symlink, FIFO or device: never a hang
     except FileNotFoundError:
         return RuleSet(path, None, ())
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read the scripted rules: {exc}", path=str(path)) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
             "the scripted rules file is not UTF-8 text", path=str(path), hint="save it as UTF-8"
         ) from exc
+    untrusted.check_yaml(text, str(path))  # size, depth and alias-expansion limits
     document = _parse_yaml(text, path)
     rules = _RulesParser(path).parse_document(document)
     return RuleSet(path, hashlib.sha256(raw).hexdigest(), rules)
@@ -373,19 +374,10 @@ class _RulesParser:
 
 
 def unsafe_relative_path(raw: str) -> str | None:
-    """Why `raw` may not be written below a workspace, or None when it is a plain relative path.
+    """Why `raw` may not be written below a workspace, or None when it is a plain relative path
+    (the shared confinement rules of `tools.path_problem`: no `..`, no absolute path, nothing
+    in `.git/` or `.ai-sdlc/` in any letter case). Symlink escapes can only be seen against a
+    real folder; the writer checks those with `tools.confine`."""
+    from ai_sdlc.providers.tools import path_problem
 
-    Symlink escapes can only be seen against a real folder; the writer checks those.
-    """
-    if not raw.strip():
-        return "is empty"
-    if "\\" in raw or "\x00" in raw:
-        return "contains a backslash or NUL character"
-    pure = PurePosixPath(raw)
-    if pure.is_absolute() or (len(raw) > 1 and raw[1] == ":"):
-        return "is absolute"
-    if ".." in pure.parts:
-        return "climbs out with '..'"
-    if ".git" in pure.parts:
-        return "points into .git"
-    return None
+    return path_problem(raw, write=True)

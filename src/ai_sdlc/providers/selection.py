@@ -2,9 +2,12 @@
 
 Provider: `--provider` flag > `AI_SDLC_PROVIDER` > `ai.provider` in config > auto-detect:
 a `claude` binary (configured `ai.claude.binary`, on PATH, or bundled with the
-claude-agent-sdk extra) → `claude`; else `ANTHROPIC_API_KEY` with the anthropic extra →
-`anthropic`; else `OPENAI_BASE_URL`/`OPENAI_API_KEY` (or `ai.openai.base_url`) → `openai`;
-else the offline `scripted` provider with a one-line notice that no AI is involved.
+claude-agent-sdk extra) → `claude`; else `ANTHROPIC_API_KEY` with the anthropic package →
+`anthropic`; else `OPENAI_BASE_URL`/`OPENAI_API_KEY` (or `ai.openai.base_url`) with the openai
+package → `openai`; else the offline `scripted` provider with a one-line notice that no AI is
+involved. Auto-detection takes only a provider whose client library imports (what `doctor`
+calls usable); a key seen without its package is named in the notice with the install command.
+A provider chosen by name whose package is missing stops the command (exit 4, install command).
 
 Model: the request's model > `AI_SDLC_MODEL` > `ai.<provider>.model` > `ai.model` > the
 provider's default. Phase limits: `ai.max_turns` (a number, or a mapping phase → number) and
@@ -49,13 +52,6 @@ class Selection:
     notice: str | None = None
 
 
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def bundled_claude() -> str | None:
     """The `claude` binary shipped inside the claude-agent-sdk wheel, if that extra is here."""
     try:
@@ -85,21 +81,70 @@ def _sub(settings: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _evidence(name: str, settings: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """What says the user wants `name` (an environment variable or config key), or None."""
+    own = _sub(settings, name)
+    if name == "anthropic":
+        key_env = str(own.get("api_key_env") or "ANTHROPIC_API_KEY")
+        return key_env if environ.get(key_env) else None
+    if name == "openai":
+        key_env = str(own.get("api_key_env") or "OPENAI_API_KEY")
+        for found in (key_env, "OPENAI_BASE_URL"):
+            if environ.get(found):
+                return found
+        return "ai.openai.base_url" if own.get("base_url") else None
+    return None
+
+
+@dataclass(frozen=True)
+class Detection:
+    name: str
+    why: str
+    #: Providers the user asked for (a key is set) that cannot run: one clause each.
+    skipped: tuple[str, ...] = ()
+
+
+def detect(
+    settings: Mapping[str, Any], environ: Mapping[str, str], which: Which = shutil.which
+) -> Detection:
+    """The first usable provider in the auto-detect order, and what was passed over."""
+    from ai_sdlc.providers.registry import install_hint, missing_package, provider_spec
+
+    if find_claude(settings, which):
+        return Detection("claude", "a claude CLI was found")
+    skipped: list[str] = []
+    for name in ("anthropic", "openai"):
+        seen = _evidence(name, settings, environ)
+        if seen is None:
+            continue
+        module = missing_package(name)
+        if module is None:
+            return Detection(name, f"{seen} is set", tuple(skipped))
+        skipped.append(
+            f"{seen} is set but the {module} package is not installed "
+            f"({install_hint(provider_spec(name))})"
+        )
+    return Detection("scripted", "no AI provider is configured", tuple(skipped))
+
+
 def auto_detect(
     settings: Mapping[str, Any], environ: Mapping[str, str], which: Which = shutil.which
 ) -> tuple[str, str]:
     """(provider name, why) for a project that names no provider."""
-    if find_claude(settings, which):
-        return "claude", "a claude CLI was found"
-    if environ.get("ANTHROPIC_API_KEY") and _has_module("anthropic"):
-        return "anthropic", "ANTHROPIC_API_KEY is set"
-    if (
-        environ.get("OPENAI_BASE_URL")
-        or environ.get("OPENAI_API_KEY")
-        or _sub(settings, "openai").get("base_url")
-    ):
-        return "openai", "an OpenAI-compatible endpoint is configured"
-    return "scripted", "no AI provider is configured"
+    found = detect(settings, environ, which)
+    return found.name, found.why
+
+
+def _notice(found: Detection) -> str | None:
+    """One line: the offline notice, or what was seen and which package is missing."""
+    if found.name != "scripted":
+        return None
+    if not found.skipped:
+        return NO_AI_NOTICE
+    return (
+        "; ".join(found.skipped)
+        + ": using the offline scripted provider (simulated answers, no AI involved)"
+    )
 
 
 def choose_provider_name(
@@ -117,8 +162,8 @@ def choose_provider_name(
     configured = settings.get("provider")
     if isinstance(configured, str) and configured.strip():
         return configured.strip().lower(), "config", None
-    name, _why = auto_detect(settings, environ, which)
-    return name, "auto", NO_AI_NOTICE if name == "scripted" else None
+    found = detect(settings, environ, which)
+    return found.name, "auto", _notice(found)
 
 
 def select_provider(
@@ -130,15 +175,28 @@ def select_provider(
     which: Which = shutil.which,
 ) -> Selection:
     """Build the provider a run uses (a missing extra or binary raises its typed error)."""
-    from ai_sdlc.providers.registry import create_provider
+    from ai_sdlc.providers.registry import (
+        create_provider,
+        missing_package,
+        missing_package_error,
+        provider_spec,
+    )
 
     env = os.environ if environ is None else environ
     settings = config.section("ai")
     name, source, notice = choose_provider_name(
         flag=flag, settings=settings, environ=env, which=which
     )
+    provider_spec(name)  # an unknown name is a config error before anything else
+    module = missing_package(name)
+    if module is not None:  # auto-detection never picks such a provider: it was named
+        raise missing_package_error(name, module, _shown_source(source))
     provider = create_provider(name, project_root=project_root, settings=settings)
     return Selection(name=name, source=source, provider=provider, notice=notice)
+
+
+def _shown_source(source: str) -> str:
+    return {"config": "ai.provider"}.get(source, source)
 
 
 def resolve_model(

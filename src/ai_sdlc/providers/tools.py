@@ -28,17 +28,20 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
 from ai_sdlc.secrets import scrubbed_env
 
-#: Top-level folders a model may read but never write.
+#: Folders a model or a scripted rule may read but never write, at any depth and in any letter
+#: case (`.AI-SDLC/` is the same folder on a case-insensitive file system).
 PROTECTED_DIRS = frozenset({".git", ".ai-sdlc"})
 #: Folders skipped by `search`, `list_dir` recursion and snapshots (big, generated, or ours).
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache"})
+#: Never listed, searched or watched: ai-sdlc's own state (`.ai-sdlc`, written by the tool
+#: itself while an agent runs) and folders that are never the work.
+SKIP_DIRS = frozenset({".git", ".ai-sdlc", "node_modules", ".venv", "__pycache__", ".mypy_cache"})
 _MAX_SEARCH_HITS = 200
 _MAX_SEARCH_FILE_BYTES = 1_000_000
 _MAX_LIST_ENTRIES = 500
@@ -73,6 +76,67 @@ class ToolOutcome:
 # --- paths ----------------------------------------------------------------------------------
 
 
+class PathRefused(ValueError):
+    """A path an agent or a rule may not use; the message says why."""
+
+
+def path_problem(raw: object, *, write: bool) -> str | None:
+    """Why `raw` may not be used below a workspace (judged on the text alone), or None.
+
+    Absolute paths, `~`, `..` and NUL are refused; for writing also backslashes (a Windows
+    separator in disguise) and any `.git` or `.ai-sdlc` component, case-insensitively: nothing
+    but ai-sdlc itself writes its story files, counters or config.
+    """
+    if not isinstance(raw, str):
+        return "is not a string"
+    if "\x00" in raw:
+        return "contains a NUL character"
+    text = raw.strip()
+    if write and not text:
+        return "is empty"
+    if write and "\\" in raw:
+        return "contains a backslash"
+    pure = PurePosixPath(text or ".")
+    if pure.is_absolute() or text.startswith("~") or (len(text) > 1 and text[1] == ":"):
+        return "is absolute; use a path relative to the workspace"
+    if ".." in pure.parts:
+        return "climbs out with '..'; paths must stay inside the workspace"
+    if write:
+        protected = _protected_part(pure.parts)
+        if protected is not None:
+            return f"points into {protected} (a protected folder: never written by an agent)"
+    return None
+
+
+def _protected_part(parts: Sequence[str]) -> str | None:
+    for part in parts:
+        if part.casefold() in PROTECTED_DIRS:
+            return part
+    return None
+
+
+def confine(root: Path, raw: object, *, write: bool = False) -> Path:
+    """The one confinement check every provider uses: the real path of `raw` below `root`.
+
+    Refuses what `path_problem` refuses, then resolves symlinks and refuses a result outside
+    `root` or (for writing) the root itself or anything inside a protected folder.
+    """
+    problem = path_problem(raw, write=write)
+    if problem is not None:
+        raise PathRefused(f"{raw!r} {problem}")
+    assert isinstance(raw, str)
+    base = Path(os.path.realpath(root))
+    resolved = Path(os.path.realpath(base / (raw.strip() or ".")))
+    if resolved != base and not resolved.is_relative_to(base):
+        raise PathRefused(f"{raw!r} leads outside the workspace (symlink) to {resolved}")
+    if write:
+        rel = resolved.relative_to(base)
+        protected = _protected_part(rel.parts)
+        if resolved == base or protected is not None:
+            raise PathRefused(f"{raw!r} is not writable (protected folder)")
+    return resolved
+
+
 class Workspace:
     """Resolves model-supplied paths inside one folder, or refuses them."""
 
@@ -80,24 +144,10 @@ class Workspace:
         self.root = root.resolve()
 
     def resolve(self, raw: object, *, write: bool = False) -> Path:
-        if not isinstance(raw, str):
-            raise ToolRefused("path must be a string relative to the workspace")
-        if "\x00" in raw:
-            raise ToolRefused("path contains a NUL byte")
-        text = raw.strip() or "."
-        candidate = Path(text)
-        if candidate.is_absolute() or text.startswith("~"):
-            raise ToolRefused(f"{raw!r} is absolute; use a path relative to the workspace")
-        if ".." in candidate.parts:
-            raise ToolRefused(f"{raw!r} contains '..'; paths must stay inside the workspace")
-        resolved = (self.root / candidate).resolve(strict=False)
-        if resolved != self.root and not resolved.is_relative_to(self.root):
-            raise ToolRefused(f"{raw!r} leads outside the workspace (symlink)")
-        if write:
-            rel = resolved.relative_to(self.root)
-            if resolved == self.root or (rel.parts and rel.parts[0] in PROTECTED_DIRS):
-                raise ToolRefused(f"{raw!r} is not writable (protected folder)")
-        return resolved
+        try:
+            return confine(self.root, raw, write=write)
+        except PathRefused as exc:
+            raise ToolRefused(str(exc)) from None
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() or "."

@@ -27,6 +27,7 @@ from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.resilience.breaker import BreakerSnapshot, CircuitBreaker, CircuitState
 from ai_sdlc.resilience.errors import StateError
 from ai_sdlc.resilience.metrics import merge_counts
+from ai_sdlc.untrusted import read_regular
 
 T = TypeVar("T")
 
@@ -55,13 +56,17 @@ class StateDir:
         """The document, {} when missing; a clear error when it is not a JSON object."""
         path = self.file(name)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path).decode("utf-8", "replace")
         except FileNotFoundError:
             return {}
         except OSError as exc:
             raise StateError("read", path, exc) from exc
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise InvalidInputError(
+                "nested too deeply to be a state file", path=str(path), hint=_REBUILD_HINT
+            ) from None
         except json.JSONDecodeError as exc:
             raise InvalidInputError(
                 f"not valid JSON: {exc.msg}",

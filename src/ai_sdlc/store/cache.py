@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = "ai-sdlc/story-cache"
-VERSION = 1
+VERSION = 2  # 2: hostile-file limits and stricter values (old entries may now be invalid)
 FILE_NAME = "stories.json"
 RACY_SECONDS = 2.0
 

@@ -130,6 +130,12 @@ class _Loader(CParser, _Resolver):
 
 def load(text: str) -> Any:
     """Plain value of a frontmatter text, or NotFast when only ruamel can tell."""
+    return load_with_node(text)[0]
+
+
+def load_with_node(text: str) -> tuple[Any, Node | None]:
+    """`load`, also returning libyaml's node tree: its marks tell an edit where each key's
+    lines are, so that one C parse serves both the values and the splice."""
     if "\t" in text or _RISKY.search(text):
         raise NotFast("syntax the two parsers read differently")
     loader = _Loader(text)
@@ -140,9 +146,9 @@ def load(text: str) -> Any:
     finally:
         loader.dispose()
     if node is None:
-        return None
+        return None, None
     try:
-        return _build(node)
+        return _build(node), node
     except RecursionError:
         raise NotFast("recursive alias") from None
 

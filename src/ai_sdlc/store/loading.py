@@ -1,7 +1,9 @@
 """Read one story file: the round-trip load (for edits and `show`) and the fast load (listing).
 
 Both validate with the same rules and agree on values; the fast path hands anything unusual,
-and every broken file, to the round-trip path so that errors carry exact file lines.
+and every broken file, to the round-trip path so that errors carry exact file lines. Both read
+only regular files (`untrusted.read_regular`) and hold the frontmatter to the same size, depth
+and alias-expansion limits (`untrusted.check_yaml`) before any YAML parser sees it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc import untrusted
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store import schema, storyfile
 from ai_sdlc.store.storyfile import FIRST_LINE, StoryText
@@ -27,8 +30,16 @@ class RoundTrip:
 
 
 def read(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+    """Bytes of a story file: a symlink, FIFO, folder or unreadable file is an
+    InvalidInputError naming the file and the reason (never a hang or a crash)."""
+    return untrusted.read_regular(path)
+
+
+def parts_of(data: bytes, shown: str) -> StoryText:
+    """The parts of a story file, its frontmatter checked against the YAML limits."""
+    parts = storyfile.split(storyfile.decode(data, shown), shown)
+    untrusted.check_yaml(parts.frontmatter, shown, first_line=FIRST_LINE)
+    return parts
 
 
 def load_roundtrip(path: Path, folder_id: str, data: bytes) -> RoundTrip:
@@ -36,7 +47,7 @@ def load_roundtrip(path: Path, folder_id: str, data: bytes) -> RoundTrip:
     from ai_sdlc.store import roundtrip
 
     shown = str(path)
-    parts = storyfile.split(storyfile.decode(data, shown), shown)
+    parts = parts_of(data, shown)
     loaded = roundtrip.load(parts.frontmatter, shown)
     plain = plain_frontmatter(loaded, shown)
     problem = schema.find_problem(plain, folder_id)
@@ -99,7 +110,7 @@ def load_fast(path: Path | str, folder_id: str, data: bytes) -> tuple[dict[str, 
     from ai_sdlc.store import fastload
 
     shown = str(path)
-    parts = storyfile.split(storyfile.decode(data, shown), shown)
+    parts = parts_of(data, shown)
     try:
         plain = fastload.load(parts.frontmatter)
     except fastload.NotFast:

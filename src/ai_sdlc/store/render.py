@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from typing import Any
 
 from yaml import ScalarNode
@@ -44,6 +45,51 @@ _ESCAPES = {
 }
 #: Longest key YAML accepts in the implicit `key: value` form (the spec limit is 1024).
 MAX_PLAIN_KEY = 1000
+
+
+#: Whole numbers up to this many bits (about 4,200 digits) print: Python refuses beyond 4,300
+#: digits (sys.int_info.default_max_str_digits).
+_MAX_INT_BITS = 14_000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def problem(value: Any) -> tuple[str, str] | None:
+    """(what, what to do) when a plain value cannot be written as YAML that reads back exactly
+    (checked before a story is written, so nothing is half-written); None when it can."""
+    kind = type(value)
+    if kind is str:
+        surrogate = _SURROGATE.search(value)
+        if surrogate is None:
+            return None
+        return (
+            f"the text holds U+{ord(surrogate.group()):04X}, half of a UTF-16 surrogate pair, "
+            "which is not a character and cannot be stored in a UTF-8 file",
+            "decode the text properly (e.g. errors='replace'), or remove that character",
+        )
+    if kind is int and value.bit_length() > _MAX_INT_BITS:
+        return ("a whole number with more than 4,200 digits", "store it as text")
+    if kind is dt.datetime:
+        offset = value.utcoffset()
+        if offset is not None and offset % dt.timedelta(minutes=1):
+            return (
+                "a timestamp whose UTC offset is not whole minutes (YAML cannot write it)",
+                "round the offset to minutes, or store the time in UTC",
+            )
+        return None
+    if kind is list:
+        return next((p for p in map(problem, value) if p is not None), None)
+    if kind is dict:
+        for k, v in value.items():
+            found = problem(k) or problem(v)
+            if found is not None:
+                return found
+            if not isinstance(k, dict | list) and len(scalar(k)) > MAX_PLAIN_KEY:
+                return (
+                    f"a key is {len(scalar(k))} characters long as YAML; a key holds at most "
+                    f"{MAX_PLAIN_KEY}",
+                    "use a short key and put the long text in the value",
+                )
+    return None
 
 
 def plain_ok(text: str, *, flow: bool = False) -> bool:
@@ -110,13 +156,12 @@ def _float(value: float) -> str:
 
 def key(value: Any) -> str:
     """YAML text of a mapping key in block style."""
-    if isinstance(value, str):
-        if len(value) > MAX_PLAIN_KEY:
-            raise UnrenderableError("key too long for the `key: value` form")
-        return scalar(value)
     if isinstance(value, dict | list):
         raise UnrenderableError("complex keys need a full re-dump")
-    return scalar(value)
+    text = scalar(value)
+    if len(text) > MAX_PLAIN_KEY:
+        raise UnrenderableError("key too long for the `key: value` form")
+    return text
 
 
 def inline(value: Any) -> str | None:
@@ -135,7 +180,10 @@ def flow(value: Any) -> str | None:
     if isinstance(value, dict) and all(
         not isinstance(k, dict | list) and not isinstance(v, dict | list) for k, v in value.items()
     ):
-        pairs = (f"{scalar(k, flow=True)}: {scalar(v, flow=True)}" for k, v in value.items())
+        keys = [scalar(k, flow=True) for k in value]
+        if any(len(k) > MAX_PLAIN_KEY for k in keys):
+            return None
+        pairs = (f"{k}: {scalar(v, flow=True)}" for k, v in zip(keys, value.values(), strict=True))
         return "{" + ", ".join(pairs) + "}"
     return None
 

@@ -1,7 +1,7 @@
 """ruamel.yaml round-trip loading, and YAML errors turned into messages a person can act on.
 
 This module is the reference reader: whatever it loads is what a story holds. It is imported
-only when a story is edited, shown, or when the fast listing loader gives up.
+only when a story is shown, or when the fast loader gives up (listing, or a locked edit).
 """
 
 from __future__ import annotations

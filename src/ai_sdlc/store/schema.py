@@ -3,6 +3,11 @@
 The checks return a `Problem` naming the field rather than raising, so that each loader can attach
 the right file line (the fast loader has no line numbers and asks the round-trip loader for them).
 Fields not listed here are kept untouched and never checked: the TypeScript tool writes many.
+
+Bounds that make a value usable, not just well typed: counters are at most `MAX_COUNTER` (10^9;
+a larger one would in effect switch the global recovery limit off), `priority` is >= 0, dates
+are real ISO dates or timestamps, and `type` is one of `STORY_TYPES` (the set `add` accepts: one
+rule for both, an unknown type is a bad story).
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ FLAG_FIELDS: tuple[str, ...] = (
     "reviews_complete",
 )
 STORY_TYPES: tuple[str, ...] = ("feature", "bug", "chore", "spike")
+
+#: Largest value of a counter (and of a `recovery_breakdown` count).
+MAX_COUNTER = 1_000_000_000
 
 ID_PATTERN = re.compile(r"S-([0-9]{4,})")
 
@@ -61,12 +69,16 @@ def _yaml_word(value: object) -> str:
     return str(value)
 
 
+def _in_counter_range(value: object) -> bool:
+    return _is_int(value) and 0 <= value <= MAX_COUNTER  # type: ignore[operator]
+
+
 def _counter(field: str, value: object) -> Problem | None:
-    if _is_int(value) and value >= 0:  # type: ignore[operator]
+    if _in_counter_range(value):
         return None
     return Problem(
         field,
-        f"`{field}` must be a whole number >= 0, not {_shown(value)}",
+        f"`{field}` must be a whole number >= 0 and at most {MAX_COUNTER:,}, not {_shown(value)}",
         f"write e.g. `{field}: 0` (a missing counter counts as 0)",
     )
 
@@ -80,8 +92,19 @@ def _text(field: str, value: object, *, nullable: bool = False) -> Problem | Non
     )
 
 
+def is_iso_date(text: str) -> bool:
+    """True for an ISO 8601 date or timestamp (`2026-01-31`, `2026-01-31T10:00:00.000Z`)."""
+    try:
+        dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def _when(field: str, value: object, *, nullable: bool = False) -> Problem | None:
-    if isinstance(value, str | dt.date) or (nullable and value is None):
+    if isinstance(value, dt.date) or (nullable and value is None):
+        return None
+    if isinstance(value, str) and is_iso_date(value):
         return None
     return Problem(
         field,
@@ -108,6 +131,31 @@ def _text_list(field: str, value: object) -> Problem | None:
     )
 
 
+#: An epic id (`epic: E-01`, or a TypeScript-tool label `epic-E-01`).
+EPIC_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _dependencies(field: str, value: object) -> Problem | None:
+    """`dependencies: [S-0003, ...]`: story ids only (the run graph reads them)."""
+    hint = "write e.g. dependencies: [S-0003, S-0004]"
+    if not isinstance(value, list):
+        return Problem(field, f"`{field}` must be a list of story ids, not {_shown(value)}", hint)
+    for item in value:
+        if not isinstance(item, str) or not ID_PATTERN.fullmatch(item):
+            return Problem(field, f"`{field}` has {_shown(item)}, which is not a story id", hint)
+    return None
+
+
+def _epic(field: str, value: object) -> Problem | None:
+    if isinstance(value, str) and EPIC_PATTERN.fullmatch(value):
+        return None
+    return Problem(
+        field,
+        f"`epic` must be an epic id (letters, digits, '.', '_', '-'), not {_shown(value)}",
+        "write e.g. epic: E-01",
+    )
+
+
 def _status(field: str, value: object) -> Problem | None:
     if isinstance(value, str) and value in STATUSES:
         return None
@@ -119,10 +167,22 @@ def _status(field: str, value: object) -> Problem | None:
 
 
 def _priority(field: str, value: object) -> Problem | None:
-    if _is_int(value):
+    if _in_counter_range(value):
         return None
     return Problem(
-        field, f"`priority` must be a whole number, not {_shown(value)}", "write e.g. priority: 10"
+        field,
+        f"`priority` must be a whole number >= 0 and at most {MAX_COUNTER:,}, not {_shown(value)}",
+        "write e.g. priority: 10 (lower numbers come first)",
+    )
+
+
+def _type(field: str, value: object) -> Problem | None:
+    if isinstance(value, str) and value in STORY_TYPES:
+        return None
+    return Problem(
+        field,
+        f"`type` {_shown(value)} is not a known story type",
+        f"use one of: {', '.join(STORY_TYPES)}",
     )
 
 
@@ -140,9 +200,12 @@ def _breakdown(field: str, value: object) -> Problem | None:
     for kind, count in value.items():
         if kind not in RECOVERY_KINDS:
             return Problem(field, f"`{field}` has an unknown kind {_shown(kind)}", hint)
-        if not (_is_int(count) and count >= 0):
+        if not _in_counter_range(count):
             return Problem(
-                field, f"`{field}.{kind}` must be a whole number >= 0, not {_shown(count)}", hint
+                field,
+                f"`{field}.{kind}` must be a whole number >= 0 and at most {MAX_COUNTER:,}, "
+                f"not {_shown(count)}",
+                hint,
             )
     return None
 
@@ -153,13 +216,14 @@ _CHECKS: dict[str, Check] = {
     "id": _text,
     "title": _title,
     "slug": _text,
-    "type": _text,
+    "type": _type,
     "status": _status,
     "priority": _priority,
     "created": _when,
     "updated": _when,
     "labels": _text_list,
-    "dependencies": _text_list,
+    "dependencies": _dependencies,
+    "epic": _epic,
     "blocked_reason": lambda f, v: _text(f, v, nullable=True),
     "blocked_at": lambda f, v: _when(f, v, nullable=True),
     "recovery_breakdown": _breakdown,

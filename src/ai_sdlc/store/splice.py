@@ -1,126 +1,112 @@
 """Rewrite only the frontmatter lines whose values changed.
 
-A full YAML re-dump re-wraps long strings, turns `\\U0001F6D1` escapes into emoji and moves
-comments; on real TypeScript-tool files it kept only 73 of 85 byte-identical. Splicing keeps
-every untouched line as it was: the new `key: value` text replaces exactly the lines of the keys
-that changed (found from ruamel's node marks), deleted keys lose their lines, new keys are
-appended after their predecessor (at the end for plain additions). Comment lines after a value
-stay, and so does a comment at the end of a one-line value. Every result is re-parsed and
-compared with the intended values; a structural edit (reordered keys, aliases broken by the
-edit, odd layouts) falls back to a full ruamel dump, checked the same way.
+A full YAML re-dump re-wraps long strings, turns `\\U0001F6D1` escapes into emoji, rewrites
+timestamps and moves comments; on real TypeScript-tool files it kept only 73 of 85
+byte-identical. Splicing keeps every untouched line as it was: the new `key: value` text replaces
+exactly the lines of the keys that changed (found from the parser's node marks), deleted keys
+lose their lines, new keys are appended after their predecessor. A key whose place in the
+mapping changed (deleted and set again, `move_to_end`) is written where it now is and removed
+where it was; every other key stays in place (the longest run of keys still in order). Comment
+lines after a value stay, and so does a comment at the end of a one-line value.
+
+Every result is checked before it is written. For a file in the fast loader's subset (no
+anchors, tags, tabs, raw Unicode line separators or keep-chomping block scalars) the untouched
+lines cannot read differently once neighbouring entries change, so only the written lines are
+parsed back (one small C parse); any other file is re-read whole with ruamel. Odd layouts
+(flow-style root, complex keys, aliases broken by the edit) fall back to a full re-render,
+checked the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
-from ai_sdlc.store import render, roundtrip
+from ai_sdlc.store import render
 from ai_sdlc.store.storyfile import split_lines
 from ai_sdlc.store.values import strict_equal, to_plain
 
 _EOL = "\r\n\x85\u2028\u2029"
+#: A keep-chomping block scalar header (`|+`, `>2+`): its value owns the blank lines after it,
+#: so removing a neighbour can change it; such files get a whole-text check.
+_KEEP_CHOMP = re.compile(r"[|>][1-9]?\+")
 
 
 class SpliceError(RuntimeError):
-    """Neither splicing nor a full dump produced text that loads back to the new values."""
+    """Neither splicing nor a full re-render produced text that loads back to the new values."""
 
 
 @dataclass(frozen=True)
-class _Entry:
-    key: str
-    key_node: Node
-    value_node: Node
-    line: int  # first line of the key
+class Entry:
+    """Where one top-level key and its value are, in lines and columns of the frontmatter."""
+
+    key: Any
+    line: int  # the key's line
     content_end: int  # end (exclusive) of the value's lines
     segment_end: int  # end (exclusive) including trailing comment/blank lines
+    key_end: int  # column just after the key
+    value_start: tuple[int, int]
+    value_end: tuple[int, int]
+    flow: bool  # the value is a flow collection (`[a, b]`, `{a: 1}`)
+    keep: bool  # the value is a keep-chomping block scalar (`|+`): it owns blank lines after it
 
 
-def rewrite(
-    frontmatter: str,
-    newline: str,
-    before: dict[str, Any],
-    current: Mapping[Any, Any],
-    path: str,
-) -> str:
-    """New frontmatter text holding `current`; `frontmatter` itself when nothing changed."""
-    after = to_plain(current)
-    if strict_equal(before, after):
-        return frontmatter
-    candidate = _splice(frontmatter, newline, before, after)
-    if candidate is not None and _holds(candidate, after, path):
-        return candidate
-    dumped = roundtrip.dump(current)
-    if newline != "\n":
-        dumped = dumped.replace("\n", newline)
-    if _holds(dumped, after, path):
-        return dumped
-    raise SpliceError(f"{path}: could not write the new frontmatter values faithfully")
+@dataclass(frozen=True)
+class Layout:
+    """Line map of a block-mapping frontmatter: its lines and one entry per key."""
+
+    lines: list[str]
+    entries: list[Entry]
+    column: int  # indentation of the keys
 
 
-def _holds(text: str, expected: dict[str, Any], path: str) -> bool:
-    try:
-        return strict_equal(to_plain(roundtrip.load(text, path)), expected)
-    except Exception:
-        return False
-
-
-def _splice(
-    frontmatter: str, newline: str, before: dict[str, Any], after: dict[str, Any]
-) -> str | None:
-    if [k for k in before if k in after] != [k for k in after if k in before]:
-        return None  # original keys reordered: a structural edit
-    lines = split_lines(frontmatter)
-    entries = _entries(frontmatter, lines, list(before))
-    if entries is None:
+def layout(frontmatter: str, root: Any, keys: list[Any]) -> Layout | None:
+    """Line map from a parsed node tree (libyaml's or ruamel's: both carry the same marks);
+    None for layouts splicing does not handle (flow root, complex or multi-line keys)."""
+    if root is None or getattr(root, "id", None) != "mapping" or root.flow_style:
         return None
-    key_col = entries[0].key_node.start_mark.column if entries else 0
-    following: dict[str | None, list[str]] = {}
-    previous: str | None = None
-    for k in after:
-        if k in before:
-            previous = k
-        else:
-            following.setdefault(previous, []).append(k)
-    try:
-        first = entries[0].line if entries else len(lines)
-        out = lines[:first]
-        out += _new_keys(following.get(None, []), after, key_col, newline)
-        for entry in entries:
-            out += _entry_lines(entry, lines, before, after, key_col, newline)
-            out += _new_keys(following.get(entry.key, []), after, key_col, newline)
-    except render.UnrenderableError:
+    pairs: list[tuple[Any, Any]] = list(root.value)
+    if any(k.id != "scalar" or k.end_mark.line != k.start_mark.line for k, _ in pairs):
         return None
-    return "".join(out)
-
-
-def _entries(frontmatter: str, lines: list[str], keys: list[str]) -> list[_Entry] | None:
-    root = roundtrip.compose(frontmatter)
-    if not isinstance(root, MappingNode) or root.flow_style:
-        return None
-    pairs: list[tuple[Node, Node]] = list(root.value)
-    if [getattr(k, "value", None) for k, _ in pairs] != keys:
-        return None  # merge keys or non-text keys
-    starts = [k.start_mark.line for k, _ in pairs]
+    if [k.value for k, _ in pairs] != keys:
+        return None  # merge keys, or keys that are not text
     columns = {k.start_mark.column for k, _ in pairs}
-    if len(columns) > 1 or any(
-        not isinstance(k, ScalarNode) or k.end_mark.line != k.start_mark.line for k, _ in pairs
-    ):
+    if len(columns) > 1:
         return None
     column = columns.pop() if columns else 0
+    lines = split_lines(frontmatter)
+    starts = [k.start_mark.line for k, _ in pairs]
     entries = []
     for index, (key_node, value_node) in enumerate(pairs):
         segment_end = starts[index + 1] if index + 1 < len(starts) else len(lines)
         content_end = segment_end
         while content_end > starts[index] + 1 and _is_trailer(lines[content_end - 1], column):
             content_end -= 1
+        start, end = value_node.start_mark, value_node.end_mark
         entries.append(
-            _Entry(keys[index], key_node, value_node, starts[index], content_end, segment_end)
+            Entry(
+                key=keys[index],
+                line=starts[index],
+                content_end=content_end,
+                segment_end=segment_end,
+                key_end=key_node.end_mark.column,
+                value_start=(start.line, start.column),
+                value_end=(end.line, end.column),
+                flow=value_node.id != "scalar" and bool(value_node.flow_style),
+                keep=_keeps_blank_lines(value_node, lines),
+            )
         )
-    return entries
+    return Layout(lines, entries, column)
+
+
+def _keeps_blank_lines(node: Any, lines: list[str]) -> bool:
+    if node.id != "scalar" or node.style not in ("|", ">"):
+        return False
+    start = node.start_mark
+    header = lines[start.line][start.column :].split("#", 1)[0].split()
+    return bool(header) and "+" in header[0]
 
 
 def _is_trailer(line: str, column: int) -> bool:
@@ -132,38 +118,185 @@ def _is_trailer(line: str, column: int) -> bool:
     return stripped.startswith("#") and indent <= column
 
 
-def _entry_lines(
-    entry: _Entry,
-    lines: list[str],
-    before: dict[str, Any],
-    after: dict[str, Any],
-    key_col: int,
+#: Plain values of a YAML text; raises on text that does not load.
+Reader = Callable[[str], Any]
+
+
+def rewrite(
+    frontmatter: str,
     newline: str,
-) -> list[str]:
-    trailer = lines[entry.content_end : entry.segment_end]
-    if entry.key not in after:
-        return trailer
-    if strict_equal(before[entry.key], after[entry.key]):
-        return lines[entry.line : entry.segment_end]
-    return _replacement(entry, lines, after[entry.key], key_col, newline) + trailer
+    before: dict[Any, Any],
+    after: dict[Any, Any],
+    shape: Layout | None,
+    *,
+    read: Reader,
+    lines_only: bool,
+    live: Mapping[Any, Any] | None = None,
+    path: str = "",
+) -> str:
+    """New frontmatter text holding `after` (plain values); `frontmatter` if nothing changed.
+
+    `read` loads YAML text to plain values (the reference reader for this file). With
+    `lines_only` only the written lines are read back; otherwise the whole result. `live` is
+    the caller's ruamel mapping, whose own dump (keeping comments) is tried before a plain
+    re-render when splicing is impossible.
+    """
+    if strict_equal(before, after):
+        return frontmatter
+    if shape is not None:
+        spliced = _splice(shape, newline, before, after)
+        if spliced is not None:
+            text, written, expected = spliced
+            if lines_only and not _KEEP_CHOMP.search(frontmatter):
+                if _holds("".join(written), expected, read):
+                    return text
+            elif _holds(text, after, read):
+                return text
+    for candidate in _full_texts(after, live, newline):
+        if _holds(candidate, after, read):
+            return candidate
+    raise SpliceError(f"{path}: could not write the new frontmatter values faithfully")
+
+
+def _holds(text: str, expected: dict[Any, Any], read: Reader) -> bool:
+    if not text:
+        return not expected
+    try:
+        return strict_equal(to_plain(read(text)), expected)
+    except Exception:
+        return False
+
+
+def _full_texts(
+    after: dict[Any, Any], live: Mapping[Any, Any] | None, newline: str
+) -> Iterator[str]:
+    """Whole-frontmatter candidates: ruamel's dump of the live mapping (keeps comments), our
+    renderer (exact for every plain value), then ruamel's dump of the plain values."""
+    from ai_sdlc.store import roundtrip
+
+    makers: list[Callable[[], str]] = [
+        lambda: "".join(line + "\n" for line in render.block(after, 0)) if after else "{}\n",
+        lambda: roundtrip.dump(after),
+    ]
+    if live is not None:
+        makers.insert(0, lambda: roundtrip.dump(live))
+    for make in makers:
+        try:
+            text = make()
+        except Exception:
+            continue  # a value that writer cannot express; the next one may
+        yield text.replace("\n", newline) if newline != "\n" else text
+
+
+def in_place(before: list[Any], after: list[Any]) -> set[Any]:
+    """Keys of both lists that keep their place; the others are written where they now are.
+
+    Code reorders a mapping by appending (`del m[k]; m[k] = v`, `move_to_end`), so the keys
+    that keep their place are the longest prefix of `after` still in the old order: exactly
+    the keys the code did not move. When that prefix is short (a key moved to the front), the
+    longest run in the old order anywhere is used instead. Either way no more keys move than
+    the code moved.
+    """
+    position = {k: i for i, k in enumerate(before)}
+    kept = [k for k in after if k in position]
+    order = [position[k] for k in kept]
+    prefix = 1
+    while prefix < len(order) and order[prefix] > order[prefix - 1]:
+        prefix += 1
+    if 2 * prefix >= len(order):
+        return set(kept[:prefix])
+    count = len(order)
+    longest = [1] * count  # longest increasing run starting at each index
+    for i in range(count - 2, -1, -1):
+        longest[i] = 1 + max(
+            (longest[j] for j in range(i + 1, count) if order[j] > order[i]), default=0
+        )
+    need, last, chosen = max(longest), -1, set()
+    for i in range(count):
+        if need and longest[i] == need and order[i] > last:
+            chosen.add(kept[i])
+            last, need = order[i], need - 1
+    return chosen
+
+
+def _splice(
+    shape: Layout, newline: str, before: dict[Any, Any], after: dict[Any, Any]
+) -> tuple[str, list[str], dict[Any, Any]] | None:
+    """(new text, the lines written, the values those lines must read as), or None."""
+    lines, column = shape.lines, shape.column
+    staying = in_place(list(before), list(after))
+    following: dict[Any, list[Any]] = {}
+    previous: Any = _START
+    for k in after:
+        if k in staying:
+            previous = k
+        else:
+            following.setdefault(previous, []).append(k)
+    out: list[str] = []
+    written: list[str] = []
+    expected: dict[Any, Any] = {}
+
+    def add(keys: list[Any]) -> None:
+        for k in keys:
+            chunk = _new_key(k, after[k], column, newline)
+            out.extend(chunk)
+            written.extend(chunk)
+            expected[k] = after[k]
+
+    # True while the last value written is a keep-chomping block scalar followed by nothing but
+    # blank lines: a blank line added there would become part of that value.
+    absorbing = False
+    try:
+        first = shape.entries[0].line if shape.entries else len(lines)
+        out += lines[:first]
+        add(following.get(_START, []))
+        for entry in shape.entries:
+            trailer = lines[entry.content_end : entry.segment_end]
+            if entry.key not in staying:
+                # The key's lines go; its trailing comments stay. Its blank lines stay too,
+                # unless a kept `|+` value above would take them in.
+                for line in trailer:
+                    if line.strip(" \t" + _EOL):
+                        absorbing = False
+                    if not absorbing:
+                        out.append(line)
+            elif strict_equal(before[entry.key], after[entry.key]):
+                out += lines[entry.line : entry.segment_end]
+                absorbing = entry.keep and not any(line.strip(" \t" + _EOL) for line in trailer)
+            else:
+                chunk = _replacement(entry, lines, after[entry.key], column, newline)
+                out += chunk + trailer
+                written += chunk
+                expected[entry.key] = after[entry.key]
+                absorbing = False
+            if following.get(entry.key):
+                absorbing = False
+            add(following.get(entry.key, []))
+    except render.UnrenderableError:
+        return None
+    return "".join(out), written, expected
+
+
+_START = object()  # `following` slot of keys that go before the first entry
 
 
 def _replacement(
-    entry: _Entry, lines: list[str], value: Any, key_col: int, newline: str
+    entry: Entry, lines: list[str], value: Any, key_col: int, newline: str
 ) -> list[str]:
     raw = lines[entry.line].rstrip(_EOL)
-    start, end = entry.value_node.start_mark, entry.value_node.end_mark
-    if start.line == entry.line and end.line == entry.line and entry.content_end == entry.line + 1:
-        head, tail = raw[: start.column], raw[end.column :]
-    elif start.line == entry.line:
-        head, tail = raw[: start.column], ""
+    (start_line, start_col), (end_line, end_col) = entry.value_start, entry.value_end
+    one_line = start_line == entry.line and end_line == entry.line
+    if one_line and entry.content_end == entry.line + 1:
+        head, tail = raw[:start_col], raw[end_col:]
+    elif start_line == entry.line:
+        head, tail = raw[:start_col], ""
     else:
-        colon = raw.find(":", entry.key_node.end_mark.column)
-        if colon < 0 or raw[entry.key_node.end_mark.column : colon].strip():
+        colon = raw.find(":", entry.key_end)
+        if colon < 0 or raw[entry.key_end : colon].strip():
             raise render.UnrenderableError("key line without a plain colon")
         head, rest = raw[: colon + 1], raw[colon + 1 :]
         tail = rest if rest.strip().startswith("#") else ""
-    text = _inline_text(entry.value_node, value)
+    text = _inline_text(entry.flow, value)
     if text is not None:
         if tail and not tail[0].isspace():
             tail = " " + tail
@@ -175,22 +308,17 @@ def _replacement(
     return [head.rstrip(" \t") + tail + newline] + [line + newline for line in nested]
 
 
-def _inline_text(original: Node, value: Any) -> str | None:
-    was_flow = isinstance(original, MappingNode | SequenceNode) and bool(original.flow_style)
+def _inline_text(was_flow: bool, value: Any) -> str | None:
     if was_flow and isinstance(value, dict | list) and value:
         return render.flow(value)
     return render.inline(value)
 
 
-def _new_keys(keys: list[str], after: dict[str, Any], key_col: int, newline: str) -> list[str]:
+def _new_key(key: Any, value: Any, key_col: int, newline: str) -> list[str]:
     pad = " " * key_col
-    out: list[str] = []
-    for k in keys:
-        value = after[k]
-        text = render.inline(value)
-        if text is not None:
-            out.append(f"{pad}{render.key(k)}: {text}{newline}")
-        else:
-            out.append(f"{pad}{render.key(k)}:{newline}")
-            out += [line + newline for line in render.block(value, key_col + 2)]
-    return out
+    text = render.inline(value)
+    if text is not None:
+        return [f"{pad}{render.key(key)}: {text}{newline}"]
+    return [f"{pad}{render.key(key)}:{newline}"] + [
+        line + newline for line in render.block(value, key_col + 2)
+    ]

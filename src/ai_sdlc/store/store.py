@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 AI_DIR = ".ai-sdlc"
 STORIES = "stories"
 STORY_FILE = "story.md"
-GITIGNORE_LINES = (".cache/", ".locks/", "state/", "runs/")
+GITIGNORE_LINES = (".cache/", ".locks/", "state/", "runs/", "worktrees/")
 PRIORITY_GAP = 10
 
 
@@ -76,6 +77,7 @@ class StoryStore:
     def init(self) -> bool:
         """Create `.ai-sdlc/stories/` and `.ai-sdlc/.gitignore`; True if anything was created."""
         created = False
+        self._require_real_tree()
         for folder in (self.ai_dir, self.stories_dir):
             if folder.is_dir():
                 continue
@@ -115,16 +117,39 @@ class StoryStore:
     # -- references and paths --------------------------------------------------------------------
 
     def folder(self, story_id: str) -> Path:
-        """Folder of an existing story; StoryNotFoundError if there is none."""
+        """Folder of an existing story; StoryNotFoundError if there is none.
+
+        The folder and its story.md must be real (no symlink, FIFO, device...): anything else
+        is an InvalidInputError naming the path and what it is, so that no read or write of a
+        story ever leaves the project or blocks on a pipe.
+        """
         canonical = ids.canonical_id(story_id)
         path = self.stories_dir / canonical
-        if not (path / STORY_FILE).is_file():
-            self._require_project()
-            raise StoryNotFoundError(
-                f"no story {canonical} in {self.stories_dir}",
-                hint="`ai-sdlc status` lists the stories",
-            )
-        return path
+        self._require_real_tree()
+        problem = _not_a_story(str(path), str(path / STORY_FILE))
+        if problem is None:
+            return path
+        if isinstance(problem, InvalidInputError):
+            raise problem
+        self._require_project()
+        raise StoryNotFoundError(
+            f"no story {canonical} in {self.stories_dir}",
+            hint="`ai-sdlc status` lists the stories",
+        )
+
+    def _require_real_tree(self) -> None:
+        """`.ai-sdlc/` and `.ai-sdlc/stories/` must be real folders, not symlinks."""
+        for folder in (self.ai_dir, self.stories_dir):
+            try:
+                mode = os.lstat(folder).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                raise InvalidInputError(
+                    "refused: it is a symbolic link; .ai-sdlc/ must be a real folder tree",
+                    path=str(folder),
+                    hint="replace the link with the folder it points to (or remove it)",
+                )
 
     def story_path(self, story_id: str) -> Path:
         return self.folder(story_id) / STORY_FILE
@@ -161,10 +186,27 @@ class StoryStore:
         fsutil.atomic_write_text(path, text)
         return path
 
+    def replace_unreadable(self, story_id: str, data: bytes) -> None:
+        """Put a saved copy back in place of a `story.md` that no longer parses (checkpoint
+        restore), under the story's lock; a readable file is refused (use `edit`)."""
+        from ai_sdlc import fsutil
+        from ai_sdlc.store import loading
+
+        path = self.story_path(story_id)
+        with self._locked(path.parent.name, f"story {path.parent.name}"):
+            try:
+                loading.load_roundtrip(path, path.parent.name, loading.read(path))
+            except InvalidInputError:
+                fsutil.atomic_write_bytes(path, data)
+                return
+        raise UsageError(f"{path} is readable: change it through StoryStore.edit")
+
     def read_artifact(self, story_id: str, name: str) -> str | None:
         """Exact text of an artifact (no newline translation), or None when there is none."""
-        try:
-            return self.artifact_path(story_id, name).read_bytes().decode("utf-8")
+        from ai_sdlc import untrusted
+
+        try:  # a regular file only: a symlinked plan.md must not show a file from elsewhere
+            return untrusted.read_regular(self.artifact_path(story_id, name)).decode("utf-8")
         except FileNotFoundError:
             return None
 
@@ -185,17 +227,27 @@ class StoryStore:
     def scan(self) -> StoryScan:
         """Every story folder: valid stories sorted by id, and one error per invalid file."""
         self._require_project()
+        self._require_real_tree()
         cache = StoryCache(self.cache_dir, self.stories_dir)
         cache.load()
         result = StoryScan()
         now_ns = self._now_ns()
         base = str(self.stories_dir)
-        for _, name in sorted(self._story_folders()):
+        for _, name, linked in sorted(self._story_folders()):
             path = os.path.join(base, name, STORY_FILE)
+            if linked:
+                result.errors.append(_refused_folder(os.path.join(base, name)))
+                continue
             try:
-                stamp = stamp_of(os.stat(path))
-            except OSError:
+                info = os.lstat(path)  # the same stamp as stat() for the regular files we read
+            except FileNotFoundError:
                 continue  # a folder without story.md (e.g. an `add` in progress)
+            except OSError:
+                info = None
+            if info is None or not stat.S_ISREG(info.st_mode):
+                result.errors.append(_error_from(path, _unreadable_payload(path)))
+                continue
+            stamp = stamp_of(info)
             item = _from_cache(cache, name, path, stamp)
             if item is None:
                 payload = _read_for_cache(path, name, now_ns, cache)
@@ -210,12 +262,18 @@ class StoryStore:
             cache.save()
         return result
 
-    def _story_folders(self) -> Iterator[tuple[int, str]]:
+    def _story_folders(self) -> Iterator[tuple[int, str, bool]]:
+        """(number, name, is a symlink) of every story folder; a symlink named like a story is
+        listed too, so that scan() reports it as refused instead of hiding it."""
         with os.scandir(self.stories_dir) as entries:
             for entry in entries:
                 number = ids.id_number(entry.name)
-                if number is not None and entry.is_dir():
-                    yield number, entry.name
+                if number is None:
+                    continue
+                if entry.is_symlink():
+                    yield number, entry.name, True
+                elif entry.is_dir():
+                    yield number, entry.name, False
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -246,50 +304,75 @@ class StoryStore:
     def edit(self, story_id: str) -> Iterator[Story]:
         """Locked read-modify-write of one story.
 
-        `story.frontmatter` (ruamel mapping) and `story.body` may be changed inside the block;
-        on normal exit the story is validated and written atomically, changing only the lines of
-        changed keys (new keys are appended; `del story.frontmatter[k]` removes k's lines;
-        setting a key to None writes `null`). Nothing is written if the block raises or if
-        nothing changed. An invalid story file raises InvalidInputError and is left untouched.
+        `story.frontmatter` (a mutable mapping: ruamel's for files only ruamel reads, an
+        OrderedDict otherwise) and `story.body` may be changed inside the block; on normal exit
+        the story is validated and written atomically, changing only the lines of changed keys
+        (new keys are appended; `del story.frontmatter[k]` removes k's lines; a key deleted and
+        set again moves to the end, as in the mapping; setting a key to None writes `null`).
+        Nothing is written if the block raises or if nothing changed. An invalid story file, or
+        a value that cannot be stored exactly, raises InvalidInputError and nothing is written.
+        One parse per edit: the read serves both the values and the line map of the splice.
         """
         from ai_sdlc import fsutil
-        from ai_sdlc.store import loading, splice, storyfile
+        from ai_sdlc.store import editing, loading, storyfile
 
         path = self.story_path(story_id)
         story_name = path.parent.name
         with self._locked(story_name, f"story {story_name}"):
             data = loading.read(path)
-            loaded = loading.load_roundtrip(path, story_name, data)
+            loaded = editing.load(path, story_name, data)
             story = Story(story_name, path, loaded.data, body=loaded.text.body)
             story._editable = True
             try:
                 yield story
             finally:
                 story._editable = False
-            self._check_before_write(story, loaded.data, str(path))
-            frontmatter = splice.rewrite(
-                loaded.text.frontmatter, loaded.text.newline, loaded.plain, loaded.data, str(path)
-            )
+            after = self._check_before_write(story, loaded.data, str(path), loaded.before)
+            frontmatter = loaded.frontmatter_for(after, str(path))
             body = loaded.text.body
             if story._body_changed:
                 body = storyfile.normalise_newlines(story.body, loaded.text.newline)
-            new = loaded.text.with_parts(frontmatter=frontmatter, body=body).text().encode()
-            if new != data:
+            new = loaded.text.with_parts(frontmatter=frontmatter, body=body).text()
+            try:
+                encoded = new.encode("utf-8")
+            except UnicodeEncodeError as exc:  # only the body is left unchecked by now
+                raise InvalidInputError(
+                    f"refusing to write: the body holds U+{ord(new[exc.start]):04X}, which "
+                    "cannot be stored in a UTF-8 file",
+                    path=str(path),
+                    hint="decode the text properly (e.g. errors='replace'), or remove it",
+                ) from None
+            if encoded != data:
                 _remove_stale_temps(path)
-                fsutil.atomic_write_bytes(path, new)
+                fsutil.atomic_write_bytes(path, encoded)
 
-    def _check_before_write(self, story: Story, data: Any, path: str) -> None:
-        from ai_sdlc.store.values import UnsupportedValueError, to_plain
+    def _check_before_write(
+        self, story: Story, data: Any, path: str, before: dict[Any, Any]
+    ) -> dict[Any, Any]:
+        """Plain values to write; a value the story cannot hold, or one that cannot be written
+        exactly, is refused here, before anything is written."""
+        from ai_sdlc.store import render
+        from ai_sdlc.store.values import UnsupportedValueError, strict_equal, to_plain
 
-        try:
-            plain = to_plain(data)
-        except UnsupportedValueError as exc:
-            raise TypeError(f"{path}: {exc}") from None
+        plain: dict[Any, Any] = {}
+        for key, value in data.items():
+            try:
+                plain[to_plain(key)] = to_plain(value)
+            except UnsupportedValueError as exc:
+                raise TypeError(f"{path}: `{key}`: {exc}") from None
         problem = schema.find_problem(plain, story.id)
         if problem is not None:
             raise InvalidInputError(
                 f"refusing to write: {problem.message}", path=path, hint=problem.hint
             )
+        for key, value in plain.items():
+            if key in before and strict_equal(before[key], value):
+                continue
+            unwritable = render.problem({key: value})
+            if unwritable is not None:
+                what, fix = unwritable
+                raise InvalidInputError(f"refusing to write `{key}`: {what}", path=path, hint=fix)
+        return plain
 
     def add(
         self,
@@ -311,8 +394,12 @@ class StoryStore:
                 f"unknown story type {type!r}", hint=f"use one of: {', '.join(schema.STORY_TYPES)}"
             )
         clean_labels = _check_labels(labels)
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise UsageError("priority must be a whole number")
+        if priority is not None and (
+            isinstance(priority, bool)
+            or not isinstance(priority, int)
+            or not 0 <= priority <= schema.MAX_COUNTER
+        ):
+            raise UsageError(f"priority must be a whole number from 0 to {schema.MAX_COUNTER:,}")
         with self._locked("ids", "story id allocation"):
             if priority is None:
                 priority = self._next_priority()
@@ -367,16 +454,30 @@ def _remove_stale_temps(path: Path) -> None:
 
 
 def _read_for_cache(path: str, name: str, now_ns: int, cache: StoryCache) -> dict[str, Any] | None:
-    """Parse one story (fast path first) into a cache payload; None if it vanished."""
+    """Parse one story (fast path first) into a cache payload; None if it vanished.
+
+    Opened without following a symlink and without blocking on a FIFO; a file that is not a
+    readable regular one is an error payload (not cached: its stamp says nothing).
+    """
     from ai_sdlc.store import loading
     from ai_sdlc.store.values import encode
 
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        with open(path, "rb") as handle:
-            stamp = stamp_of(os.fstat(handle.fileno()))
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return _unreadable_payload(path)
+    try:
+        with open(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return _unreadable_payload(path)
+            stamp = stamp_of(info)
             data = handle.read()
     except OSError:
-        return None
+        return _unreadable_payload(path)
     try:
         plain, _ = loading.load_fast(path, name, data)
         form, same = encode(plain)
@@ -385,6 +486,67 @@ def _read_for_cache(path: str, name: str, now_ns: int, cache: StoryCache) -> dic
         payload = {"error": [_bare_message(exc), exc.line, exc.column, exc.hint]}
     cache.put(name, stamp, payload, now_ns)
     return payload
+
+
+def _unreadable_payload(path: str) -> dict[str, Any]:
+    """The error payload of a story file that cannot be read as a regular file (the reason
+    comes from the one reader every command uses, so `status` and `show` say the same)."""
+    from ai_sdlc.store import loading
+
+    try:
+        loading.read(Path(path))
+    except InvalidInputError as exc:
+        return {"error": [_bare_message(exc), exc.line, exc.column, exc.hint]}
+    except OSError as exc:
+        return {"error": [f"cannot be read: {exc.strerror or exc}", None, None, None]}
+    return {"error": ["changed while it was being read; run the command again", None, None, None]}
+
+
+def _error_from(path: str, payload: dict[str, Any]) -> InvalidInputError:
+    message, line, column, hint = payload["error"]
+    return InvalidInputError(message, path=path, line=line, column=column, hint=hint)
+
+
+def _refused_folder(folder: str) -> InvalidInputError:
+    kind = "a symbolic link"
+    with contextlib.suppress(OSError):
+        kind = f"a symbolic link (to {os.readlink(folder)})"
+    return InvalidInputError(
+        f"refused: the story folder is {kind}; .ai-sdlc/ must be a real folder tree",
+        path=folder,
+        hint="replace the link with a real folder (or remove it)",
+    )
+
+
+def _not_a_story(folder: str, story_file: str) -> InvalidInputError | bool | None:
+    """Why a story folder cannot be used: an InvalidInputError when the folder is a symlink or
+    not a folder, or story.md is not a regular file; True when story.md is missing; None when
+    both are fine (lstat only: nothing is followed or opened)."""
+    from ai_sdlc import untrusted
+
+    try:
+        mode = os.lstat(folder).st_mode
+    except OSError:
+        return True
+    if stat.S_ISLNK(mode):
+        return _refused_folder(folder)
+    if not stat.S_ISDIR(mode):
+        return True  # e.g. a stray file named S-0001: no story there
+    try:
+        mode = os.lstat(story_file).st_mode
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        return InvalidInputError(
+            f"cannot be read: {exc.strerror or exc}", path=story_file, hint=untrusted.REGULAR_HINT
+        )
+    kind = untrusted.kind_of(mode)
+    if kind is None:
+        return None
+    if stat.S_ISLNK(mode):
+        with contextlib.suppress(OSError):
+            kind = f"a symbolic link (to {os.readlink(story_file)})"
+    return untrusted.not_regular(story_file, kind)
 
 
 def _bare_message(exc: InvalidInputError) -> str:

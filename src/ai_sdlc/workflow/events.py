@@ -30,7 +30,8 @@ def iso(moment: dt.datetime) -> str:
 
 def append_event(folder: Path, event: dict[str, Any]) -> None:
     line = redact(json.dumps(event, ensure_ascii=False, default=str)) + "\n"
-    fd = os.open(folder / EVENTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(folder / EVENTS_FILE, flags, 0o644)
     try:
         os.write(fd, line.encode("utf-8"))
     finally:

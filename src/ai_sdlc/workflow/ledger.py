@@ -1,49 +1,57 @@
-"""The recovery ledger: one persisted counter for every kind of recovery, and the global limit.
+"""The recovery ledger: the truth about a story's recovery accounting, kept outside its file.
 
-Every recovery (implementation retry, rework, refinement iteration, API retry) goes through
-`record_recovery`, which increments `total_recovery_attempts` and its kind in
-`recovery_breakdown` by exactly one inside one story transaction, and blocks the story in that
-same transaction when the total reaches the limit. `ensure_can_act` runs before every action.
+`story.md`'s `total_recovery_attempts` and `recovery_breakdown` are the ledger's *view*: anyone
+(a user, an agent, a test suite running `git checkout -- .`) can rewrite that file. The ledger is
+an append-only journal per story, `.ai-sdlc/state/ledger/<id>.jsonl` (git-ignored, refused to
+every agent tool), written only by the state owner (`workflow.transitions`) under the story's
+lock. Each line holds the complete accounting after one operation, so the newest complete line
+is the current state and a torn last line (a crash mid-append) falls back to the one before.
+
+Besides the counters the ledger keeps what the runner decides with: the open reservation of the
+attempt in flight, attempt numbers per phase, the last failure (fed to the next prompt), the
+status to return to after a block, and the last verification verdict with its workspace
+fingerprint (so review reuses it instead of running the test suite again).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from ai_sdlc.errors import StoryBlockedError
-from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.events import Clock, append_event, iso, utc_now
+from ai_sdlc.store.schema import RECOVERY_KINDS
 
 IMPLEMENTATION_RETRY = "implementation_retry"
 REWORK = "rework"
 REFINEMENT = "refinement"
 API_RETRY = "api_retry"
 
-#: kind → (singular, plural) as the limit message spells them, in message order.
+#: The one table of recovery kinds: kind → (singular, plural) as messages spell them, in
+#: message order. `store.schema.RECOVERY_KINDS` (what a story file may contain) must match.
 KIND_LABELS: dict[str, tuple[str, str]] = {
     IMPLEMENTATION_RETRY: ("implementation retry", "implementation retries"),
     REWORK: ("rework cycle", "rework cycles"),
     API_RETRY: ("API retry", "API retries"),
     REFINEMENT: ("refinement iteration", "refinement iterations"),
 }
+assert set(KIND_LABELS) == set(RECOVERY_KINDS), "recovery kinds differ between ledger and schema"
 
-#: The per-kind counters the TypeScript tool keeps, bumped alongside the global one.
+#: The per-kind counters the TypeScript tool keeps, bumped alongside the global one; the phase
+#: limits are checked against them.
 LEGACY_COUNTER = {
     IMPLEMENTATION_RETRY: "implementation_retry_count",
     REWORK: "retry_count",
     REFINEMENT: "refinement_count",
 }
 
-RESET_FIELDS = (
-    "total_recovery_attempts",
-    "implementation_retry_count",
-    "retry_count",
-    "refinement_count",
-)
-
 DEFAULT_GLOBAL_LIMIT = 10
+#: The highest `limits.global_recovery` a project may set (a guardrail with no ceiling is off).
+MAX_GLOBAL_LIMIT = 1000
+#: Longest failure feedback kept for the next prompt.
+FEEDBACK_LIMIT = 2000
+_TAIL_BYTES = 64 * 1024
 
 
 def breakdown_text(total: int, breakdown: dict[str, int]) -> str:
@@ -69,141 +77,106 @@ def limit_message(story_id: str, total: int, limit: int, breakdown: dict[str, in
     )
 
 
-@dataclass(frozen=True)
-class RecoveryRecord:
-    story_id: str
-    kind: str
-    total: int
-    breakdown: dict[str, int]
-    blocked: bool
-    message: str | None
+@dataclass
+class LedgerState:
+    """The accounting of one story after the latest operation."""
+
+    seq: int = 0
+    total: int = 0
+    breakdown: dict[str, int] = field(default_factory=dict)
+    #: The attempt in flight: {"kind", "phase", "attempt", "time"}; settled when it ends. One
+    #: still open when the next action begins belongs to a process that died: it is a recovery.
+    open: dict[str, Any] | None = None
+    #: Attempts started per phase (the attempt number shown and passed to the agent).
+    attempts: dict[str, int] = field(default_factory=dict)
+    #: {"phase", "outcome", "signature", "feedback", "workspace_changed"} of the last attempt
+    #: that sent work back, or None once a phase passed.
+    last_failure: dict[str, Any] | None = None
+    #: The status a story returns to when unblocked (what it was when it was blocked).
+    resume_status: str | None = None
+    #: {"fingerprint", "passed", "steps", "summary"} of the last verification, or None.
+    verified: dict[str, Any] | None = None
+    #: The figures before this operation (to tell a crash between ledger and file from tamper).
+    prev_total: int = 0
+    prev_breakdown: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def started(self) -> bool:
+        """False until the first entry: the story's own figures are adopted then."""
+        return self.seq > 0
+
+    def copy(self) -> LedgerState:
+        return LedgerState.from_json(json.loads(json.dumps(self.to_json())))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LedgerState:
+        state = cls()
+        state.seq = _count(data.get("seq"))
+        state.total = _count(data.get("total"))
+        state.breakdown = _counts(data.get("breakdown"))
+        state.open = data.get("open") if isinstance(data.get("open"), dict) else None
+        state.attempts = _counts(data.get("attempts"))
+        failure = data.get("last_failure")
+        state.last_failure = failure if isinstance(failure, dict) else None
+        resume = data.get("resume_status")
+        state.resume_status = resume if isinstance(resume, str) else None
+        verified = data.get("verified")
+        state.verified = verified if isinstance(verified, dict) else None
+        state.prev_total = _count(data.get("prev_total"))
+        state.prev_breakdown = _counts(data.get("prev_breakdown"))
+        return state
 
 
-class Ledger:
-    """Records recoveries and enforces the global limit for one project."""
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
-    def __init__(
-        self, store: StoryStore, *, limit: int = DEFAULT_GLOBAL_LIMIT, clock: Clock = utc_now
-    ) -> None:
-        self.store = store
-        self.limit = limit
-        self.clock = clock
 
-    def mark_blocked(self, story: Any, message: str) -> None:
-        """Set the block fields on a story open in a transaction."""
-        story.frontmatter["status"] = "blocked"
-        story.frontmatter["blocked_reason"] = message
-        story.frontmatter["blocked_at"] = iso(self.clock())
+def _counts(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): _count(v) for k, v in value.items()}
 
-    def record_recovery(self, story_id: str, kind: str, **details: Any) -> RecoveryRecord:
-        """Count one recovery of `kind`; block the story in the same transaction at the limit.
 
-        Raises `StoryBlockedError` when the story is (now) blocked: the recovery must not run.
-        """
-        if kind not in KIND_LABELS:
-            raise ValueError(f"unknown recovery kind {kind!r}")
-        with self.store.edit(story_id) as story:
-            total = story.record_recovery(kind)
-            legacy = LEGACY_COUNTER.get(kind)
-            if legacy:
-                story.increment(legacy)
-            breakdown = dict(story.recovery_breakdown)
-            blocked = total >= self.limit
-            message = limit_message(story_id, total, self.limit, breakdown) if blocked else None
-            if message:
-                self.mark_blocked(story, message)
-            folder = story.folder
-        append_event(
-            folder,
-            {
-                "time": iso(self.clock()),
-                "action": "recovery",
-                "outcome": "blocked" if blocked else "recorded",
-                "recovery_kind": kind,
-                "counters": {"total_recovery_attempts": total, "recovery_breakdown": breakdown},
-                **details,
-            },
+class Journal:
+    """The append-only ledger files of one project (`.ai-sdlc/state/ledger/`)."""
+
+    def __init__(self, ai_dir: Path) -> None:
+        self.folder = ai_dir / "state" / "ledger"
+
+    def path(self, story_id: str) -> Path:
+        return self.folder / f"{story_id}.jsonl"
+
+    def read(self, story_id: str) -> LedgerState:
+        """The newest complete entry (an empty state when the story has none yet)."""
+        try:
+            fd = os.open(self.path(story_id), os.O_RDONLY | os.O_NOFOLLOW)
+        except (FileNotFoundError, NotADirectoryError):
+            return LedgerState()
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - _TAIL_BYTES))
+            tail = fh.read()
+        for raw in reversed(tail.splitlines()):
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue  # a torn last line, or a partial first line of the tail
+            if isinstance(data, dict) and "seq" in data:
+                return LedgerState.from_json(data)
+        return LedgerState()
+
+    def append(self, story_id: str, op: str, time: str, state: LedgerState) -> None:
+        """One complete line, one `write` on an O_APPEND descriptor, then fsync."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"op": op, "time": time, **state.to_json()}, ensure_ascii=False)
+        fd = os.open(
+            self.path(story_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644
         )
-        if message:
-            self._blocked_at_limit(story_id, folder, message, total, breakdown)
-        return RecoveryRecord(story_id, kind, total, breakdown, False, None)
-
-    def ensure_can_act(self, story_id: str) -> None:
-        """Run before every action: a blocked story, or one at the limit, does nothing."""
-        story = self.store.get(story_id)
-        if story.status == "blocked":
-            reason = story.frontmatter.get("blocked_reason") or "no reason recorded"
-            raise StoryBlockedError(
-                f"{story_id} is blocked: {reason}",
-                story_id=story_id,
-                hint=f"run 'ai-sdlc unblock {story_id}' once the cause is fixed",
-            )
-        if story.counter("total_recovery_attempts") < self.limit:
-            return
-        with self.store.edit(story_id) as fresh:
-            total = fresh.counter("total_recovery_attempts")
-            if total < self.limit:  # reset meanwhile by another process
-                return
-            breakdown = dict(fresh.recovery_breakdown)
-            message = limit_message(story_id, total, self.limit, breakdown)
-            self.mark_blocked(fresh, message)
-            folder = fresh.folder
-        self._blocked_at_limit(story_id, folder, message, total, breakdown)
-
-    def _blocked_at_limit(
-        self, story_id: str, folder: Path, message: str, total: int, breakdown: dict[str, int]
-    ) -> NoReturn:
-        """Log the block the transaction just wrote, then stop the caller."""
-        append_event(
-            folder,
-            {
-                "time": iso(self.clock()),
-                "action": "blocked",
-                "outcome": "global_recovery_limit",
-                "reason": message,
-                "counters": {"total_recovery_attempts": total, "recovery_breakdown": breakdown},
-            },
-        )
-        raise StoryBlockedError(message, story_id=story_id)
-
-
-def unblock(
-    store: StoryStore, story_id: str, *, reset_retries: bool, clock: Clock = utc_now
-) -> dict[str, Any]:
-    """Clear a block; with `reset_retries` zero every recovery counter. Returns what changed."""
-    with store.edit(story_id) as story:
-        fm = story.frontmatter
-        was_blocked = fm.get("status") == "blocked"
-        if was_blocked:
-            started = any(
-                fm.get(flag)
-                for flag in ("research_complete", "plan_complete", "implementation_complete")
-            )
-            fm["status"] = "in-progress" if started else "ready"
-        for key in ("blocked_reason", "blocked_at"):
-            if key in fm:
-                del fm[key]
-        if reset_retries:
-            for name in RESET_FIELDS:
-                fm[name] = 0
-            fm["recovery_breakdown"] = dict.fromkeys(KIND_LABELS, 0)
-        status = fm.get("status")
-        folder = story.folder
-        total = story.counter("total_recovery_attempts")
-    append_event(
-        folder,
-        {
-            "time": iso(clock()),
-            "action": "unblock",
-            "outcome": "unblocked" if was_blocked else "not_blocked",
-            "reset_retries": reset_retries,
-            "counters": {"total_recovery_attempts": total},
-        },
-    )
-    return {
-        "id": story_id,
-        "was_blocked": was_blocked,
-        "status": status,
-        "reset_retries": reset_retries,
-        "total_recovery_attempts": total,
-    }
+        try:
+            os.write(fd, (line + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -9,6 +9,7 @@ the runner through two seams: the event stream (attempts, recoveries, rejections
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -240,7 +241,7 @@ class MultiRun:
             fm = self.store.get(story_id).frontmatter
         except AiSdlcError:
             return None
-        return assess(fm, gates=self.runner.deps.gates, global_limit=self.runner.ledger.limit)
+        return assess(fm, gates=self.runner.deps.gates, global_limit=self.runner.limit)
 
     def _run_story(self, s: StoryRunState) -> StoryOutcome | None:
         s.status = IN_PROGRESS
@@ -310,10 +311,8 @@ class MultiRun:
         c.consecutive_escalations += 1
         c.streak.append(s.story_id)
         data = {"run_id": self.state.run_id, "reason": reason, "last_phase": s.last_phase}
-        append_event(
-            self.store.folder(s.story_id),
-            {"time": iso(self.clock()), "action": "story_escalated", **data},
-        )
+        with contextlib.suppress(AiSdlcError):  # the run goes on even if the file went bad
+            self.runner.owner.note(s.story_id, "story_escalated", **data)
         self._event("story_escalated", story=s.story_id, **data)
 
     def _cool_down(self, cooling: list[StoryRunState]) -> None:

@@ -1,41 +1,54 @@
 """The story runner: executes a story's next actions until it is done, blocked or waiting.
 
-Every action is preceded by `Ledger.ensure_can_act` (a blocked story, or one at the global
-recovery limit, runs nothing), and every recovery goes through `Ledger.record_recovery`, so the
-global limit applies on every path. Phase limits (implementation retries, rework cycles,
-refinement iterations) block the story too, but the global limit always takes precedence.
+The runner decides; the state owner (`transitions.StoryState`) writes. Every action begins with
+`begin_action`, which refuses a blocked story or one at the global recovery limit and reserves
+the attempt before it runs; every attempt ends settled (passed, failed = a recovery, released),
+and every API retry is counted before its sleep, so the global limit applies on every path,
+including a process that dies mid-attempt. Phase limits (implementation retries, rework
+cycles, refinement iterations) block the story too, but the failed attempt is counted first and
+the global limit always takes precedence.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from ai_sdlc.errors import RunHaltedError, StoryBlockedError
+from ai_sdlc.errors import (
+    AiSdlcError,
+    ProviderUnavailableError,
+    RunHaltedError,
+    StoryBlockedError,
+)
 from ai_sdlc.providers.base import (
     CallGuard,
     Phase,
     Provider,
     ProviderRequest,
     ProviderResult,
+    TransientProviderError,
     Usage,
     access_for,
     direct_call,
 )
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED, split_decision
 from ai_sdlc.providers.pricing import estimate_call
+from ai_sdlc.providers.tools import AccessViolationError
 from ai_sdlc.secrets import redact
-from ai_sdlc.store import StoryStore
+from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
 from ai_sdlc.workflow import ledger as L
 from ai_sdlc.workflow.agents import ARTIFACT_OF, build_prompt, story_view
 from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
 from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
-from ai_sdlc.workflow.events import Clock, append_event, iso, read_events, utc_now
+from ai_sdlc.workflow.events import Clock, iso, utc_now
+from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
+from ai_sdlc.workflow.workspace import InPlace, Prepared, Workspace
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every
 #: action either completes a phase or counts a recovery, so real runs end far sooner).
@@ -85,6 +98,8 @@ class RunnerDeps:
         lambda _story, _phase, _record: direct_call
     )
     workspace: Path | None = None
+    #: Where each story's agents work (default: `InPlace` in `workspace` or the project).
+    workspaces: Workspace | None = None
     #: The `ai` config section (model, prices) for usage estimates before a call.
     ai_settings: dict[str, Any] = field(default_factory=dict)
     emit: Emit = lambda _event: None
@@ -99,14 +114,29 @@ class StoryRunner:
     def __init__(self, deps: RunnerDeps) -> None:
         self.deps = deps
         self.store = deps.store
-        self.ledger = L.Ledger(deps.store, limit=deps.limits.global_recovery, clock=deps.clock)
-        self.workspace = deps.workspace or deps.store.root
+        self.owner = StoryState(
+            deps.store,
+            limit=deps.limits.global_recovery,
+            clock=deps.clock,
+            on_recovery=self._recovered,
+        )
+        self.workspaces: Workspace = deps.workspaces or InPlace(deps.workspace or deps.store.root)
         self.checkpoints = Checkpoints(deps.store)
         #: Usage of the whole run (all stories this runner served), for `limits.run_cost_usd`.
         self.run_usage = Usage()
         #: Usage reported live (agent turns) by the provider call in flight, not yet persisted.
         self._live = Usage()
+        #: Workspaces prepared during the current `run` of each story.
+        self._prepared: dict[str, Prepared] = {}
+        #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
+        self._story: Story | None = None
+        #: Usage of the call answered in this phase, not yet written (see `_take_usage`).
+        self._pending: Usage | None = None
         self._phase_t0 = deps.monotonic()
+
+    @property
+    def limit(self) -> int:
+        return self.owner.limit
 
     # --- public ---------------------------------------------------------------------------
     def run(self, story_id: str, *, step: Phase | None = None) -> StoryOutcome:
@@ -115,21 +145,21 @@ class StoryRunner:
         start = self.deps.monotonic()
         self._emit("story_started", story_id)
         self._roll_back_interrupted_phase(story_id)
+        self._prepared.pop(story_id, None)
         while True:
-            self.ledger.ensure_can_act(story_id)
-            story = self.store.get(story_id)
+            story = self.owner.ensure_can_act(story_id)
             if step is not None:
                 if actions:
                     return StoryOutcome(story_id, "stepped", f"ran {step.value}", actions)
                 action = NextAction(story_id, step, f"--step {step.value}")
             else:
-                action = assess(
-                    story.frontmatter, gates=self.deps.gates, global_limit=self.ledger.limit
-                )
+                action = assess(story.frontmatter, gates=self.deps.gates, global_limit=self.limit)
             if action.phase is None:
                 result = {"done": "done", "waiting": "waiting"}.get(action.kind, "idle")
                 if action.kind == "done" and story.status != "done":
-                    self._finish(story_id)
+                    self._finish(story)
+                    if self.store.get(story_id).status != "done":
+                        continue  # the pull request's checks failed: rework
                 self._emit(
                     "story_finished",
                     story_id,
@@ -141,6 +171,7 @@ class StoryRunner:
             if actions >= MAX_ACTIONS_PER_RUN:
                 self._block(story_id, f"Runner safety cap reached ({actions} actions in one run)")
             actions += 1
+            self._story = story
             self._execute_checkpointed(story_id, action.phase)
 
     # --- phases -----------------------------------------------------------------------------
@@ -156,20 +187,32 @@ class StoryRunner:
         handler(story_id, phase)
 
     def _execute_checkpointed(self, story_id: str, phase: Phase) -> None:
-        """Run one phase from a checkpoint: if it crashes or is interrupted, the story's workflow
-        state goes back to the checkpoint (counters and usage recorded meanwhile stay). A
-        guardrail block is an outcome, not a crash: it keeps everything it recorded."""
+        """Run one phase from a checkpoint: if it crashes or is interrupted, its attempt is
+        released uncounted and the story's workflow state goes back to the checkpoint (the
+        recovery accounting stays). A guardrail block is an outcome, not a crash. A process
+        that dies mid-phase leaves its attempt reserved: the next run counts it."""
         reason = self.deps.before_phase(story_id, phase)
         if reason:
             self._block(story_id, reason)
         checkpoint = self.checkpoints.take(story_id, phase.value, taken_at=iso(self.deps.clock()))
         try:
-            self._execute(story_id, phase)
+            try:
+                self._execute(story_id, phase)
+            finally:
+                pending = self._take_usage()
+                if pending is not None:  # the phase ended another way: keep what was spent
+                    with contextlib.suppress(AiSdlcError):
+                        self.owner.add_usage(story_id, pending, calls=1)
+        except _PhaseRetry:
+            pass  # counted and reverted; the story goes on from the checkpoint's state
         except StoryBlockedError:
             self.checkpoints.discard(story_id)
             raise
         except BaseException as exc:
-            self._roll_back(checkpoint, f"{type(exc).__name__}: {exc}")
+            why = "interrupted" if isinstance(exc, KeyboardInterrupt) else _describe(exc)
+            with contextlib.suppress(AiSdlcError):
+                self.owner.release(story_id, phase, why)
+            self._roll_back(checkpoint, why)
             raise
         self.checkpoints.discard(story_id)
 
@@ -182,170 +225,320 @@ class StoryRunner:
     def _roll_back(self, checkpoint: Checkpoint, reason: str) -> None:
         story_id = checkpoint.story_id
         try:
-            restored = self.checkpoints.restore(checkpoint)
+            restored = self.checkpoints.restore(checkpoint, self.owner, reason)
         except Exception as exc:  # keep the checkpoint: the next run restores it
             self._emit("rollback_failed", story_id, phase=checkpoint.phase, reason=str(exc))
             return
         self.checkpoints.discard(story_id)
-        event = {"phase": checkpoint.phase, "reason": reason[:500], "restored": restored}
-        append_event(
-            self.store.folder(story_id),
-            {"time": iso(self.deps.clock()), "action": "rollback_initiated", **event},
+        self._emit(
+            "rollback_initiated",
+            story_id,
+            phase=checkpoint.phase,
+            reason=reason[:500],
+            restored=restored,
         )
-        self._emit("rollback_initiated", story_id, **event)
 
     def _refine(self, story_id: str, phase: Phase) -> None:
-        body = self.store.get(story_id).body
-        result, attempt = self._call_agent(story_id, phase, context={"story_body": body})
+        ticket, path = self._begin(story_id, phase)
+        result = self._call_agent(ticket, path, phase, context={"story_body": ticket.story.body})
+        self._check_read_only(ticket, path, phase)
         parts = split_decision(result.text)
         if parts.decision == REJECTED:
-            done = self.store.get(story_id).counter("refinement_count")
-            self._log(story_id, phase, "rejected", attempt=attempt, feedback=parts.feedback)
-            if done >= self.deps.limits.refinement_iterations:
-                self._block(
-                    story_id,
-                    f"Refinement did not converge after {done} iterations "
-                    f"(limit {self.deps.limits.refinement_iterations}): "
-                    f"{_first_line(parts.feedback)}",
-                )
-            self._recover(story_id, L.REFINEMENT, phase, reason=_first_line(parts.feedback))
-            return
-        with self.store.edit(story_id) as story:
-            if parts.before.strip():
-                story.body = _with_trailing_newline(parts.before)
-            self._set_status(story, "ready")
-        self._log(story_id, phase, "completed", attempt=attempt)
-
-    def _document(self, story_id: str, phase: Phase) -> None:
-        result, attempt = self._call_agent(story_id, phase)
-        self.store.write_artifact(story_id, ARTIFACT_OF[phase], _with_trailing_newline(result.text))
-        with self.store.edit(story_id) as story:
-            story.frontmatter[PHASE_FLAG[phase]] = True
-            self._set_status(story, "in-progress")
-        self._log(story_id, phase, "completed", attempt=attempt, artifact=ARTIFACT_OF[phase])
-
-    def _implement(self, story_id: str, phase: Phase) -> None:
-        before = self.deps.fingerprint(self.workspace)
-        result, attempt = self._call_agent(story_id, phase)
-        changed = self.deps.fingerprint(self.workspace) != before
-        verdict = self._verify(story_id, phase)
-        if verdict.passed:
-            with self.store.edit(story_id) as story:
-                fm = story.frontmatter
-                fm["implementation_complete"] = True
-                if fm.get("implementation_retry_count"):
-                    fm["implementation_retry_count"] = 0
-                if "rework_pending" in fm:
-                    del fm["rework_pending"]
-                self._set_status(story, "in-progress")
-            self._log(
+            limit = self.deps.limits.refinement_iterations
+            first = _first_line(parts.feedback)
+            self._emit_phase(story_id, phase, "rejected", ticket.attempt)
+            self._fail(
                 story_id,
                 phase,
-                "passed",
-                attempt=attempt,
-                workspace_changed=changed,
-                files_changed=result.files_changed,
+                L.REFINEMENT,
+                outcome="rejected",
+                feedback=parts.feedback,
+                reason=first,
+                limit=PhaseLimit(
+                    "refinement_count",
+                    limit,
+                    lambda n: (
+                        f"Refinement did not converge after {n} iterations (limit {limit}): {first}"
+                    ),
+                ),
             )
             return
-        summary = summarise_failure(verdict.failure_output)
-        previous = self._last_failure(story_id, phase)
-        self._log(
+        body = _with_trailing_newline(parts.before) if parts.before.strip() else None
+        self.owner.complete_phase(
+            story_id, phase, status="ready", body=body, usage=self._take_usage()
+        )
+        self._emit_phase(story_id, phase, "completed", ticket.attempt)
+
+    def _document(self, story_id: str, phase: Phase) -> None:
+        ticket, path = self._begin(story_id, phase)
+        result = self._call_agent(ticket, path, phase)
+        self._check_read_only(ticket, path, phase)
+        name = ARTIFACT_OF[phase]
+        self.owner.complete_phase(
             story_id,
             phase,
-            "failed",
-            attempt=attempt,
-            workspace_changed=changed,
-            signature=verdict.signature,
-            feedback=summary,
+            usage=self._take_usage(),
+            changes={PHASE_FLAG[phase]: True},
+            status="in-progress",
+            artifact=(name, _with_trailing_newline(result.text)),
+            artifact_name=name,
         )
+        self._emit_phase(story_id, phase, "completed", ticket.attempt, artifact=name)
+
+    def _implement(self, story_id: str, phase: Phase) -> None:
+        ticket, path = self._begin(story_id, phase)
+        before = self.deps.fingerprint(path)
+        result = self._call_agent(ticket, path, phase)
+        after = self.deps.fingerprint(path)
+        changed = after != before
+        verdict = self._verify(story_id, phase, path)
+        if verdict.passed:
+            self._attempt_passed(ticket, path, phase, after, changed, result.files_changed)
+            return
+        summary = summarise_failure(verdict.failure_output)
+        previous = ticket.last_failure
+        stalled = None
         if previous and previous.get("signature") == verdict.signature and not changed:
-            self._block(
-                story_id,
+            stalled = (
                 "Implementation is not making progress: two attempts failed with the same "
-                f"error and changed nothing. Last failure: {_first_line(summary)}",
+                f"error and changed nothing. Last failure: {_first_line(summary)}"
             )
-        retries = self.store.get(story_id).counter("implementation_retry_count")
-        if retries >= self.deps.limits.implementation_retries:
-            self._block(
-                story_id,
-                f"Implementation failed verification after {retries} retries "
-                f"(limit {self.deps.limits.implementation_retries}): {_first_line(summary)}",
-            )
-        self._recover(story_id, L.IMPLEMENTATION_RETRY, phase, reason=_first_line(summary))
+        record = self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
+        feedback = summary + (
+            f"\n\nThe failed attempt changed: {record.summary}" if record.summary else ""
+        )
+        limit = self.deps.limits.implementation_retries
+        self._emit_phase(story_id, phase, "failed", ticket.attempt, workspace_changed=changed)
+        self._fail(
+            story_id,
+            phase,
+            L.IMPLEMENTATION_RETRY,
+            outcome="failed",
+            feedback=feedback,
+            reason=_first_line(summary),
+            signature=verdict.signature,
+            workspace_changed=changed,
+            stalled=stalled,
+            patch=(ticket.attempt, record.patch) if record.patch else None,
+            limit=PhaseLimit(
+                "implementation_retry_count",
+                limit,
+                lambda n: (
+                    f"Implementation failed verification {n} times "
+                    f"(limit {limit} retries): {_first_line(summary)}"
+                ),
+            ),
+        )
+
+    def _attempt_passed(
+        self,
+        ticket: Ticket,
+        path: Path,
+        phase: Phase,
+        fingerprint: str,
+        changed: bool,
+        files_changed: list[str],
+    ) -> None:
+        story_id = ticket.story.id
+        try:
+            record = self.workspaces.attempt_passed(ticket.story, path, attempt=ticket.attempt)
+        except AiSdlcError as exc:
+            self._block(story_id, f"The passing attempt could not be committed: {exc.message}")
+        changes: dict[str, Any] = {"implementation_complete": True, "rework_pending": DELETE}
+        if ticket.story.counter("implementation_retry_count"):
+            changes["implementation_retry_count"] = 0
+        self.owner.complete_phase(
+            story_id,
+            phase,
+            usage=self._take_usage(),
+            outcome="passed",
+            changes=changes,
+            status="in-progress",
+            verified={
+                "fingerprint": fingerprint,
+                "passed": True,
+                "workspace_changed": changed,
+            },
+            workspace_changed=changed,
+            files_changed=files_changed,
+            commit=record.commit,
+        )
+        self._emit_phase(story_id, phase, "passed", ticket.attempt, commit=record.commit)
 
     def _review(self, story_id: str, phase: Phase) -> None:
-        verdict = self._verify(story_id, phase)
-        last_impl = self._last_event(story_id, {"implement", "rework"}, outcome=None)
+        ticket, path = self._begin(story_id, phase)
+        verdict = self._verdict_for_review(ticket, path, phase)
+        verified = ticket.verified or {}
         context = {
             "verification_passed": verdict.passed,
-            "verification_output": summarise_failure(verdict.failure_output)
-            if not verdict.passed
-            else "",
-            "workspace_changed": bool(last_impl.get("workspace_changed", True))
-            if last_impl
-            else True,
+            "verification_output": ""
+            if verdict.passed
+            else summarise_failure(verdict.failure_output),
+            "workspace_changed": bool(verified.get("workspace_changed", True)),
         }
-        result, attempt = self._call_agent(story_id, phase, context=context)
+        result = self._call_agent(ticket, path, phase, context=context)
+        self._check_read_only(ticket, path, phase)
         parts = split_decision(result.text)
         decision = parts.decision or REJECTED
         feedback = parts.feedback or (
             "" if parts.decision else "The review gave no DECISION line; treat as rejected."
         )
-        self.store.write_artifact(story_id, "review.md", _with_trailing_newline(result.text))
-        self._log(story_id, phase, decision.lower(), attempt=attempt, feedback=feedback)
+        review = ("review.md", _with_trailing_newline(result.text))
+        self._emit_phase(story_id, phase, decision.lower(), ticket.attempt)
         if decision == APPROVED:
-            with self.store.edit(story_id) as story:
-                story.frontmatter["reviews_complete"] = True
+            self.owner.complete_phase(
+                story_id,
+                phase,
+                usage=self._take_usage(),
+                outcome="approved",
+                changes={"reviews_complete": True},
+                artifact=review,
+                feedback=feedback,
+            )
             return
         if decision == FAILED:
-            self._block(story_id, f"Review FAILED: {_first_line(feedback)}")
+            self._block(story_id, f"Review FAILED: {_first_line(feedback)}", artifact=review)
+        retries = self.deps.limits.implementation_retries
+        reworks = self.deps.limits.review_rejections
         if decision == RECOVERY:
-            retries = self.store.get(story_id).counter("implementation_retry_count")
-            if retries >= self.deps.limits.implementation_retries:
-                self._block(
-                    story_id,
-                    f"Review asked to re-implement after {retries} implementation retries "
-                    f"(limit {self.deps.limits.implementation_retries})",
-                )
-            self._recover(story_id, L.IMPLEMENTATION_RETRY, phase, reason="review: RECOVERY")
-            with self.store.edit(story_id) as story:
-                story.frontmatter["implementation_complete"] = False
-            return
-        reworks = self.store.get(story_id).counter("retry_count")
-        if reworks >= self.deps.limits.review_rejections:
-            self._block(
+            self._fail(
                 story_id,
-                f"Review rejected the story {reworks + 1} times "
-                f"(limit {self.deps.limits.review_rejections} rework cycles): "
-                f"{_first_line(feedback)}",
+                phase,
+                L.IMPLEMENTATION_RETRY,
+                outcome="recovery",
+                feedback=feedback,
+                reason="review: RECOVERY",
+                artifact=review,
+                changes={"implementation_complete": False},
+                limit=PhaseLimit(
+                    "implementation_retry_count",
+                    retries,
+                    lambda n: (
+                        f"Review asked to re-implement {n} times "
+                        f"(limit {retries} implementation retries)"
+                    ),
+                ),
             )
-        self._recover(story_id, L.REWORK, phase, reason=_first_line(feedback))
-        with self.store.edit(story_id) as story:
-            story.frontmatter["implementation_complete"] = False
-            story.frontmatter["reviews_complete"] = False
-            story.frontmatter["rework_pending"] = True
+            return
+        self._fail(
+            story_id,
+            phase,
+            L.REWORK,
+            outcome="rejected",
+            feedback=feedback,
+            reason=_first_line(feedback),
+            artifact=review,
+            changes={
+                "implementation_complete": False,
+                "reviews_complete": False,
+                "rework_pending": True,
+            },
+            limit=PhaseLimit(
+                "retry_count",
+                reworks,
+                lambda n: (
+                    f"Review rejected the story {n} times "
+                    f"(limit {reworks} rework cycles): {_first_line(feedback)}"
+                ),
+            ),
+        )
+
+    def _verdict_for_review(self, ticket: Ticket, path: Path, phase: Phase) -> VerificationResult:
+        """The implementation's verdict when the workspace is unchanged since it was verified
+        (the test suite runs once per implementation attempt), else a fresh verification."""
+        verified = ticket.verified
+        if (
+            verified
+            and verified.get("passed") is True
+            and self.deps.fingerprint(path) == verified.get("fingerprint")
+        ):
+            self._emit("verification_reused", ticket.story.id, phase=phase.value)
+            return VerificationResult(passed=True, steps=())
+        return self._verify(ticket.story.id, phase, path)
 
     # --- helpers ----------------------------------------------------------------------------
-    def _call_agent(
-        self, story_id: str, phase: Phase, *, context: dict[str, Any] | None = None
-    ) -> tuple[ProviderResult, int]:
-        story = self.store.get(story_id)
-        attempt = 1 + sum(
-            1
-            for e in read_events(story.folder)
-            if e.get("action") == "phase_started" and e.get("phase") == phase.value
+    def _begin(self, story_id: str, phase: Phase) -> tuple[Ticket, Path]:
+        """Prepare the story's workspace, then reserve the attempt (counted before it runs)."""
+        story = self._story
+        if story is None or story.id != story_id:
+            story = self.store.get(story_id)
+        prepared = self._prepare(story)
+        if prepared.fields and any(
+            story.frontmatter.get(k) != v for k, v in prepared.fields.items()
+        ):
+            self.owner.record_fields(
+                story_id, prepared.fields, {"action": "workspace", "notice": prepared.notice}
+            )
+        if prepared.notice:
+            self._emit("workspace", story_id, notice=prepared.notice, path=str(prepared.path))
+        ticket = self.owner.begin_action(story_id, phase)
+        step, of = self._attempt_of(ticket.story, phase)
+        self._emit(
+            "phase_started", story_id, phase=phase.value, attempt=ticket.attempt, step=step, of=of
         )
+        self._phase_t0 = self.deps.monotonic()
+        return ticket, prepared.path
+
+    def _prepare(self, story: Story) -> Prepared:
+        """The story's workspace, prepared once per `run` (and again if it disappeared)."""
+        prepared = self._prepared.get(story.id)
+        if prepared is None or not prepared.path.is_dir():
+            prepared = self.workspaces.prepare(story)
+            self._prepared[story.id] = Prepared(prepared.path)  # fields/notice: once
+        return prepared
+
+    def _check_read_only(self, ticket: Ticket, path: Path, phase: Phase) -> None:
+        """A read-only phase that changed files: revert them and count an implementation
+        retry naming the paths (the agent's own permissions should have prevented it)."""
+        changed = self.workspaces.read_only_violations(ticket.story, path)
+        if not changed:
+            return
+        self.workspaces.revert(ticket.story, path)
+        shown = ", ".join(changed[:10])
+        if len(changed) > 10:
+            shown += f" and {len(changed) - 10} more"
+        self._violation(
+            ticket, phase, f"the agent changed files during the read-only {phase.value} phase: "
+            f"{shown}", changed
+        )  # fmt: skip
+
+    def _violation(self, ticket: Ticket, phase: Phase, reason: str, paths: list[str]) -> NoReturn:
+        self._emit_phase(ticket.story.id, phase, "violation", ticket.attempt, reason=reason)
+        self._fail(
+            ticket.story.id,
+            phase,
+            L.IMPLEMENTATION_RETRY,
+            outcome="read_only_violation",
+            feedback=reason,
+            reason=reason,
+            paths=paths[:50],
+        )
+        raise _PhaseRetry(reason)
+
+    def _fail(self, story_id: str, phase: Phase, kind: str, **kwargs: Any) -> None:
+        try:
+            self.owner.fail_attempt(story_id, phase, kind, usage=self._take_usage(), **kwargs)
+        except StoryBlockedError as exc:
+            self._emit("story_blocked", story_id, phase=phase.value, reason=exc.message)
+            raise
+
+    def _call_agent(
+        self,
+        ticket: Ticket,
+        path: Path,
+        phase: Phase,
+        *,
+        context: dict[str, Any] | None = None,
+    ) -> ProviderResult:
+        story = ticket.story
+        story_id = story.id
         feedback = []
-        failure = self._last_failure(story_id, phase)
-        if failure and failure.get("feedback"):
+        failure = ticket.last_failure
+        if failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ()):
             feedback.append(str(failure["feedback"]))
         view = story_view(story)
-        system_prompt, prompt = build_prompt(phase, view, feedback=feedback, attempt=attempt)
-        step, of = self._attempt_of(story, phase)
-        self._log(
-            story_id, phase, "started", action="phase_started", attempt=attempt, step=step, of=of
-        )
-        started = self._phase_t0 = self.deps.monotonic()
+        system_prompt, prompt = build_prompt(phase, view, feedback=feedback, attempt=ticket.attempt)
+        started = self.deps.monotonic()
         inner_guard = self.deps.guard_factory(
             story_id,
             phase,
@@ -369,11 +562,11 @@ class StoryRunner:
             phase=phase,
             prompt=prompt,
             system_prompt=system_prompt,
-            workspace=self.workspace,
+            workspace=path,
             access=access_for(phase),
             timeout=self.deps.limits.phase_timeout,
             story_id=story_id,
-            attempt=attempt,
+            attempt=ticket.attempt,
             model=self.deps.ai_settings.get("model"),
             context=context or {},
             guard=guard,
@@ -385,19 +578,32 @@ class StoryRunner:
         self._live = Usage()
         try:
             result = self.deps.provider.execute(request)
+        except AccessViolationError as exc:
+            self._persist_usage(story_id, self._live, calls=1)
+            self._violation(ticket, phase, exc.message, [])
+        except TransientProviderError as exc:
+            # A transient failure the provider did not run under the guard (e.g. a phase
+            # deadline of an API agent loop): the provider is unavailable, not the story broken.
+            self._persist_usage(story_id, self._live, calls=1)
+            raise ProviderUnavailableError(
+                f"{story_id} {phase.value}: {exc.message}",
+                hint="run again later; every retry so far is counted on the story",
+            ) from None
         except BaseException:
             self._persist_usage(story_id, self._live, calls=1)
             raise
-        self._persist_usage(story_id, result.usage, calls=1)
+        self._live = Usage()
+        self.run_usage.add(result.usage)
+        self._pending = result.usage
         self._emit(
             "phase_answered",
             story_id,
             phase=phase.value,
-            attempt=attempt,
+            attempt=ticket.attempt,
             elapsed=round(self.deps.monotonic() - started, 3),
             tokens=result.usage.total_tokens,
         )
-        return result, attempt
+        return result
 
     def _on_provider_event(
         self, story_id: str, phase: Phase, name: str, data: dict[str, Any]
@@ -413,21 +619,18 @@ class StoryRunner:
         self._emit(name, story_id, **{"phase": phase.value, **data})
 
     def _persist_usage(self, story_id: str, usage: Usage, *, calls: int) -> None:
-        """Add one provider call's usage to the story's `usage` and the run's total."""
+        """Add usage to the story's `usage` now (a call that failed or was stopped) and to
+        the run's total."""
         self._live = Usage()
         if not usage.total_tokens and usage.cost_usd is None:
             return
         self.run_usage.add(usage)
-        with self.store.edit(story_id) as story:
-            current = story.frontmatter.get("usage")
-            totals = dict(current) if isinstance(current, dict) else {}
-            totals["input_tokens"] = int(totals.get("input_tokens") or 0) + usage.input_tokens
-            totals["output_tokens"] = int(totals.get("output_tokens") or 0) + usage.output_tokens
-            if usage.cost_usd is not None:
-                cost = float(totals.get("cost_usd") or 0.0) + usage.cost_usd
-                totals["cost_usd"] = round(cost, 6)
-            totals["calls"] = int(totals.get("calls") or 0) + calls
-            story.frontmatter["usage"] = totals
+        self.owner.add_usage(story_id, usage, calls=calls)
+
+    def _take_usage(self) -> Usage | None:
+        """The answered call's usage, written with the phase's outcome (one transaction)."""
+        usage, self._pending = self._pending, None
+        return usage
 
     def _check_budgets(self, story_id: str, estimate: Usage) -> None:
         """Before every provider call: would it cross a story or run budget? Then stop first."""
@@ -472,9 +675,9 @@ class StoryRunner:
     def _backend_retry(self, story_id: str, phase: Phase, delay: float, reason: str) -> None:
         self._recover(story_id, L.API_RETRY, phase, reason=reason, delay=delay)
 
-    def _verify(self, story_id: str, phase: Phase) -> VerificationResult:
+    def _verify(self, story_id: str, phase: Phase, path: Path) -> VerificationResult:
         self._emit("verification_started", story_id, phase=phase.value)
-        verdict = self.deps.verifier(self.workspace)
+        verdict = self.deps.verifier(path)
         self._emit(
             "verification_finished",
             story_id,
@@ -485,82 +688,74 @@ class StoryRunner:
         return verdict
 
     def _recover(self, story_id: str, kind: str, phase: Phase, **details: Any) -> None:
-        """Count a recovery (may raise StoryBlockedError at the global limit)."""
+        """Count a recovery before it runs (raises StoryBlockedError at the global limit)."""
         try:
-            record = self.ledger.record_recovery(story_id, kind, phase=phase.value, **details)
-        except StoryBlockedError:
-            self._emit("story_blocked", story_id, phase=phase.value, recovery_kind=kind)
+            self.owner.record_recovery(story_id, kind, phase=phase.value, **details)
+        except StoryBlockedError as exc:
+            self._emit("story_blocked", story_id, phase=phase.value, reason=exc.message)
             raise
+
+    def _recovered(self, story_id: str, event: dict[str, Any]) -> None:
+        """Every recovery the owner counted (after it is written): tell the display and the
+        multi-story run, including the one that blocks the story."""
+        counters = event.get("counters") or {}
         self._emit(
             "recovery",
             story_id,
-            phase=phase.value,
-            recovery_kind=kind,
-            total=record.total,
-            limit=self.ledger.limit,
-            **details,
+            phase=event.get("phase"),
+            recovery_kind=event.get("recovery_kind"),
+            total=counters.get("total_recovery_attempts"),
+            limit=self.limit,
+            blocked=event.get("outcome") == "blocked",
+            **{k: event[k] for k in ("reason", "delay", "attempt") if k in event},
         )
 
-    def _block(self, story_id: str, reason: str) -> None:
-        reason = redact(reason)  # reasons quote failing output; it goes into story.md
-        with self.store.edit(story_id) as story:
-            self.ledger.mark_blocked(story, reason)
-            folder = story.folder
-            total = story.counter("total_recovery_attempts")
-        append_event(
-            folder,
-            {
-                "time": iso(self.deps.clock()),
-                "action": "blocked",
-                "outcome": "phase_limit",
-                "reason": reason,
-                "counters": {"total_recovery_attempts": total},
-            },
-        )
-        self._emit("story_blocked", story_id, reason=reason)
-        raise StoryBlockedError(
-            reason, story_id=story_id, hint=f"fix the cause, then run 'ai-sdlc unblock {story_id}'"
-        )
+    def _block(
+        self, story_id: str, reason: str, *, artifact: tuple[str, str] | None = None
+    ) -> NoReturn:
+        self._emit("story_blocked", story_id, reason=redact(reason))
+        self.owner.block(story_id, reason, artifact=artifact)
 
-    def _finish(self, story_id: str) -> None:
-        with self.store.edit(story_id) as story:
-            self._set_status(story, "done")
-            folder = story.folder
-        append_event(
-            folder, {"time": iso(self.deps.clock()), "action": "done", "outcome": "completed"}
-        )
-
-    def _set_status(self, story: Any, status: str) -> None:
-        fm = story.frontmatter
-        if fm.get("status") != status:
-            fm["status"] = status
-            fm["updated"] = self.deps.clock().date().isoformat()
-
-    def _last_event(
-        self, story_id: str, phases: set[str], *, outcome: str | None
-    ) -> dict[str, Any] | None:
-        last = None
-        for event in read_events(self.store.folder(story_id)):
-            if event.get("action") != "phase" or event.get("phase") not in phases:
-                continue
-            if outcome is None or event.get("outcome") == outcome:
-                last = event
-        return last
-
-    def _last_failure(self, story_id: str, phase: Phase) -> dict[str, Any] | None:
-        """The record of the last attempt that sent work back to `phase`, if the latest one
-        failed: its feedback goes into the retry's prompt."""
-        related = {
-            Phase.REFINE: {"refine"},
-            Phase.IMPLEMENT: {"implement", "rework", "review"},
-            Phase.REWORK: {"implement", "rework", "review"},
-        }.get(phase)
-        if not related:
-            return None
-        last = self._last_event(story_id, related, outcome=None)
-        if last and last.get("outcome") in ("failed", "rejected", "recovery"):
-            return last
-        return None
+    def _finish(self, story: Story) -> None:
+        """Done: publish the work (push, pull request; optional auto-merge). Checks that fail
+        under auto-merge send the story back to rework, counted like a rejected review."""
+        path = self._prepare(story).path
+        finished = self.workspaces.finish(story, path)
+        if finished.outcome == "failed":
+            reworks = self.deps.limits.review_rejections
+            self._fail(
+                story.id,
+                Phase.REVIEW,
+                L.REWORK,
+                outcome="checks_failed",
+                feedback=finished.message,
+                reason=_first_line(finished.message),
+                changes={
+                    "implementation_complete": False,
+                    "reviews_complete": False,
+                    "rework_pending": True,
+                    **finished.fields,
+                },
+                limit=PhaseLimit(
+                    "retry_count",
+                    reworks,
+                    lambda n: (
+                        f"Pull request checks failed; {n} rework cycles "
+                        f"(limit {reworks}): {_first_line(finished.message)}"
+                    ),
+                ),
+            )
+            return
+        self.owner.finish(story.id)
+        if finished.fields or finished.outcome != "skipped" or finished.message:
+            self.owner.record_fields(
+                story.id,
+                finished.fields,
+                {"action": "publish", "outcome": finished.outcome, "message": finished.message},
+            )
+            self._emit(
+                "story_published", story.id, outcome=finished.outcome, message=finished.message
+            )
 
     def _attempt_of(self, story: Any, phase: Phase) -> tuple[int, int | None]:
         """(this attempt within the phase's limit, how many that limit allows) for display."""
@@ -575,33 +770,40 @@ class StoryRunner:
             return 1, None
         return story.counter(counter) + 1, limit + 1
 
-    def _log(
-        self, story_id: str, phase: Phase, outcome: str, *, action: str = "phase", **data: Any
+    def _emit_phase(
+        self, story_id: str, phase: Phase, outcome: str, attempt: int, **data: Any
     ) -> None:
-        if action == "phase" and "elapsed" not in data:
-            data["elapsed"] = round(self.deps.monotonic() - self._phase_t0, 3)
-        story = self.store.get(story_id)
-        event = {
-            "time": iso(self.deps.clock()),
-            "action": action,
-            "phase": phase.value,
-            "outcome": outcome,
-            **data,
-            "counters": {
-                "total_recovery_attempts": story.counter("total_recovery_attempts"),
-                "recovery_breakdown": dict(story.recovery_breakdown),
-            },
-        }
-        append_event(story.folder, event)
         self._emit(
-            "phase_" + outcome if action == "phase" else action,
+            "phase_" + outcome,
             story_id,
             phase=phase.value,
-            **{k: v for k, v in data.items() if k != "feedback"},
+            attempt=attempt,
+            elapsed=round(self.deps.monotonic() - self._phase_t0, 3),
+            **data,
         )
 
     def _emit(self, name: str, story_id: str, **data: Any) -> None:
         self.deps.emit({"event": name, "story": story_id, "time": iso(self.deps.clock()), **data})
+
+
+class _PhaseRetry(Exception):
+    """A read-only violation was counted: the phase ends here and the story goes on."""
+
+
+#: Which phase's failure feedback goes into which phase's next prompt.
+_FEEDS: dict[Phase, tuple[str, ...]] = {
+    Phase.REFINE: ("refine",),
+    Phase.IMPLEMENT: ("implement", "rework", "review"),
+    Phase.REWORK: ("implement", "rework", "review"),
+    Phase.RESEARCH: ("research",),
+    Phase.PLAN: ("plan",),
+    Phase.REVIEW: ("review",),
+}
+
+
+def _describe(exc: BaseException) -> str:
+    message = exc.message if isinstance(exc, AiSdlcError) else str(exc)
+    return f"{type(exc).__name__}: {message}"
 
 
 #: What makes a failure line telling, best first: pytest's short summary, pytest's `E` lines,

@@ -18,6 +18,7 @@ from typing import Any
 from ai_sdlc.errors import AiSdlcError, InvalidInputError, UsageError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.secrets import redact
+from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.events import iso
 
 RUNS_DIR = "runs"
@@ -181,12 +182,12 @@ class RunRepository:
     def load(self, run_id: str) -> RunState:
         path = self.folder(run_id) / STATE_FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(path).decode("utf-8"))
         except FileNotFoundError:
             raise RunNotFoundError(
                 f"no run {run_id} in {self.root}", hint="'ai-sdlc runs' lists the runs"
             ) from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise InvalidInputError(f"cannot read the run state: {exc}", path=str(path)) from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise InvalidInputError(

@@ -94,7 +94,9 @@ class Session:
         environ: dict[str, str] | None = None,
         clock: Clock = utc_now,
         sleep: Callable[[float], None] = time.sleep,
+        no_worktree: bool = False,
     ) -> Session:
+        from ai_sdlc.git.workspace import select_workspace
         from ai_sdlc.providers.selection import select_provider
 
         config = load_config(store.root)
@@ -112,10 +114,14 @@ class Session:
                 lambda: run_commands(commands, cwd=workspace, timeout=timeout)
             )
 
+        workspaces, isolation = select_workspace(
+            store.root, config, no_worktree=no_worktree, guard=guards.git
+        )
         deps = RunnerDeps(
             store=store,
             provider=provider,
             verifier=verifier,
+            workspaces=workspaces,
             fingerprint=lambda workspace: guards.git(lambda: workspace_fingerprint(workspace)),
             limits=limits_from(config),
             gates=dict(config.section("gates")),
@@ -126,7 +132,8 @@ class Session:
             before_phase=relay.before_phase,
         )
         runner = StoryRunner(deps)
-        return cls(store, config, provider, runner, selection.notice, relay, clock, sleep)
+        notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
+        return cls(store, config, provider, runner, notice, relay, clock, sleep)
 
     def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
         """One story, or the next recommended action; `auto` is a multi-story run (use
@@ -222,7 +229,7 @@ class Session:
         return recommend(
             (s.frontmatter for s in self.store.list()),
             gates=self.config.section("gates"),
-            global_limit=self.runner.ledger.limit,
+            global_limit=self.runner.limit,
         )
 
     def _run_one(self, story_id: str, *, step: Phase | None) -> StoryOutcome:

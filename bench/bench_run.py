@@ -1,0 +1,297 @@
+"""Benchmark one story run (backlog → done) with 1,000 and with 20,000 other stories.
+
+Targets (issue 10), with the built-in offline `scripted` provider:
+- a run costs the same however many other stories the project holds: CPU time with 20,000
+  other stories at most 1.2x the time with 1,000;
+- the tool's own overhead per story (the run's time minus its verification commands' time)
+  at most 0.2 s;
+- the verification commands run exactly once per implementation attempt (counted, not timed).
+
+The project is a real git repository (a source file committed, a local bare repository as
+`origin`); the other stories are written straight into `.ai-sdlc/stories/` and left untracked,
+as the runner's state is. `verify.build` and `verify.test` are a counting command: a tiny script,
+run by this interpreter, that appends its step name to a file and exits 0. The commands' own
+cost is measured by running that same command bare, the same number of times, in the same run.
+Every `ai-sdlc` call is a real subprocess (this is a benchmark, not a test); CPU is user + system
+time of the process and everything it waited for (`os.wait4`), figures are medians of N runs.
+
+    python bench/bench_run.py [--sizes 1000 20000] [--repeat 3] [--strict]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RATIO_LIMIT = 1.2
+OVERHEAD_LIMIT = 0.2  # seconds per story
+RUNS_PER_ATTEMPT = 1
+BATCH = 5  # stories in the reference `run --batch`
+
+COUNTER = """import sys
+with open(sys.argv[2], "a", encoding="utf-8") as log:
+    log.write(sys.argv[1] + "\\n")
+"""
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    cpu: float
+    wall: float
+
+
+@dataclass(frozen=True)
+class StoryRun:
+    timing: Timing
+    executions: int  # verification runs (one per `build` line the counter wrote)
+    steps: int  # counting-command processes (build + test lines)
+    attempts: int  # implementation attempts (phase_started events for `implement`)
+
+
+def entry_point() -> list[str]:
+    script = Path(sys.executable).with_name("ai-sdlc")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ai_sdlc"]
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+        env.pop(key, None)
+    env.update(GIT_ENV)
+    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
+    return env
+
+
+def timed(argv: list[str], *, cwd: Path | None = None) -> tuple[Timing, int, str]:
+    """Run `argv` to completion: its timing (CPU of it and its waited-for children), exit code
+    and stderr."""
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=cli_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    return Timing(usage.ru_utime + usage.ru_stime, wall), proc.returncode, text
+
+
+def cli(project: Path, *args: str) -> str:
+    proc = subprocess.run(
+        [*entry_point(), "--project", str(project), *args],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"ai-sdlc {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc.stdout
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", *args], cwd=cwd, env=cli_env(), check=True, capture_output=True, timeout=120
+    )
+
+
+def make_project(root: Path, others: int, counter: Path, log: Path) -> Path:
+    project = root / "proj"
+    project.mkdir()
+    (project / "app.py").write_text("def answer() -> int:\n    return 42\n")
+    git(project, "init", "-q", "-b", "main")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "initial")
+    origin = root / "origin.git"
+    git(root, "init", "-q", "--bare", str(origin))
+    git(project, "remote", "add", "origin", str(origin))
+    git(project, "push", "-q", "origin", "main")
+    cli(project, "init")
+    for step in ("build", "test"):
+        command = shlex.join([sys.executable, str(counter), step, str(log)])
+        cli(project, "config", f"verify.{step}", command)
+    write_other_stories(project, others)
+    return project
+
+
+def write_other_stories(project: Path, count: int) -> None:
+    """`count` backlog stories written directly (the store's format), S-10000 upwards."""
+    stories = project / ".ai-sdlc" / "stories"
+    for n in range(10_000, 10_000 + count):
+        sid = f"S-{n:04d}"
+        folder = stories / sid
+        folder.mkdir(parents=True)
+        (folder / "story.md").write_text(
+            f"---\nid: {sid}\ntitle: Other story {n}\nslug: other-story-{n}\npriority: 50\n"
+            "status: backlog\ntype: feature\ncreated: '2026-01-05'\nupdated: '2026-01-05'\n"
+            "labels: []\nresearch_complete: false\nplan_complete: false\n"
+            "implementation_complete: false\nreviews_complete: false\n---\n"
+            f"# Other story {n}\n\nSomething else to do later.\n"
+        )
+
+
+def implement_attempts(project: Path, sid: str) -> int:
+    path = project / ".ai-sdlc" / "stories" / sid / "events.jsonl"
+    if not path.exists():
+        return 0
+    attempts = 0
+    for line in path.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("action") == "phase_started" and event.get("phase") == "implement":
+            attempts += 1
+    return attempts
+
+
+def story_status(project: Path, sid: str) -> str:
+    text = (project / ".ai-sdlc" / "stories" / sid / "story.md").read_text()
+    for line in text.splitlines():
+        if line.startswith("status:"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def run_one(project: Path, log: Path, title: str) -> StoryRun:
+    sid = cli(project, "add", title).strip()
+    log.write_text("")
+    timing, code, stderr = timed([*entry_point(), "--project", str(project), "run", sid])
+    if code != 0 or story_status(project, sid) != "done":
+        raise SystemExit(f"run {sid} did not finish (exit {code}):\n{stderr}")
+    lines = log.read_text().splitlines()
+    return StoryRun(timing, lines.count("build"), len(lines), implement_attempts(project, sid))
+
+
+def run_batch(project: Path, log: Path, count: int) -> StoryRun:
+    """`count` new stories in one `run --batch` process (start-up paid once)."""
+    sids = [cli(project, "add", f"Batch story {i}").strip() for i in range(count)]
+    log.write_text("")
+    timing, code, stderr = timed(
+        [*entry_point(), "--project", str(project), "run", "--batch", *sids]
+    )
+    if code != 0 or any(story_status(project, sid) != "done" for sid in sids):
+        raise SystemExit(f"run --batch did not finish (exit {code}):\n{stderr}")
+    lines = log.read_text().splitlines()
+    attempts = sum(implement_attempts(project, sid) for sid in sids)
+    return StoryRun(timing, lines.count("build"), len(lines), attempts)
+
+
+def start_up(project: Path, repeat: int) -> Timing:
+    """What the run command costs before it does anything: `ai-sdlc run --help`."""
+    argv = [*entry_point(), "--project", str(project), "run", "--help"]
+    runs = [timed(argv)[0] for _ in range(repeat)]
+    return Timing(statistics.median(t.cpu for t in runs), statistics.median(t.wall for t in runs))
+
+
+def bare_command(counter: Path, log: Path, repeat: int) -> Timing:
+    """Median cost of one counting-command process, run exactly as the runner runs it."""
+    argv = [sys.executable, str(counter), "build", str(log)]
+    runs = [timed(argv)[0] for _ in range(repeat)]
+    return Timing(statistics.median(t.cpu for t in runs), statistics.median(t.wall for t in runs))
+
+
+def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Timing]:
+    with tempfile.TemporaryDirectory(prefix=f"bench-run-{others}-") as tmp:
+        root = Path(tmp)
+        log = root / "verify.log"
+        started = time.perf_counter()
+        project = make_project(root, others, counter, log)
+        setup = time.perf_counter() - started
+        run_one(project, log, "Warm-up story")  # caches, .pyc files, the first worktree
+        runs = [run_one(project, log, f"Measured story {i}") for i in range(repeat)]
+        batch = run_batch(project, log, BATCH)
+        startup = start_up(project, max(3, repeat))
+        bare = bare_command(counter, root / "bare.log", max(5, repeat))
+    cpu = statistics.median(r.timing.cpu for r in runs)
+    wall = statistics.median(r.timing.wall for r in runs)
+    sample = runs[-1]
+    print(f"\n{others} other stories (set up in {setup:.1f} s; median of {repeat} runs)")
+    print(f"  story run            cpu {cpu:6.3f} s   wall {wall:6.3f} s")
+    per_run = [(r.executions, r.steps, r.attempts) for r in runs]
+    print(f"  (verification runs, command processes, implement attempts) per run: {per_run}")
+    batch_cpu = (batch.timing.cpu - batch.steps * bare.cpu) / BATCH
+    print(
+        f"  for reference: `run --help` (start-up alone) cpu {startup.cpu:6.3f} s; "
+        f"`run --batch` of {BATCH} stories: cpu {batch_cpu:.3f} s per story without its "
+        f"{batch.steps} command processes"
+    )
+    return Timing(cpu, wall), sample, bare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs=2, default=[1000, 20000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+    if shutil.which("git") is None:
+        raise SystemExit("bench_run needs git")
+    small, large = args.sizes
+    with tempfile.TemporaryDirectory(prefix="bench-run-counter-") as tmp:
+        counter = Path(tmp) / "count_verify.py"
+        counter.write_text(COUNTER)
+        small_t, small_run, bare = bench(small, args.repeat, counter)
+        large_t, large_run, _ = bench(large, args.repeat, counter)
+
+    verdicts: list[bool] = []
+
+    def verdict(ok: bool) -> str:
+        verdicts.append(ok)
+        return "PASS" if ok else "FAIL"
+
+    cpu_ratio = large_t.cpu / small_t.cpu
+    wall_ratio = large_t.wall / small_t.wall
+    print(f"\nbare counting command: cpu {bare.cpu * 1000:.1f} ms, wall {bare.wall * 1000:.1f} ms")
+    print(
+        f"ratio {large}/{small}: cpu {cpu_ratio:.2f}x  target <= {RATIO_LIMIT:g}x  "
+        f"{verdict(cpu_ratio <= RATIO_LIMIT)}   (wall {wall_ratio:.2f}x)"
+    )
+    for size, timing, run in ((small, small_t, small_run), (large, large_t, large_run)):
+        cpu_over = timing.cpu - run.steps * bare.cpu
+        wall_over = timing.wall - run.steps * bare.wall
+        print(
+            f"tool overhead per story at {size}: wall {wall_over:.3f} s, cpu {cpu_over:.3f} s "
+            f"(run minus {run.steps} x bare command)  target <= {OVERHEAD_LIMIT:g} s  "
+            f"{verdict(max(wall_over, cpu_over) <= OVERHEAD_LIMIT)}"
+        )
+    for size, run in ((small, small_run), (large, large_run)):
+        per_attempt = run.executions / run.attempts if run.attempts else float("nan")
+        print(
+            f"verification runs per implementation attempt at {size}: {run.executions} runs / "
+            f"{run.attempts} attempts = {per_attempt:.2f}  target = {RUNS_PER_ATTEMPT}  "
+            f"{verdict(run.attempts > 0 and run.executions == RUNS_PER_ATTEMPT * run.attempts)}"
+        )
+    print("\nStory-run targets:", "PASS" if all(verdicts) else "FAIL")
+    if args.strict and not all(verdicts):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

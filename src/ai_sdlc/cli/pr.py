@@ -1,0 +1,68 @@
+"""`ai-sdlc pr <id> [--json]`: push a story's branch and open (or reuse) its pull request.
+
+The run does this when a story reaches done; this command is for later (no `gh` or no remote
+at the time, GitHub unreachable). Pushes and `gh` calls go through the `github` policy.
+"""
+
+from __future__ import annotations
+
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.show import StoryArg
+from ai_sdlc.config import load_config
+from ai_sdlc.git import repo, worktrees
+from ai_sdlc.git.workspace import GitWorkspace
+
+
+def pr(story_ref: StoryArg, json: JsonOption = False) -> None:
+    """Push a story's branch and open (or reuse) its pull request."""
+    import typer
+
+    from ai_sdlc.workflow.guard import GuardFactory
+    from ai_sdlc.workflow.transitions import StoryState
+
+    out = terminal(json)
+    store = open_store()
+    story_id = store.resolve(story_ref)
+    story = store.get(story_id)
+    config = load_config(store.root)
+    guard = GuardFactory.from_config(store, config).git
+    workspace = GitWorkspace.from_config(store.root, config, guard=guard)
+    recorded = story.frontmatter.get("branch")
+    branch = (
+        str(recorded)
+        if isinstance(recorded, str) and recorded
+        else worktrees.branch_for(story.id, story.frontmatter.get("slug"))
+    )
+    if not repo.branch_exists(workspace.top, branch):
+        branch = ""  # publish() explains that the story has no branch yet
+    result = workspace.publish(story, branch)
+    if result.fields:
+        owner = StoryState(store, limit=int(config.get("limits.global_recovery")))
+        owner.record_fields(
+            story_id,
+            result.fields,
+            {"action": "publish", "outcome": result.outcome, "message": result.message},
+        )
+    if json:
+        out.json(
+            {
+                "story": story_id,
+                "branch": branch,
+                "outcome": result.outcome,
+                "message": result.message,
+                **result.fields,
+            }
+        )
+    elif result.outcome in ("opened", "reused", "merged"):
+        out.success(result.message)
+    else:
+        out.warn(result.message)
+    if result.outcome == "failed":
+        raise typer.Exit(1)
+
+
+def register(app: object) -> None:
+    import typer
+
+    assert isinstance(app, typer.Typer)
+    app.command("pr")(pr)

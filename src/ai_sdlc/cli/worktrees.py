@@ -1,0 +1,80 @@
+"""`ai-sdlc worktrees [--json]` and `ai-sdlc worktrees prune [--force]`: the story worktrees."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.config import load_config
+from ai_sdlc.git.inventory import WorktreeState, story_worktrees
+from ai_sdlc.git.inventory import prune as prune_worktrees
+from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.store import StoryStore
+
+worktrees_app = typer.Typer(
+    name="worktrees",
+    help="List the story worktrees (status, branch, dirty, ahead/behind), or prune.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+    rich_markup_mode=None,
+)
+
+
+def _status_lookup(store: StoryStore) -> dict[str, str]:
+    return {story.id: story.status for story in store.list()}
+
+
+def _states(store: StoryStore) -> list[WorktreeState]:
+    settings = GitSettings.from_config(load_config(store.root))
+    statuses = _status_lookup(store)
+    return story_worktrees(store.root, settings, lambda sid: statuses.get(sid, "unknown"))
+
+
+@worktrees_app.callback()
+def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
+    """List the story worktrees with their story status, branch, dirty/clean, ahead/behind."""
+    if ctx.invoked_subcommand is not None:
+        return
+    out = terminal(json)
+    store = open_store()
+    states = _states(store)
+    if json:
+        out.json({"worktrees": [s.to_json() for s in states]})
+        return
+    if not states:
+        out.info("No story worktrees ('ai-sdlc run <id>' creates one per story).")
+        return
+    for wt in states:
+        counts = (
+            f"+{wt.ahead}/-{wt.behind}" if wt.ahead is not None and wt.behind is not None else "?"
+        )
+        out.line(f"{wt.story}  {wt.status:<11} {wt.state:<7} {counts:<8} {wt.branch}  {wt.path}")
+
+
+@worktrees_app.command("prune")
+def prune(
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Also remove worktrees with uncommitted work (it is lost)."),
+    ] = False,
+    json: JsonOption = False,
+) -> None:
+    """Remove the worktrees of done or abandoned stories (their branches stay)."""
+    out = terminal(json)
+    store = open_store()
+    result = prune_worktrees(store.root, _states(store), force=force)
+    if json:
+        out.json({"removed": result.removed, "kept": result.kept})
+    else:
+        for path in result.removed:
+            out.success(f"Removed {path}")
+        for path, why in result.kept.items():
+            out.warn(f"Kept {path}: {why}")
+        if not result.removed and not result.kept:
+            out.info("Nothing to prune: no worktree of a done or abandoned story.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(worktrees_app, name="worktrees")

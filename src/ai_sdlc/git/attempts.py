@@ -1,0 +1,190 @@
+"""Keep or undo one implementation attempt in a story worktree.
+
+Each story branch has a checkpoint ref (`refs/ai-sdlc/checkpoints/<story id>`): the commit the
+current attempt started from. A passing attempt becomes one commit on top of it (commits the
+agent made itself are folded in, so the staging rules apply to all of its work); a failing one is
+saved as a binary-safe patch against it and the worktree is put back to it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.git import staging
+from ai_sdlc.git.run import git
+from ai_sdlc.secrets import redact
+
+#: Files listed by name in a failed attempt's summary before "… and N more".
+SUMMARY_FILES = 10
+
+FALLBACK_IDENTITY = {
+    "GIT_AUTHOR_NAME": "ai-sdlc",
+    "GIT_AUTHOR_EMAIL": "ai-sdlc@localhost",
+    "GIT_COMMITTER_NAME": "ai-sdlc",
+    "GIT_COMMITTER_EMAIL": "ai-sdlc@localhost",
+}
+
+
+def checkpoint_ref(story_id: str) -> str:
+    return f"refs/ai-sdlc/checkpoints/{story_id}"
+
+
+def head(top: Path) -> str:
+    return git(top, "rev-parse", "HEAD").stdout.strip()
+
+
+def checkpoint(top: Path, story_id: str) -> str:
+    """The commit the current attempt started from (HEAD when no checkpoint was recorded)."""
+    done = git(top, "rev-parse", "--verify", "--quiet", checkpoint_ref(story_id), check=False)
+    return done.stdout.strip() if done.ok and done.stdout.strip() else head(top)
+
+
+def set_checkpoint(top: Path, story_id: str, commit: str) -> None:
+    git(top, "update-ref", checkpoint_ref(story_id), commit)
+
+
+def adopt_head(top: Path, story_id: str) -> None:
+    """Move the checkpoint to HEAD when the worktree is clean and HEAD descends from it (commits
+    a human added to the branch between runs are kept, never rolled back)."""
+    current = head(top)
+    done = git(top, "rev-parse", "--verify", "--quiet", checkpoint_ref(story_id), check=False)
+    recorded = done.stdout.strip()
+    if recorded == current:
+        return
+    if recorded:
+        if staging.status(top):
+            return
+        descends = git(top, "merge-base", "--is-ancestor", recorded, current, check=False).ok
+        if not descends:
+            return
+    set_checkpoint(top, story_id, current)
+
+
+def commit_message(story: Any, attempt: int) -> str:
+    fm: Mapping[str, Any] = story.frontmatter
+    title = " ".join(str(fm.get("title", "")).split()) or story.id
+    total = int(fm.get("total_recovery_attempts") or 0)
+    trailers = [
+        f"AI-SDLC-Story: {story.id}",
+        f"AI-SDLC-Attempt: {attempt}",
+        f"AI-SDLC-Recovery-Attempts: {total}",
+    ]
+    breakdown = fm.get("recovery_breakdown")
+    if isinstance(breakdown, Mapping) and any(breakdown.values()):
+        parts = ", ".join(f"{k}={int(v)}" for k, v in breakdown.items() if v)
+        trailers.append(f"AI-SDLC-Recovery-Breakdown: {parts}")
+    return f"feat({story.id}): {title}\n\n" + "\n".join(trailers) + "\n"
+
+
+def commit_attempt(top: Path, story: Any, attempt: int) -> str | None:
+    """Commit the attempt's committable changes on the story branch; the new sha, or None when
+    there was nothing to commit. Raises `SecretsInWorkError` before staging anything."""
+    base = checkpoint(top, story.id)
+    if head(top) != base:
+        git(top, "reset", "--mixed", "--quiet", base)  # fold the agent's own commits in
+    changes = staging.status(top)
+    paths = staging.committable(changes)
+    if not paths:
+        return None
+    staging.refuse_secrets(top, changes, paths)
+    staging.stage(top, paths)
+    if git(top, "diff", "--cached", "--quiet", check=False).ok:
+        return None
+    env = _identity(top)
+    git(
+        top,
+        "-c",
+        "core.hooksPath=/dev/null",
+        "commit",
+        "--quiet",
+        "--no-verify",
+        "--file=-",
+        input=commit_message(story, attempt),
+        env=env,
+    )
+    sha = head(top)
+    set_checkpoint(top, story.id, sha)
+    return sha
+
+
+def _identity(top: Path) -> dict[str, str]:
+    """Our name and e-mail only when the user has none configured (a commit would fail)."""
+    if git(top, "config", "user.email", check=False).stdout.strip():
+        return {}
+    return {k: v for k, v in FALLBACK_IDENTITY.items() if k not in os.environ}
+
+
+@dataclass(frozen=True)
+class FailedDiff:
+    patch: str
+    summary: str
+
+
+def capture(top: Path, story_id: str) -> FailedDiff | None:
+    """The worktree's changes since the checkpoint (untracked non-ignored files included) as a
+    `git apply`-able binary patch; None when nothing changed. Secret-looking files are left out
+    (and named in the summary) and the text is redacted: the patch is written to disk."""
+    base = checkpoint(top, story_id)
+    changes = staging.status(top)
+    paths = staging.committable(changes)
+    if not paths and head(top) == base:
+        return None
+    secrets = staging.secret_findings(top, [p for p in paths if (top / p).exists()])
+    with tempfile.TemporaryDirectory(prefix="ai-sdlc-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(top, "read-tree", "HEAD", env=env)  # HEAD: commits the agent made count too
+        spec = "".join(f":(literal){p}\0" for p in paths if p not in secrets)
+        if spec:
+            add = ("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
+            git(top, *add, input=spec, env=env)
+        patch = git(top, "diff", "--cached", "--binary", "--no-color", base, env=env).stdout
+        numstat = git(top, "diff", "--cached", "--numstat", "-z", base, env=env).stdout
+    summary = summarise(numstat)
+    if secrets:
+        summary += "; left out as secrets: " + ", ".join(sorted(secrets))
+    if not patch and not secrets:
+        return None
+    return FailedDiff(redact(patch), summary)
+
+
+def summarise(numstat_z: str) -> str:
+    """`3 files changed: a.py (+3 -1), logo.png (binary), …` from `--numstat -z` output."""
+    entries: list[str] = []
+    for record in numstat_z.split("\0"):
+        parts = record.split("\t", 2)
+        if len(parts) != 3 or not parts[2]:
+            continue
+        added, deleted, path = parts
+        entries.append(f"{path} (binary)" if added == "-" else f"{path} (+{added} -{deleted})")
+    n = len(entries)
+    if not n:
+        return "no files changed"
+    shown = ", ".join(entries[:SUMMARY_FILES])
+    more = f", … and {n - SUMMARY_FILES} more" if n > SUMMARY_FILES else ""
+    return f"{n} file{'s' if n != 1 else ''} changed: {shown}{more}"
+
+
+def rollback(top: Path, story_id: str, paths: list[str] | None = None) -> None:
+    """Put the worktree back to the checkpoint: tracked files reset, untracked non-ignored
+    files removed (only `paths` when given). Ignored files (build output, caches) and `.ai-sdlc/`
+    are left alone."""
+    git(top, "reset", "--hard", "--quiet", checkpoint(top, story_id))
+    spec: tuple[str, ...] = staging.EXCLUDE_STATE
+    if paths is not None:
+        if not paths:
+            return
+        spec = tuple(f":(literal){p}" for p in paths)
+    git(top, "clean", "-f", "-d", "--quiet", "--", *spec)
+
+
+def violations(top: Path, story_id: str) -> list[str]:
+    """Paths a read-only phase changed (scratch files ignored), and `HEAD` if it committed."""
+    found = [p for p in staging.committable(staging.status(top))]
+    if head(top) != checkpoint(top, story_id):
+        found.append("HEAD (a commit was made)")
+    return found

@@ -1,0 +1,132 @@
+"""The story worktrees of a project, their state, and pruning those whose story is finished."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.git import repo, staging, worktrees
+from ai_sdlc.git.run import GitError
+from ai_sdlc.git.settings import GitSettings
+
+#: Story statuses whose worktree `ai-sdlc worktrees prune` removes.
+FINISHED_STATUSES = ("done", "abandoned")
+
+
+@dataclass(frozen=True)
+class WorktreeState:
+    story: str
+    status: str
+    branch: str | None
+    path: str
+    #: "clean", "dirty" or "missing" (folder deleted by hand).
+    state: str
+    ahead: int | None
+    behind: int | None
+    changed: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def repository_top(root: Path) -> Path:
+    top = repo.toplevel(root)
+    if top is None:
+        raise GitError(
+            f"{root} is not inside a git repository: there are no story worktrees",
+            hint="story worktrees exist only in git repositories (git init, first commit)",
+        )
+    return top
+
+
+def story_worktrees(
+    root: Path, settings: GitSettings, status_of: Callable[[str], str]
+) -> list[WorktreeState]:
+    """Every worktree under the project's worktrees folder that belongs to a story."""
+    top = repository_top(root)
+    folder = settings.worktrees_root(root).resolve()
+    base = settings.base_branch or _default(top, settings.remote)
+    base_ref = _base_ref(top, base, settings.remote) if base else None
+    out: list[WorktreeState] = []
+    for tree in worktrees.listing(top):
+        story_id = tree.story_id
+        if story_id is None or tree.path.resolve().parent != folder:
+            continue
+        shown = _relative(tree.path, root)
+        if tree.prunable or not tree.path.is_dir():
+            out.append(
+                WorktreeState(
+                    story_id, status_of(story_id), tree.branch, shown, "missing", None, None, []
+                )
+            )
+            continue
+        changed = staging.committable(staging.status(tree.path))
+        counts = repo.ahead_behind(tree.path, base_ref) if base_ref else None
+        out.append(
+            WorktreeState(
+                story_id,
+                status_of(story_id),
+                tree.branch,
+                shown,
+                "dirty" if changed else "clean",
+                counts[0] if counts else None,
+                counts[1] if counts else None,
+                changed,
+            )
+        )
+    return sorted(out, key=lambda w: w.story)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    removed: list[str]
+    kept: dict[str, str]
+
+
+def prune(root: Path, states: list[WorktreeState], *, force: bool = False) -> PruneResult:
+    """Remove the worktrees of finished stories; a dirty one only with `force`. Branches stay."""
+    top = repository_top(root)
+    removed: list[str] = []
+    kept: dict[str, str] = {}
+    forget_missing = False
+    for wt in states:
+        if wt.status not in FINISHED_STATUSES:
+            continue
+        if wt.state == "missing":
+            forget_missing = True
+            removed.append(wt.path)
+            continue
+        if wt.state == "dirty" and not force:
+            kept[wt.path] = (
+                f"uncommitted work ({', '.join(wt.changed[:5])}"
+                f"{', …' if len(wt.changed) > 5 else ''}); use --force to discard it"
+            )
+            continue
+        worktrees.remove(top, root / wt.path, force=force or wt.state == "dirty")
+        removed.append(wt.path)
+    if forget_missing:
+        worktrees.prune(top)
+    return PruneResult(removed, kept)
+
+
+def _default(top: Path, remote: str) -> str | None:
+    try:
+        return repo.default_branch(top, remote)
+    except GitError:
+        return None
+
+
+def _base_ref(top: Path, base: str, remote: str) -> str | None:
+    try:
+        return repo.start_point(top, base, remote)
+    except GitError:
+        return None
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)

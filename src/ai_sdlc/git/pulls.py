@@ -1,0 +1,151 @@
+"""Pull requests through the GitHub CLI (`gh`), and the PR text built from a story.
+
+Every call is made through the caller's guard (the `github` resilience policy): a network
+failure, an HTTP 5xx or a rate limit raises `TransientRemoteError` and is retried there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from ai_sdlc.git.run import REMOTE_TIMEOUT, Completed, GitError, failure, run
+from ai_sdlc.secrets import redact
+
+T = TypeVar("T")
+
+#: Seconds `gh pr checks --watch` may wait for the PR's checks to finish.
+CHECKS_TIMEOUT = 3600.0
+#: Lines of `plan.md` quoted in the PR body.
+PLAN_LINES = 40
+
+
+class Guard(Protocol):
+    """Runs one external call under a resilience policy (e.g. `GuardFactory.git`)."""
+
+    def __call__(self, fn: Callable[[], T], /) -> T: ...
+
+
+def call_directly(fn: Callable[[], T], /) -> T:
+    """The guard used when none is given: one attempt, no retries."""
+    return fn()
+
+
+@dataclass(frozen=True)
+class Checks:
+    passed: bool
+    output: str
+
+
+class GitHubCli:
+    """`gh pr …` in one repository folder."""
+
+    def __init__(self, cwd: Path, *, executable: str = "gh", guard: Guard = call_directly):
+        self.cwd = cwd
+        self.executable = executable
+        self.guard = guard
+
+    def available(self) -> bool:
+        return shutil.which(self.executable, path=os.environ.get("PATH")) is not None
+
+    def _gh(self, *args: str, timeout: float = REMOTE_TIMEOUT) -> Completed:
+        return run((self.executable, *args), self.cwd, remote=True, timeout=timeout)
+
+    def existing(self, branch: str) -> str | None:
+        """The URL of the open PR whose head is `branch`, if there is one."""
+        done = self.guard(
+            lambda: self._gh("pr", "list", "--head", branch, "--state", "open", "--json", "url")
+        )
+        try:
+            items = json.loads(done.stdout or "[]")
+        except json.JSONDecodeError:
+            shown = redact(done.stdout[:200])
+            raise GitError(f"gh pr list printed something that is not JSON: {shown}") from None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("url"), str):
+                return str(item["url"])
+        return None
+
+    def create(self, *, title: str, body: str, head: str, base: str, draft: bool) -> str:
+        args = ["pr", "create", "--title", title, "--body", body, "--head", head, "--base", base]
+        if draft:
+            args.append("--draft")
+        done = self.guard(lambda: self._gh(*args))
+        url = _last_url(done.stdout)
+        if url is None:
+            raise GitError(f"gh pr create printed no PR URL: {redact(done.stdout[-300:])}")
+        return url
+
+    def checks(self, branch: str) -> Checks:
+        """Wait for the PR's checks. A PR without any checks (no CI) counts as passing."""
+
+        def watch() -> Completed:
+            done = run(
+                (self.executable, "pr", "checks", branch, "--watch"),
+                self.cwd,
+                check=False,
+                timeout=CHECKS_TIMEOUT,
+                remote=True,
+            )
+            text = done.stdout + done.stderr
+            # 0: all passed; 1 (failing) or 8 (pending) with the checks table on stdout.
+            concluded = done.returncode in (1, 8) and "\t" in done.stdout
+            if done.ok or concluded or "no checks reported" in text:
+                return done
+            raise failure(done, remote=True)
+
+        done = self.guard(watch)
+        output = redact((done.stdout + done.stderr).strip())
+        if done.ok or "no checks reported" in output:
+            return Checks(True, output)
+        return Checks(False, output)
+
+    def merge(self, branch: str) -> None:
+        self.guard(lambda: self._gh("pr", "merge", branch, "--squash"))
+
+
+def _last_url(text: str) -> str | None:
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith(("https://", "http://")):
+            return line
+    return None
+
+
+def plan_summary(story_folder: Path) -> str | None:
+    """The first lines of the story's `plan.md` (read-only), or None without a plan."""
+    try:
+        text = (story_folder / "plan.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = text.strip().splitlines()
+    if not lines:
+        return None
+    shown = "\n".join(lines[:PLAN_LINES])
+    if len(lines) > PLAN_LINES:
+        shown += f"\n\n… ({len(lines) - PLAN_LINES} more lines in plan.md)"
+    return shown
+
+
+def pr_title(story: Any) -> str:
+    title = " ".join(str(story.frontmatter.get("title", "")).split())
+    return f"{story.id}: {title}" if title else story.id
+
+
+def pr_body(story: Any, *, verification: str, breakdown: str) -> str:
+    """The PR description: the story, its plan, how it was verified, what recovery it took."""
+    fm: Mapping[str, Any] = story.frontmatter
+    parts = [f"**{story.id}**: {' '.join(str(fm.get('title', '')).split())}"]
+    plan = plan_summary(story.folder)
+    if plan:
+        parts.append("## Plan\n\n" + plan)
+    parts.append("## Verification\n\n" + verification)
+    total = int(fm.get("total_recovery_attempts") or 0)
+    parts.append(f"## Recovery\n\n{total} recovery attempt{'s' if total != 1 else ''}: {breakdown}")
+    parts.append("---\nOpened by ai-sdlc.")
+    return redact("\n\n".join(parts))

@@ -1,0 +1,284 @@
+"""What a CLI agent printed → its answer, its real token usage, its own retries, or the error.
+
+The `command` provider runs an agent to completion and hands its stdout, stderr and exit code
+here. A preset (or `ai.command.output`) names how to read them:
+
+  text         stdout is the answer. A non-zero exit is a failure, classified by the configured
+               exit codes, then the output patterns. No usage: the caller estimates it.
+  codex-jsonl  `codex exec --json`: one JSON event a line (codex-rs/exec/src/exec_events.rs).
+               The answer is the last `item.completed` agent_message, usage comes from
+               `turn.completed` (`input_tokens` includes `cached_input_tokens`), a failure is a
+               `turn.failed` (or a fatal `error` event) with its message. Codex's own stream
+               retries arrive as `error` events "Reconnecting... 2/5 (…)": each is a retry.
+  gemini-json  `gemini --output-format json`: one JSON object `{session_id, response, stats,
+               error}` (packages/core/src/output/types.ts), the error form on stderr with exit
+               code 1 or the error's own code. Usage sums `stats.models.*.tokens` (prompt; and
+               candidates + thoughts as output). `stats.models.*.api.totalErrors` in a session
+               that still answered are API calls Gemini CLI retried by itself: each is a retry.
+
+Retries are handed back, not reported here: the provider passes each to
+`request.on_backend_retry`, so they count as `api_retry` recoveries like Claude Code's.
+Error messages are redacted before they go anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ai_sdlc.providers.base import ProviderError, Usage
+from ai_sdlc.providers.errors_map import (
+    DEFAULT_OUTPUT_PATTERNS,
+    classify_output,
+    error_for_kind,
+    redact,
+)
+from ai_sdlc.providers.tools import truncate
+
+#: Output formats a preset or `ai.command.output` may name.
+OUTPUT_FORMATS = ("text", "codex-jsonl", "gemini-json")
+
+MAX_ANSWER = 1_000_000
+_TAIL = 4000
+_MESSAGE = 300
+_RECONNECT = re.compile(r"^\s*Reconnecting\.\.\.\s*(\d+)\s*/\s*(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class BackendRetry:
+    """One retry the agent made by itself: (seconds waited if known, why)."""
+
+    delay: float
+    reason: str
+
+
+@dataclass
+class AgentOutput:
+    """One agent run, read. `error` set means the run failed (after its `retries`)."""
+
+    text: str = ""
+    usage: Usage | None = None
+    retries: list[BackendRetry] = field(default_factory=list)
+    error: ProviderError | None = None
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """Turns a failure into our typed error: configured exit codes first, then what the
+    agent's structured error says, then the output patterns (configured before defaults)."""
+
+    program: str
+    patterns: tuple[tuple[str, str], ...] = ()
+    exit_codes: Mapping[int, str] = field(default_factory=dict)
+
+    def error(self, message: str, detail: str, code: int | None, hint: str | None) -> ProviderError:
+        kind = (self.exit_codes.get(code) if code is not None else None) or hint
+        if kind is None:
+            kind = classify_output(detail, self.patterns + DEFAULT_OUTPUT_PATTERNS)
+        if kind is not None:
+            return error_for_kind(kind, message)
+        return ProviderError(message)
+
+
+def parse_output(
+    fmt: str, stdout: str, stderr: str, returncode: int, classifier: Classifier
+) -> AgentOutput:
+    """Read one finished agent run in format `fmt` (one of OUTPUT_FORMATS)."""
+    if fmt == "codex-jsonl":
+        return _codex(stdout, stderr, returncode, classifier)
+    if fmt == "gemini-json":
+        return _gemini(stdout, stderr, returncode, classifier)
+    if fmt != "text":
+        raise ValueError(f"unknown output format {fmt!r}")
+    if returncode == 0:
+        return AgentOutput(text=stdout[-MAX_ANSWER:])
+    return AgentOutput(error=_plain_failure(stdout, stderr, returncode, classifier))
+
+
+def _plain_failure(stdout: str, stderr: str, code: int, classifier: Classifier) -> ProviderError:
+    text = redact(f"{stdout[-_TAIL:]}\n{stderr[-_TAIL:]}".strip())
+    message = (
+        f"agent {classifier.program!r} exited with code {code}: "
+        f"{truncate(text, _MESSAGE) or 'no output'}"
+    )
+    return classifier.error(message, text, code, None)
+
+
+def _failure(
+    classifier: Classifier, code: int, detail: str, hint: str | None = None
+) -> ProviderError:
+    detail = redact(detail.strip())
+    message = (
+        f"{classifier.program} failed (exit code {code}): "
+        f"{truncate(detail, _MESSAGE) or 'no output'}"
+    )
+    return classifier.error(message, detail, code, hint)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+# --- codex exec --json -----------------------------------------------------------------------
+
+
+def _json_lines(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects among `text`'s lines (an agent may print plain warnings too)."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def _codex(stdout: str, stderr: str, code: int, classifier: Classifier) -> AgentOutput:
+    out = AgentOutput()
+    answer: str | None = None
+    plan: str | None = None
+    completed = False
+    failure: str | None = None
+    last_error: str | None = None
+    for event in _json_lines(stdout):
+        kind = event.get("type")
+        if kind == "error":
+            message = str(event.get("message") or "")
+            retry = _RECONNECT.match(message)
+            if retry:
+                reason = f"codex API retry {retry.group(1)}/{retry.group(2)}"
+                detail = message[retry.end() :].strip(" :()")
+                if detail:
+                    reason += f": {truncate(redact(detail), 200)}"
+                out.retries.append(BackendRetry(0.0, reason))
+            else:
+                last_error = message or last_error
+        elif kind == "turn.failed":
+            error = event.get("error")
+            failure = str(error.get("message") or "") if isinstance(error, dict) else ""
+            failure = failure or last_error or "turn failed"
+        elif kind == "item.completed" and isinstance(event.get("item"), dict):
+            item = event["item"]
+            item_type = item.get("type") or item.get("item_type")  # item_type: early versions
+            if item_type in ("agent_message", "assistant_message"):
+                answer = str(item.get("text") or "")
+            elif item_type == "plan":
+                plan = str(item.get("text") or "")
+        elif kind == "turn.completed":
+            completed = True
+            usage = event.get("usage")
+            if isinstance(usage, dict):
+                # one turn per `codex exec`; newer versions report the thread's running total
+                out.usage = Usage(_int(usage.get("input_tokens")), _int(usage.get("output_tokens")))
+    if failure is None and completed and code == 0:
+        out.text = (answer if answer is not None else plan or "")[-MAX_ANSWER:]
+        return out
+    if failure is None and last_error is None and not completed and code == 0:
+        out.error = ProviderError(
+            f"{classifier.program} printed no turn.completed event",
+            hint="the codex preset needs `codex exec --json` (codex 0.44 or later); for another "
+            "program set ai.command.output: text",
+        )
+        return out
+    detail = failure or last_error or f"{stderr[-_TAIL:]}\n{stdout[-_TAIL:]}"
+    out.error = _failure(classifier, code, detail)
+    return out
+
+
+# --- gemini --output-format json -------------------------------------------------------------
+
+
+_GEMINI_KINDS = {
+    "TerminalQuotaError": "limit",  # a daily quota or spend cap: never clears by retrying
+    "RetryableQuotaError": "rate_limit",
+    "FatalAuthenticationError": "auth",
+    "INVALID_STREAM": "server",  # the model's stream broke off
+}
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The last JSON object in `text` that looks like Gemini CLI's result (the error form is
+    pretty-printed on stderr, possibly after warning lines)."""
+    stripped = text.strip()
+    try:
+        whole = json.loads(stripped) if stripped else None
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        return whole
+    decoder = json.JSONDecoder()
+    found: dict[str, Any] | None = None
+    for match in re.finditer(r"(?m)^\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and {"response", "error", "stats", "session_id"} & set(value):
+            found = value
+    return found
+
+
+def _gemini_stats(stats: Any) -> tuple[Usage | None, list[BackendRetry]]:
+    if not isinstance(stats, dict) or not isinstance(stats.get("models"), dict):
+        return None, []
+    usage = Usage()
+    retries: list[BackendRetry] = []
+    for name, model in stats["models"].items():
+        if not isinstance(model, dict):
+            continue
+        tokens = model.get("tokens") if isinstance(model.get("tokens"), dict) else {}
+        assert isinstance(tokens, dict)
+        usage.input_tokens += _int(tokens.get("prompt"))
+        usage.output_tokens += _int(tokens.get("candidates")) + _int(tokens.get("thoughts"))
+        api = model.get("api") if isinstance(model.get("api"), dict) else {}
+        assert isinstance(api, dict)
+        errors = _int(api.get("totalErrors"))
+        by_type = api.get("errorsByType")
+        types = (
+            ", ".join(f"{k} x{_int(v)}" for k, v in by_type.items())
+            if isinstance(by_type, dict) and by_type
+            else "API error"
+        )
+        for number in range(1, errors + 1):
+            retries.append(
+                BackendRetry(0.0, f"gemini API retry {number}/{errors} ({name}: {types})")
+            )
+    return usage, retries
+
+
+def _gemini(stdout: str, stderr: str, code: int, classifier: Classifier) -> AgentOutput:
+    result = _json_object(stdout) or _json_object(stderr)
+    if result is None:
+        if code == 0:
+            return AgentOutput(
+                error=ProviderError(
+                    f"{classifier.program} printed no JSON result",
+                    hint="the gemini preset needs `gemini --output-format json`; for another "
+                    "program set ai.command.output: text",
+                )
+            )
+        return AgentOutput(error=_plain_failure(stdout, stderr, code, classifier))
+    usage, retries = _gemini_stats(result.get("stats"))
+    out = AgentOutput(usage=usage, retries=retries)
+    error = result.get("error")
+    if error is None and code == 0:
+        out.text = str(result.get("response") or "")[-MAX_ANSWER:]
+        return out
+    error = error if isinstance(error, dict) else {}
+    error_type = str(error.get("type") or "")
+    error_code = error.get("code")
+    hint = _GEMINI_KINDS.get(error_type)
+    if hint is None and isinstance(error_code, int) and not isinstance(error_code, bool):
+        hint = {429: "rate_limit", 41: "auth", 401: "auth", 403: "auth"}.get(error_code)
+        if hint is None and 500 <= error_code < 600:
+            hint = "server"
+    message = str(error.get("message") or "") or f"{stderr[-_TAIL:]}\n{stdout[-_TAIL:]}"
+    label = f"{error_type}: {message}" if error_type else message
+    out.error = _failure(classifier, code, label, hint)
+    return out

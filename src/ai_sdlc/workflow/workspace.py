@@ -1,0 +1,105 @@
+"""Where a story's agents and verification run, and what happens to their work.
+
+The runner asks its `Workspace` for the folder of a story's work and tells it how each
+implementation attempt ended; the workspace never writes story state (`.ai-sdlc/stories/`):
+it returns what the runner should record (branch, worktree path, commit, patch text, PR url)
+and the state owner writes it. Two implementations exist: `InPlace` (the project folder itself,
+the behaviour outside git or with `--no-worktree`) and the git worktree workspace in
+`ai_sdlc.git.workspace` (one worktree and branch per story, commits, rollback, pull requests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The folder a story's phases run in, and the fields to record in its frontmatter."""
+
+    path: Path
+    #: Frontmatter fields to set (`branch`, `worktree_path`), empty when nothing changes.
+    fields: dict[str, Any] = field(default_factory=dict)
+    #: One line for the user ("created worktree …", "resumed …"), or None.
+    notice: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """What became of one implementation attempt's changes."""
+
+    #: The commit made for a passing attempt (None when nothing was committed).
+    commit: str | None = None
+    #: The failed attempt's diff (saved by the owner as `attempts/<n>.patch`), or None.
+    patch: str | None = None
+    #: A short summary of the failed diff, fed to the next attempt's prompt.
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The result of the done step (push + pull request)."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    #: "opened", "reused", "skipped", "merged", "failed"
+    outcome: str = "skipped"
+    message: str = ""
+
+
+class Workspace(Protocol):
+    """The seam between the runner and the place its agents work."""
+
+    def prepare(self, story: Any) -> Prepared:
+        """Create or resume the story's folder (called before every phase)."""
+        ...
+
+    def read_only_violations(self, story: Any, path: Path) -> list[str]:
+        """Paths a read-only phase changed (ignoring `.ai-sdlc/`, ignored files and the
+        agents' known scratch files); empty when the phase kept its hands off."""
+        ...
+
+    def revert(self, story: Any, path: Path) -> None:
+        """Undo uncommitted changes in `path` (after a read-only violation)."""
+        ...
+
+    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        """An implementation attempt passed verification: keep (commit) its changes."""
+        ...
+
+    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        """An implementation attempt failed: save its diff and roll the code back."""
+        ...
+
+    def finish(self, story: Any, path: Path) -> Finished:
+        """The story is done: publish the work (push, pull request)."""
+        ...
+
+
+class InPlace:
+    """Agents work in the project folder itself; nothing is committed or rolled back.
+
+    Read-only phases are checked by the workspace fingerprint in the runner, not here.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def prepare(self, story: Any) -> Prepared:
+        return Prepared(self.root)
+
+    def read_only_violations(self, story: Any, path: Path) -> list[str]:
+        return []
+
+    def revert(self, story: Any, path: Path) -> None:
+        return None
+
+    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        return AttemptRecord()
+
+    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        return AttemptRecord()
+
+    def finish(self, story: Any, path: Path) -> Finished:
+        return Finished()

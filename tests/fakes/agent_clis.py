@@ -1,0 +1,296 @@
+"""Stand-ins for the CLI agents people drive stories with: Claude Code, OpenAI Codex and Aider.
+
+One program, installed under the tool's name (`install_agent(bin_dir, "codex")`); it answers each
+phase of a story the way a competent agent would (refine and review approve, implement writes
+files) and speaks the real tool's output format:
+
+  claude  `-p --output-format stream-json --verbose`: an `init` event, the `Write` tool_use and its
+          tool_result (refused unless `--tools` offers Write), the answer, a `result` event.
+  codex   `exec [--json] ... -`: prompt on stdin; with `--json` the JSONL thread events
+          (thread.started, turn.started, item.completed file_change/agent_message,
+          turn.completed with usage), without it progress on stderr and the last message on
+          stdout. `--sandbox read-only` refuses writes.
+  aider   `--message-file F --yes-always --no-auto-commits --no-pretty [--dry-run]`: plain text
+          (the banner, the reply with SEARCH/REPLACE blocks, "Applied edit to X"); writes its
+          chat/input history files in the git root and, unless `--no-gitignore`, adds `.aider*`
+          to the root `.gitignore` like the real tool does with --yes-always.
+
+Environment: FAKE_AGENT_FILES (JSON {path: content} written by implement/rework, relative to the
+working folder), FAKE_AGENT_LOG (one JSON line per call: tool, argv, phase, cwd),
+FAKE_AGENT_OUTSIDE (JSON {path: content} written during read-only phases, as if by something
+else: a log the user redirects to, an editor's swap file; relative paths are in the cwd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+_TASK = re.compile(r"## Your task \((\w+)\)")
+SOURCE = Path(__file__)
+
+
+def install_agent(bin_dir: Path, name: str) -> Path:
+    """`bin_dir/<name>` running this stand-in with the running interpreter."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    target = bin_dir / name
+    target.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{SOURCE}" {name} "$@"\n')
+    target.chmod(0o755)
+    return target
+
+
+def _opt(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name:
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _answer(phase: str, files: dict[str, str]) -> str:
+    if phase == "refine":
+        return "A clear story with testable criteria.\nDECISION: APPROVED"
+    if phase == "research":
+        return "## Findings\n\nA small module is needed."
+    if phase == "plan":
+        return "## Plan\n\n1. Add " + ", ".join(files) + ".\n2. Test it."
+    if phase in ("implement", "rework"):
+        return "Implemented as planned: " + ", ".join(files)
+    if phase == "review":
+        return "Clean and tested.\n\nDECISION: APPROVED"
+    return f"unexpected phase {phase}"
+
+
+def _outside_writes(read_only: bool) -> None:
+    if not read_only:
+        return
+    for name, text in json.loads(os.environ.get("FAKE_AGENT_OUTSIDE") or "{}").items():
+        Path(name).write_text(text)
+
+
+def _emit(event: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def claude(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> int:
+    if "-p" not in argv:
+        sys.stderr.write("fake claude: only headless mode (-p) is supported\n")
+        return 2
+    if _opt(argv, "--output-format") == "stream-json" and "--verbose" not in argv:
+        sys.stderr.write(
+            "Error: When using --print, --output-format=stream-json requires --verbose\n"
+        )
+        return 1
+    offered = set((_opt(argv, "--tools") or "").split(","))
+    denied = set((_opt(argv, "--disallowedTools") or "").split(","))
+    allowed = "Write" in offered and "Write" not in denied
+    _emit(
+        {
+            "type": "system",
+            "subtype": "init",
+            "session_id": "fake-session",
+            "cwd": os.getcwd(),
+            "model": _opt(argv, "--model") or "claude-default",
+            "tools": sorted(offered - denied - {""}),
+            "permissionMode": _opt(argv, "--permission-mode") or "default",
+        }
+    )
+    _outside_writes(not allowed)
+    if phase in ("implement", "rework"):
+        for number, (name, content) in enumerate(files.items()):
+            target = str(Path.cwd() / name)  # Claude Code's Write takes absolute paths
+            tool_id = f"toolu_{number}"
+            args = {"file_path": target, "content": content}
+            _emit(
+                {
+                    "type": "assistant",
+                    "message": {
+                        "content": [
+                            {"type": "tool_use", "id": tool_id, "name": "Write", "input": args}
+                        ],
+                        "usage": {"input_tokens": 50, "output_tokens": 10},
+                    },
+                }
+            )
+            if allowed:
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+                Path(target).write_text(content)
+            text = (
+                f"File created successfully at: {target}"
+                if allowed
+                else "Permission to use Write has been denied."
+            )
+            _emit(
+                {
+                    "type": "user",
+                    "message": {
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": tool_id,
+                                "content": text,
+                                "is_error": not allowed,
+                            }
+                        ]
+                    },
+                }
+            )
+    answer = _answer(phase, files)
+    _emit(
+        {
+            "type": "assistant",
+            "message": {
+                "content": [{"type": "text", "text": answer}],
+                "usage": {"input_tokens": 80, "output_tokens": 20},
+            },
+        }
+    )
+    _emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": answer,
+            "num_turns": 2,
+            "total_cost_usd": 0.0042,
+            "usage": {"input_tokens": 130, "output_tokens": 30},
+        }
+    )
+    return 0
+
+
+def codex(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> int:
+    if not argv or argv[0] != "exec":
+        sys.stderr.write("fake codex: only `codex exec` is supported\n")
+        return 2
+    sandbox = _opt(argv, "--sandbox") or "read-only"
+    as_json = "--json" in argv
+    writable = sandbox in ("workspace-write", "danger-full-access")
+    _outside_writes(not writable)
+    events: list[dict[str, object]] = [
+        {"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"},
+        {"type": "turn.started"},
+        {
+            "type": "item.completed",
+            "item": {"id": "item_0", "type": "reasoning", "text": "**Reading the task**"},
+        },
+    ]
+    if not as_json:
+        sys.stderr.write(
+            f"OpenAI Codex v0.46.0 (research preview)\n--------\nworkdir: {os.getcwd()}\n"
+        )
+        sys.stderr.write(f"sandbox: {sandbox}\n--------\nuser\n{prompt[:200]}\n")
+    if phase in ("implement", "rework") and files:
+        if writable:
+            for name, content in files.items():
+                Path(name).parent.mkdir(parents=True, exist_ok=True)
+                Path(name).write_text(content)
+            changes = [{"path": str(Path.cwd() / n), "kind": "add"} for n in files]
+            events.append(
+                {
+                    "type": "item.completed",
+                    "item": {
+                        "id": "item_1",
+                        "type": "file_change",
+                        "changes": changes,
+                        "status": "completed",
+                    },
+                }
+            )
+        else:
+            events.append(
+                {
+                    "type": "item.completed",
+                    "item": {
+                        "id": "item_1",
+                        "type": "error",
+                        "message": "writing is blocked by read-only sandbox",
+                    },
+                }
+            )
+    answer = _answer(phase, files)
+    events.append(
+        {
+            "type": "item.completed",
+            "item": {"id": "item_2", "type": "agent_message", "text": answer},
+        }
+    )
+    events.append(
+        {
+            "type": "turn.completed",
+            "usage": {"input_tokens": 2400, "cached_input_tokens": 1024, "output_tokens": 120},
+        }
+    )
+    if as_json:
+        for event in events:
+            _emit(event)
+    else:
+        sys.stderr.write("codex\n" + answer + "\ntokens used: 2520\n")
+        sys.stdout.write(answer + "\n")
+    return 0
+
+
+def aider(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> int:
+    dry_run = "--dry-run" in argv
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    root = Path(top) if top else Path.cwd()
+    print(f"Aider v0.86.1\nModel: {_opt(argv, '--model') or 'gpt-4o'} with diff edit format")
+    print(
+        f"Git repo: {'.git' if top else 'none'} with 3 files\n"
+        "Repo-map: using 4096 tokens, auto refresh"
+    )
+    if top and "--no-gitignore" not in argv:
+        ignore = root / ".gitignore"
+        content = ignore.read_text() if ignore.exists() else ""
+        if ".aider*" not in content.split("\n"):
+            if content and not content.endswith("\n"):
+                content += "\n"
+            ignore.write_text(content + ".aider*\n")
+            print("Added .aider* to .gitignore")
+    (root / ".aider.input.history").write_text(f"# aider input\n+{prompt[:80]}\n")
+    _outside_writes(dry_run)
+    answer = _answer(phase, files)
+    blocks = ""
+    if phase in ("implement", "rework"):
+        for name, content in files.items():
+            blocks += f"\n{name}\n```\n<<<<<<< SEARCH\n=======\n{content}>>>>>>> REPLACE\n```\n"
+    print(answer + "\n" + blocks)
+    if phase in ("implement", "rework"):
+        for name, content in files.items():
+            if dry_run:
+                print(f"Did not apply edit to {name} (--dry-run)")
+            else:
+                Path(name).parent.mkdir(parents=True, exist_ok=True)
+                Path(name).write_text(content)
+                print(f"Applied edit to {name}")
+    print("Tokens: 2.4k sent, 120 received. Cost: $0.0074 message, $0.0074 session.")
+    (root / ".aider.chat.history.md").write_text(f"# aider chat\n#### {prompt[:80]}\n{answer}\n")
+    return 0
+
+
+def main() -> int:
+    tool, argv = sys.argv[1], sys.argv[2:]
+    message_file = _opt(argv, "--message-file")
+    prompt = Path(message_file).read_text() if message_file else sys.stdin.read()
+    found = _TASK.findall(prompt)
+    phase = found[-1] if found else "unknown"
+    log = os.environ.get("FAKE_AGENT_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as handle:
+            record = {"tool": tool, "argv": argv, "phase": phase, "cwd": os.getcwd()}
+            handle.write(json.dumps(record) + "\n")
+    files: dict[str, str] = json.loads(os.environ.get("FAKE_AGENT_FILES") or "{}")
+    run = {"claude": claude, "codex": codex, "aider": aider}[tool]
+    return run(argv, prompt, phase, files)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

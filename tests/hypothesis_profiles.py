@@ -1,0 +1,39 @@
+"""Hypothesis profiles: the same examples on every `make test` run, a random search in `make fuzz`.
+
+`HYPOTHESIS_PROFILE` picks one: `deterministic` (the default: examples derived from each test's
+name, no example database, so CI passes or fails the same way every time) or `fuzz` (a fresh
+random seed, `FUZZ_FACTOR` times the examples, failures kept in `.hypothesis/` and replayed).
+Imported by tests/__init__.py so it is loaded before any test module builds its settings.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "deterministic")
+FUZZ_FACTOR = 50
+
+settings.register_profile(
+    "deterministic",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "fuzz",
+    derandomize=False,
+    deadline=None,
+    print_blob=True,
+    max_examples=100 * FUZZ_FACTOR,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(PROFILE)
+
+
+def examples(count: int) -> int:
+    """`count` examples in `make test`; FUZZ_FACTOR times as many under `make fuzz`."""
+    return count * FUZZ_FACTOR if PROFILE == "fuzz" else count
