@@ -46,6 +46,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_run.py
 	$(BIN)/python bench/bench_edit.py
+	$(BIN)/python bench/bench_parallel.py
 
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)

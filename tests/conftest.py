@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess as _subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -45,6 +46,9 @@ _SCRUBBED = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD)
 
 
+_EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-config-")
+
+
 def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """What a user's shell would pass: ours minus AI_SDLC_* and API keys, offline provider."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
@@ -52,6 +56,8 @@ def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
         full_env.pop(key, None)
     full_env["NO_COLOR"] = "1"
     full_env["AI_SDLC_PROVIDER"] = "scripted"
+    # Never the developer's own user config (~/.config/ai-sdlc): an empty folder of our own.
+    full_env["AI_SDLC_CONFIG_HOME"] = _EMPTY_CONFIG_HOME
     if env:
         full_env.update(env)
     return full_env

@@ -279,7 +279,7 @@ def test_config_get_set_keeps_comments_and_validates(cli: CliRunner, project: Pa
     assert "global_recovery" in unknown.stderr  # suggestion
     assert config.read_bytes() == before
     whole = cli("config", "--json")
-    assert json.loads(whole.stdout)["limits"]["global_recovery"] == 7
+    assert json.loads(whole.stdout)["settings"]["limits.global_recovery"]["value"] == 7
 
 
 def test_invalid_config_yaml_is_reported_with_line(cli: CliRunner, project: Path) -> None:

@@ -292,6 +292,7 @@ def test_read_only_violations_ignore_scratch_state_and_ignored_files(repo: Repo)
     (path / "notes~").write_text("backup\n")
     (path / ".#lock").write_text("emacs\n")
     (path / "agent.log").write_text("ignored\n")
+    (path / ".ai-sdlc").mkdir(exist_ok=True)
     (path / ".ai-sdlc" / "state.json").write_text("{}\n")
     assert ws.read_only_violations(story, path) == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -23,9 +24,12 @@ from ai_sdlc.providers.base import (
 )
 from ai_sdlc.providers.command_provider import PRESETS, CommandProvider, command_spec, render
 from ai_sdlc.providers.tools import AccessViolationError
+from tests.conftest import run_cli
+from tests.fakes.agent_clis import install_agent
 from tests.fakes.guard import RecordingGuard
 
 AGENT = [sys.executable, str(Path(__file__).parent / "fakes" / "cli_agent.py")]
+PRICE = {"input_per_mtok": 2, "output_per_mtok": 8}
 
 
 @pytest.fixture
@@ -222,3 +226,87 @@ def test_presets_render_without_a_shell(name: str, tmp_path: Path) -> None:
 def test_file_prompt_needs_a_prompt_file_token() -> None:
     with pytest.raises(InvalidInputError, match="prompt_file"):
         command_spec({"command": {"template": ["agent", "go"], "prompt_via": "file"}})
+
+
+def _stand_in(tmp_path: Path, tool: str, **env: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    install_agent(bin_dir, tool)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env}
+
+
+@pytest.mark.parametrize(
+    ("preset", "tokens"),
+    [("codex", (2400, 120)), ("gemini", (None, 96 + 152))],
+)
+def test_structured_presets_report_real_usage_priced(
+    ws: Path, tmp_path: Path, preset: str, tokens: tuple[int | None, int]
+) -> None:
+    env = _stand_in(tmp_path, preset, FAKE_AGENT_FILES=json.dumps({"hello.py": "x = 1\n"}))
+    settings = {"command": {"preset": preset}, "model": "m1", "prices": {"m1": PRICE}}
+    p = CommandProvider(ws, settings, environ=env)
+    prompt = "Add hello.\n\n## Your task (implement)\n"
+    result = p.execute(request(ws, prompt=prompt))
+    assert result.text == "Implemented as planned: hello.py"
+    assert (ws / "hello.py").read_text() == "x = 1\n" and result.files_changed == ["hello.py"]
+    full = f"Be brief.\n\n{prompt}"
+    expected_in = tokens[0] if tokens[0] is not None else len(full) // 4 + 1800
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (expected_in, tokens[1])
+    assert result.usage.cost_usd == pytest.approx((expected_in * 2 + tokens[1] * 8) / 1e6)
+
+
+def test_an_agents_own_retries_are_reported_and_can_block(ws: Path, tmp_path: Path) -> None:
+    env = _stand_in(tmp_path, "codex", FAKE_AGENT_API_ERRORS="3")
+    p = CommandProvider(ws, {"command": {"preset": "codex"}}, environ=env)
+    guard = RecordingGuard(limit=10)
+    base = request(ws, Phase.REVIEW, guard=guard, prompt="## Your task (review)\n")
+    req = dataclasses.replace(base, on_backend_retry=guard.backend_retry)
+    assert p.execute(req).text.endswith("DECISION: APPROVED")
+    assert [r["reason"].split(":")[0] for r in guard.recoveries] == [
+        f"codex API retry {n}/5" for n in (1, 2, 3)
+    ]
+    assert guard.event_names().count("backend_retry") == 3
+    # at the global limit the reporter raises; it propagates (the agent has exited)
+    blocking = RecordingGuard(limit=2)
+    req = dataclasses.replace(base, guard=blocking, on_backend_retry=blocking.backend_retry)
+    with pytest.raises(StoryBlockedError):
+        p.execute(req)
+    assert len(blocking.recoveries) == 2
+
+
+def test_output_format_setting(ws: Path, tmp_path: Path) -> None:
+    assert command_spec({"command": {"preset": "codex"}}).output == "codex-jsonl"
+    assert command_spec({"command": {"preset": "gemini"}}).output == "gemini-json"
+    assert command_spec({"command": {"preset": "aider"}}).output == "text"
+    # your own command line is read as text unless you say otherwise
+    assert command_spec({"command": {"preset": "codex", "template": ["codex"]}}).output == "text"
+    with pytest.raises(InvalidInputError, match=r"ai\.command\.output must be one of"):
+        command_spec({"command": {"template": ["a"], "output": "xml"}})
+    env = _stand_in(tmp_path, "gemini")
+    own = CommandProvider(
+        ws,
+        {
+            "command": {
+                "template": ["gemini", "--output-format", "json", "--approval-mode", "default"],
+                "output": "gemini-json",
+            }
+        },
+        environ={**env, "FAKE_AGENT_FAIL_ONCE": str(tmp_path / "once")},
+    )
+    with pytest.raises(TransientProviderError) as info:
+        own.execute(request(ws, Phase.PLAN, prompt="## Your task (plan)\n"))
+    assert info.value.kind == "rate_limit" and "RetryableQuotaError" in info.value.message
+    assert own.execute(request(ws, Phase.PLAN, prompt="## Your task (plan)\n")).text.startswith(
+        "## Plan"
+    )
+
+
+def test_a_bad_output_format_in_the_config_file_names_file_and_line(project: Path) -> None:
+    config = project / ".ai-sdlc" / "config.yaml"
+    config.write_text("ai:\n  provider: command\n  command:\n    preset: codex\n    output: xml\n")
+    result = run_cli(project, "run", "S-0001")
+    assert result.returncode == 3, result.output
+    assert f"{config}:5: ai.command.output" in result.stderr
+    assert "text, codex-jsonl, gemini-json" in result.stderr and "Traceback" not in result.output
+    config.write_text("ai:\n  provider: command\n  command:\n    preset: gemini\n")
+    shown = run_cli(project, "config", "ai.command.preset")
+    assert shown.returncode == 0 and shown.stdout.strip() == "gemini"

@@ -14,7 +14,7 @@ KEY = "sk-ant-api03-SECRETSECRETSECRET"
 
 def test_doctor_reports_providers_without_printing_keys(project: Path) -> None:
     (project / ".ai-sdlc" / "config.yaml").write_text(
-        "ai:\n  provider: anthropic\n  anthropic:\n    api_key: oops-a-key-in-config\n"
+        "ai:\n  provider: anthropic\n"
         "  openai:\n    base_url: http://user:hunter2@localhost:8080/v1\n"
     )
     result = run_cli(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc import install_command
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.providers import registry
 from ai_sdlc.providers.base import Provider, ProviderConfigError
@@ -66,7 +67,7 @@ def test_missing_extra_gives_the_install_hint(
     with pytest.raises(ProviderConfigError) as caught:
         create_provider("fancy", project_root=tmp_path, settings={})
     assert "not installed" in caught.value.message
-    assert caught.value.hint == "pip install 'ai-sdlc[fancy]'"
+    assert caught.value.hint == install_command("fancy")
 
 
 def test_missing_provider_module_is_a_config_error(

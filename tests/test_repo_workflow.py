@@ -1,7 +1,8 @@
 """Issue 9 end to end: `ai-sdlc run` on a real git repository (a local bare repository as
-`origin`), through the real CLI, with stand-in `claude`, `codex`, `aider` and `gh` executables on
-PATH speaking the real tools' output formats, and the `openai` provider against the fake API
-server. Each story works in its own worktree and branch; the user's checkout is never touched."""
+`origin`), through the real CLI, with stand-in `claude`, `codex`, `aider`, `gemini` and `gh`
+executables on PATH speaking the real tools' output formats, and the `openai` provider against
+the fake API server. Each story works in its own worktree and branch; the user's checkout is
+never touched."""
 
 from __future__ import annotations
 
@@ -197,7 +198,7 @@ def _command_preset(world: World, preset: str) -> None:
     install_agent(world.bin, preset)
 
 
-@pytest.mark.parametrize("preset", ["codex", "aider"])
+@pytest.mark.parametrize("preset", ["codex", "aider", "gemini"])
 def test_command_presets_take_a_story_to_a_pull_request(world: World, preset: str) -> None:
     _command_preset(world, preset)
 
@@ -214,8 +215,14 @@ def test_command_presets_take_a_story_to_a_pull_request(world: World, preset: st
         assert isinstance(argv, list)
         read_only = call["phase"] != "implement"
         if preset == "codex":
+            assert argv[:2] == ["exec", "--json"]
             assert argv[argv.index("--sandbox") + 1] == (
                 "read-only" if read_only else "workspace-write"
+            )
+        elif preset == "gemini":
+            assert argv[argv.index("--output-format") + 1] == "json"
+            assert argv[argv.index("--approval-mode") + 1] == (
+                "default" if read_only else "auto_edit"
             )
         else:
             assert ("--dry-run" in argv) == read_only
@@ -223,6 +230,48 @@ def test_command_presets_take_a_story_to_a_pull_request(world: World, preset: st
         # its scratch files stay in the worktree, uncommitted; the user's .gitignore untouched
         assert (world.worktree / ".aider.chat.history.md").exists()
         assert git(world.root, "show", f"{world.branch}:.gitignore") == "*.log\nbuild/\n"
+
+
+@pytest.mark.parametrize(("preset", "retries"), [("codex", 2), ("gemini", 1)])
+def test_a_rate_limited_cli_agent_is_retried_and_counted(
+    world: World, preset: str, retries: int
+) -> None:
+    """The first agent call meets a rate limit: codex retries its stream once by itself
+    ("Reconnecting... 1/5", reported through on_backend_retry), then fails the turn with a 429;
+    Gemini CLI exits with its RetryableQuotaError. Our `llm` policy retries the call; every
+    retry is an `api_retry` recovery, and the story still ends done with a pull request."""
+    world.configure(
+        f"ai:\n  provider: command\n  command:\n    preset: {preset}\n"
+        "resilience:\n  policies:\n    llm:\n      initial_delay: 0.01\n      max_delay: 0.05\n"
+    )
+    install_agent(world.bin, preset)
+    world.env["FAKE_AGENT_FAIL_ONCE"] = str(world.tmp / "rate-limited-once")
+
+    result = world.run()
+
+    world.assert_done_in_worktree(result, {"hello.py"})
+    fm = world.frontmatter()
+    breakdown = fm["recovery_breakdown"]
+    assert isinstance(breakdown, dict)
+    assert breakdown["api_retry"] == retries, result.output
+    assert fm["total_recovery_attempts"] == retries
+    calls = world.agent_calls()
+    assert calls[0]["phase"] == calls[1]["phase"] == "refine"  # the same call, once more
+    log = world.root / ".ai-sdlc" / "stories" / world.sid / "events.jsonl"
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    reasons = [
+        e["reason"]
+        for e in events
+        if e.get("action") == "recovery" and e.get("recovery_kind") == "api_retry"
+    ]
+    expected = ["rate_limit"]  # our policy's retry of the failed call
+    if preset == "codex":  # codex's own stream retry, reported before its turn failed
+        expected.insert(
+            0,
+            "codex API retry 1/5: stream disconnected before completion: "
+            "error sending request for url",
+        )
+    assert reasons == expected
 
 
 def test_openai_provider_takes_a_story_to_a_pull_request(world: World) -> None:

@@ -92,9 +92,12 @@ def test_reject_rate_judges_only_after_min_attempted(tmp_path: Path) -> None:
     assert reason["value"] == round(2 / 3, 4) and reason["threshold"] == 0.3
     assert [s["status"] for s in state["stories"]] == ["blocked", "done", "blocked", "pending"]
     assert phases_started(root, "S-0004") == []
-    final = json.loads(result.stdout.splitlines()[-1])
-    assert final["event"] == "run_finished"
-    assert final["run"]["stop_reason"]["condition"] == "max_reject_rate"
+    *_, finished, error = (json.loads(line) for line in result.stdout.splitlines())
+    assert finished["event"] == "run_finished"
+    assert finished["run"]["stop_reason"]["condition"] == "max_reject_rate"
+    # A halted run is a failure (exit 6): the stream ends with the error event saying why.
+    assert error["event"] == "error" and error["exit_code"] == 6
+    assert "max_reject_rate" in error["message"]
 
 
 def test_retry_rate_halts_when_most_stories_need_retries(tmp_path: Path) -> None:
@@ -139,3 +142,26 @@ def test_stop_conditions_are_validated_with_file_and_line(tmp_path: Path) -> Non
 
 def only_run_absent(root: Path) -> bool:
     return not (root / ".ai-sdlc" / "runs").exists()
+
+
+def test_a_resumed_run_judges_rates_afresh_and_finishes(tmp_path: Path) -> None:
+    """After a reject-rate halt the operator fixes the cause and resumes: the two rejections from
+    before the fix no longer halt the run (the rates cover the stories attempted since the
+    resume), while the totals carry over and the resume says so."""
+    root = tmp_path / "p"
+    stop = "    min_attempted: 2\n    max_reject_rate: 0.3\n    max_consecutive_fails: 10\n"
+    make_project(root, ["A", "B", "C", "D"], config(stop))
+    rules_rejecting(root, "S-0001", "S-0002")
+    halted = run_cli(root, "run", "--auto")
+    assert halted.returncode == 6, halted.output
+    first = only_run(root)
+    assert first["stop_reason"]["condition"] == "max_reject_rate"
+    (root / ".ai-sdlc" / "scripted.yaml").unlink()  # the fix
+    resumed = run_cli(root, "run", "--resume", first["run_id"])
+    assert resumed.returncode == 0, resumed.output
+    state = only_run(root)
+    assert state["run_status"] == "completed"
+    assert [s["status"] for s in state["stories"]] == ["blocked", "blocked", "done", "done"]
+    assert state["counters"]["total_attempts"] > first["counters"]["total_attempts"]
+    assert "carried over: 2 attempts" in resumed.stderr
+    assert "start afresh" in resumed.stderr

@@ -123,7 +123,7 @@ scalars = st.one_of(
 #: Fields the schema checks: a random new key must not be one of them.
 CHECKED = {
     "id", "title", "slug", "type", "status", "priority", "created", "updated", "labels",
-    "dependencies", "blocked_reason", "blocked_at", "recovery_breakdown",
+    "dependencies", "epic", "blocked_reason", "blocked_at", "recovery_breakdown",
     "research_complete", "plan_complete", "implementation_complete", "reviews_complete",
     *COUNTER_FIELDS,
 }  # fmt: skip

@@ -72,7 +72,10 @@ def test_stops_at_first_failure_and_interleaves_stderr(tmp_path: Path) -> None:
     assert not result.passed
     assert [s.name for s in result.steps] == ["build"]
     assert result.steps[0].exit_code == 3
-    assert result.failure_output == "out-1\nerr-2\nout-3\n"
+    assert result.failure_output == (
+        "out-1\nerr-2\nout-3\n"
+        "[ai-sdlc] step 'build' failed with exit status 3 (last output line: out-3)\n"
+    )
     assert result.normalised_failure.startswith("step build failed (exit 3)\n")
     assert len(result.signature) == 16
     assert result.failed_step is result.steps[0]

@@ -1,9 +1,11 @@
 """`.ai-sdlc/config.yaml`: defaults, validation with file:line errors, env overrides, and
 comment-preserving edits for `ai-sdlc config key value`.
 
-The effective config is a plain nested dict (defaults ⊕ file ⊕ environment). Sections that belong
-to another package (`resilience.policies`, provider sub-sections under `ai`) are passed through here
-and validated by their owners.
+The effective config is a plain nested dict: defaults ⊕ the user's file (the platform's config
+folder, or `$AI_SDLC_CONFIG_HOME/config.yaml`) ⊕ the project's file ⊕ the environment, each
+later layer winning. Both files get the same checks; neither may hold a secret (keys come from
+the environment), and neither the user's file nor the environment may loosen a guardrail.
+`resilience.policies` is validated by its owning package.
 """
 
 from __future__ import annotations
@@ -287,6 +289,146 @@ AI_KEYS = (
 #: Sections whose inner keys are free-form here (validated by their owning package).
 OPEN_SECTIONS = ("ai", "resilience")
 
+#: Points the user config at `<folder>/config.yaml` instead of the platform's config folder.
+USER_CONFIG_ENV = "AI_SDLC_CONFIG_HOME"
+
+
+def _opt_env_name(v: Any) -> bool:
+    return v is None or (
+        isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None
+    )
+
+
+def _opt_bool(v: Any) -> bool:
+    return v is None or isinstance(v, bool)
+
+
+def _opt_argv(v: Any) -> bool:
+    return v is None or (isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v))
+
+
+def _opt_preset(v: Any) -> bool:
+    if v is None:
+        return True
+    from ai_sdlc.providers.command_provider import PRESETS
+
+    return v in PRESETS
+
+
+_MODEL = Setting(None, _opt_str, "a model name or null")
+_KEY_ENV = Setting(None, _opt_env_name, "the name of an environment variable, e.g. OPENAI_API_KEY")
+_BASE_URL = Setting(None, _opt_url, "an http(s) URL or null")
+_STREAM = Setting(True, _opt_bool, "true or false")
+
+#: `ai.<provider>.*`: what each provider reads (see the provider modules' docstrings).
+PROVIDER_SCHEMA: dict[str, Setting] = {
+    "openai.base_url": _BASE_URL,
+    "openai.api_key_env": _KEY_ENV,
+    "openai.model": _MODEL,
+    "openai.stream": _STREAM,
+    "anthropic.base_url": _BASE_URL,
+    "anthropic.api_key_env": _KEY_ENV,
+    "anthropic.model": _MODEL,
+    "anthropic.stream": _STREAM,
+    "claude.binary": Setting(None, _opt_str, "an executable name or path, or null"),
+    "claude.model": _MODEL,
+    "claude.max_retries": Setting(
+        None, lambda v: v is None or _nonneg_int(v), "an integer >= 0 or null"
+    ),
+    "claude.extra_args": Setting(None, _opt_argv, "a list of arguments"),
+    "command.preset": Setting(None, _opt_preset, "claude, codex, aider, gemini or null"),
+    "command.output": Setting(
+        None,
+        lambda v: v in (None, "text", "codex-jsonl", "gemini-json"),  # cli_output.OUTPUT_FORMATS
+        "text, codex-jsonl, gemini-json or null",
+    ),
+    "command.template": Setting(None, _opt_argv, "a non-empty argument list"),
+    "command.read_only_template": Setting(None, _opt_argv, "a non-empty argument list"),
+    "command.prompt_via": Setting(None, lambda v: v in (None, "file", "stdin"), "file or stdin"),
+    "command.patterns": Setting(
+        None, lambda v: v is None or isinstance(v, list), "a list of {pattern, kind}"
+    ),
+    "command.exit_codes": Setting(
+        None, lambda v: v is None or isinstance(v, Mapping), "a mapping exit code -> kind"
+    ),
+    "command.model": _MODEL,
+}
+PROVIDER_SECTIONS = ("openai", "anthropic", "claude", "command")
+
+#: A key whose name says it holds a secret; such keys are refused in config files.
+SECRET_KEY = re.compile(r"key|token|secret|passw(?:or)?d|credential", re.IGNORECASE)
+#: Names that match SECRET_KEY but hold none: token counts, and `*_env` (the *name* of the
+#: environment variable that holds a key).
+_NOT_SECRET = frozenset({"max_output_tokens", "story_tokens"})
+
+
+def names_secret(dotted: str) -> bool:
+    """True when a part of the dotted key names a credential (`ai.openai.api_key`)."""
+    return any(
+        SECRET_KEY.search(part) and part not in _NOT_SECRET and not part.endswith("_env")
+        for part in dotted.split(".")
+    )
+
+
+def _secret_env_hint(dotted: str) -> str:
+    if ".anthropic." in f".{dotted}.":
+        variable = "ANTHROPIC_API_KEY"
+    elif ".openai." in f".{dotted}.":
+        variable = "OPENAI_API_KEY"
+    else:
+        return "put it in an environment variable (e.g. OPENAI_API_KEY), never in a config file"
+    return (
+        f"remove it and export {variable}=... instead (ai.<provider>.api_key_env names another "
+        "variable); keys are read only from the environment"
+    )
+
+
+def _refuse_secret_keys(data: Mapping[str, Any], *, path: Path, doc: Any = None) -> None:
+    """A config file never holds a secret: refuse any key that names one (value not shown)."""
+
+    def walk(node: Mapping[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if names_secret(str(key)):
+                raise InvalidInputError(
+                    f"{dotted}: secrets do not belong in a config file (value not shown)",
+                    path=str(path),
+                    line=_line_of(doc, dotted.split(".")) if doc is not None else None,
+                    hint=_secret_env_hint(dotted),
+                )
+            if isinstance(value, Mapping):
+                walk(value, dotted + ".")
+
+    walk(data, "")
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's config file: `$AI_SDLC_CONFIG_HOME/config.yaml`, else the platform's
+    config folder (`~/.config/ai-sdlc` on Linux)."""
+    env = os.environ if environ is None else environ
+    home = env.get(USER_CONFIG_ENV)
+    if home:
+        return Path(home).expanduser() / "config.yaml"
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("ai-sdlc", appauthor=False)) / "config.yaml"
+
+
+def mask_setting(dotted: str, value: Any) -> Any:
+    """`value` fit to print: a secret-named key shows as ***, URLs lose their credentials,
+    token shapes and the environment's secret values are masked."""
+    from ai_sdlc.secrets import MASK, mask_urls, redact
+
+    if names_secret(dotted) and value not in (None, ""):
+        return MASK
+    if isinstance(value, Mapping):
+        return {str(k): mask_setting(f"{dotted}.{k}", v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_setting(dotted, v) for v in value]
+    if isinstance(value, str):
+        return redact(mask_urls(value))
+    return value
+
 
 def defaults() -> dict[str, Any]:
     data: dict[str, Any] = {}
@@ -324,6 +466,28 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
             base[key] = _plain(value)
 
 
+def _merge_over_user(base: dict[str, Any], project: Mapping[str, Any]) -> None:
+    """The project's values over the user's, except that a `null` the project file leaves as
+    written by `init` (no value chosen) does not erase a value the user chose."""
+    for key, value in project.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge_over_user(base[key], value)
+        elif value is not None or base.get(key) is None:
+            base[key] = _plain(value)
+
+
+def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of every non-mapping value (and of empty mappings), in order."""
+    out: list[str] = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.extend(_leaves(value, dotted + "."))
+        else:
+            out.append(dotted)
+    return out
+
+
 def _plain(value: Any) -> Any:
     """ruamel containers → dicts/lists, so nothing downstream depends on ruamel."""
     if isinstance(value, Mapping):
@@ -339,6 +503,49 @@ class Config:
 
     data: dict[str, Any]
     path: Path
+    #: The user's config file (it may not exist).
+    user_path: Path | None = None
+    #: (source, data) from the highest layer down: env, project, user (for `sources`).
+    layers: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: Dotted key → the AI_SDLC_* variable that set it.
+    env_names: dict[str, str] | None = None
+
+    def sources(self) -> dict[str, str]:
+        """Every effective dotted key → where its value comes from: `env:AI_SDLC_…`,
+        `project:<path>`, `user:<path>` or `default`."""
+        out: dict[str, str] = {}
+        for dotted in _leaves(self.data):
+            parts = dotted.split(".")
+            out[dotted] = "default"
+            effective = _get_path(self.data, parts)
+            for source, layer in self.layers:
+                try:
+                    found = _get_path(layer, parts)
+                except KeyError:
+                    continue
+                if found is None and effective is not None:
+                    continue  # an unset (null) project value under a user's value
+                if source == "env":
+                    names = self.env_names or {}
+                    name = next(
+                        (n for d, n in names.items() if dotted == d or dotted.startswith(d + ".")),
+                        "AI_SDLC_",
+                    )
+                    source = f"env:{name}"
+                out[dotted] = source
+                break
+        return out
+
+    def effective(self) -> dict[str, dict[str, Any]]:
+        """Dotted key → {"value" (secrets masked), "source"}, for `config` and `doctor`."""
+        sources = self.sources()
+        return {
+            dotted: {
+                "value": mask_setting(dotted, _get_path(self.data, dotted.split("."))),
+                "source": sources[dotted],
+            }
+            for dotted in sources
+        }
 
     def get(self, dotted: str, default: Any = None) -> Any:
         try:
@@ -458,11 +665,25 @@ def validate(data: Mapping[str, Any], *, path: Path, doc: Any = None) -> None:
             if dotted in SCHEMA:
                 setting = SCHEMA[dotted]
                 if not setting.check(value):
-                    fail(dotted, f"must be {setting.expected}, got {value!r}")
+                    fail(dotted, f"must be {setting.expected}, got {_shown_value(value)}")
                 continue
             section = dotted.split(".", 1)[0]
             if prefix == "ai." and key not in AI_KEYS:
                 fail(dotted, "unknown setting", _suggest(key, list(AI_KEYS)))
+            if prefix == "ai." and key in PROVIDER_SECTIONS and value is not None:
+                if not isinstance(value, Mapping):
+                    fail(dotted, "must be a mapping of settings")
+                own = sorted(k.split(".", 1)[1] for k in PROVIDER_SCHEMA if k.startswith(key + "."))
+                for inner, setting_value in value.items():
+                    spec = PROVIDER_SCHEMA.get(f"{key}.{inner}")
+                    if spec is None:
+                        fail(f"{dotted}.{inner}", "unknown setting", _suggest(str(inner), own))
+                    elif not spec.check(setting_value) and f"{dotted}.{inner}" not in BASE_URL_KEYS:
+                        fail(
+                            f"{dotted}.{inner}",
+                            f"must be {spec.expected}, got {_shown_value(setting_value)}",
+                        )
+                continue
             if section in OPEN_SECTIONS and "." in dotted:
                 continue
             if not prefix and key not in known_sections:
@@ -513,6 +734,13 @@ def _validate_resilience(section: Any, *, path: Path, doc: Any) -> None:
         raise InvalidInputError(exc.message, path=str(path), line=line, hint=exc.hint) from None
 
 
+def _shown_value(value: Any) -> str:
+    """repr(value) with any credential in it masked."""
+    from ai_sdlc.secrets import mask_urls, redact
+
+    return redact(mask_urls(repr(value)))
+
+
 def _shown_url(value: Any) -> str:
     from ai_sdlc.secrets import mask_url
 
@@ -540,6 +768,19 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _env_names(environ: Mapping[str, str]) -> dict[str, str]:
+    """Dotted key → the AI_SDLC_* variable that sets it (as `_env_overrides` reads them)."""
+    names = {
+        ".".join(p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p): name
+        for name in environ
+        if name.startswith(ENV_PREFIX) and "__" in name
+    }
+    for name, dotted in (("AI_SDLC_PROVIDER", "ai.provider"), ("AI_SDLC_MODEL", "ai.model")):
+        if environ.get(name):
+            names[dotted] = name
+    return names
+
+
 def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
     if dotted.startswith("gates."):
@@ -550,7 +791,10 @@ def _looser(dotted: str, project: Any, wanted: Any) -> bool:
 
 
 def _refuse_looser_guardrails(
-    env: Mapping[str, Any], project: Mapping[str, Any], environ: Mapping[str, str], path: Path
+    env: Mapping[str, Any],
+    project: Mapping[str, Any],
+    environ: Mapping[str, str],
+    origin: Callable[[str], str],
 ) -> None:
     """An environment variable may tighten a guardrail, never loosen it (InvalidInputError)."""
     names = {
@@ -571,7 +815,7 @@ def _refuse_looser_guardrails(
         shown = "null" if current is None else str(current).lower()
         raise InvalidInputError(
             f"{name}={environ.get(name, '')} would loosen the guardrail {dotted} (the project's "
-            f"value is {shown}, from {path if path.exists() else 'the defaults'}); the "
+            f"value is {shown}, from {origin(dotted)}); the "
             "environment may only make a guardrail stricter",
             hint=f"unset {name}, or change the project's value where it is reviewed: "
             f"`ai-sdlc config {dotted} <value>` (writes {CONFIG_RELPATH})",
@@ -610,29 +854,79 @@ def _fast_document(path: Path) -> Any:
     return value if value is None or isinstance(value, Mapping) else None
 
 
-def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Config:
-    path = root / CONFIG_RELPATH
-    data = defaults()
+def _load_layer(path: Path) -> dict[str, Any]:
+    """One config file as plain data, checked (secrets, schema) with file:line on any error;
+    {} when there is no such file."""
     file_data = _fast_document(path)
-    valid = False
     if isinstance(file_data, Mapping):
         try:
+            _refuse_secret_keys(file_data, path=path)
             validate(file_data, path=path)
-            valid = True
+            plain: dict[str, Any] = _plain(file_data)
+            return plain
         except InvalidInputError:
-            valid = False
-    if not valid:  # slow path: ruamel finds the line of whatever is wrong
-        doc = _load_document(path)
-        file_data = _plain(doc) if doc else {}
-        validate(file_data, path=path, doc=doc)
-    if file_data:
-        _deep_merge(data, file_data)
-    env = _env_overrides(os.environ if environ is None else environ)
+            pass  # the slow path below reports it with its line
+    doc = _load_document(path)
+    data: dict[str, Any] = _plain(doc) if doc else {}
+    _refuse_secret_keys(data, path=path, doc=doc)
+    validate(data, path=path, doc=doc)
+    return data
+
+
+def _refuse_user_loosening(user: Mapping[str, Any], project: Mapping[str, Any], path: Path) -> None:
+    """The user's file may not hold a guardrail looser than the project's value (its own, or
+    the default): a setting on one machine must not switch a reviewed guardrail off."""
+    base = defaults()
+    _deep_merge(base, project)
+    for dotted in GUARDRAILS:
+        parts = dotted.split(".")
+        try:
+            wanted = _get_path(user, parts)
+        except KeyError:
+            continue
+        current = _get_path(base, parts)
+        if not _looser(dotted, current, wanted):
+            continue
+        shown = "null" if current is None else str(current).lower()
+        raise InvalidInputError(
+            f"{dotted}: {_render(wanted)} would loosen a guardrail (this project's value is "
+            f"{shown}); the user config may only make a guardrail stricter",
+            path=str(path),
+            line=_line_of(_load_document(path), parts),
+            hint=f"remove it from {path}, or set it in the project where it is reviewed: "
+            f"`ai-sdlc config {dotted} <value>` (writes {CONFIG_RELPATH})",
+        )
+
+
+def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Config:
+    """defaults ⊕ user file ⊕ project file ⊕ environment, each checked."""
+    environ = os.environ if environ is None else environ
+    path = root / CONFIG_RELPATH
+    user_path = user_config_path(environ)
+    user_data = _load_layer(user_path)
+    project_data = _load_layer(path)
+    if user_data:
+        _refuse_user_loosening(user_data, project_data, user_path)
+    data = defaults()
+    _deep_merge(data, user_data)
+    _merge_over_user(data, project_data)
+    env = _env_overrides(environ)
+    layers = (("env", env), (f"project:{path}", project_data), (f"user:{user_path}", user_data))
+
+    def origin(dotted: str) -> str:
+        for source, layer in layers[1:]:
+            with contextlib.suppress(KeyError):
+                _get_path(layer, dotted.split("."))
+                return source.partition(":")[2]
+        return "the defaults"
+
     if env:
         validate(env, path=Path("<environment>"))
-        _refuse_looser_guardrails(env, data, os.environ if environ is None else environ, path)
+        _refuse_looser_guardrails(env, data, environ, origin)
         _deep_merge(data, env)
-    return Config(data=data, path=path)
+    return Config(
+        data=data, path=path, user_path=user_path, layers=layers, env_names=_env_names(environ)
+    )
 
 
 # --- editing ---------------------------------------------------------------------------------
@@ -660,8 +954,9 @@ def get_value(root: Path, dotted: str) -> Any:
         ) from None
 
 
-def set_value(root: Path, dotted: str, raw: str) -> Any:
-    """Set one dotted key in config.yaml, keeping every comment; validated before writing."""
+def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
+    """Set one dotted key in the project's config.yaml (or, with `user`, the user's), keeping
+    every comment; validated before writing, and never a secret."""
     from filelock import FileLock
     from ruamel.yaml.comments import CommentedMap
 
@@ -670,17 +965,22 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
     parts = [p for p in dotted.split(".") if p]
     if not parts or any(not p.replace("_", "").replace("-", "").isalnum() for p in parts):
         raise UsageError(f"'{dotted}' is not a dotted config key (e.g. limits.global_recovery)")
+    path = user_config_path() if user else root / CONFIG_RELPATH
+    if names_secret(dotted):
+        raise InvalidInputError(
+            f"{dotted}: secrets do not belong in a config file; nothing was written to {path}",
+            hint=_secret_env_hint(dotted),
+        )
     value = parse_scalar(raw)
     setting = SCHEMA.get(dotted)
     if setting is not None and not setting.check(value) and setting.check(raw):
         value = raw  # e.g. `verify.test false`: the command `false`, not the boolean
-    path = root / CONFIG_RELPATH
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock_dir = root / ".ai-sdlc" / ".locks"
+    lock_dir = path.parent if user else root / ".ai-sdlc" / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock_dir / "config.yaml.lock")):
         current = _read_text(path)
-        text = DEFAULT_CONFIG_TEXT if current is None else current
+        text = (DEFAULT_CONFIG_TEXT if not user else "") if current is None else current
         doc = _parse_document(text, path)
         if doc is None:
             doc = CommentedMap()
@@ -693,6 +993,7 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
             node = child
         node[parts[-1]] = value
         plain = _plain(doc)
+        _refuse_secret_keys(plain, path=path, doc=doc)
         validate(plain, path=path, doc=doc)
         if (
             not any(d == dotted or d.startswith(dotted + ".") for d in SCHEMA)
@@ -701,6 +1002,9 @@ def set_value(root: Path, dotted: str, raw: str) -> Any:
             raise UsageError(
                 f"unknown config key '{dotted}'", hint=_suggest(dotted, sorted(SCHEMA))
             )
+        if user:
+            project = root / CONFIG_RELPATH
+            _refuse_user_loosening(plain, _load_layer(project) if project.exists() else {}, path)
         atomic_write_text(path, _edited_text(text, parts, value, plain))
     return value
 

@@ -1,4 +1,5 @@
-"""Stand-ins for the CLI agents people drive stories with: Claude Code, OpenAI Codex and Aider.
+"""Stand-ins for the CLI agents people drive stories with: Claude Code, OpenAI Codex, Aider and
+Gemini CLI.
 
 One program, installed under the tool's name (`install_agent(bin_dir, "codex")`); it answers each
 phase of a story the way a competent agent would (refine and review approve, implement writes
@@ -9,7 +10,14 @@ files) and speaks the real tool's output format:
   codex   `exec [--json] ... -`: prompt on stdin; with `--json` the JSONL thread events
           (thread.started, turn.started, item.completed file_change/agent_message,
           turn.completed with usage), without it progress on stderr and the last message on
-          stdout. `--sandbox read-only` refuses writes.
+          stdout. `--sandbox read-only` refuses writes. A rate limit (FAKE_AGENT_FAIL_ONCE) is
+          its own stream retry `error` "Reconnecting... 1/5 (…)", then the fatal `error` and
+          `turn.failed` "exceeded retry limit, last status: 429 Too Many Requests", exit 1.
+  gemini  `--output-format json [--approval-mode M | --yolo] [-p TEXT]`: the prompt on stdin (with
+          -p TEXT appended), one pretty-printed JSON object {session_id, response, stats}; edits
+          only with approval mode auto_edit or yolo (headless, `default` denies write_file). A
+          rate limit is the error form {session_id, error: {type: RetryableQuotaError, message,
+          code: 429}} on stderr, exit code 429.
   aider   `--message-file F --yes-always --no-auto-commits --no-pretty [--dry-run]`: plain text
           (the banner, the reply with SEARCH/REPLACE blocks, "Applied edit to X"); writes its
           chat/input history files in the git root and, unless `--no-gitignore`, adds `.aider*`
@@ -18,7 +26,10 @@ files) and speaks the real tool's output format:
 Environment: FAKE_AGENT_FILES (JSON {path: content} written by implement/rework, relative to the
 working folder), FAKE_AGENT_LOG (one JSON line per call: tool, argv, phase, cwd),
 FAKE_AGENT_OUTSIDE (JSON {path: content} written during read-only phases, as if by something
-else: a log the user redirects to, an editor's swap file; relative paths are in the cwd).
+else: a log the user redirects to, an editor's swap file; relative paths are in the cwd),
+FAKE_AGENT_FAIL_ONCE (a marker path: the first call that finds no marker creates it and fails
+with a rate limit), FAKE_AGENT_API_ERRORS (N: a successful call reports N API errors the tool
+retried by itself: codex `Reconnecting... i/5` events, gemini `stats.models.*.api.totalErrors`).
 """
 
 from __future__ import annotations
@@ -71,6 +82,23 @@ def _outside_writes(read_only: bool) -> None:
         return
     for name, text in json.loads(os.environ.get("FAKE_AGENT_OUTSIDE") or "{}").items():
         Path(name).write_text(text)
+
+
+def _fail_once() -> bool:
+    """True for the first call that finds no FAKE_AGENT_FAIL_ONCE marker (which it creates)."""
+    marker = os.environ.get("FAKE_AGENT_FAIL_ONCE")
+    if not marker:
+        return False
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _api_errors() -> int:
+    return int(os.environ.get("FAKE_AGENT_API_ERRORS") or "0")
 
 
 def _emit(event: dict[str, object]) -> None:
@@ -176,11 +204,29 @@ def codex(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> in
     events: list[dict[str, object]] = [
         {"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"},
         {"type": "turn.started"},
+    ]
+    dropped = "stream disconnected before completion: error sending request for url"
+    if _fail_once():
+        limit = "exceeded retry limit, last status: 429 Too Many Requests"
+        events += [
+            {"type": "error", "message": f"Reconnecting... 1/5 ({dropped})"},
+            {"type": "error", "message": limit},
+            {"type": "turn.failed", "error": {"message": limit}},
+        ]
+        if as_json:
+            for event in events:
+                _emit(event)
+        else:
+            sys.stderr.write(f"ERROR: {limit}\n")
+        return 1
+    for attempt in range(1, _api_errors() + 1):
+        events.append({"type": "error", "message": f"Reconnecting... {attempt}/5 ({dropped})"})
+    events.append(
         {
             "type": "item.completed",
             "item": {"id": "item_0", "type": "reasoning", "text": "**Reading the task**"},
-        },
-    ]
+        }
+    )
     if not as_json:
         sys.stderr.write(
             f"OpenAI Codex v0.46.0 (research preview)\n--------\nworkdir: {os.getcwd()}\n"
@@ -276,10 +322,115 @@ def aider(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> in
     return 0
 
 
+def _gemini_approval(argv: list[str]) -> str | None:
+    mode = _opt(argv, "--approval-mode")
+    yolo = "--yolo" in argv or "-y" in argv
+    if mode and yolo:
+        return None
+    if mode is None:
+        return "yolo" if yolo else "default"
+    return mode if mode in ("default", "auto_edit", "yolo", "plan") else None
+
+
+def gemini(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> int:
+    mode = _gemini_approval(argv)
+    if mode is None:
+        sys.stderr.write(
+            "Cannot use both --yolo (-y) and --approval-mode together. "
+            "Use --approval-mode=yolo instead.\n"
+        )
+        return 42
+    if not prompt.strip():
+        sys.stderr.write(
+            "No input provided via stdin. Input can be provided by piping data into gemini or "
+            "using the --prompt option.\n"
+        )
+        return 42
+    session = "6c2d3a7e-5b1f-4f0e-9a57-3b0c9e1d2f48"
+    as_json = _opt(argv, "--output-format") == "json"
+    if _fail_once():
+        message = "Resource has been exhausted (e.g. check quota)."
+        error = {"type": "RetryableQuotaError", "message": message, "code": 429}
+        if as_json:
+            sys.stderr.write(json.dumps({"session_id": session, "error": error}, indent=2) + "\n")
+        else:
+            sys.stderr.write(f"[API Error: {message}]\n")
+        return 429  # the error's code is Gemini CLI's exit code (the shell sees 429 & 255)
+    editing = mode in ("auto_edit", "yolo")
+    _outside_writes(not editing)
+    model = _opt(argv, "--model") or _opt(argv, "-m") or "gemini-2.5-pro"
+    calls = accepted = 0
+    lines = 0
+    if phase in ("implement", "rework"):
+        for name, content in files.items():
+            calls += 1
+            if editing:
+                Path(name).parent.mkdir(parents=True, exist_ok=True)
+                Path(name).write_text(content)
+                accepted += 1
+                lines += content.count("\n")
+    answer = _answer(phase, files)
+    errors = _api_errors()
+    prompt_tokens = len(prompt) // 4 + 1800
+    tokens = {
+        "input": prompt_tokens - 1024,
+        "prompt": prompt_tokens,
+        "candidates": 96,
+        "total": prompt_tokens + 96 + 152,
+        "cached": 1024,
+        "thoughts": 152,
+        "tool": 0,
+    }
+    api = {
+        "totalRequests": 2 + errors,
+        "totalErrors": errors,
+        "totalLatencyMs": 5310,
+        "errorsByType": {"RetryableQuotaError": errors} if errors else {},
+    }
+    role = {k: v for k, v in api.items() if k != "errorsByType"}
+    decisions = {"accept": 0, "reject": 0, "modify": 0, "auto_accept": accepted}
+    stats = {
+        "models": {
+            model: {"api": api, "tokens": tokens, "roles": {"main": {**role, "tokens": tokens}}}
+        },
+        "tools": {
+            "totalCalls": calls,
+            "totalSuccess": accepted,
+            "totalFail": calls - accepted,
+            "totalDurationMs": 12 * calls,
+            "totalDecisions": {**decisions, "reject": calls - accepted},
+            "byName": (
+                {
+                    "write_file": {
+                        "count": calls,
+                        "success": accepted,
+                        "fail": calls - accepted,
+                        "durationMs": 12 * calls,
+                        "decisions": {**decisions, "reject": calls - accepted},
+                    }
+                }
+                if calls
+                else {}
+            ),
+        },
+        "files": {"totalLinesAdded": lines, "totalLinesRemoved": 0},
+    }
+    if as_json:
+        sys.stdout.write(
+            json.dumps({"session_id": session, "response": answer, "stats": stats}, indent=2)
+        )
+    else:
+        sys.stdout.write(answer + "\n")
+    return 0
+
+
 def main() -> int:
     tool, argv = sys.argv[1], sys.argv[2:]
     message_file = _opt(argv, "--message-file")
     prompt = Path(message_file).read_text() if message_file else sys.stdin.read()
+    flag = _opt(argv, "-p") or _opt(argv, "--prompt")
+    if tool == "gemini" and flag:  # Gemini CLI appends -p text to what arrives on stdin
+        prompt = f"{prompt}\n\n{flag}" if prompt else flag
     found = _TASK.findall(prompt)
     phase = found[-1] if found else "unknown"
     log = os.environ.get("FAKE_AGENT_LOG")
@@ -288,7 +439,7 @@ def main() -> int:
             record = {"tool": tool, "argv": argv, "phase": phase, "cwd": os.getcwd()}
             handle.write(json.dumps(record) + "\n")
     files: dict[str, str] = json.loads(os.environ.get("FAKE_AGENT_FILES") or "{}")
-    run = {"claude": claude, "codex": codex, "aider": aider}[tool]
+    run = {"claude": claude, "codex": codex, "aider": aider, "gemini": gemini}[tool]
     return run(argv, prompt, phase, files)
 
 

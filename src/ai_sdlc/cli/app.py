@@ -6,16 +6,23 @@ Commands are thin: parse, call the core, render through `Terminal`.
 Start-up is kept cheap: `ai-sdlc --version` imports neither typer nor rich, and `--help` (or an
 unknown command) imports no command module — the command list comes from `COMMANDS`, a static
 table that a test checks against the commands' real docstrings. A command's module is imported
-only when that command runs.
+only when that command runs (shell completion, which needs every command's options, imports all).
+
+Global options (`-C/--project`, `-v/--verbose`, `-q/--quiet`) are accepted after the command
+too, as in `ai-sdlc status -C ../other`: `main()` moves them in front of the command name before
+click parses. Without `-C`, the project is found like git finds its repository: the nearest
+folder holding `.ai-sdlc/stories`, walking up from the current folder (stopping at `$HOME` or the
+filesystem root); `init` alone creates in the current folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ai_sdlc import __version__
 
@@ -43,6 +50,9 @@ class CommandInfo(NamedTuple):
 COMMANDS: dict[str, CommandInfo] = {
     "init": CommandInfo("init", "Create .ai-sdlc/ in the project folder (safe to run again)."),
     "add": CommandInfo("add", "Add a story to the backlog and print its id on stdout."),
+    "import": CommandInfo(
+        "import_cmd", "Create stories from another tracker's issues (GitHub, through gh)."
+    ),
     "status": CommandInfo(
         "status", "Show the board: every story by status, blocked ones with their reason."
     ),
@@ -51,7 +61,9 @@ COMMANDS: dict[str, CommandInfo] = {
     "unblock": CommandInfo(
         "unblock", "Clear a story's block; it returns to the first phase it has not passed."
     ),
-    "config": CommandInfo("config_cmd", "Show the effective config, one key, or set a key."),
+    "config": CommandInfo(
+        "config_cmd", "Show the effective config with each key's source, one key, or set a key."
+    ),
     "run": CommandInfo(
         "run", "Take a story through refine → research → plan → implement → review → done."
     ),
@@ -70,6 +82,9 @@ COMMANDS: dict[str, CommandInfo] = {
     "worktrees": CommandInfo(
         "worktrees", "List the story worktrees (status, branch, dirty, ahead/behind), or prune."
     ),
+    "log": CommandInfo(
+        "log", "Show a story's event log as a timeline (recoveries highlighted), or follow it."
+    ),
 }
 
 #: Modules under ai_sdlc.cli that each define `register(app: typer.Typer) -> None`.
@@ -77,12 +92,32 @@ COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(c.module for c in COMMAND
 
 #: Global options that take a value (skipped when looking for the command name).
 _VALUE_OPTIONS = ("--project", "-C")
+#: Global flags that may also follow the command name.
+_GLOBAL_FLAGS = ("--verbose", "-v", "--quiet", "-q")
+#: Where a project's stories live; a folder holding this is an ai-sdlc project (the store's
+#: `is_initialized`, without importing the store for every start-up).
+PROJECT_MARKER = (".ai-sdlc", "stories")
+#: The commands that create a project where they are asked to instead of looking for one.
+_CREATES_PROJECT = frozenset({"init"})
+#: The environment variable of typer's shell completion for PROG_NAME.
+_COMPLETE_VAR = "_AI_SDLC_COMPLETE"
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
 class AppState:
-    """Options shared by every command (set by the root callback)."""
+    """Options shared by every command (set by `main()` and the root callback)."""
 
     project: Path = Path.cwd()
+    #: How the project folder was chosen: "option" (-C / AI_SDLC_PROJECT), "found" (walked up),
+    #: "cwd" (the current folder: `init`, or nothing found).
+    project_source: str = "cwd"
+    #: QUIET, NORMAL or VERBOSE.
+    verbosity: int = NORMAL
+    #: `--json` was given: failures also end stdout with an `{"event": "error", ...}` line.
+    json_mode: bool = False
+    #: The command being run (None for help, version, an unknown name).
+    command: str | None = None
 
 
 STATE = AppState()
@@ -90,6 +125,36 @@ STATE = AppState()
 
 def project_root() -> Path:
     return STATE.project
+
+
+def find_project(start: Path, home: Path | None = None) -> Path | None:
+    """The nearest folder from `start` upwards holding `.ai-sdlc/stories`, like git looks for
+    `.git`: it stops after `home` (a project above the home folder is someone else's) and at
+    the filesystem root."""
+    start = start.resolve()
+    home = home.resolve() if home is not None else None
+    for folder in (start, *start.parents):
+        if folder.joinpath(*PROJECT_MARKER).is_dir():
+            return folder
+        if folder == home:
+            return None
+    return None
+
+
+def _home() -> Path | None:
+    home = os.environ.get("HOME")
+    return Path(home) if home else None
+
+
+def choose_project(explicit: Path | None, command: str | None) -> tuple[Path, str]:
+    """(project folder, how it was chosen) for the root callback."""
+    if explicit is not None:
+        return explicit.resolve(), "option"
+    cwd = Path.cwd().resolve()
+    if command in _CREATES_PROJECT:
+        return cwd, "cwd"
+    found = find_project(cwd, _home())
+    return (found, "found") if found is not None else (cwd, "cwd")
 
 
 _app: typer.Typer | None = None
@@ -118,7 +183,9 @@ def _build_app() -> typer.Typer:
         cls=_lazy_group_class(),
         help=HELP,
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,
+        # Inherited by every sub-command's context, so `-h` works everywhere.
+        context_settings={"help_option_names": ["-h", "--help"]},
         suggest_commands=False,  # suggested from COMMANDS instead (see the group class)
         pretty_exceptions_enable=False,
         pretty_exceptions_show_locals=False,
@@ -138,17 +205,32 @@ def _build_app() -> typer.Typer:
             None,
             "--project",
             "-C",
-            help="Project folder holding .ai-sdlc (default: the current folder, or "
-            "AI_SDLC_PROJECT).",
+            help="Project folder holding .ai-sdlc (default: AI_SDLC_PROJECT, else the nearest "
+            "one from the current folder up; `init`: the current folder). Also accepted after "
+            "the command.",
             envvar="AI_SDLC_PROJECT",
+        ),
+        verbose: bool = typer.Option(
+            False, "--verbose", "-v", help="Also print debug lines (provider, model, decisions)."
+        ),
+        quiet: bool = typer.Option(
+            False, "--quiet", "-q", help="Print only errors and the final result."
         ),
         version: bool = typer.Option(
             False, "--version", callback=version_option, is_eager=True, help="Print the version."
         ),
     ) -> None:
-        STATE.project = (project or Path.cwd()).resolve()
+        if verbose and quiet:
+            raise typer.BadParameter("use one of --verbose and --quiet", param_hint="'--quiet'")
+        STATE.verbosity = VERBOSE if verbose else QUIET if quiet else NORMAL
+        STATE.project, STATE.project_source = choose_project(project, STATE.command)
 
     return app
+
+
+class Interrupted(BaseException):
+    """Ctrl-C during a command, carried past typer (which turns a KeyboardInterrupt into a
+    silent `Exit(130)`) to `main()`, which says so."""
 
 
 def _lazy_group_class() -> type[TyperGroup]:
@@ -176,6 +258,12 @@ def _lazy_group_class() -> type[TyperGroup]:
                 _suggest_commands(exc, args[0] if args else "")
                 raise
 
+        def invoke(self, ctx: Any) -> Any:
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt as exc:  # typer would make it a silent exit 130
+                raise Interrupted from exc
+
     return LazyHelpGroup
 
 
@@ -195,7 +283,7 @@ def register_commands(argv: list[str] | None = None) -> None:
     """Register the command module that `argv` names (so `ai-sdlc status` does not import the
     runner, resilience or provider code), none for help/version/an unknown name, or every
     module when `argv` is None."""
-    if argv is None:
+    if argv is None or _COMPLETE_VAR in os.environ:
         wanted: tuple[str, ...] = COMMAND_MODULES
     else:
         name = _command_name(argv)
@@ -207,22 +295,68 @@ def register_commands(argv: list[str] | None = None) -> None:
         _registered.add(module)
 
 
-def _command_name(argv: list[str]) -> str | None:
-    """The first word after the global options (None when help or version comes first)."""
+def _command_index(argv: list[str]) -> int | None:
+    """Index of the first word after the global options (None when help or version comes
+    first, or there is no command)."""
     skip = False
-    for arg in argv:
+    for i, arg in enumerate(argv):
         if skip:
             skip = False
             continue
         if arg in _VALUE_OPTIONS:
             skip = True
             continue
+        if arg == "--":
+            return i + 1 if i + 1 < len(argv) else None
         if arg.startswith("-"):
             if arg in ("--help", "-h", "--version"):
                 return None
             continue
-        return arg
+        return i
     return None
+
+
+def _command_name(argv: list[str]) -> str | None:
+    """The first word after the global options (None when help or version comes first)."""
+    index = _command_index(argv)
+    return argv[index] if index is not None else None
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """`argv` with the global options found after the command name (up to `--`) moved in
+    front of it, so `ai-sdlc status -C ../x -q` means `ai-sdlc -C ../x -q status`. Given
+    both before and after, the later one wins (click keeps the last value)."""
+    index = _command_index(argv)
+    if index is None:
+        return argv
+    head, tail = argv[:index], argv[index:]
+    moved: list[str] = []
+    kept: list[str] = [tail[0]]
+    i = 1
+    while i < len(tail):
+        arg = tail[i]
+        if arg == "--":
+            kept.extend(tail[i:])
+            break
+        if arg in _VALUE_OPTIONS and i + 1 < len(tail):
+            moved += [arg, tail[i + 1]]
+            i += 2
+            continue
+        # `-Cpath` and `--project=path` carry their value in the same word.
+        attached = arg.startswith(("-C", "--project=")) and arg not in _VALUE_OPTIONS
+        (moved if arg in _GLOBAL_FLAGS or attached else kept).append(arg)
+        i += 1
+    return [*head, *moved, *kept]
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among the options (before any `--`)."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
 
 
 def _asks_for_version_only(argv: list[str]) -> bool:
@@ -247,22 +381,30 @@ def _asks_for_version_only(argv: list[str]) -> bool:
 
 
 def main() -> None:
-    """Console-script entry point: run the app, map our errors to exit codes."""
+    """Console-script entry point: run the app, map our errors to exit codes.
+
+    In `--json` mode a failure mapped here also ends stdout with one NDJSON line
+    `{"event": "error", "message": ..., "hint": ..., "exit_code": ...}`, so a script reading
+    the stream learns why it stopped. (A command that ends itself with a non-zero exit, such
+    as an interrupted multi-story run, has already said so in its own final event.)"""
     argv = sys.argv[1:]
     if _asks_for_version_only(argv):
         sys.stdout.write(f"{PROG_NAME} {__version__}\n")
         sys.exit(0)
     from ai_sdlc.errors import AiSdlcError, ExitCode
 
+    argv = hoist_global_options(argv)
+    STATE.command = _command_name(argv)
+    STATE.json_mode = _wants_json(argv)
+    STATE.verbosity = NORMAL
     try:
         register_commands(argv)
-        rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
+        with _debug_logging(argv):
+            rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
     except AiSdlcError as exc:
-        _terminal().error(exc.message, hint=exc.hint)
-        sys.exit(int(exc.exit_code))
-    except KeyboardInterrupt:
-        _terminal().error("interrupted")
-        sys.exit(int(ExitCode.INTERRUPTED))
+        fail(exc.message, hint=exc.hint, exit_code=int(exc.exit_code))
+    except (KeyboardInterrupt, Interrupted):
+        fail("interrupted", exit_code=int(ExitCode.INTERRUPTED))
     except BrokenPipeError:
         # Output closed early (e.g. `| head`): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -273,10 +415,32 @@ def main() -> None:
     sys.exit(rc if isinstance(rc, int) else 0)
 
 
+def _debug_logging(argv: list[str]) -> contextlib.AbstractContextManager[None]:
+    """With `-v` before the command (where `hoist_global_options` puts it), the core's
+    `ai_sdlc` DEBUG log records become debug lines for the whole command."""
+    index = _command_index(argv)
+    globals_ = argv[:index] if index is not None else argv
+    if not any(arg in ("-v", "--verbose") for arg in globals_):
+        return contextlib.nullcontext()
+    from ai_sdlc.cli.terminal import Terminal
+
+    return Terminal(verbosity=VERBOSE).debug_logging()
+
+
 def _terminal() -> Any:
     from ai_sdlc.cli.terminal import Terminal
 
-    return Terminal()
+    return Terminal(json_mode=STATE.json_mode, verbosity=STATE.verbosity)
+
+
+def fail(message: str, *, hint: str | None = None, exit_code: int) -> NoReturn:
+    """Report a failure (stderr; plus the final NDJSON error event in `--json` mode) and
+    exit with `exit_code`."""
+    terminal = _terminal()
+    terminal.error(message, hint=hint)
+    if STATE.json_mode:
+        terminal.error_event(message, hint=hint, exit_code=exit_code)
+    sys.exit(exit_code)
 
 
 def _handle_click_exception(exc: Exception) -> None:
@@ -287,15 +451,22 @@ def _handle_click_exception(exc: Exception) -> None:
     exit_code = getattr(exc, "exit_code", None)
     if callable(show) and isinstance(exit_code, int):
         show()
+        if STATE.json_mode:
+            message = getattr(exc, "format_message", lambda: str(exc))()
+            _terminal().error_event(str(message), hint=_usage_hint(), exit_code=exit_code)
         sys.exit(exit_code)
     if type(exc).__name__ == "Abort":
-        _terminal().error("aborted")
-        sys.exit(int(ExitCode.INTERRUPTED))
+        fail("aborted", exit_code=int(ExitCode.INTERRUPTED))
     if os.environ.get("AI_SDLC_DEBUG"):
         raise exc
-    _terminal().error(
+    fail(
         f"internal error: {type(exc).__name__}: {exc}",
         hint="this is a bug in ai-sdlc; run again with AI_SDLC_DEBUG=1 for the traceback "
         "and report it",
+        exit_code=int(ExitCode.FAILURE),
     )
-    sys.exit(int(ExitCode.FAILURE))
+
+
+def _usage_hint() -> str:
+    command = f"{PROG_NAME} {STATE.command}" if STATE.command else PROG_NAME
+    return f"see '{command} --help'"

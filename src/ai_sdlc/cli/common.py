@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.app import project_root
+from ai_sdlc.cli.app import STATE, project_root
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import load_config
 from ai_sdlc.errors import AiSdlcError
@@ -19,7 +20,10 @@ JsonOption = Annotated[
 
 
 def terminal(json_mode: bool = False) -> Terminal:
-    return Terminal(json_mode=json_mode)
+    """The command's terminal, honouring the global `-q`/`-v`."""
+    if json_mode:
+        STATE.json_mode = True  # a failure then ends stdout with the NDJSON error event
+    return Terminal(json_mode=json_mode, verbosity=STATE.verbosity)
 
 
 class NotInitializedError(AiSdlcError):
@@ -33,10 +37,13 @@ def open_store(
     `check_config=False` lets `ai-sdlc config key value` repair a broken config.yaml."""
     store = StoryStore(project_root(), write_cache=not read_only)
     if must_exist and not store.is_initialized():
+        where = f"{store.root}" if STATE.project_source == "option" else f"{store.root} or above"
         raise NotInitializedError(
-            f"no ai-sdlc project in {store.root}",
-            hint="run 'ai-sdlc init' here, or pass --project <folder>",
+            f"no ai-sdlc project in {where}",
+            hint="run 'ai-sdlc init' in the project's folder, or pass -C <folder>",
         )
+    if STATE.project_source == "found":
+        terminal().debug(f"project {store.root} (found from {Path.cwd()})")
     if must_exist and check_config:
         load_config(store.root)  # a broken config.yaml is reported by every command (exit 3)
     return store

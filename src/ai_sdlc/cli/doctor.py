@@ -1,5 +1,8 @@
-"""`ai-sdlc doctor`: which agent providers are usable here and why not, and the effective AI
-config, without ever printing a secret (keys show as "set" or "not set", never their value).
+"""`ai-sdlc doctor`: which agent providers are usable here and why not, and the effective
+config (every key with its value and where it comes from: default, user file, project file or
+environment), without ever printing a secret (keys show as "set" or "not set", never their value).
+A provider whose client library does not import is unusable, with the install command: the
+same test auto-detection uses, so a run never picks what doctor calls unusable.
 
 Exits 4 (provider unavailable) when the provider a run would use cannot be used, else 3 when
 config.yaml is invalid (the report is still printed, with the file, line and reason).
@@ -70,8 +73,16 @@ def _statuses(
         ClaudeProvider,
         CommandProvider,
     ]
+    from ai_sdlc.providers.registry import install_hint, missing_package, provider_spec
+
     for cls in classes:
         factory: Any = cls
+        module = missing_package(cls.name)
+        if module is not None:
+            hint = install_hint(provider_spec(cls.name))
+            reason = f"the {module} package is not installed: {hint}"
+            rows.append({"name": cls.name, "usable": False, "reason": reason})
+            continue
         try:
             extra = {"which": which} if cls is ClaudeProvider else {}
             status = factory(root, settings, **extra).status()
@@ -92,12 +103,16 @@ def build_report(
     from ai_sdlc.providers.selection import choose_provider_name, resolve_model
 
     env = os.environ if environ is None else environ
+    from ai_sdlc.config import CONFIG_RELPATH, user_config_path
+
     problems: list[str] = []
     config_invalid = False
+    effective: dict[str, Any] = {}
     try:
         config = load_config(root, environ=env)
         settings: dict[str, Any] = config.section("ai")
         limits = config.section("limits")
+        effective = config.effective()
     except AiSdlcError as exc:
         from ai_sdlc.secrets import redact
 
@@ -133,6 +148,11 @@ def build_report(
                 for k in ("phase_timeout", "story_tokens", "story_cost_usd", "run_cost_usd")
             },
         },
+        "config_files": {
+            "user": str(user_config_path(env)),
+            "project": str(root / CONFIG_RELPATH),
+        },
+        "settings": effective,
         "problems": problems,
         "config_invalid": config_invalid,
     }
@@ -155,9 +175,10 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
     for key, value in report["environment"].items():
         out.line(f"  {key}: {value}")
     out.line("")
-    out.line("effective config (secrets masked):")
-    for line in to_json(report["config"], indent=2).splitlines():
-        out.line(f"  {line}")
+    files = report["config_files"]
+    out.line(f"effective config (secrets masked; user file {files['user']}):")
+    for dotted, entry in report["settings"].items():
+        out.line(f"  {dotted} = {to_json(entry['value'])}  ({entry['source']})")
     for problem in report["problems"]:
         out.warn(problem)
 

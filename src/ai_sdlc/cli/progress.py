@@ -25,30 +25,41 @@ WARNING = {
     "cooldown",
     "rollback_initiated",
     "story_skipped",
+    "story_deferred",
+    "run_stopping",
 }
 
 
 class Progress:
     def __init__(self, out: Terminal) -> None:
         self.out = out
-        #: A rich spinner while an agent phase runs (terminals only; plain lines otherwise).
+        #: A rich live status while agent phases run (terminals only; plain lines otherwise):
+        #: one line per running story, so a parallel run (`--jobs N`) shows them all.
         self._spinner: Any = None
+        self._running: dict[str, str] = {}
 
     def _spin(self, event: dict[str, Any]) -> None:
         if not self.out.is_tty or self.out.json_mode:
             return
         name = event.get("event", "")
+        story = str(event.get("story", ""))
         if name == "phase_started":
-            text = f"[{event.get('story')}] {event.get('phase')} running…"
-            if self._spinner is None:
-                self._spinner = self.out.console.status(text)
-                self._spinner.start()
-            else:
-                self._spinner.update(text)
-        elif self._spinner is not None and (
-            (name.startswith("phase_") and name != "phase_answered")
-            or name in ("story_finished", "story_blocked", "run_finished")
+            worker = f" ({event['worker']})" if event.get("worker") else ""
+            self._running[story] = f"[{story}] {event.get('phase')} running…{worker}"
+        elif (name.startswith("phase_") and name != "phase_answered") or name in (
+            "story_finished",
+            "story_blocked",
         ):
+            self._running.pop(story, None)
+        elif name in ("run_finished", "run_stopped", "run_completed"):
+            self._running.clear()
+        text = "\n".join(self._running[s] for s in sorted(self._running))
+        if text and self._spinner is None:
+            self._spinner = self.out.console.status(text)
+            self._spinner.start()
+        elif text:
+            self._spinner.update(text)
+        elif self._spinner is not None:
             self._spinner.stop()
             self._spinner = None
 
@@ -59,6 +70,7 @@ class Progress:
         self._spin(event)
         name = event.get("event", "")
         if name in QUIET:
+            self.out.debug(" ".join(f"{k}={v}" for k, v in event.items()))
             return
         text = self.describe(event)
         if text:
@@ -67,7 +79,7 @@ class Progress:
                 style = "red"
             elif name in WARNING:
                 style = "yellow"
-            self.out.line(text, style=style)
+            self.out.progress(text, style=style)
 
     @staticmethod
     def describe(e: dict[str, Any]) -> str | None:
@@ -75,7 +87,7 @@ class Progress:
         name = e.get("event", "")
         phase = e.get("phase", "")
         if name == "story_started":
-            return f"[{story}] starting"
+            return f"[{story}] starting" + (f" on {e['worker']}" if e.get("worker") else "")
         took = f" ({float(e['elapsed']):.1f}s)" if e.get("elapsed") is not None else ""
         if name == "phase_started":
             of = f"/{e['of']}" if e.get("of") else ""
@@ -86,6 +98,11 @@ class Progress:
             return f"[{story}] {phase} ✗ verification failed{took}"
         if name.startswith("phase_"):
             return f"[{story}] {phase}: {name.removeprefix('phase_').upper()}{took}"
+        if name == "verification_skipped":
+            return (
+                f"[{story}] no verification configured (verify.build / verify.test): "
+                "nothing was built or tested"
+            )
         if name == "verification_finished":
             return f"[{story}] verification {'passed' if e.get('passed') else 'failed'}"
         if name == "recovery":
@@ -113,7 +130,19 @@ class Progress:
         if name in ("run_started", "run_resumed"):
             verb = "started" if name == "run_started" else f"resumed (segment {e.get('segment')})"
             stories = e.get("stories") or []
-            return f"Run {e.get('run_id')} {verb}: {len(stories)} stories ({', '.join(stories)})"
+            line = f"Run {e.get('run_id')} {verb}: {len(stories)} stories ({', '.join(stories)})"
+            carried = e.get("carried_over")
+            if isinstance(carried, dict):
+                cost = carried.get("cost_usd")
+                line += (
+                    f"\n  carried over: {carried.get('total_attempts')} attempts, "
+                    f"{carried.get('finished_stories')} finished stories, "
+                    f"{carried.get('consecutive_fails')} failures and "
+                    f"{carried.get('consecutive_escalations')} escalations in a row"
+                    + (f", ${float(cost):.4f} spent" if cost is not None else "")
+                    + "; the reject and retry rates start afresh with this segment"
+                )
+            return line
         if name == "story_escalated":
             return f"[{story}] escalated: {e.get('reason')}"
         if name == "story_bounced":
@@ -128,6 +157,13 @@ class Progress:
             return f"[{story}] cooldown: {float(e.get('remaining') or 0):.1f}s left"
         if name == "story_skipped":
             return f"[{story}] skipped: {e.get('reason')}"
+        if name == "story_deferred":
+            return (
+                f"[{story}] deferred: its plan names {', '.join(e.get('paths') or [])}, "
+                f"already changed by {', '.join(e.get('siblings') or [])}"
+            )
+        if name == "run_stopping":
+            return f"Run stopping ({e.get('condition')}): running stories finish their phase"
         if name == "rollback_initiated":
             return (
                 f"[{story}] rolled back to the checkpoint before {e.get('phase')} "
@@ -135,10 +171,8 @@ class Progress:
             )
         if name == "rollback_failed":
             return f"[{story}] rollback failed, kept for the next run: {e.get('reason')}"
-        if name == "failure_loop_detected":
-            return str(e.get("message"))
-        if name == "run_stopped":
-            return f"Run {e.get('run_id')} stopped ({e.get('condition')})"
+        if name in ("failure_loop_detected", "run_stopped"):
+            return None  # said once, by the run's summary (the loop block, then the error)
         if name == "notify_sent":
             return f"notified by {e.get('channel')} ({e.get('detail')})"
         if name == "notify_failed":

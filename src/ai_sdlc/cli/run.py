@@ -63,11 +63,35 @@ def run(
             "rollback; unsafe for unattended runs).",
         ),
     ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            max=64,
+            help="Stories run at once in a multi-story run, each in a worker process "
+            "(default: run.jobs).",
+        ),
+    ] = None,
+    epic: Annotated[
+        str | None,
+        typer.Option("--epic", help="Only the stories of this epic (implies --auto)."),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Take a story through refine → research → plan → implement → review → done."""
     out = terminal(json)
     refs = list(story_refs or [])
+    if epic is not None and not batch and not refs and resume is None and not continue_:
+        auto = True
+    if (jobs is not None or epic is not None) and not (auto or batch or resume or continue_):
+        raise UsageError(
+            "--jobs and --epic apply to a multi-story run",
+            hint="use them with --auto, --batch ID..., --resume or --continue",
+        )
+    if epic is not None and (resume is not None or continue_):
+        raise UsageError("a resumed run keeps its stories: --epic cannot be changed")
     _check_options(
         refs, auto=auto, batch=batch, resume=resume, latest=continue_, step=step, dry_run=dry_run
     )
@@ -88,13 +112,28 @@ def run(
         return
 
     progress = Progress(out)
-    session = Session.open(
-        store, provider_name=provider, emit=progress.event, no_worktree=no_worktree
-    )
-    for notice in (session.notice or "").splitlines():
-        out.warn(notice)
+    # The session's notices ("no AI provider is configured", ...) matter only once an agent
+    # phase starts: a run that stops before (unknown run id, a done story) does not show them.
+    pending: list[str] = []
+
+    def emit(event: dict[str, Any]) -> None:
+        if pending and event.get("event") == "phase_started":
+            for notice in pending:
+                out.warn(notice)
+            pending.clear()
+        progress.event(event)
+
+    session = Session.open(store, provider_name=provider, emit=emit, no_worktree=no_worktree)
+    pending.extend((session.notice or "").splitlines())
+    out.debug(describe_provider(session.provider.name, session.config))
     if auto or batch or resume or continue_:
-        report = session.run_many(story_ids=ids if batch else None, resume=resume, latest=continue_)
+        report = session.run_many(
+            story_ids=ids if batch else None,
+            resume=resume,
+            latest=continue_,
+            jobs=jobs,
+            epic=epic,
+        )
         _finish_multi(out, report, json)
         return
     outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
@@ -106,6 +145,14 @@ def run(
         out.info("Nothing to run: no story has an actionable next step.")
     if blocked:
         raise typer.Exit(int(ExitCode.BLOCKED))
+
+
+def describe_provider(name: str, config: Any) -> str:
+    """The `-v` line naming the effective provider and model."""
+    from ai_sdlc.providers.selection import resolve_model
+
+    model = resolve_model(name, config.section("ai"))
+    return f"provider {name}, model {model or 'the agent default'}"
 
 
 def _check_options(
@@ -164,8 +211,10 @@ def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
             out.success(f"{o.story_id}: done")
         elif o.result == "waiting":
             out.info(f"{o.story_id}: {o.reason}")
-        elif o.result in ("blocked", "error"):
-            out.error(f"{o.story_id}: {o.reason}" if o.result == "error" else o.reason)
+        elif o.result == "blocked":
+            out.warn(f"{o.story_id}: blocked: {o.reason}")
+        elif o.result == "error":
+            out.error(f"{o.story_id}: {o.reason}")
         elif o.result == "idle":
             out.info(f"{o.story_id}: nothing to do ({o.reason})")
         else:
@@ -205,12 +254,22 @@ def _finish_multi(out: Terminal, report: RunReport | None, json: bool) -> None:
             if not result.ok:
                 out.warn(f"notification by {result.channel} failed: {result.detail}")
         out.line(f"Run {state.run_id} stopped. {stats}")
+        # The reason once: a failure loop was just shown in full; a stop condition is said here.
+        why = (
+            "the failure loop above"
+            if report.loop is not None and not json
+            else state.stop_reason.message
+        )
         raise RunHaltedError(
-            f"run {state.run_id} halted ({state.stop_reason.condition}): "
-            f"{state.stop_reason.message}",
+            f"run {state.run_id} halted ({state.stop_reason.condition}): {why}",
             hint=f"every finished story is kept; to continue: {command}",
         )
     out.success(f"Run {state.run_id} completed. {stats}")
+
+
+#: How the plan's reasons read under the phases: nothing after a plain run to the end (the
+#: phases listed are all that runs), and what `--step` means.
+_PLAN_NOTES = {"then: all phases complete": "", "--step": "only this phase (--step)"}
 
 
 def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:
@@ -223,8 +282,9 @@ def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:
     for item in plan.stories:
         line = f"{item.story_id}: " + (" → ".join(item.phases) if item.phases else item.reason)
         out.line(line)
-        if item.phases and item.reason:
-            out.line(f"  ({item.reason})")
+        note = _PLAN_NOTES.get(item.reason, item.reason)
+        if item.phases and note:
+            out.line(f"  ({note})")
         for prompt in item.prompts:
             out.line(prompt)
 

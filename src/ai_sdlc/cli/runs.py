@@ -68,6 +68,8 @@ def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
     out.line(
         f"  started {state.started_at}"
         + (f", ended {state.finished_at}" if state.finished_at else "")
+        + f" · jobs {state.jobs} ({state.executor})"
+        + (f" · epic {state.epic}" if state.epic else "")
     )
     out.line(f"  {statistics_line(state.statistics)}")
     if state.stop_reason:
@@ -78,6 +80,10 @@ def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
             extra = f" · escalated: {s.escalation_reason}"
         elif s.reason and s.status not in ("done",):
             extra = f" · {s.reason}"
+        if s.deferred_by and s.status == "pending":
+            extra += (
+                f" · deferred: overlaps {', '.join(s.deferred_by)} on {', '.join(s.deferred_paths)}"
+            )
         out.line(
             f"  {s.story_id}  {s.status:<11} attempts {s.attempts} · retries {s.retries} · "
             f"bounces {s.bounces} · errors {s.errors}{extra}"

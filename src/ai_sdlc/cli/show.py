@@ -9,6 +9,7 @@ import typer
 
 from ai_sdlc.cli.common import JsonOption, open_store, terminal
 from ai_sdlc.config import load_config
+from ai_sdlc.workflow.assess import pending_gate
 from ai_sdlc.workflow.ledger import KIND_LABELS, breakdown_text
 
 COUNTERS = (
@@ -19,10 +20,16 @@ COUNTERS = (
 )
 FLAGS = ("research_complete", "plan_complete", "implementation_complete", "reviews_complete")
 
+#: What `run` does once a gate is approved (said by `show`, so the user knows what approving means).
+_AFTER_GATE = {
+    "before_implementation": "implements the plan",
+    "before_done": "marks the story done",
+}
+
 StoryArg = Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")]
 
 
-def details_of(story: Any, limit: int) -> dict[str, Any]:
+def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> dict[str, Any]:
     counters = {name: story.counter(name) for name in COUNTERS}
     breakdown = {kind: story.recovery_breakdown.get(kind, 0) for kind in KIND_LABELS}
     for kind, n in story.recovery_breakdown.items():
@@ -38,6 +45,7 @@ def details_of(story: Any, limit: int) -> dict[str, Any]:
         "blocked": story.status == "blocked",
         "blocked_reason": story.frontmatter.get("blocked_reason"),
         "blocked_at": story.to_json().get("blocked_at"),
+        "waiting_for": pending_gate(story.frontmatter, gates or {}),
     }
 
 
@@ -46,8 +54,9 @@ def show(story_ref: StoryArg, json: JsonOption = False) -> None:
     out = terminal(json)
     store = open_store()
     story = store.get(store.resolve(story_ref))
-    limit = int(load_config(store.root).get("limits.global_recovery"))
-    info = details_of(story, limit)
+    config = load_config(store.root)
+    limit = int(config.get("limits.global_recovery"))
+    info = details_of(story, limit, config.section("gates"))
     if json:
         out.json(info)
         return
@@ -73,6 +82,13 @@ def show(story_ref: StoryArg, json: JsonOption = False) -> None:
         out.line(f"  blocked:   {info['blocked_reason'] or 'no reason recorded'}", style="red")
         if info["blocked_at"]:
             out.line(f"  since:     {info['blocked_at']}")
+    if info["waiting_for"]:
+        out.line(
+            f"  waiting:   for approval at gate {info['waiting_for']}; "
+            f"`ai-sdlc approve {story.id}` passes it, then `ai-sdlc run {story.id}` "
+            f"{_AFTER_GATE.get(info['waiting_for'], 'continues')}",
+            style="yellow",
+        )
     out.line(f"  file:      {story.path}")
 
 

@@ -1,5 +1,7 @@
 """`ai-sdlc status`: the Kanban board. Every valid story is shown; bad files are listed on
-stderr and the exit code is 3."""
+stderr and the exit code is 3. A story waiting at a stage gate (`gates.*` in config) has its own
+column, "Waiting for approval", so work that only needs `ai-sdlc approve` is not lost among the
+stories in progress."""
 
 from __future__ import annotations
 
@@ -7,14 +9,19 @@ import typer
 from rich.table import Table
 
 from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
+from ai_sdlc.workflow.assess import pending_gate
 
-COLUMNS = ("backlog", "ready", "in-progress", "blocked", "done")
+#: Board columns: the story statuses, plus "waiting" for stories held at a gate.
+WAITING = "waiting"
+COLUMNS = ("backlog", "ready", "in-progress", WAITING, "blocked", "done")
 TITLES = {
     "backlog": "Backlog",
     "ready": "Ready",
     "in-progress": "In progress",
+    WAITING: "Waiting for approval",
     "blocked": "Blocked",
     "done": "Done",
 }
@@ -30,7 +37,10 @@ def status(json: JsonOption = False) -> None:
     out = terminal(json)
     store = open_store()
     scan = store.scan()
-    rows = [s.to_json() for s in scan.stories]
+    gates = load_config(store.root).section("gates")
+    rows = [
+        {**s.to_json(), "waiting_for": pending_gate(s.frontmatter, gates)} for s in scan.stories
+    ]
     counts = dict.fromkeys(STATUSES, 0)
     for fm in rows:
         counts[str(fm.get("status"))] = counts.get(str(fm.get("status")), 0) + 1
@@ -59,7 +69,8 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
         return
     by_status: dict[str, list[dict[str, object]]] = {c: [] for c in COLUMNS}
     for fm in sorted(rows, key=_priority_key):
-        by_status.setdefault(str(fm.get("status")), []).append(fm)
+        column = WAITING if fm.get("waiting_for") else str(fm.get("status"))
+        by_status.setdefault(column, []).append(fm)
     if not out.is_tty:
         for column in COLUMNS:
             items = by_status.get(column, [])
@@ -68,6 +79,10 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
                 line = f"  {fm.get('id')}  {fm.get('title')}"
                 if column == "blocked" and fm.get("blocked_reason"):
                     line += f"\n      reason: {fm.get('blocked_reason')}"
+                if column == WAITING:
+                    line += (
+                        f"\n      gate: {fm.get('waiting_for')} (ai-sdlc approve {fm.get('id')})"
+                    )
                 out.line(line)
         return
     table = Table(show_lines=False, expand=True)
@@ -85,6 +100,8 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
             cell = f"{fm.get('id')} {fm.get('title')}"
             if column == "blocked" and fm.get("blocked_reason"):
                 cell += f"\n↳ {fm.get('blocked_reason')}"
+            if column == WAITING:
+                cell += f"\n↳ gate: {fm.get('waiting_for')}"
             cells.append(cell)
         table.add_row(*cells)
     out.render(table)

@@ -2,6 +2,10 @@
 
 Human output and errors go to stderr (rich when a terminal is attached, plain text otherwise,
 no colour under NO_COLOR); machine output (`--json`) goes to stdout as plain JSON or NDJSON.
+
+Verbosity (`-q` / `-v`): quiet keeps errors and results (`error`, `success`, `line`, `render`,
+stdout) and drops notes, warnings and progress (`info`, `warn`, `progress`, `status`); verbose
+adds `debug` lines, including whatever the core logs on the `ai_sdlc` logger at DEBUG level.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from ai_sdlc.secrets import redact
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
 def _json_default(value: Any) -> Any:
@@ -43,8 +49,10 @@ class Terminal:
         json_mode: bool = False,
         stdout: IO[str] | None = None,
         stderr: IO[str] | None = None,
+        verbosity: int = NORMAL,
     ) -> None:
         self.json_mode = json_mode
+        self.verbosity = verbosity
         self._stdout = stdout if stdout is not None else sys.stdout
         err = stderr if stderr is not None else sys.stderr
         no_color = bool(os.environ.get("NO_COLOR"))
@@ -65,14 +73,60 @@ class Terminal:
         else:
             self.console.print(escape(text))
 
+    @property
+    def quiet(self) -> bool:
+        return self.verbosity <= QUIET
+
+    @property
+    def verbose(self) -> bool:
+        return self.verbosity >= VERBOSE
+
     def info(self, text: str) -> None:
-        self.line(text)
+        """A note on the way (dropped by `-q`)."""
+        if not self.quiet:
+            self.line(text)
 
     def success(self, text: str) -> None:
+        """A final result (kept by `-q`)."""
         self.line(text, style="green")
 
     def warn(self, text: str) -> None:
-        self.line(f"warning: {text}", style="yellow")
+        if not self.quiet:
+            self.line(f"warning: {text}", style="yellow")
+
+    def progress(self, text: str, *, style: str | None = None) -> None:
+        """A live progress line (dropped by `-q`)."""
+        if not self.quiet:
+            self.line(text, style=style)
+
+    def debug(self, text: str) -> None:
+        """Only with `-v`: what was decided and why (provider, model, project, policy)."""
+        if self.verbose:
+            self.line(f"debug: {redact(text)}", style="dim")
+
+    @contextmanager
+    def debug_logging(self) -> Iterator[None]:
+        """With `-v`, show the `ai_sdlc` logger's DEBUG records as debug lines meanwhile."""
+        if not self.verbose:
+            yield
+            return
+        import logging
+
+        terminal = self
+
+        class _ToTerminal(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                terminal.debug(record.getMessage())
+
+        logger = logging.getLogger("ai_sdlc")
+        handler, level = _ToTerminal(logging.DEBUG), logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
     def error(self, text: str, *, hint: str | None = None) -> None:
         text = redact(text)
@@ -87,7 +141,9 @@ class Terminal:
     @contextmanager
     def status(self, text: str) -> Iterator[None]:
         """A spinner on a terminal; one plain line otherwise."""
-        if self.is_tty and not self.json_mode:
+        if self.quiet:
+            yield
+        elif self.is_tty and not self.json_mode:
             with self.console.status(escape(text)):
                 yield
         else:
@@ -107,3 +163,8 @@ class Terminal:
     def ndjson(self, value: Any) -> None:
         self._stdout.write(to_json(value) + "\n")
         self._stdout.flush()
+
+    def error_event(self, message: str, *, hint: str | None, exit_code: int) -> None:
+        """The last line of a failed `--json` command: why it stopped, as NDJSON."""
+        event = {"event": "error", "message": redact(message), "hint": hint}
+        self.ndjson({**event, "exit_code": exit_code})

@@ -116,7 +116,11 @@ class GitWorkspace:
         attempts.adopt_head(folder, story.id)
         wanted = {"branch": branch, "worktree_path": self._shown(folder)}
         fields = {k: v for k, v in wanted.items() if story.frontmatter.get(k) != v}
-        return Prepared(folder / self.prefix, fields, notice)
+        work = folder / self.prefix
+        # A project in a subfolder of the repository whose subfolder holds nothing committed
+        # yet (only its git-ignored .ai-sdlc state): the agents still work there.
+        work.mkdir(parents=True, exist_ok=True)
+        return Prepared(work, fields, notice)
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return attempts.violations(self._own(path), story.id)

@@ -40,6 +40,12 @@ from ai_sdlc.providers.tools import ToolBox, ToolSpec
 DEFAULT_ENDPOINT = "https://api.anthropic.com"
 
 
+def _install_anthropic() -> str:
+    from ai_sdlc import install_command
+
+    return install_command("anthropic")
+
+
 def anthropic_tools(specs: list[ToolSpec]) -> list[dict[str, Any]]:
     return [
         {"name": s.name, "description": s.description, "input_schema": s.parameters} for s in specs
@@ -204,7 +210,7 @@ class AnthropicProvider(ApiAgentProvider):
             return ProviderStatus(
                 self.name,
                 False,
-                "the anthropic package is missing: pip install 'ai-sdlc[anthropic]'",
+                f"the anthropic package is missing: {_install_anthropic()}",
             )
         if not self.api_key():
             return ProviderStatus(self.name, False, f"{self.key_env} is not set")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from ai_sdlc import install_command
 from ai_sdlc.git.staging import agent_changes
 from ai_sdlc.providers.agent_loop import AgentTurnLimitError, Deadline, PhaseDeadlineReached
 from ai_sdlc.providers.base import (
@@ -165,7 +166,7 @@ class ClaudeProvider(ConfiguredProvider):
                 self.name,
                 False,
                 "no `claude` executable: install Claude Code, set ai.claude.binary, or "
-                "pip install 'ai-sdlc[claude]'",
+                + install_command("claude", "claude-agent-sdk"),
             )
         return ProviderStatus(self.name, True, f"claude CLI at {binary}")
 
@@ -187,7 +188,8 @@ class ClaudeProvider(ConfiguredProvider):
         if binary is None:
             raise ProviderConfigError(
                 "the claude provider needs the `claude` CLI (Claude Code)",
-                hint="install Claude Code, set ai.claude.binary, or pip install 'ai-sdlc[claude]'",
+                hint="install Claude Code, set ai.claude.binary, or "
+                + install_command("claude", "claude-agent-sdk"),
             )
         model = resolve_model(self.name, self.settings, request.model, self.environ)
         policy = command_policy(self.settings, request.phase)

@@ -206,8 +206,10 @@ class OpenAIProvider(ApiAgentProvider):
 
     def status(self) -> ProviderStatus:
         if importlib.util.find_spec("openai") is None:
+            from ai_sdlc import install_command
+
             return ProviderStatus(
-                self.name, False, "the openai package is missing: pip install 'ai-sdlc[openai]'"
+                self.name, False, f"the openai package is missing: {install_command('openai')}"
             )
         if self.api_key():
             return ProviderStatus(

@@ -24,7 +24,8 @@ Defaults without a matching rule:
 - implement / rework: appends one line ``- <story> <phase> attempt <n>`` to
   ``SCRIPTED_CHANGES.md`` at the workspace root (created with a header), so every attempt is a
   real, visible, deterministic change; reports it in `files_changed`.
-- review: APPROVED when ``context["verification_passed"]`` is true; RECOVERY when
+- review: APPROVED when no verification is configured (saying so) or when
+  ``context["verification_passed"]`` is true; RECOVERY when
   ``context["workspace_changed"]`` is False; otherwise REJECTED quoting the first lines of
   ``context["verification_output"]``.
 
@@ -103,6 +104,8 @@ class ScriptedProvider(Provider):
     # --- one call (inside the guard, so faults are retried and counted by the runner) -------
 
     def _answer(self, request: ProviderRequest) -> ProviderResult:
+        if self.rule_set.delay:
+            time.sleep(self.rule_set.delay)  # injected latency (`delay:` in the rules file)
         rule = self.counts.select(self.rule_set.rules, request)
         if rule is None:
             self._emit(request, "scripted_default", {"phase": request.phase.value})
@@ -208,6 +211,11 @@ def _compose(before: str, decision: str | None, feedback: str) -> str:
 
 
 def _default_review(context: Mapping[str, Any]) -> tuple[str, str]:
+    if context.get("verification_configured") is False:
+        return APPROVED, (
+            "No verification is configured, so nothing was built or tested; accepted on "
+            "reading the change alone."
+        )
     if context.get("verification_passed") is True:
         return APPROVED, "Verification passed; the change is accepted."
     if context.get("workspace_changed") is False:

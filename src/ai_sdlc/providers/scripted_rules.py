@@ -71,6 +71,8 @@ class RuleSet:
     #: sha256 of the file's bytes (None when there is no file): served counts are keyed by it.
     digest: str | None
     rules: tuple[Rule, ...]
+    #: Seconds every call takes (top-level `delay: 1`): injected agent latency for benchmarks.
+    delay: float = 0.0
 
 
 def load_rules(path: Path) -> RuleSet:
@@ -89,8 +91,9 @@ def load_rules(path: Path) -> RuleSet:
         ) from exc
     untrusted.check_yaml(text, str(path))  # size, depth and alias-expansion limits
     document = _parse_yaml(text, path)
-    rules = _RulesParser(path).parse_document(document)
-    return RuleSet(path, hashlib.sha256(raw).hexdigest(), rules)
+    parser = _RulesParser(path)
+    rules = parser.parse_document(document)
+    return RuleSet(path, hashlib.sha256(raw).hexdigest(), rules, parser.parse_delay(document))
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -153,11 +156,12 @@ class _RulesParser:
         if not isinstance(document, Mapping):
             raise self.error("expected a mapping with a 'rules' list", 1, shape_hint)
         for key in document:
-            if key != "rules":
+            if key not in ("rules", "delay"):
                 raise self.error(
                     f"unknown top-level key {key!r}",
                     _line_of_key(document, str(key), 1),
-                    f"{_suggest(key, ('rules',))}only 'rules' is allowed at the top level",
+                    f"{_suggest(key, ('rules', 'delay'))}only 'rules' and 'delay' are allowed "
+                    "at the top level",
                 )
         rules = document.get("rules")
         if not isinstance(rules, list):
@@ -169,6 +173,18 @@ class _RulesParser:
             self.parse_rule(item, index + 1, _line_of_item(rules, index, top))
             for index, item in enumerate(rules)
         )
+
+    def parse_delay(self, document: Any) -> float:
+        """`delay: <seconds>`: how long every call takes (0 to 60)."""
+        value = document.get("delay", 0)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 60
+        if not ok:
+            raise self.error(
+                f"'delay' must be a number of seconds between 0 and 60, not {value!r}",
+                _line_of_key(document, "delay", 1),
+                "e.g. delay: 1 (every agent call then takes one second)",
+            )
+        return float(value)
 
     def parse_rule(self, item: Any, number: int, line: int) -> Rule:
         where = f"rule {number}"

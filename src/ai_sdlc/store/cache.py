@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,13 @@ class StoryCache:
         self._new[story_id] = Entry(stamp, payload)
         self._dirty = True
 
-    def save(self) -> None:
-        """Write the entries used or added in this run (dropping deleted stories)."""
+    def save(self, before_write: Callable[[], None] | None = None) -> None:
+        """Write the entries used or added in this run (dropping deleted stories);
+        `before_write` runs first when something is written (the store's .gitignore check)."""
         if not self._dirty and self._new.keys() == self._old.keys():
             return
+        if before_write is not None:
+            before_write()
         body = {
             "format": FORMAT,
             "version": VERSION,

@@ -14,7 +14,7 @@ import datetime as dt
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,7 @@ class StoryStore:
         self.lock_timeout = lock_timeout
         self._today = today
         self._now_ns = now_ns
+        self._ignore_checked = False
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -102,10 +103,22 @@ class StoryStore:
         missing = [line for line in GITIGNORE_LINES if line not in present]
         if not missing:
             return False
+        if not current:  # a new file ignores itself too: `git status` stays as the user left it
+            missing.append(".gitignore")
         header = "" if current else "# ai-sdlc local state (caches, locks, run logs): not for git\n"
         separator = "" if not current or current.endswith("\n") else "\n"
         fsutil.atomic_write_text(path, current + separator + header + "\n".join(missing) + "\n")
         return True
+
+    def ensure_ignored(self) -> None:
+        """Before the tool makes one of its own folders (cache, locks, state, runs, worktrees):
+        make sure `.ai-sdlc/.gitignore` hides them, also in a project `init` never ran in (one
+        the TypeScript tool made). Checked once per store; a read-only project is left as is."""
+        if self._ignore_checked or not self.is_initialized():
+            return
+        self._ignore_checked = True
+        with contextlib.suppress(OSError):
+            self._ensure_gitignore()
 
     def _require_project(self) -> None:
         if not self.is_initialized():
@@ -259,7 +272,7 @@ class StoryStore:
             else:
                 result.errors.append(item)
         if self.write_cache:
-            cache.save()
+            cache.save(before_write=self.ensure_ignored)
         return result
 
     def _story_folders(self) -> Iterator[tuple[int, str, bool]]:
@@ -280,6 +293,7 @@ class StoryStore:
     def _lock(self, name: str) -> FileLock:
         from filelock import FileLock
 
+        self.ensure_ignored()
         self.locks_dir.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.locks_dir / f"{name}.lock"), timeout=self.lock_timeout)
 
@@ -382,13 +396,28 @@ class StoryStore:
         labels: Iterable[str] = (),
         priority: int | None = None,
         body: str | None = None,
+        status: str = "backlog",
+        extra: Mapping[str, Any] | None = None,
     ) -> Story:
-        """Create a story with the next free id (safe against concurrent adds)."""
+        """Create a story with the next free id (safe against concurrent adds). `extra`: more
+        frontmatter fields (e.g. an imported issue's `ticket_*`), written after `labels`."""
         from ai_sdlc import fsutil
         from ai_sdlc.store import render
 
         self._require_project()
         clean_title = _check_title(title)
+        if status not in schema.STATUSES:
+            raise UsageError(
+                f"unknown status {status!r}", hint=f"use one of: {', '.join(schema.STATUSES)}"
+            )
+        more = dict(extra or {})
+        clash = sorted(more.keys() & {"id", "title", "slug", "priority", "status", "type"})
+        clash += sorted(more.keys() & {"created", "updated", "labels", *schema.FLAG_FIELDS})
+        if clash:
+            raise UsageError(f"cannot add: field {clash[0]!r} is set by ai-sdlc itself")
+        unwritable = render.problem(more)
+        if unwritable is not None:
+            raise UsageError(f"cannot store the extra fields: {unwritable[0]}", hint=unwritable[1])
         if type not in schema.STORY_TYPES:
             raise UsageError(
                 f"unknown story type {type!r}", hint=f"use one of: {', '.join(schema.STORY_TYPES)}"
@@ -410,13 +439,18 @@ class StoryStore:
                 ("title", clean_title),
                 ("slug", ids.slugify(clean_title)),
                 ("priority", priority),
-                ("status", "backlog"),
+                ("status", status),
                 ("type", type),
                 ("created", created),
                 ("updated", created),
                 ("labels", clean_labels),
+                *more.items(),
                 *((flag, False) for flag in schema.FLAG_FIELDS),
             ]
+            problem = schema.find_problem(dict(fields), folder.name)
+            if problem is not None:
+                folder.rmdir()  # nothing is left behind for a refused story
+                raise UsageError(f"cannot add: {problem.message}", hint=problem.hint)
             lines = ["---"]
             for key, value in fields:  # dates come out quoted, as the TypeScript tool writes them
                 text = render.inline(value)

@@ -140,11 +140,35 @@ def run_commands(
             return VerificationResult(
                 passed=False,
                 steps=tuple(steps),
-                failure_output=step.output,
+                failure_output=step.output + status_line(step),
                 normalised_failure=normalised,
                 signature=failure_signature(normalised),
             )
     return VerificationResult(passed=True, steps=tuple(steps))
+
+
+def status_line(step: StepResult) -> str:
+    """The line ending a failed step's output: how it ended, and its last output line, so a
+    command that fails without a word (or without a telling one) still says something real."""
+    if step.timed_out or step.passed:
+        return ""
+    if step.exit_code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-step.exit_code).name}"
+        except ValueError:
+            how = f"was killed by signal {-step.exit_code}"
+    else:
+        how = f"failed with exit status {step.exit_code}"
+    lines = [line.strip() for line in step.output.splitlines() if line.strip()]
+    if not lines:
+        tail = " and printed nothing"
+    elif lines[-1].startswith("[ai-sdlc]"):
+        return ""  # could not start: the line above says why
+    else:
+        last = lines[-1] if len(lines[-1]) <= 200 else lines[-1][:199] + "…"
+        tail = f" (last output line: {last})"
+    separator = "" if not step.output or step.output.endswith("\n") else "\n"
+    return f"{separator}[ai-sdlc] step {step.name!r} {how}{tail}\n"
 
 
 def run_step(

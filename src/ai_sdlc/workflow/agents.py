@@ -90,9 +90,15 @@ def bound(text: str, limit: int) -> str:
 
 
 def build_prompt(
-    phase: Phase, story: StoryView, *, feedback: Iterable[str] = (), attempt: int = 1
+    phase: Phase,
+    story: StoryView,
+    *,
+    feedback: Iterable[str] = (),
+    attempt: int = 1,
+    verification: str | None = None,
 ) -> tuple[str, str]:
-    """(system prompt, prompt) for one phase call."""
+    """(system prompt, prompt) for one phase call; `verification` (review) says what the
+    project's own build and tests concluded, or that none are configured."""
     parts = [f"# Story {story.id}: {story.title}", "", story.body.strip()]
     wanted = {
         Phase.REFINE: (),
@@ -106,6 +112,8 @@ def build_prompt(
         text = story.artifacts.get(name)
         if text:
             parts += ["", f"## {name}", "", bound(text.strip(), ARTIFACT_LIMIT)]
+    if verification:
+        parts += ["", "## Verification", "", bound(verification.strip(), FEEDBACK_LIMIT)]
     notes = [f for f in feedback if f and f.strip()]
     if notes:
         merged = bound(dedupe_lines("\n\n".join(notes)), FEEDBACK_LIMIT)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedE
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow import cooldown
+from ai_sdlc.workflow import graph as G
 from ai_sdlc.workflow.assess import NextAction, assess
 from ai_sdlc.workflow.events import Clock, append_event, iso
 from ai_sdlc.workflow.loops import (
@@ -66,6 +67,8 @@ Sleep = Callable[[float], None]
 FAILURE_LOOP = "failure_loop"
 INTERRUPTED = "interrupted"
 RUN_COST = "run_cost_usd"
+#: A dependency gate's answer: the story waits for a dependency still to run in this run.
+WAIT = "wait"
 #: Events of the runner after which the run state is saved (every action).
 _SAVE_AFTER = ("phase_", "recovery", "rollback_initiated")
 
@@ -77,6 +80,8 @@ class RunSettings:
     max_bounces: int = 3
     cooldown_seconds: float = 5.0
     max_story_errors: int = 2
+    #: When a dependency counts as done (`run.done_means`: done, pr, merged).
+    done_means: str = "done"
 
     @classmethod
     def from_config(cls, config: Config) -> RunSettings:
@@ -86,6 +91,7 @@ class RunSettings:
             max_bounces=int(config.get("run.max_bounces")),
             cooldown_seconds=float(config.get("run.cooldown_seconds")),
             max_story_errors=int(config.get("run.max_story_errors")),
+            done_means=str(config.get("run.done_means")),
         )
 
 
@@ -156,8 +162,11 @@ class MultiRun:
         emit: Emit,
         clock: Clock,
         sleep: Sleep,
+        graph: G.Graph | None = None,
     ) -> None:
         self.store = store
+        #: The run's dependency graph (checked before the run: no cycle, nothing missing).
+        self.graph = graph or G.Graph()
         self.runner = runner
         self.repo = repo
         self.state = state
@@ -195,10 +204,7 @@ class MultiRun:
                 if cooling:
                     self._cool_down(cooling)
                     continue
-                escalated = [s for s in self.state.stories if s.escalated]
-                if escalated:
-                    return self._halt_loop(ALL_ESCALATED, escalated)
-                return self._complete()
+                return self._end()
             try:
                 outcome = self._run_story(story)
             except HaltRequested as exc:
@@ -208,9 +214,23 @@ class MultiRun:
             if outcome is None:
                 continue
             self.outcomes.append(outcome)
-            report = self._record(story, outcome)
-            if report is not None:
-                return report
+            self._book(story, outcome)
+            due = self._halt_due()
+            if due is not None:
+                return self._halt(*due)
+
+    def _end(self) -> RunReport:
+        """Nothing left to start and nothing running: complete, or halt on escalations."""
+        for s in self._open():  # a safety net: only a dependency that can never be met
+            self._skip(s, "its dependencies cannot be met in this run")
+        # Stories escalated in an earlier segment and left blocked by the operator are that
+        # segment's outcome, already reported: they do not halt the resumed run again.
+        escalated = [
+            s for s in self.state.stories if s.escalated and s.segment == self.state.segments
+        ]
+        if escalated:
+            return self._halt_loop(ALL_ESCALATED, escalated)
+        return self._complete()
 
     def _open(self) -> list[StoryRunState]:
         return [
@@ -219,12 +239,22 @@ class MultiRun:
             if not s.escalated and s.status not in FINISHED_STORY_STATES
         ]
 
-    def _next_story(self) -> StoryRunState | None:
+    def _next_story(self, busy: Collection[str] = ()) -> StoryRunState | None:
+        """The next story to start (not one of `busy`), marking on the way the stories that
+        turn out finished or whose dependencies can no longer be met."""
         now = self.clock()
         for s in self._open():
-            if cooldown.seconds_left(s.cooldown_until, now) > 0:
+            if s.story_id in busy or cooldown.seconds_left(s.cooldown_until, now) > 0:
                 continue
             s.cooldown_until = None
+            gate = self._dependency_gate(s)
+            if gate == WAIT:
+                continue
+            if gate is not None:
+                self._skip(s, gate)
+                continue
+            if not self._may_start(s, busy):
+                continue
             action = self._assess(s.story_id)
             if action is None or action.phase is not None:
                 return s  # actionable (or unreadable: the runner reports why)
@@ -232,9 +262,49 @@ class MultiRun:
             s.reason = action.reason
             if s.status == BLOCKED:
                 s.escalated = True
+                s.segment = self.state.segments
                 s.escalation_reason = action.reason
             self._save()
         return None
+
+    def _may_start(self, s: StoryRunState, busy: Collection[str]) -> bool:
+        """A hook for the parallel scheduler (conflict deferral); one story at a time: yes."""
+        return True
+
+    def _dependency_gate(self, s: StoryRunState) -> str | None:
+        """None: its dependencies are met; WAIT: one is still to be worked on in this run;
+        otherwise why it can never run in this run (it is skipped, never run)."""
+        for dep in self.graph.dependencies(s.story_id):
+            try:
+                node = G.node_of(dep, self.store.get(dep).frontmatter)
+            except AiSdlcError:
+                return f"depends on {dep}, which cannot be read"
+            if G.is_met(node, self.settings.done_means):
+                continue
+            other = self.state.story(dep)
+            if other is None:
+                return f"depends on {dep}, which is {node.status or 'unknown'} and not in this run"
+            if other.escalated or other.status in (BLOCKED, SKIPPED):
+                what = "blocked" if other.status == BLOCKED else other.status
+                if other.escalated and other.status != BLOCKED:
+                    what = "escalated"
+                return f"depends on {dep}, which is {what}"
+            if other.status == WAITING:
+                return f"depends on {dep}, which is waiting for an approval"
+            if other.status == DONE:
+                return (
+                    f"depends on {dep}, which is done but not "
+                    f"{'merged' if self.settings.done_means == 'merged' else 'with a pull request'}"
+                    f" (run.done_means: {self.settings.done_means})"
+                )
+            return WAIT
+        return None
+
+    def _skip(self, s: StoryRunState, reason: str) -> None:
+        s.status = SKIPPED
+        s.reason = reason
+        self._event("story_skipped", story=s.story_id, reason=reason)
+        self._save()
 
     def _assess(self, story_id: str) -> NextAction | None:
         try:
@@ -263,10 +333,11 @@ class MultiRun:
         except AiSdlcError as exc:
             return StoryOutcome(s.story_id, "error", exc.message)
 
-    def _record(self, s: StoryRunState, outcome: StoryOutcome) -> RunReport | None:
-        """Book one story outcome, then evaluate the stop conditions and the failure loop."""
+    def _book(self, s: StoryRunState, outcome: StoryOutcome) -> None:
+        """Book one story outcome (then `_halt_due` evaluates the run's guardrails)."""
         c = self.state.counters
         s.outcomes += 1
+        s.segment = self.state.segments
         s.reason = outcome.reason
         if outcome.result == "blocked":
             s.status = BLOCKED
@@ -296,17 +367,22 @@ class MultiRun:
             c.consecutive_escalations = 0
             c.streak = []
         self._save()
+
+    def _halt_due(self) -> tuple[StopReason, FailureLoop | None] | None:
+        """The stop condition or failure loop that halts the run now, if any."""
+        c = self.state.counters
         reason = evaluate(self._statistics(), self.settings.conditions)
         if reason is not None:
-            return self._halt(reason)
+            return reason, None
         if c.consecutive_escalations >= self.settings.max_consecutive_escalations:
             streak = [self.state.story(i) for i in c.streak]
-            return self._halt_loop(CONSECUTIVE_ESCALATIONS, [x for x in streak if x])
+            return self._loop_reason(CONSECUTIVE_ESCALATIONS, [x for x in streak if x])
         return None
 
     def _escalate(self, s: StoryRunState, reason: str) -> None:
         c = self.state.counters
         s.escalated = True
+        s.segment = self.state.segments
         s.escalation_reason = reason
         c.consecutive_escalations += 1
         c.streak.append(s.story_id)
@@ -331,7 +407,7 @@ class MultiRun:
         s = self.state.story(story_id)
         if s is None:
             return None
-        exhausted = attempts_exhausted(self.state.counters.total_attempts, self.settings.conditions)
+        exhausted = attempts_exhausted(self._attempts_committed(), self.settings.conditions)
         if exhausted:
             raise HaltRequested(exhausted)
         previous, s.last_phase = s.last_phase, phase.value
@@ -350,12 +426,18 @@ class MultiRun:
         self._save()
         return reason
 
+    def _attempts_committed(self) -> int:
+        """Attempts made (and, in a parallel run, granted but not started yet)."""
+        return self.state.counters.total_attempts
+
     def observe(self, event: dict[str, Any]) -> None:
-        """Every runner event: count attempts, retries and rejections for the run."""
+        """Every runner event: count attempts, retries and rejections for the run, and keep
+        each story's phase timeline (start, end, result, recoveries, worker)."""
         name = str(event.get("event", ""))
         s = self.state.story(str(event.get("story", "")))
         if s is None:
             return
+        self._timeline(s, name, event)
         if name == "phase_started":
             s.attempts += 1
             self.state.counters.total_attempts += 1
@@ -382,11 +464,26 @@ class MultiRun:
         st.resumable = True
         self._save()
         name = "run_started" if st.segments == 1 else "run_resumed"
+        carried = {}
+        if st.segments > 1:
+            c = st.counters
+            carried = {
+                "carried_over": {
+                    "total_attempts": c.total_attempts,
+                    "consecutive_fails": c.consecutive_fails,
+                    "consecutive_escalations": c.consecutive_escalations,
+                    "cost_usd": c.cost_usd,
+                    "finished_stories": sum(
+                        1 for s in st.stories if s.status in FINISHED_STORY_STATES
+                    ),
+                }
+            }
         self._event(
             name,
             stories=[s.story_id for s in st.stories],
             mode=st.mode,
             segment=st.segments,
+            **carried,
         )
 
     def _complete(self) -> RunReport:
@@ -430,7 +527,51 @@ class MultiRun:
             )
         return RunReport(st, self.outcomes, False, loop, path, results)
 
+    def _timeline(self, s: StoryRunState, name: str, event: dict[str, Any]) -> None:
+        time = str(event.get("time") or iso(self.clock()))
+        worker = str(event.get("worker") or "main")
+        current = s.phases[-1] if s.phases and s.phases[-1].get("ended_at") is None else None
+        if name == "phase_started":
+            if current is not None:
+                current.update(ended_at=time, result="interrupted")
+            s.phases.append(
+                {
+                    "phase": event.get("phase"),
+                    "attempt": event.get("attempt"),
+                    "started_at": time,
+                    "ended_at": None,
+                    "result": None,
+                    "worker": worker,
+                    "recoveries": {},
+                }
+            )
+            self._log(name, s.story_id, time, phase=event.get("phase"), worker=worker)
+        elif current is None:
+            return
+        elif name == "recovery":
+            kinds = current.setdefault("recoveries", {})
+            kind = str(event.get("recovery_kind") or "unknown")
+            kinds[kind] = int(kinds.get(kind, 0)) + 1
+        elif (name.startswith("phase_") and name != "phase_answered") or name in (
+            "story_blocked",
+            "rollback_initiated",
+            "story_finished",
+        ):
+            result = name.removeprefix("phase_") if name.startswith("phase_") else name
+            current.update(ended_at=time, result=result)
+            self._log(name, s.story_id, time, phase=current.get("phase"), worker=worker)
+
+    def _log(self, name: str, story_id: str, time: str, **data: Any) -> None:
+        """A phase boundary into the run's own event log (what a run report draws)."""
+        event = {"time": time, "action": name, "run_id": self.state.run_id, "story": story_id}
+        append_event(self.repo.folder(self.state.run_id), {**event, **data})
+
     def _halt_loop(self, loop_type: str, stories: list[StoryRunState]) -> RunReport:
+        return self._halt(*self._loop_reason(loop_type, stories))
+
+    def _loop_reason(
+        self, loop_type: str, stories: list[StoryRunState]
+    ) -> tuple[StopReason, FailureLoop]:
         last = stories[-1]
         threshold = self.settings.max_consecutive_escalations
         loop = FailureLoop(
@@ -443,7 +584,7 @@ class MultiRun:
             threshold=threshold,
         )
         value = len(stories) if loop_type == ALL_ESCALATED else loop.consecutive
-        return self._halt(StopReason(FAILURE_LOOP, value, threshold, loop.message), loop)
+        return StopReason(FAILURE_LOOP, value, threshold, loop.message), loop
 
     def _tail(self, story_id: str) -> str:
         try:
@@ -492,7 +633,9 @@ class MultiRun:
 
     # --- persistence and reporting ----------------------------------------------------------
     def _statistics(self) -> RunStatistics:
-        return compute_statistics(self.state.stories, self.state.counters)
+        return compute_statistics(
+            self.state.stories, self.state.counters, segment=self.state.segments
+        )
 
     def _save(self) -> None:
         st = self.state

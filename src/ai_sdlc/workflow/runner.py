@@ -105,6 +105,9 @@ class RunnerDeps:
     emit: Emit = lambda _event: None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
+    #: False when no `verify.build`/`verify.test` is configured: nothing is verified, the run
+    #: says so once and the review is told (never "verification passed").
+    verification_configured: bool = True
     #: Between two actions, before a phase: a returned reason blocks the story (multi-story
     #: runs count bounces here); raising stops the story before the phase starts.
     before_phase: Callable[[str, Phase], str | None] = lambda _story, _phase: None
@@ -126,6 +129,8 @@ class StoryRunner:
         self.run_usage = Usage()
         #: Usage reported live (agent turns) by the provider call in flight, not yet persisted.
         self._live = Usage()
+        #: Stories told "no verification configured" in this run (said once).
+        self._unverified: set[str] = set()
         #: Workspaces prepared during the current `run` of each story.
         self._prepared: dict[str, Prepared] = {}
         #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
@@ -258,7 +263,8 @@ class StoryRunner:
                     "refinement_count",
                     limit,
                     lambda n: (
-                        f"Refinement did not converge after {n} iterations (limit {limit}): {first}"
+                        f"Refinement did not converge after {_n(n, 'iteration')} "
+                        f"(limit {limit}): {first}"
                     ),
                 ),
             )
@@ -324,8 +330,8 @@ class StoryRunner:
                 "implementation_retry_count",
                 limit,
                 lambda n: (
-                    f"Implementation failed verification {n} times "
-                    f"(limit {limit} retries): {_first_line(summary)}"
+                    f"Implementation failed verification {_n(n, 'time')} "
+                    f"(limit {_n(limit, 'retry', 'retries')}): {_first_line(summary)}"
                 ),
             ),
         )
@@ -369,14 +375,18 @@ class StoryRunner:
         ticket, path = self._begin(story_id, phase)
         verdict = self._verdict_for_review(ticket, path, phase)
         verified = ticket.verified or {}
+        configured = self.deps.verification_configured
         context = {
-            "verification_passed": verdict.passed,
+            "verification_configured": configured,
+            "verification_passed": verdict.passed if configured else None,
             "verification_output": ""
             if verdict.passed
             else summarise_failure(verdict.failure_output),
             "workspace_changed": bool(verified.get("workspace_changed", True)),
         }
-        result = self._call_agent(ticket, path, phase, context=context)
+        result = self._call_agent(
+            ticket, path, phase, context=context, verification=_verification_note(context)
+        )
         self._check_read_only(ticket, path, phase)
         parts = split_decision(result.text)
         decision = parts.decision or REJECTED
@@ -414,8 +424,8 @@ class StoryRunner:
                     "implementation_retry_count",
                     retries,
                     lambda n: (
-                        f"Review asked to re-implement {n} times "
-                        f"(limit {retries} implementation retries)"
+                        f"Review asked to re-implement {_n(n, 'time')} "
+                        f"(limit {_n(retries, 'implementation retry', 'implementation retries')})"
                     ),
                 ),
             )
@@ -437,8 +447,8 @@ class StoryRunner:
                 "retry_count",
                 reworks,
                 lambda n: (
-                    f"Review rejected the story {n} times "
-                    f"(limit {reworks} rework cycles): {_first_line(feedback)}"
+                    f"Review rejected the story {_n(n, 'time')} "
+                    f"(limit {_n(reworks, 'rework cycle')}): {_first_line(feedback)}"
                 ),
             ),
         )
@@ -529,6 +539,7 @@ class StoryRunner:
         phase: Phase,
         *,
         context: dict[str, Any] | None = None,
+        verification: str | None = None,
     ) -> ProviderResult:
         story = ticket.story
         story_id = story.id
@@ -537,7 +548,9 @@ class StoryRunner:
         if failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ()):
             feedback.append(str(failure["feedback"]))
         view = story_view(story)
-        system_prompt, prompt = build_prompt(phase, view, feedback=feedback, attempt=ticket.attempt)
+        system_prompt, prompt = build_prompt(
+            phase, view, feedback=feedback, attempt=ticket.attempt, verification=verification
+        )
         started = self.deps.monotonic()
         inner_guard = self.deps.guard_factory(
             story_id,
@@ -676,6 +689,11 @@ class StoryRunner:
         self._recover(story_id, L.API_RETRY, phase, reason=reason, delay=delay)
 
     def _verify(self, story_id: str, phase: Phase, path: Path) -> VerificationResult:
+        if not self.deps.verification_configured:
+            if story_id not in self._unverified:
+                self._unverified.add(story_id)
+                self._emit("verification_skipped", story_id, phase=phase.value)
+            return VerificationResult(passed=True, steps=())
         self._emit("verification_started", story_id, phase=phase.value)
         verdict = self.deps.verifier(path)
         self._emit(
@@ -740,7 +758,7 @@ class StoryRunner:
                     "retry_count",
                     reworks,
                     lambda n: (
-                        f"Pull request checks failed; {n} rework cycles "
+                        f"Pull request checks failed; {_n(n, 'rework cycle')} "
                         f"(limit {reworks}): {_first_line(finished.message)}"
                     ),
                 ),
@@ -799,6 +817,24 @@ _FEEDS: dict[Phase, tuple[str, ...]] = {
     Phase.PLAN: ("plan",),
     Phase.REVIEW: ("review",),
 }
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    """`1 time`, `3 times`: a count with its noun in the right number."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def _verification_note(context: dict[str, Any]) -> str:
+    """What the review is told about the project's own build and tests."""
+    if not context.get("verification_configured", True):
+        return (
+            "No verification is configured (verify.build / verify.test): nothing was built or "
+            "tested. Judge the change by reading it, and say so in your review."
+        )
+    if context.get("verification_passed"):
+        return "The project's build and tests passed on this change."
+    output = str(context.get("verification_output") or "").strip() or "(no output captured)"
+    return f"The project's build or tests FAILED on this change:\n{output}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -73,6 +73,16 @@ class StoryRunState:
     escalation_reason: str | None = None
     #: Why the story is where it is (the last outcome's reason).
     reason: str | None = None
+    #: Each phase run in this run: phase, attempt, started_at, ended_at, result, worker (the
+    #: executor's worker that ran it) and recoveries by kind (what a run report draws).
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    #: Running stories whose changed files overlap the files this story's plan names (it
+    #: starts once they finish), and the shared paths.
+    deferred_by: list[str] = field(default_factory=list)
+    deferred_paths: list[str] = field(default_factory=list)
+    #: The run segment (start = 1, each resume + 1) of the story's last outcome: the rate stop
+    #: conditions judge only the stories attempted in the current segment.
+    segment: int = 0
 
 
 @dataclass
@@ -117,6 +127,10 @@ class RunState:
     resume_from: str | None = None
     #: How many times the run was started or resumed.
     segments: int = 0
+    #: Stories run at once (`--jobs`), the executor that ran them, the epic it was limited to.
+    jobs: int = 1
+    executor: str = "inline"
+    epic: str | None = None
 
     def story(self, story_id: str) -> StoryRunState | None:
         return next((s for s in self.stories if s.story_id == story_id), None)

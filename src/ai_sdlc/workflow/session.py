@@ -8,13 +8,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, workspace_fingerprint
+from ai_sdlc.workflow import graph as G
 from ai_sdlc.workflow.assess import NextAction, assess, recommend
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.guard import GuardFactory
@@ -35,13 +36,22 @@ Emit = Callable[[dict[str, Any]], None]
 MULTI_RUN_LOCK = "multi"
 
 
+class Watcher(Protocol):
+    """Who watches a runner: a multi-story run in this process, or (in a parallel run's
+    worker) the link to the coordinator."""
+
+    def observe(self, event: dict[str, Any]) -> None: ...
+
+    def before_phase(self, story_id: str, phase: Phase) -> str | None: ...
+
+
 class _Relay:
     """Runner events go to the display and, during a multi-story run, to its watcher; the
     runner's `before_phase` hook is answered by that watcher."""
 
     def __init__(self, emit: Emit) -> None:
         self.out = emit
-        self.watcher: MultiRun | None = None
+        self.watcher: Watcher | None = None
 
     def emit(self, event: dict[str, Any]) -> None:
         if self.watcher is not None:
@@ -83,6 +93,9 @@ class Session:
     relay: _Relay = field(default_factory=lambda: _Relay(lambda _event: None))
     clock: Clock = utc_now
     sleep: Callable[[float], None] = time.sleep
+    #: How it was opened (a parallel run's workers open the same way).
+    provider_name: str | None = None
+    no_worktree: bool = False
 
     @classmethod
     def open(
@@ -122,6 +135,7 @@ class Session:
             provider=provider,
             verifier=verifier,
             workspaces=workspaces,
+            verification_configured=bool(commands),
             fingerprint=lambda workspace: guards.git(lambda: workspace_fingerprint(workspace)),
             limits=limits_from(config),
             gates=dict(config.section("gates")),
@@ -133,7 +147,9 @@ class Session:
         )
         runner = StoryRunner(deps)
         notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
-        return cls(store, config, provider, runner, notice, relay, clock, sleep)
+        return cls(
+            store, config, provider, runner, notice, relay, clock, sleep, provider_name, no_worktree
+        )
 
     def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
         """One story, or the next recommended action; `auto` is a multi-story run (use
@@ -156,44 +172,111 @@ class Session:
         story_ids: Sequence[str] | None = None,
         resume: str | None = None,
         latest: bool = False,
+        jobs: int | None = None,
+        epic: str | None = None,
     ) -> RunReport | None:
-        """A new run over `story_ids` (None: every actionable story by priority), or the run
-        `resume` (`latest`: the most recent one) continued. None when there is nothing to run."""
+        """A new run over `story_ids` (None: every actionable story by priority; `epic`: only
+        that epic's), or the run `resume` (`latest`: the most recent one) continued. Up to
+        `jobs` stories at once (None: `run.jobs`; a resumed run keeps its own). The dependency
+        graph is checked first (a cycle or a missing story: exit 3, nothing runs). None when
+        there is nothing to run."""
         repo = RunRepository(self.store.ai_dir)
+        settings = RunSettings.from_config(self.config)
+        if settings.done_means == "merged" and not self.config.get("git.auto_merge"):
+            raise UsageError(
+                "run.done_means is 'merged' but git.auto_merge is off: no story would ever be "
+                "merged by a run",
+                hint="set git.auto_merge: true, or run.done_means: done (or pr)",
+            )
         with run_lock(self.store.ai_dir, MULTI_RUN_LOCK, what="a multi-story run of this project"):
+            graph = self._graph()
             if resume or latest:
                 state = self._resumable(repo, resume)
+                self._check_graph(graph, [s.story_id for s in state.stories])
                 prepare_resume(state, self.store)
+                if jobs is not None:
+                    state.jobs = jobs
                 repo.save(state, now=self.clock())
             else:
-                state_or_none = self._new_run(repo, story_ids)
+                state_or_none = self._new_run(repo, story_ids, graph, epic=epic, jobs=jobs)
                 if state_or_none is None:
                     return None
                 state = state_or_none
-            run = MultiRun(
-                store=self.store,
-                runner=self.runner,
-                repo=repo,
-                state=state,
-                settings=RunSettings.from_config(self.config),
-                notifier=Notifier.from_config(self.config, cwd=self.store.root),
-                emit=self.relay.out,
-                clock=self.clock,
-                sleep=self.sleep,
-            )
+            common: dict[str, Any] = {
+                "store": self.store,
+                "runner": self.runner,
+                "repo": repo,
+                "state": state,
+                "settings": settings,
+                "notifier": Notifier.from_config(self.config, cwd=self.store.root),
+                "emit": self.relay.out,
+                "clock": self.clock,
+                "sleep": self.sleep,
+                "graph": graph,
+            }
+            if state.jobs > 1:
+                return self._run_parallel(common, state.jobs)
+            state.executor = "inline"
+            run = MultiRun(**common)
             self.relay.watcher = run
             try:
                 return run.execute()
             finally:
                 self.relay.watcher = None
 
-    def _new_run(self, repo: RunRepository, story_ids: Sequence[str] | None) -> RunState | None:
+    def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunReport:
+        import os
+
+        from ai_sdlc.workflow.executors import LocalExecutor, WorkerSpec
+        from ai_sdlc.workflow.scheduler import ParallelRun
+
+        spec = WorkerSpec(
+            project=str(self.store.root),
+            provider=self.provider_name,
+            no_worktree=self.no_worktree,
+            environ=dict(os.environ),
+            cwd=os.getcwd(),
+        )
+        slots = self.config.get("verify.max_parallel") or os.cpu_count() or 1
+        executor = LocalExecutor(spec, verify_slots=int(slots))
+        common["state"].executor = executor.name
+        return ParallelRun(**common, executor=executor, jobs=jobs).execute()
+
+    def _graph(self) -> G.Graph:
+        return G.build((s.id, s.frontmatter) for s in self.store.list())
+
+    def _check_graph(self, graph: G.Graph, ids: Sequence[str]) -> None:
+        where = {
+            sid: str(self.store.root / ".ai-sdlc" / "stories" / sid / "story.md")
+            for sid in graph.nodes
+        }
+        G.check(graph, ids, where=where)
+
+    def _new_run(
+        self,
+        repo: RunRepository,
+        story_ids: Sequence[str] | None,
+        graph: G.Graph,
+        *,
+        epic: str | None,
+        jobs: int | None,
+    ) -> RunState | None:
         if story_ids is None:
             ids = [a.story_id for a in self._recommend()]
             mode = "auto"
         else:
             ids = list(dict.fromkeys(story_ids))
             mode = "batch"
+        if epic is not None:
+            members = set(graph.in_epic(epic))
+            if not members:
+                raise UsageError(
+                    f"no story belongs to epic {epic}",
+                    hint="set `epic: <id>` (or a label `epic-<id>`) in the stories' frontmatter",
+                )
+            ids = [i for i in ids if i in members]
+        self._check_graph(graph, ids)
+        ids = G.order(graph, ids)
         if not ids:
             return None
         now = self.clock()
@@ -202,6 +285,8 @@ class Session:
             mode=mode,
             started_at=iso(now),
             stories=[StoryRunState(i) for i in ids],
+            jobs=jobs if jobs is not None else int(self.config.get("run.jobs")),
+            epic=epic,
         )
         repo.create(state)
         return state
@@ -321,8 +406,8 @@ def plan_dry_run(
             phases, reason = [step.value], "--step"
         else:
             phases, reason = _simulate(fm, gates, limit)
-            if not auto and not story_id:
-                phases = phases[:1]
+            if not auto and not story_id and len(phases) > 1:
+                phases, reason = phases[:1], ""  # one action runs; the rest is not this run's
         item = PlannedStory(story.id, phases, reason)
         if show_prompts and phases:
             item.prompts.append(

@@ -74,9 +74,14 @@ class RunStatistics:
         return asdict(self)
 
 
-def compute_statistics(stories: Iterable[StoryRunState], counters: RunCounters) -> RunStatistics:
+def compute_statistics(
+    stories: Iterable[StoryRunState], counters: RunCounters, *, segment: int | None = None
+) -> RunStatistics:
+    """The run's figures. With `segment`, the rates (and `attempted`, which `min_attempted`
+    judges) cover only the stories attempted since that resume: a failure loop the operator has
+    fixed does not halt the resumed run again. Totals (attempts, streaks, budgets) carry over."""
     items = list(stories)
-    worked = [s for s in items if s.outcomes > 0]
+    worked = [s for s in items if s.outcomes > 0 and (segment is None or s.segment == segment)]
     attempted = len(worked)
     rejected = sum(1 for s in worked if s.status == BLOCKED)
     failed = sum(1 for s in worked if s.status == STORY_FAILED)

@@ -1,0 +1,250 @@
+"""`ai-sdlc log <id>`: a story's `events.jsonl` as a readable timeline, NDJSON, or followed live.
+
+One line per event: time, action, phase, outcome, the recovery counters after it, and the reason.
+Recoveries and blocks are marked (`↻`, `■`) so they stand out without colour too. `--follow`
+keeps reading the file as a run appends to it, until Ctrl-C. A line still being written (no
+newline yet) waits for its end; a line that never parses (a crash mid-append) is skipped, the
+way the workflow's own reader skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.errors import UsageError
+from ai_sdlc.workflow.events import EVENTS_FILE
+
+#: `--kind` groups (any single action name is accepted too, see ACTIONS).
+KINDS: dict[str, frozenset[str]] = {
+    "recovery": frozenset({"recovery"}),
+    "phase": frozenset({"phase_started", "phase"}),
+    "blocked": frozenset({"blocked"}),
+    "gate": frozenset({"approve"}),
+    "unblock": frozenset({"unblock"}),
+    "rollback": frozenset({"rollback_initiated", "attempt_released"}),
+    "integrity": frozenset(
+        {
+            "counters_reconciled",
+            "counters_hand_edited",
+            "ledger_resynced",
+            "tamper_detected",
+            "story_file_restored",
+        }
+    ),
+    "git": frozenset({"workspace", "publish"}),
+    "done": frozenset({"done"}),
+}
+#: Every action the workflow writes to a story's event log.
+ACTIONS = frozenset().union(*KINDS.values()) | {"fields"}
+
+#: Fields that explain an event, in the order the first present one is shown.
+_REASON_FIELDS = ("reason", "message", "feedback", "notice", "changed")
+_MARKS = {"recovery": "↻", "blocked": "■"}
+_STYLES = {"recovery": "yellow", "blocked": "red"}
+_REASON_WIDTH = 160
+
+#: Waits between two looks at the file (injected, so tests need not wait).
+Wait = Callable[[], None]
+
+
+def log(
+    story: Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")],
+    json: JsonOption = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing events as they are appended (Ctrl-C)."),
+    ] = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            "-k",
+            help="Only these events (repeatable): " + ", ".join(KINDS) + ", or an action name.",
+        ),
+    ] = None,
+    max_events: Annotated[
+        int | None, typer.Option("--max-events", hidden=True, min=1)
+    ] = None,  # testing: stop --follow after this many printed events
+    poll_interval: Annotated[
+        float, typer.Option("--poll-interval", hidden=True, min=0.0)
+    ] = 0.25,  # how often --follow looks for new lines
+) -> None:
+    """Show a story's event log as a timeline (recoveries highlighted), or follow it."""
+    out = terminal(json)
+    wanted = actions_for(kind or [])
+    store = open_store(read_only=True)
+    story_id = store.resolve(story)
+    path = store.artifact_path(story_id, EVENTS_FILE)
+    reader = EventReader(path)
+    events: Iterable[dict[str, Any]]
+    if follow:
+        events = reader.follow(wait=lambda: time.sleep(poll_interval))
+    else:
+        events = reader.read_available(final=True)
+    shown = 0
+    try:
+        for event in events:
+            if wanted is not None and event.get("action") not in wanted:
+                continue
+            show_event(out, event)
+            shown += 1
+            if max_events is not None and shown >= max_events:
+                break
+    except KeyboardInterrupt:
+        pass  # the way to stop --follow: not an error
+    if not follow and not json and shown == 0:
+        what = "no events" if wanted is None else "no matching events"
+        out.info(f"{story_id}: {what} yet ({path})")
+    if reader.skipped and not json:
+        out.warn(f"{reader.skipped} unreadable line(s) in {path} skipped")
+
+
+def actions_for(kinds: list[str]) -> frozenset[str] | None:
+    """The actions `--kind` selects (None: all); an unknown kind is a usage error."""
+    if not kinds:
+        return None
+    selected: set[str] = set()
+    for name in kinds:
+        key = name.strip().lower()
+        if key in KINDS:
+            selected |= KINDS[key]
+        elif key in ACTIONS:
+            selected.add(key)
+        else:
+            raise UsageError(
+                f"unknown event kind {name!r}",
+                hint="use one of "
+                + ", ".join(KINDS)
+                + " or an action name: "
+                + ", ".join(sorted(ACTIONS)),
+            )
+    return frozenset(selected)
+
+
+class EventReader:
+    """Reads `events.jsonl` incrementally: complete lines only, from where it stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.skipped = 0
+        self._partial = b""
+
+    def read_available(self, *, final: bool = False) -> Iterator[dict[str, Any]]:
+        """The events completed since the last call. `final`: also try a last line that has no
+        newline (the file is not being written any more), skipping it if it is torn."""
+        data = self._read_new()
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        if final and self._partial:
+            lines.append(self._partial)
+            self._partial = b""
+        for raw in lines:
+            event = self._parse(raw)
+            if event is not None:
+                yield event
+
+    def follow(self, *, wait: Wait) -> Iterator[dict[str, Any]]:
+        """Every event, then each new one as it is appended; `wait` between looks."""
+        while True:
+            yield from self.read_available()
+            wait()
+
+    def _read_new(self) -> bytes:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return b""  # no event yet (a story that never ran)
+        try:
+            size = os.fstat(fd).st_size
+            if size < self.offset:  # replaced by a shorter file: start again
+                self.offset, self._partial = 0, b""
+            os.lseek(fd, self.offset, os.SEEK_SET)
+            chunks = []
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        self.offset += len(data)
+        return data
+
+    def _parse(self, raw: bytes) -> dict[str, Any] | None:
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            self.skipped += 1
+            return None
+        if not isinstance(value, dict):
+            self.skipped += 1
+            return None
+        return value
+
+
+def show_event(out: Terminal, event: dict[str, Any]) -> None:
+    if out.json_mode:
+        out.ndjson(event)
+        return
+    action = str(event.get("action", "?"))
+    out.line(timeline_line(event), style=_STYLES.get(action))
+
+
+def timeline_line(event: dict[str, Any]) -> str:
+    """`time  mark action  phase  outcome  counters  reason` for one event."""
+    action = str(event.get("action", "?"))
+    when = str(event.get("time", "")).replace("T", " ").removesuffix("Z")
+    outcome = event.get("outcome")
+    if action == "recovery" and event.get("recovery_kind"):
+        outcome = f"{outcome} ({event['recovery_kind']})" if outcome else event["recovery_kind"]
+    elif action == "phase_started" and event.get("attempt") is not None:
+        outcome = f"attempt {event['attempt']}"
+    parts = [
+        f"{when:23}",
+        f"{_MARKS.get(action, ' ')} {action:20}",
+        f"{event.get('phase') or '':10}",
+        f"{outcome if outcome is not None else '':30}",
+        counters_text(event.get("counters")),
+    ]
+    reason = reason_text(event)
+    if reason:
+        parts.append(reason)
+    return "  ".join(parts).rstrip()
+
+
+def counters_text(counters: Any) -> str:
+    """`recoveries 3 (implementation_retry 2, review_rework 1)` after the event."""
+    if not isinstance(counters, dict):
+        return f"{'':12}"
+    total = counters.get("total_recovery_attempts", 0)
+    breakdown = counters.get("recovery_breakdown")
+    text = f"recoveries {total}"
+    if isinstance(breakdown, dict) and breakdown:
+        text += " (" + ", ".join(f"{k} {v}" for k, v in breakdown.items()) + ")"
+    return f"{text:12}"
+
+
+def reason_text(event: dict[str, Any]) -> str:
+    for field in _REASON_FIELDS:
+        value = event.get(field)
+        if value:
+            text = " ".join(str(value).split())
+            if len(text) > _REASON_WIDTH:
+                text = text[: _REASON_WIDTH - 1] + "…"
+            return text
+    return ""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("log")(log)

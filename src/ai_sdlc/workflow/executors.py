@@ -1,0 +1,401 @@
+"""The executor seam: where the scheduler's "run this story to its next stop" actually runs.
+
+The coordinator (the `ai-sdlc run` process, `scheduler.ParallelRun`) owns every run-level
+decision; an executor only carries stories to workers and messages back. The protocol:
+
+- `start(story_id) -> Handle`: run the story (to done, blocked, waiting or a stop) on a worker.
+- `next_message(timeout) -> Message | None`: the next message from any worker, in arrival
+  order: `Event` (a runner event, tagged with the worker), `Ask` (a question the worker waits
+  on: `before_phase` before every phase, `usage` before every provider call) and `Finished`
+  (the worker's result). A worker that dies without a result yields `Finished(kind="crashed")`.
+- `reply(handle, answer)`: the coordinator's answer to an `Ask` (the worker blocks until then).
+- `request_stop()`: workers stop before their next phase (the phase in flight finishes).
+- `close()`: wait for (then end) the workers.
+
+Workers ask the coordinator before every phase (the run's attempt cap, bounce counting and the
+stop flag are decided there) and before every provider call (they report what they spent and
+get the run's total back, so `limits.run_cost_usd` holds across workers: a call may only start
+when the total of every worker's booked spend allows it). Story state itself is written by the
+worker's own `StoryState` owner under the per-story file lock, so per-story counters (the
+global recovery limit) are exact across processes.
+
+`LocalExecutor` runs each story in a local worker process (multiprocessing `forkserver`,
+`spawn` where that is missing): each opens its own `Session`/`StoryRunner` on the same project.
+Verification commands of all its workers share a cross-process semaphore
+(`verify.max_parallel`). A cluster executor (Ray) implements the same five calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+Answer = dict[str, Any]
+
+#: Seconds a worker waits for the coordinator's answer before checking it is still alive.
+_ASK_POLL = 1.0
+
+
+@dataclass(frozen=True)
+class Handle:
+    story_id: str
+    #: Names the worker in events and run state (e.g. `local:12345`).
+    worker: str
+    token: int
+
+
+@dataclass(frozen=True)
+class Event:
+    handle: Handle
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ask:
+    handle: Handle
+    #: "before_phase" (data: phase, usage) or "usage" (data: usage delta).
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Finished:
+    handle: Handle
+    #: "outcome" (result/reason of the runner), "busy" (another process runs the story),
+    #: "halted" (a run budget stopped it), "stopped" (the coordinator asked it to stop),
+    #: "interrupted" (Ctrl-C) or "crashed" (the worker itself failed).
+    kind: str
+    result: str | None = None
+    reason: str = ""
+    #: Usage spent since the worker's last report (input, output tokens, cost or None).
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+Message = Event | Ask | Finished
+
+
+class Executor(Protocol):
+    name: str
+
+    def start(self, story_id: str) -> Handle: ...
+
+    def next_message(self, timeout: float | None) -> Message | None: ...
+
+    def reply(self, handle: Handle, answer: Answer) -> None: ...
+
+    def request_stop(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to open its own session on the project."""
+
+    project: str
+    provider: str | None
+    no_worktree: bool
+    #: The coordinator's environment and folder (a forkserver child would otherwise keep the
+    #: environment of the moment the server started).
+    environ: dict[str, str]
+    cwd: str
+
+
+#: Imported once by the fork server, so each worker starts without re-importing them.
+_PRELOAD = ["ai_sdlc.workflow.session", "ai_sdlc.workflow.executors", "ai_sdlc.providers.scripted"]
+
+
+def _context() -> Any:
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+class LocalExecutor:
+    """Each story in its own local worker process (see the module docstring)."""
+
+    name = "local"
+
+    def __init__(self, spec: WorkerSpec, *, verify_slots: int) -> None:
+        self.spec = spec
+        self._ctx = _context()
+        self._inbox: Any = self._ctx.Queue()
+        self._stop: Any = self._ctx.Event()
+        self._slots: Any = self._ctx.BoundedSemaphore(max(1, verify_slots))
+        self._procs: dict[int, Any] = {}
+        self._replies: dict[int, Any] = {}
+        self._handles: dict[int, Handle] = {}
+        self._finished: set[int] = set()
+        self._next = 0
+
+    def start(self, story_id: str) -> Handle:
+        self._next += 1
+        token = self._next
+        replies = self._ctx.Queue()
+        proc = self._ctx.Process(
+            target=worker_main,
+            args=(self.spec, story_id, token, self._inbox, replies, self._stop, self._slots),
+            name=f"ai-sdlc-{story_id}",
+            daemon=True,
+        )
+        proc.start()
+        handle = Handle(story_id, f"local:{proc.pid}", token)
+        self._procs[token], self._replies[token], self._handles[token] = proc, replies, handle
+        return handle
+
+    def next_message(self, timeout: float | None) -> Message | None:
+        try:
+            item = self._inbox.get(timeout=timeout)
+        except queue_mod.Empty:
+            return self._dead_worker()
+        return self._decode(item)
+
+    def _decode(self, item: Any) -> Message:
+        token, kind, payload = item
+        handle = self._handles[token]
+        if kind == "event":
+            return Event(handle, {**payload, "worker": handle.worker})
+        if kind == "ask":
+            return Ask(handle, payload["kind"], payload["data"])
+        self._finish(token)
+        return Finished(handle, **payload)
+
+    def _dead_worker(self) -> Message | None:
+        """A worker that exited without its result (killed, out of memory...)."""
+        for token, proc in list(self._procs.items()):
+            if token in self._finished or proc.is_alive():
+                continue
+            try:  # what it sent before dying comes first
+                return self._decode(self._inbox.get_nowait())
+            except queue_mod.Empty:
+                pass
+            self._finish(token)
+            return Finished(
+                self._handles[token],
+                "crashed",
+                reason=f"worker process {proc.pid} exited with code {proc.exitcode}",
+            )
+        return None
+
+    def _finish(self, token: int) -> None:
+        self._finished.add(token)
+        proc = self._procs.pop(token, None)
+        if proc is not None:
+            proc.join(timeout=10)
+        self._replies.pop(token, None)
+
+    def reply(self, handle: Handle, answer: Answer) -> None:
+        replies = self._replies.get(handle.token)
+        if replies is not None:
+            replies.put(answer)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        for proc in list(self._procs.values()):
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5)
+        self._procs.clear()
+
+
+# --- the worker side ---------------------------------------------------------------------------
+
+
+class StopRequested(Exception):
+    """Raised in a worker's `before_phase` when the coordinator stops the run."""
+
+
+class _Link:
+    """The worker's end: runner events and questions go to the coordinator."""
+
+    def __init__(self, token: int, outbox: Any, replies: Any, stop: Any, runner: Any) -> None:
+        self.token = token
+        self.outbox = outbox
+        self.replies = replies
+        self.stop = stop
+        self.runner = runner
+        self.baseline: dict[str, Any] = _usage_dict(runner.run_usage)
+        self.parent = os.getppid()
+
+    def send(self, kind: str, payload: Any) -> None:
+        self.outbox.put((self.token, kind, payload))
+
+    def observe(self, event: dict[str, Any]) -> None:
+        self.send("event", event)
+
+    def ask(self, kind: str, data: dict[str, Any]) -> Answer:
+        self.send("ask", {"kind": kind, "data": data})
+        while True:
+            try:
+                answer: Answer = self.replies.get(timeout=_ASK_POLL)
+                return answer
+            except queue_mod.Empty:
+                if os.getppid() != self.parent:  # the coordinator is gone: stop here
+                    raise StopRequested("the coordinator of the run is gone") from None
+
+    def usage_delta(self) -> dict[str, Any]:
+        now = _usage_dict(self.runner.run_usage)
+        base = self.baseline
+        cost = None
+        if now["cost_usd"] is not None:
+            cost = now["cost_usd"] - (base["cost_usd"] or 0.0)
+        return {
+            "input_tokens": now["input_tokens"] - base["input_tokens"],
+            "output_tokens": now["output_tokens"] - base["output_tokens"],
+            "cost_usd": cost,
+        }
+
+    def sync(self, kind: str, **data: Any) -> Answer:
+        """Report spend since the last sync; adopt the run's total (all workers)."""
+        answer = self.ask(kind, {**data, "usage": self.usage_delta()})
+        total = answer.get("usage") or {}
+        usage = self.runner.run_usage
+        usage.input_tokens = int(total.get("input_tokens") or 0)
+        usage.output_tokens = int(total.get("output_tokens") or 0)
+        usage.cost_usd = total.get("cost_usd")
+        self.baseline = _usage_dict(usage)
+        return answer
+
+    def before_phase(self, story_id: str, phase: Any) -> str | None:
+        if self.stop.is_set():
+            raise StopRequested("the run is stopping")
+        answer = self.sync("before_phase", phase=phase.value)
+        if answer.get("stop"):
+            raise StopRequested(str(answer.get("stop")))
+        reason = answer.get("reason")
+        return str(reason) if reason else None
+
+    def guard_factory(self, inner: Any) -> Any:
+        """Wrap the runner's call guard: sync the run's spend before every provider call."""
+
+        def factory(story_id: str, phase: Any, record: Any) -> Any:
+            guard = inner(story_id, phase, record)
+
+            def guarded(fn: Any, /) -> Any:
+                def synced() -> Any:
+                    self.sync("usage")
+                    return fn()
+
+                return guard(synced)
+
+            return guarded
+
+        return factory
+
+
+def _usage_dict(usage: Any) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+    }
+
+
+def worker_main(
+    spec: WorkerSpec,
+    story_id: str,
+    token: int,
+    outbox: Any,
+    replies: Any,
+    stop: Any,
+    slots: Any,
+) -> None:
+    """A worker process: open a session on the project, run one story, report the result."""
+    os.environ.clear()
+    os.environ.update(spec.environ)
+    with contextlib.suppress(OSError):
+        os.chdir(spec.cwd)
+    link: _Link | None = None
+
+    def finish(kind: str, result: str | None = None, reason: str = "") -> None:
+        usage = link.usage_delta() if link is not None else {}
+        outbox.put(
+            (token, "finished", {"kind": kind, "result": result, "reason": reason, "usage": usage})
+        )
+
+    try:
+        link = _open(spec, token, outbox, replies, stop, slots)
+        finish(*_run(link, story_id))
+    except KeyboardInterrupt:
+        finish("interrupted", reason="interrupted (Ctrl-C)")
+    except BaseException as exc:  # the coordinator must always hear back
+        from ai_sdlc.errors import AiSdlcError
+
+        if isinstance(exc, AiSdlcError):
+            finish("outcome", "error", exc.message)
+        else:
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            finish("crashed", reason=f"worker failed: {last}")
+    finally:
+        outbox.close()
+        outbox.join_thread()
+
+
+def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, slots: Any) -> _Link:
+    from ai_sdlc.store import StoryStore
+    from ai_sdlc.workflow.session import Session
+
+    store = StoryStore(Path(spec.project))
+    session = Session.open(
+        store, provider_name=spec.provider, emit=lambda _event: None, no_worktree=spec.no_worktree
+    )
+    runner = session.runner
+    link = _Link(token, outbox, replies, stop, runner)
+    session.relay.watcher = link
+    deps = runner.deps
+    deps.guard_factory = link.guard_factory(deps.guard_factory)
+    verifier = deps.verifier
+
+    def gated(path: Path) -> Any:
+        with slots:
+            return verifier(path)
+
+    deps.verifier = gated
+    return link
+
+
+def _run(link: _Link, story_id: str) -> tuple[str, str | None, str]:
+    from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
+    from ai_sdlc.workflow.runlock import run_lock
+
+    runner = link.runner
+    try:
+        with run_lock(runner.store.ai_dir, story_id, what=story_id):
+            outcome = runner.run(story_id)
+        return "outcome", outcome.result, outcome.reason
+    except StopRequested as exc:
+        return "stopped", None, str(exc)
+    except StoryBlockedError as exc:
+        return "outcome", "blocked", exc.message
+    except BusyError as exc:
+        return "busy", None, exc.message
+    except RunHaltedError as exc:
+        return "halted", None, exc.message
+    except AiSdlcError as exc:
+        return "outcome", "error", exc.message
+
+
+__all__ = [
+    "Ask",
+    "Event",
+    "Executor",
+    "Finished",
+    "Handle",
+    "LocalExecutor",
+    "Message",
+    "StopRequested",
+    "WorkerSpec",
+    "worker_main",
+]
