@@ -7,6 +7,11 @@
   fail                    print an unclassifiable error, exit 3
   exitcode N              exit with code N
   report                  print JSON: argv, the prompt (file or stdin), whether stdin was closed
+  phase PHASE STOP MARKER answer like a well-behaved agent in PHASE (write a file in implement
+                          or rework, approve in refine and review); but when STOP names this
+                          call (`implement`, or `implement@S-0002` for that story's prompt only)
+                          and MARKER does not exist yet, write this process's pid to MARKER and
+                          sleep far past any timeout (a provider call to interrupt, once)
 Options: --prompt-file F  read the prompt from F instead of stdin.
 """
 
@@ -39,6 +44,8 @@ def main() -> int:
         time.sleep(60)
         return 0
     prompt, stdin_empty = _prompt(argv)
+    if mode == "phase":
+        return _phase(*argv[1:4], prompt)
     if mode == "succeed":
         print(f"agent done: {prompt.splitlines()[0] if prompt else ''}")
         return 0
@@ -63,6 +70,27 @@ def main() -> int:
         return 0
     sys.stderr.write(f"unknown mode {mode}\n")
     return 2
+
+
+def _phase(phase: str, stop: str, marker: str, prompt: str) -> int:
+    stop_phase, _, story = stop.partition("@")
+    named = phase == stop_phase and (not story or f"# Story {story}:" in prompt)
+    if named and not Path(marker).exists():
+        partial = Path(f"{marker}.tmp")
+        partial.write_text(str(os.getpid()))
+        partial.replace(marker)  # the pid appears whole, only once this process is running
+        time.sleep(60)
+        return 0
+    if phase in ("implement", "rework"):
+        done = Path("implemented.txt")
+        count = len(done.read_text().splitlines()) if done.exists() else 0
+        done.write_text("".join(f"change {i}\n" for i in range(count + 1)))
+        print(f"implemented change {count}")
+    elif phase in ("refine", "review"):
+        print(f"{phase} done: looks right\n\nDECISION: APPROVED")
+    else:
+        print(f"## {phase.capitalize()}\n\nnothing surprising")
+    return 0
 
 
 if __name__ == "__main__":

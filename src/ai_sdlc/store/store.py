@@ -359,6 +359,8 @@ class StoryStore:
             if encoded != data:
                 _remove_stale_temps(path)
                 fsutil.atomic_write_bytes(path, encoded)
+            for hook in story.after_write:  # still under the lock, once the file is written
+                hook()
 
     def _check_before_write(
         self, story: Story, data: Any, path: str, before: dict[Any, Any]

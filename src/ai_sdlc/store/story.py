@@ -38,6 +38,9 @@ class Story:
         self._json_ready = json_ready
         self._editable = False
         self._body_changed = False
+        #: Called by `StoryStore.edit` after the file is written, still under the story lock
+        #: (the state owner appends the story's events there).
+        self.after_write: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         return f"Story({self.id!r}, status={self.status!r}, title={self.title!r})"

@@ -311,7 +311,10 @@ class MultiRun:
             fm = self.store.get(story_id).frontmatter
         except AiSdlcError:
             return None
-        return assess(fm, gates=self.runner.deps.gates, global_limit=self.runner.limit)
+        action = assess(fm, gates=self.runner.deps.gates, global_limit=self.runner.limit)
+        if action.kind == "done" and fm.get("status") != "done":
+            return None  # complete but never marked done (stopped in between): the runner does
+        return action
 
     def _run_story(self, s: StoryRunState) -> StoryOutcome | None:
         s.status = IN_PROGRESS

@@ -2,8 +2,10 @@
 
 Each operation is one `StoryStore.edit` transaction: under the story's lock it reads the file
 and the recovery ledger (`workflow.ledger`), reconciles the two (the ledger wins where the file
-is lower: tampering; a hand-edit upward is honoured), applies the change, appends the ledger
-entry and the story's events, and the file is written when the transaction ends. Nothing else
+is lower: tampering; a hand-edit upward is honoured), applies the change and appends the
+ledger entry (the truth first); the file is written when the transaction ends, and the story's
+events are appended after it, still under the lock (an event never claims what the file does
+not say). Nothing else
 writes `story.md`, the ledger or `events.jsonl` for the workflow: the runner, multi-story runs,
 checkpoints and the CLI (`approve`, `unblock`, `pr`) only call these operations.
 
@@ -21,6 +23,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError
@@ -427,8 +430,7 @@ class StoryState:
                 after.seq = before.seq + 1
                 after.prev_total, after.prev_breakdown = before.total, dict(before.breakdown)
                 self.journal.append(story.id, op, txn.now, after)
-            for event in txn.events:
-                append_event(story.folder, event)
+            story.after_write.append(lambda: _append_all(story.folder, txn.events))
         for event in txn.events:
             if event["action"] == "recovery":
                 self.on_recovery(story.id, event)
@@ -658,6 +660,11 @@ class _Delete:
 
 _DELETE: Any = _Delete()
 DELETE: Any = _DELETE
+
+
+def _append_all(folder: Path, events: list[dict[str, Any]]) -> None:
+    for event in events:
+        append_event(folder, event)
 
 
 def _nonzero(kinds: Mapping[str, int]) -> dict[str, int]:

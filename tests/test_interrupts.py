@@ -1,0 +1,237 @@
+"""Ctrl-C at 20 points of a real run: during each phase's provider call, during each
+verification command, between phases and between stories, for `run S-0001` and `run --auto`.
+
+Every point is reached, never guessed: the stand-in agent (tests/fakes/cli_agent.py `phase`) or
+the verification command writes its pid to a marker and sleeps, or the story's events.jsonl
+shows the phase it must follow (the next agent call then blocks, so the run cannot end first).
+Each time the run must exit 130 within 5 s with the hung child gone, leave every story file
+readable, count nothing for the interrupt, and a second command must finish the work."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_environment, run_cli
+from tests.runs_support import (
+    frontmatter,
+    make_project,
+    only_run,
+    stop_or_explain,
+    story_events,
+    story_states,
+    wait_for_pid,
+)
+
+AGENT = Path(__file__).parent / "fakes" / "cli_agent.py"
+#: Seconds a run may take to exit after Ctrl-C.
+EXIT_WITHIN = 5.0
+
+#: Verification step (build and test alike): counts its calls; fails the `fail_on`th; on the
+#: `hang_on`th writes its pid to the marker (whole, by rename) and sleeps past any deadline.
+VERIFY = """
+import os, pathlib, sys, time
+count, hang_on, fail_on, marker = sys.argv[1:5]
+count = pathlib.Path(count)
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+if n == int(hang_on):
+    partial = pathlib.Path(marker + ".tmp")
+    partial.write_text(str(os.getpid()))
+    partial.replace(marker)
+    time.sleep(60)
+if n == int(fail_on):
+    print("boom: widget count is 3, expected 4")
+    sys.exit(1)
+"""
+
+
+@dataclass(frozen=True)
+class Point:
+    """Where Ctrl-C lands. `agent`: the provider call to block (`phase` or `phase@S-000N`);
+    `verify`: the verification call to block (1st, 2nd, ...); `after`: (story, event action,
+    phase) to wait for in that story's events.jsonl before signalling."""
+
+    name: str
+    multi: bool = False
+    agent: str = "none"
+    verify: int = 0
+    fail_verify: int = 0
+    after: tuple[str, str, str | None] | None = None
+    #: total_recovery_attempts of S-0001 after the interrupt and at the end (the interrupt
+    #: itself never counts).
+    recoveries: int = 0
+
+
+POINTS = [
+    # `run S-0001`: during the provider call of every phase
+    *(Point(f"single-agent-{p}", agent=p) for p in ("refine", "research", "plan", "implement")),
+    Point("single-agent-review", agent="review"),
+    # ... during verification: build, test, and the retry after a failed build
+    Point("single-verify-build", verify=1),
+    Point("single-verify-test", verify=2),
+    Point("single-verify-retry-build", verify=2, fail_verify=1, recoveries=1),
+    Point("single-verify-retry-test", verify=3, fail_verify=1, recoveries=1),
+    # ... between phases: right after a phase's result is written (the next call blocks)
+    Point("single-after-refine", agent="research", after=("S-0001", "phase", "refine")),
+    Point("single-after-research", agent="plan", after=("S-0001", "phase", "research")),
+    Point("single-after-plan", agent="implement", after=("S-0001", "phase", "plan")),
+    Point("single-after-implement", agent="review", after=("S-0001", "phase", "implement")),
+    # `run --auto` over two stories
+    Point("auto-agent-refine-first", multi=True, agent="refine@S-0001"),
+    Point("auto-agent-implement-second", multi=True, agent="implement@S-0002"),
+    Point("auto-agent-review-second", multi=True, agent="review@S-0002"),
+    Point("auto-verify-test-first", multi=True, verify=2),
+    Point("auto-verify-build-second", multi=True, verify=3),
+    Point(
+        "auto-between-stories",
+        multi=True,
+        agent="refine@S-0002",
+        after=("S-0001", "done", None),
+    ),
+    Point(
+        "auto-after-plan-second",
+        multi=True,
+        agent="implement@S-0002",
+        after=("S-0002", "phase", "plan"),
+    ),
+]
+
+
+def _project(tmp_path: Path, point: Point) -> tuple[Path, Path, Path]:
+    """A project whose agent and verification block where `point` says; returns the project,
+    the agent's marker and the verification's marker."""
+    root = tmp_path / "p"
+    agent_marker, verify_marker = tmp_path / "agent.pid", tmp_path / "verify.pid"
+    script = tmp_path / "verify.py"
+    script.write_text(VERIFY)
+    agent = [sys.executable, str(AGENT), "phase", "{phase}", point.agent, str(agent_marker)]
+    agent += ["--prompt-file", "{prompt_file}"]
+    step = [sys.executable, str(script), str(tmp_path / "count")]
+    step += [str(point.verify), str(point.fail_verify), str(verify_marker)]
+    line = json.dumps(" ".join(step))
+    config = (
+        f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
+        f"verify:\n  build: {line}\n  test: {line}\n"
+    )
+    make_project(root, ["A", "B"] if point.multi else ["A"], config)
+    return root, agent_marker, verify_marker
+
+
+def _env() -> dict[str, str]:
+    return cli_environment({"AI_SDLC_PROVIDER": "command"})
+
+
+def _start(root: Path, *args: str) -> subprocess.Popen[str]:
+    """`ai-sdlc run ...` in its own process, its fault handler on (see `stop_or_explain`)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ai_sdlc", "--project", str(root), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env={**_env(), "PYTHONFAULTHANDLER": "1"},
+        text=True,
+    )
+
+
+def _wait_for_event(
+    proc: subprocess.Popen[str], root: Path, sid: str, action: str, phase: str | None
+) -> None:
+    deadline = time.monotonic() + 30
+    while not any(
+        e["action"] == action and (phase is None or e.get("phase") == phase)
+        for e in story_events(root, sid)
+    ):
+        assert proc.poll() is None, f"the run ended before {sid} {action} {phase}"
+        assert time.monotonic() < deadline, f"{sid} never logged {action} {phase}"
+        time.sleep(0.005)
+
+
+def _pid_in(marker: Path) -> int | None:
+    text = marker.read_text() if marker.exists() else ""
+    return int(text) if text.strip().isdigit() else None
+
+
+def _gone(pid: int) -> bool:
+    """True once `pid` has exited (a zombie waiting for init counts as gone)."""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if status.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[p.name for p in POINTS])
+def test_ctrl_c_exits_130_at_once_and_the_work_resumes(tmp_path: Path, point: Point) -> None:
+    assert len(POINTS) == 20
+    root, agent_marker, verify_marker = _project(tmp_path, point)
+    sids = ["S-0001", "S-0002"] if point.multi else ["S-0001"]
+    proc = _start(root, "run", *(["--auto"] if point.multi else ["S-0001"]))
+    blocked: int | None = None
+    try:
+        if point.after is not None:
+            _wait_for_event(proc, root, *point.after)
+        else:
+            blocked = wait_for_pid(verify_marker if point.verify else agent_marker)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    proc.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    leftovers = tuple(p for p in (blocked, _pid_in(agent_marker)) if p is not None)
+    out, stderr = stop_or_explain(proc, EXIT_WITHIN, leftovers=leftovers)
+    took = time.monotonic() - signalled
+    assert proc.returncode == 130, f"exit {proc.returncode} after {took:.2f}s:\n{stderr}"
+    said = "interrupted; finished work is kept" if point.multi else "error: interrupted"
+    assert said in stderr and "Traceback" not in stderr, (out, stderr)
+
+    # Whatever the run started is gone with it: the blocked call, and an agent the signal
+    # may have caught starting (between-phase points).
+    for pid in {p for p in (blocked, _pid_in(agent_marker), _pid_in(verify_marker)) if p}:
+        assert _gone(pid), f"pid {pid} outlived the interrupted run"
+    # Every story file is whole, and the interrupt was not counted as a recovery.
+    for sid in sids:
+        shown = run_cli(root, "show", sid, "--json", env=_env())
+        assert shown.returncode == 0, shown.output
+        assert json.loads(shown.stdout)["id"] == sid
+    assert frontmatter(root, "S-0001").get("total_recovery_attempts", 0) == point.recoveries
+    if point.multi:
+        state = only_run(root)
+        assert state["run_status"] == "stopped" and state["resumable"] is True, state
+        assert state["stop_reason"]["condition"] == "interrupted"
+        listed = json.loads(run_cli(root, "runs", "--json", env=_env()).stdout)["runs"]
+        assert [(r["run_id"], r["active"]) for r in listed] == [(state["run_id"], False)]
+        assert f"run --resume {state['run_id']}" in stderr
+
+    # A second command finishes the work (an agent call the signal came before must not block
+    # now: its marker is taken).
+    with contextlib.suppress(FileExistsError), agent_marker.open("x") as taken:
+        taken.write("taken by the test")
+    if not point.multi:
+        again = run_cli(root, "run", "S-0001", env=_env())
+    elif point.verify % 2:
+        again = run_cli(root, "run", "--resume", only_run(root)["run_id"], env=_env())
+    else:
+        again = run_cli(root, "run", "--continue", env=_env())
+    assert again.returncode == 0, again.output
+    for sid in sids:
+        assert frontmatter(root, sid)["status"] == "done", sid
+    assert frontmatter(root, "S-0001").get("total_recovery_attempts", 0) == point.recoveries
+    if point.multi:
+        final = only_run(root)
+        assert final["run_status"] == "completed"
+        assert {s["status"] for s in story_states(final).values()} == {"done"}
