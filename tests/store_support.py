@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 from ai_sdlc.store import StoryStore
 
@@ -44,3 +46,14 @@ def minimal(story_id: str = "S-0001", **fields: str) -> str:
     """A small valid story; `fields` add or replace raw `key: value` lines."""
     values = {"id": story_id, "title": "A small story", "status": "ready", **fields}
     return "---\n" + "".join(f"{k}: {v}\n" for k, v in values.items()) + "---\n# Body\n"
+
+
+def bump_recovery(story: Any, kind: str) -> int:
+    """What the state owner writes for one recovery (total and the kind's count, +1 each), for
+    store tests that need a realistic two-field edit; returns the new total."""
+    breakdown = story.frontmatter.get("recovery_breakdown")
+    if isinstance(breakdown, MutableMapping):
+        breakdown[kind] = int(breakdown.get(kind) or 0) + 1
+    else:
+        story.frontmatter["recovery_breakdown"] = {kind: 1}
+    return int(story.increment("total_recovery_attempts"))

@@ -12,7 +12,7 @@ import pytest
 from ai_sdlc.errors import UsageError
 from ai_sdlc.store import StoryStore
 from ai_sdlc.store.ids import slugify
-from tests.store_support import make_project, minimal, write_story
+from tests.store_support import bump_recovery, make_project, minimal, write_story
 
 
 def test_init_creates_layout_and_gitignore_once(tmp_path: Path) -> None:
@@ -135,8 +135,8 @@ def test_story_helpers(tmp_path: Path) -> None:
     store = make_project(tmp_path, ["S-0012"])
     with store.edit("S-0012") as story:
         assert story.counter("total_recovery_attempts") == 3
-        assert story.record_recovery("implementation_retry") == 4
-        assert story.record_recovery("implementation_retry") == 5
+        assert bump_recovery(story, "implementation_retry") == 4
+        assert bump_recovery(story, "implementation_retry") == 5
         assert story.increment("implementation_retry_count", by=2) == 4
         story.status = "blocked"
         with pytest.raises(ValueError, match="unknown status"):

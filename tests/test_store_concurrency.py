@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.store import StoryStore
-from tests.store_support import make_project, minimal, write_story
+from tests.store_support import bump_recovery, make_project, minimal, write_story
 
 pytestmark = pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork (POSIX)"
@@ -28,7 +28,7 @@ def _bump(root: str, times: int) -> None:
     store = StoryStore(Path(root))
     for _ in range(times):
         with store.edit("S-0001") as story:
-            story.record_recovery("rework")
+            bump_recovery(story, "rework")
             story.increment("retry_count")
 
 

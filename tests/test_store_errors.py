@@ -183,8 +183,8 @@ def test_code_cannot_write_an_invalid_value(tmp_path: Path) -> None:
         s.frontmatter["tags"] = {1, 2}
     with pytest.raises(ValueError, match="not a counter"), store.edit("S-0001") as s:
         s.increment("max_retries")
-    with pytest.raises(ValueError, match="unknown recovery kind"), store.edit("S-0001") as s:
-        s.record_recovery("oops")
+    with pytest.raises(InvalidInputError, match="unknown kind"), store.edit("S-0001") as s:
+        s.frontmatter["recovery_breakdown"] = {"oops": 1}
     assert path.read_bytes() == data
 
 
@@ -199,7 +199,7 @@ def test_changes_outside_edit_are_refused(tmp_path: Path) -> None:
     with store.edit("S-0001") as editing:
         pass
     with pytest.raises(RuntimeError, match=r"store\.edit"):
-        editing.record_recovery("rework")
+        editing.increment("retry_count")
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from ai_sdlc.store.fastload import NotFast
 from ai_sdlc.store.fastload import load as fast_load
 from ai_sdlc.store.values import strict_equal, to_plain
 from tests.hypothesis_profiles import examples
-from tests.store_support import FIXTURE_IDS, make_project, write_story
+from tests.store_support import FIXTURE_IDS, bump_recovery, make_project, write_story
 
 TRICKY = [
     "Fix: crash",
@@ -226,7 +226,7 @@ def apply(frontmatter: Any, op: tuple[Any, ...], story: Any = None) -> None:
                 frontmatter[op[1]] = frontmatter.pop(op[1])
     elif kind == "record":
         if story is not None:
-            story.record_recovery(op[1])
+            bump_recovery(story, op[1])
             return
         breakdown = frontmatter.setdefault("recovery_breakdown", {})
         breakdown[op[1]] = breakdown.get(op[1], 0) + 1

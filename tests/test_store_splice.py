@@ -12,7 +12,7 @@ import pytest
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store import StoryStore, editing
 from ai_sdlc.store.values import to_plain
-from tests.store_support import FIXTURE_IDS, make_project, write_story
+from tests.store_support import FIXTURE_IDS, bump_recovery, make_project, write_story
 
 
 def lines_of(data: bytes) -> list[str]:
@@ -79,7 +79,7 @@ def test_crlf_file_gets_crlf_lines_for_new_keys(store: StoryStore) -> None:
 def test_bom_file_keeps_its_bom_and_body(store: StoryStore) -> None:
     old = read(store, "S-0021")
     with store.edit("S-0021") as story:
-        story.record_recovery("api_retry")
+        bump_recovery(story, "api_retry")
     new = read(store, "S-0021")
     assert new.startswith(b"\xef\xbb\xbf---\n")
     assert new.endswith(old[old.index(b"---\n# A file") :])
@@ -112,7 +112,7 @@ def test_comment_lines_before_a_key_stay_when_neighbours_change(store: StoryStor
     old = read(store, "S-0012")
     with store.edit("S-0012") as story:
         story.increment("retry_count")
-        story.record_recovery("rework")
+        bump_recovery(story, "rework")
     new = read(store, "S-0012")
     assert b"retry_count: 2\n# total_recovery_attempts is maintained" in new
     removed, added = diff(old, new)
@@ -164,7 +164,7 @@ def test_flow_list_stays_a_flow_list(store: StoryStore) -> None:
 def test_nested_breakdown_changes_only_its_changed_lines(store: StoryStore) -> None:
     old = read(store, "S-0032")
     with store.edit("S-0032") as story:
-        assert story.record_recovery("rework") == 11
+        assert bump_recovery(story, "rework") == 11
         assert story.recovery_breakdown == {"implementation_retry": 6, "rework": 4, "api_retry": 1}
     removed, added = diff(old, read(store, "S-0032"))
     assert removed == ["total_recovery_attempts: 10\r\n", "  rework: 3\r\n"]

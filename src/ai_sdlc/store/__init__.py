@@ -3,7 +3,10 @@
     from ai_sdlc.store import StoryStore
     store = StoryStore(project_root)
     with store.edit("S-0001") as story:
-        story.record_recovery("rework")
+        story.increment("retry_count")
+
+Workflow state (recoveries, blocks, phases) is changed only through the state owner,
+`ai_sdlc.workflow.transitions.StoryState`.
 
 See `StoryStore` and `Story` for the full API. Importing this package is cheap (no YAML library
 is loaded until a story file actually has to be parsed).

@@ -18,7 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 STATUSES: tuple[str, ...] = ("backlog", "ready", "in-progress", "done", "blocked")
-RECOVERY_KINDS: tuple[str, ...] = ("implementation_retry", "rework", "refinement", "api_retry")
+#: The one table of recovery kinds: kind → (singular, plural) as messages spell them, in the
+#: order breakdowns are shown (the ledger and every message use it).
+RECOVERY_KIND_LABELS: dict[str, tuple[str, str]] = {
+    "implementation_retry": ("implementation retry", "implementation retries"),
+    "rework": ("rework cycle", "rework cycles"),
+    "api_retry": ("API retry", "API retries"),
+    "refinement": ("refinement iteration", "refinement iterations"),
+}
+RECOVERY_KINDS: tuple[str, ...] = tuple(RECOVERY_KIND_LABELS)
 COUNTER_FIELDS: tuple[str, ...] = (
     "implementation_retry_count",
     "retry_count",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.store.schema import COUNTER_FIELDS, RECOVERY_KINDS, STATUSES
+from ai_sdlc.store.schema import COUNTER_FIELDS, STATUSES
 from ai_sdlc.store.values import json_safe, to_plain
 
 
@@ -112,23 +112,6 @@ class Story:
         if not isinstance(raw, MutableMapping):
             return {}
         return {str(k): int(v) for k, v in raw.items()}
-
-    def record_recovery(self, kind: str) -> int:
-        """Count one recovery attempt of `kind`: total and breakdown each +1; returns the total.
-
-        Inside `edit` only, so the two counters always move together in one atomic write.
-        """
-        self._require_edit("record a recovery")
-        if kind not in RECOVERY_KINDS:
-            raise ValueError(f"unknown recovery kind {kind!r}; kinds: {', '.join(RECOVERY_KINDS)}")
-        breakdown = self.frontmatter.get("recovery_breakdown")
-        if isinstance(breakdown, MutableMapping):
-            breakdown[kind] = int(breakdown.get(kind) or 0) + 1
-        else:
-            self.frontmatter["recovery_breakdown"] = {kind: 1}
-        total = self.counter("total_recovery_attempts") + 1
-        self.frontmatter["total_recovery_attempts"] = total
-        return total
 
     def to_json(self) -> dict[str, Any]:
         """Frontmatter as JSON-safe data (dates as ISO strings), with `id` first."""

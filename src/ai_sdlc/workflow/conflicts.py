@@ -1,12 +1,13 @@
 """Conflict awareness for parallel runs: do not start a story whose plan names files that a
-running sibling has already changed.
+running sibling has already changed, or that the sibling's own plan names (it is about to
+change them: stories started together have changed nothing yet).
 
 The rule (deliberately simple and predictable): the paths a story's `plan.md` names (tokens with
 a `/` or a file extension, e.g. `src/app/login.py`, backticks and `./` stripped) are compared
 with the files changed on each running sibling's worktree since it branched
 (`git diff --name-only <merge-base>` plus untracked files: committed and uncommitted work).
-One shared path defers the story; it starts once that sibling has finished. A story with no
-plan yet, or a project without worktrees, is never deferred.
+The same paths are read from each running sibling's `plan.md`. One shared path defers the
+story; it starts once that sibling has finished. A story with no plan yet is never deferred.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ decision; an executor only carries stories to workers and messages back. The pro
   (the worker's result). A worker that dies without a result yields `Finished(kind="crashed")`.
 - `reply(handle, answer)`: the coordinator's answer to an `Ask` (the worker blocks until then).
 - `request_stop()`: workers stop before their next phase (the phase in flight finishes).
+- `interrupt()`: Ctrl-C (or SIGTERM) of the coordinator: workers abandon the phase in flight
+  (it is rolled back, as in a one-story run) and report `interrupted`.
 - `close()`: wait for (then end) the workers.
 
 Workers ask the coordinator before every phase (the run's attempt cap, bounce counting and the
@@ -22,7 +24,10 @@ global recovery limit) are exact across processes.
 `LocalExecutor` runs each story in a local worker process (multiprocessing `forkserver`,
 `spawn` where that is missing): each opens its own `Session`/`StoryRunner` on the same project.
 Verification commands of all its workers share a cross-process semaphore
-(`verify.max_parallel`). A cluster executor (Ray) implements the same five calls.
+(`verify.max_parallel`). Each worker leads its own process group, so a terminal's Ctrl-C reaches
+the coordinator alone, which forwards exactly one SIGINT to each worker (`interrupt`): a worker
+never gets a second one in the middle of its roll-back. A cluster executor (Ray) implements the
+same six calls.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import signal
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +96,8 @@ class Executor(Protocol):
     def reply(self, handle: Handle, answer: Answer) -> None: ...
 
     def request_stop(self) -> None: ...
+
+    def interrupt(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -199,6 +207,13 @@ class LocalExecutor:
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def interrupt(self) -> None:
+        self._stop.set()
+        for token, proc in list(self._procs.items()):
+            if token not in self._finished and proc.pid is not None and proc.is_alive():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, signal.SIGINT)
 
     def close(self) -> None:
         self._stop.set()
@@ -313,6 +328,8 @@ def worker_main(
     slots: Any,
 ) -> None:
     """A worker process: open a session on the project, run one story, report the result."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # Ctrl-C reaches the coordinator, which forwards it (`interrupt`)
     os.environ.clear()
     os.environ.update(spec.environ)
     with contextlib.suppress(OSError):

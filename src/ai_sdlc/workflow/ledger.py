@@ -21,22 +21,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.store.schema import RECOVERY_KINDS
+from ai_sdlc.store.schema import RECOVERY_KIND_LABELS
 
 IMPLEMENTATION_RETRY = "implementation_retry"
 REWORK = "rework"
 REFINEMENT = "refinement"
 API_RETRY = "api_retry"
 
-#: The one table of recovery kinds: kind → (singular, plural) as messages spell them, in
-#: message order. `store.schema.RECOVERY_KINDS` (what a story file may contain) must match.
-KIND_LABELS: dict[str, tuple[str, str]] = {
-    IMPLEMENTATION_RETRY: ("implementation retry", "implementation retries"),
-    REWORK: ("rework cycle", "rework cycles"),
-    API_RETRY: ("API retry", "API retries"),
-    REFINEMENT: ("refinement iteration", "refinement iterations"),
-}
-assert set(KIND_LABELS) == set(RECOVERY_KINDS), "recovery kinds differ between ledger and schema"
+#: The recovery kinds and their labels: the store schema's one table.
+KIND_LABELS = RECOVERY_KIND_LABELS
 
 #: The per-kind counters the TypeScript tool keeps, bumped alongside the global one; the phase
 #: limits are checked against them.

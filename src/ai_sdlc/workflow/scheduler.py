@@ -92,8 +92,7 @@ class ParallelRun(MultiRun):
             s = self._next_story(busy=self.running)
             if s is None:
                 return
-            s.status = IN_PROGRESS
-            s.deferred_by, s.deferred_paths = [], []
+            s.status = IN_PROGRESS  # `deferred_by` stays: `runs show` says it waited
             self.state.resume_from = s.story_id
             self._save()
             handle = self.executor.start(s.story_id)
@@ -119,9 +118,10 @@ class ParallelRun(MultiRun):
             )
 
     def _drain(self) -> None:
-        """Ctrl-C: stop the workers, keep what they report until they are gone."""
+        """Ctrl-C: interrupt the workers (their phases roll back), keep what they report until
+        they are gone."""
         self.interrupted = True
-        self.executor.request_stop()
+        self.executor.interrupt()
         while self.running:
             message = self.executor.next_message(POLL_SECONDS)
             if message is not None:
@@ -216,20 +216,27 @@ class ParallelRun(MultiRun):
         # "stopped": the story stays in progress; a resume picks it up again.
 
     # --- conflict deferral ------------------------------------------------------------------
+    def _planned(self, story_id: str) -> set[str]:
+        """The paths the story's `plan.md` names (none without a readable plan)."""
+        try:
+            plan = self.store.folder(story_id) / "plan.md"
+            return conflicts.planned_paths(plan.read_text(encoding="utf-8"))
+        except (AiSdlcError, OSError, UnicodeDecodeError):
+            return set()
+
     def _may_start(self, s: StoryRunState, busy: Any) -> bool:
         if not self.running:
             return True
-        try:
-            plan = self.store.folder(s.story_id) / "plan.md"
-            planned = conflicts.planned_paths(plan.read_text(encoding="utf-8"))
-        except (AiSdlcError, OSError, UnicodeDecodeError):
-            return True
+        planned = self._planned(s.story_id)
         if not planned:
             return True
         root = Path(self.store.root)
         siblings, shared = [], set()
         for sibling in sorted(self.running):
-            common = conflicts.overlap(planned, conflicts.changed_paths(root, sibling))
+            # What it changed so far, and what its plan says it will change: stories started
+            # together have changed nothing yet when the second one is considered.
+            claimed = conflicts.changed_paths(root, sibling) | self._planned(sibling)
+            common = conflicts.overlap(planned, claimed)
             if common:
                 siblings.append(sibling)
                 shared.update(common)
@@ -242,7 +249,8 @@ class ParallelRun(MultiRun):
                 story=s.story_id,
                 siblings=siblings,
                 paths=sorted(shared),
-                reason=f"its plan names files {', '.join(siblings)} already changed",
+                reason=f"its plan names files that {', '.join(siblings)} changed or plans "
+                "to change",
             )
             self._save()
         return False
