@@ -115,3 +115,20 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
         and p not in (".ai-sdlc/config.yaml", ".ai-sdlc/.gitignore")
     ]
     assert unexpected == [], status
+
+    # `init` in a subfolder of the repository (a monorepo's service): its own project there,
+    # its stories run in worktrees of the whole repository, git sees only its story files.
+    service = repo / "service"
+    service.mkdir()
+    sh(ai_sdlc, "init", cwd=service, env=env)
+    assert sh(ai_sdlc, "add", "Health endpoint", cwd=service, env=env) == "S-0001\n"
+    sh(ai_sdlc, "run", "S-0001", cwd=service, env=env)
+    assert '"status": "done"' in sh(ai_sdlc, "show", "S-0001", "--json", cwd=service, env=env)
+    status = sh("git", "status", "--porcelain", "--untracked-files=all", cwd=service, env=env)
+    paths = sorted(line[3:] for line in status.splitlines() if "service/" in line)
+    assert "service/.ai-sdlc/stories/S-0001/story.md" in paths, status
+    assert all(
+        p.startswith("service/.ai-sdlc/stories/")
+        or p in ("service/.ai-sdlc/config.yaml", "service/.ai-sdlc/.gitignore")
+        for p in paths
+    ), status

@@ -16,6 +16,9 @@ def test_without_verify_commands_nothing_claims_a_pass(cli: CliRunner, project: 
     said = result.stderr.count("no verification configured")
     assert said == 1, result.stderr
     assert "verification passed" not in result.output
+    shown = cli("show", "S-0001")
+    assert "verify:    not configured: nothing is built or tested" in shown.stderr
+    assert json.loads(cli("show", "S-0001", "--json").stdout)["verification"] == []
     review = (project / ".ai-sdlc" / "stories" / "S-0001" / "review.md").read_text()
     assert "No verification is configured" in review
     assert "Verification passed" not in review

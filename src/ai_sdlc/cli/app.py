@@ -85,6 +85,9 @@ COMMANDS: dict[str, CommandInfo] = {
     "log": CommandInfo(
         "log", "Show a story's event log as a timeline (recoveries highlighted), or follow it."
     ),
+    "watch": CommandInfo(
+        "watch", "Run stories as they become ready: a foreground daemon, or once with --once."
+    ),
 }
 
 #: Modules under ai_sdlc.cli that each define `register(app: typer.Typer) -> None`.

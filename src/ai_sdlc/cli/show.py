@@ -57,6 +57,11 @@ def show(story_ref: StoryArg, json: JsonOption = False) -> None:
     config = load_config(store.root)
     limit = int(config.get("limits.global_recovery"))
     info = details_of(story, limit, config.section("gates"))
+    info["verification"] = [
+        {"step": step, "command": str(config.get(f"verify.{step}"))}
+        for step in ("build", "test")
+        if config.get(f"verify.{step}")
+    ]
     if json:
         out.json(info)
         return
@@ -74,6 +79,15 @@ def show(story_ref: StoryArg, json: JsonOption = False) -> None:
             for flag, done in info["phases"].items()
         )
     )
+    if info["verification"]:
+        steps = ", ".join(f"{v['step']}: {v['command']}" for v in info["verification"])
+        out.line(f"  verify:    {steps}")
+    else:
+        out.line(
+            "  verify:    not configured: nothing is built or tested "
+            "(set verify.build / verify.test)",
+            style="yellow",
+        )
     total = info["counters"]["total_recovery_attempts"]
     out.line(f"  recovery:  {total}/{limit} ({breakdown_text(total, story.recovery_breakdown)})")
     for name in COUNTERS[1:]:

@@ -1,0 +1,171 @@
+"""`ai-sdlc watch [--once] [--poll SECONDS] [--jobs N]`: run stories as they become ready
+(the core is `ai_sdlc.workflow.watch`)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.progress import Progress
+from ai_sdlc.cli.runs import continue_command
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.config import PROVIDER_CHOICES
+from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
+from ai_sdlc.workflow.multirun import RunReport
+from ai_sdlc.workflow.session import Session
+from ai_sdlc.workflow.watch import (
+    EventChanges,
+    PollChanges,
+    StopFlag,
+    Watch,
+    WatchResult,
+)
+
+
+def watch(
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Run what is ready now, then exit (for cron and CI)."),
+    ] = False,
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            "--poll",
+            min=0.05,
+            help="Look for changes every SECONDS instead of filesystem events.",
+            metavar="SECONDS",
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs", "-j", min=1, max=64, help="Stories run at once (default: run.jobs)."
+        ),
+    ] = None,
+    provider: Annotated[
+        str | None,
+        typer.Option("--provider", help="scripted, openai, anthropic, claude, command."),
+    ] = None,
+    no_worktree: Annotated[
+        bool,
+        typer.Option(
+            "--no-worktree", help="Let agents work in the project folder itself (unsafe)."
+        ),
+    ] = False,
+    json: JsonOption = False,
+) -> None:
+    """Run stories as they become ready: a foreground daemon, or once with --once."""
+    out = terminal(json)
+    if provider is not None and provider.strip().lower() not in PROVIDER_CHOICES:
+        raise UsageError(
+            f"unknown provider '{provider}'", hint="use one of " + ", ".join(PROVIDER_CHOICES)
+        )
+    if provider is not None and provider.strip().lower() == "dry-run":
+        raise UsageError("watch runs stories; for a plan use 'ai-sdlc run --auto --dry-run'")
+    store = open_store()
+    progress = Progress(out)
+    notices: set[str] = set()
+
+    def run_stories(ids: list[str]) -> RunReport | None:
+        session = Session.open(
+            store, provider_name=provider, emit=progress.event, no_worktree=no_worktree
+        )
+        for notice in (session.notice or "").splitlines():
+            if notice not in notices:
+                notices.add(notice)
+                out.warn(notice)
+        return session.run_many(story_ids=ids, jobs=jobs)
+
+    stop = StopFlag()
+    stories_dir = store.stories_dir
+    interval = poll if poll is not None else 2.0
+    core = Watch(
+        store,
+        run=run_stories,
+        emit=lambda event: _show(out, event),
+        changes=None if poll is not None else EventChanges(stories_dir),
+        fallback=lambda: PollChanges(stories_dir, interval),
+        stop=stop,
+    )
+    with _signals(stop):
+        result = core.once() if once else core.serve()
+    _finish(out, result, once=once)
+
+
+def _finish(out: Terminal, result: WatchResult, *, once: bool) -> None:
+    if result.stopped_by == "SIGTERM":
+        out.info("Watch stopped (SIGTERM); finished work is kept.")
+        return
+    if result.stopped_by is not None:
+        out.line("Watch interrupted; finished work is kept.")
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if not once:
+        return
+    if not result.runs:
+        out.info("Nothing ready to run.")
+    if result.blocked:
+        raise typer.Exit(int(ExitCode.BLOCKED))
+    if result.halted:
+        last = result.runs[-1].state
+        raise RunHaltedError(
+            f"run {last.run_id} halted: "
+            + (last.stop_reason.message if last.stop_reason else "a stop condition"),
+            hint=f"every finished story is kept; to continue: {continue_command(last.run_id)}",
+        )
+
+
+def _show(out: Terminal, event: dict[str, Any]) -> None:
+    if out.json_mode:
+        out.ndjson(event)
+        return
+    name = event.get("event")
+    if name == "watch_started":
+        how = "filesystem events" if event["source"] == "watchfiles" else "polling"
+        out.info(f"Watching for ready stories ({how}); Ctrl-C to stop.")
+    elif name == "watch_fallback":
+        out.warn(f"file watcher unavailable ({event['reason']}): polling instead")
+    elif name == "watch_story_unreadable":
+        out.warn(f"skipped an unreadable story: {event['message']}")
+    elif name == "watch_run":
+        out.info("Running " + ", ".join(event["stories"]))
+    elif name == "watch_busy":
+        out.warn(f"{event['message']}; trying again when the stories change")
+    elif name == "watch_run_failed":
+        out.error(f"run of {', '.join(event['stories'])} refused: {event['message']}")
+    elif name == "watch_run_finished":
+        for o in event["outcomes"]:
+            text = f"{o['story_id']}: {o['result']}" + (
+                f" ({o['reason']})" if o["result"] != "done" and o["reason"] else ""
+            )
+            (out.success if o["result"] == "done" else out.warn)(text)
+        if event.get("stop_reason"):
+            out.warn(f"run {event['run_id']} {event['status']}: {event['stop_reason']}")
+
+
+@contextmanager
+def _signals(stop: StopFlag) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the watch the way Ctrl-C stops a run (KeyboardInterrupt),
+    remembering which one it was (exit 130 or 0)."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        stop.signal = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("watch")(watch)
