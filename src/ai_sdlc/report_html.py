@@ -275,8 +275,7 @@ def _timeline(report: Mapping[str, Any], colours: Mapping[str, str]) -> str:
         sid = str(story["id"])
         if row % 2:
             out.append(
-                f'<rect x="0" y="{y}" width="{LABEL_W + PLOT_W}" height="{ROW_H}" '
-                'fill="#f7f8fa"/>'
+                f'<rect x="0" y="{y}" width="{LABEL_W + PLOT_W}" height="{ROW_H}" fill="#f7f8fa"/>'
             )
         title = str(story.get("title") or "")
         label = f"{sid} {title}"
@@ -370,7 +369,8 @@ def _budget(report: Mapping[str, Any], kinds: Sequence[str], colours: Mapping[st
             if n <= 0:
                 continue
             out.append(
-                f'<rect class="budget" x="{x(left):.1f}" y="{y}" width="{x(left + n) - x(left):.1f}" '
+                f'<rect class="budget" x="{x(left):.1f}" y="{y}" '
+                f'width="{x(left + n) - x(left):.1f}" '
                 f'height="{bar_h}" fill="{colours[kind]}"><title>{esc(story["id"])}: '
                 f"{int(n)} {esc(recovery_kind_label(kind))}</title></rect>"
             )
@@ -378,7 +378,8 @@ def _budget(report: Mapping[str, Any], kinds: Sequence[str], colours: Mapping[st
         if total > left:  # counted before a breakdown existed
             out.append(
                 f'<rect x="{x(left):.1f}" y="{y}" width="{x(total) - x(left):.1f}" '
-                f'height="{bar_h}" fill="#bbb"><title>{int(total - left)} unattributed</title></rect>'
+                f'height="{bar_h}" fill="#bbb"><title>{int(total - left)} unattributed</title>'
+                "</rect>"
             )
         out.append(
             f'<text x="{x(max(total, 0)) + 4:.1f}" y="{y + 12}">{int(total)}/{int(limit)}</text>'
@@ -387,7 +388,7 @@ def _budget(report: Mapping[str, Any], kinds: Sequence[str], colours: Mapping[st
     out.append(
         f'<line id="limit-line" x1="{lx:.1f}" y1="0" x2="{lx:.1f}" y2="{height}" '
         'stroke="#cc0000" stroke-width="2" stroke-dasharray="5,3"/>'
-        f'<text x="{lx:.1f}" y="{height + 14}" text-anchor="middle" fill="#cc0000">'
+        f'<text x="{lx - 4:.1f}" y="{height + 14}" text-anchor="end" fill="#cc0000">'
         f"global limit {int(limit)} (limits.global_recovery)</text></svg>"
     )
     return "".join(out)
@@ -426,7 +427,7 @@ def _step_chart(
 ) -> str:
     w, h, left, top, bottom = 520, 150, 40, 20, 22
     values = [num(p.get(key)) for p in points]
-    ceiling = max([*values, num(limit), 1.0 if rate else 1.0]) * 1.1
+    ceiling = max([*values, num(limit), 1.0]) * 1.1
     plot_w, plot_h = w - left - 10, h - top - bottom
 
     def px(t: Any) -> float:

@@ -79,6 +79,10 @@ COMMANDS: dict[str, CommandInfo] = {
     ),
     "pr": CommandInfo("pr", "Push a story's branch and open (or reuse) its pull request."),
     "runs": CommandInfo("runs", "List multi-story runs (oldest first), or show one."),
+    "report": CommandInfo(
+        "report",
+        "Report a multi-story run: timeline, recovery budgets, stop conditions, cost (HTML, JSON).",
+    ),
     "worktrees": CommandInfo(
         "worktrees", "List the story worktrees (status, branch, dirty, ahead/behind), or prune."
     ),

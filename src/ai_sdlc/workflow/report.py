@@ -236,7 +236,8 @@ def _story(
     ]
     by_kind: dict[str, int] = {}
     for r in recoveries:
-        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
+        kind = str(r["kind"])
+        by_kind[kind] = by_kind.get(kind, 0) + 1
     total, breakdown = _budget(events, inputs.events)
     kept = events[-MAX_STORY_EVENTS:]
     return {

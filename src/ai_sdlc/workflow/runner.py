@@ -409,7 +409,6 @@ class StoryRunner:
         if decision == FAILED:
             self._block(story_id, f"Review FAILED: {_first_line(feedback)}", artifact=review)
         retries = self.deps.limits.implementation_retries
-        reworks = self.deps.limits.review_rejections
         if decision == RECOVERY:
             self._fail(
                 story_id,
@@ -430,25 +429,46 @@ class StoryRunner:
                 ),
             )
             return
-        self._fail(
+        self._rework(
             story_id,
-            phase,
-            L.REWORK,
             outcome="rejected",
             feedback=feedback,
-            reason=_first_line(feedback),
             artifact=review,
+            what=lambda n: f"Review rejected the story {_n(n, 'time')}",
+        )
+
+    def _rework(
+        self,
+        story_id: str,
+        *,
+        outcome: str,
+        feedback: str,
+        what: Callable[[int], str],
+        artifact: tuple[str, str] | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
+        """Send the story back to rework (a rejected review, failing pull-request checks):
+        counted as `rework`; the rework limit blocks."""
+        reworks = self.deps.limits.review_rejections
+        self._fail(
+            story_id,
+            Phase.REVIEW,
+            L.REWORK,
+            outcome=outcome,
+            feedback=feedback,
+            reason=_first_line(feedback),
+            artifact=artifact,
             changes={
                 "implementation_complete": False,
                 "reviews_complete": False,
                 "rework_pending": True,
+                **(fields or {}),
             },
             limit=PhaseLimit(
                 "retry_count",
                 reworks,
                 lambda n: (
-                    f"Review rejected the story {_n(n, 'time')} "
-                    f"(limit {_n(reworks, 'rework cycle')}): {_first_line(feedback)}"
+                    f"{what(n)} (limit {_n(reworks, 'rework cycle')}): {_first_line(feedback)}"
                 ),
             ),
         )
@@ -740,28 +760,12 @@ class StoryRunner:
         path = self._prepare(story).path
         finished = self.workspaces.finish(story, path)
         if finished.outcome == "failed":
-            reworks = self.deps.limits.review_rejections
-            self._fail(
+            self._rework(
                 story.id,
-                Phase.REVIEW,
-                L.REWORK,
                 outcome="checks_failed",
                 feedback=finished.message,
-                reason=_first_line(finished.message),
-                changes={
-                    "implementation_complete": False,
-                    "reviews_complete": False,
-                    "rework_pending": True,
-                    **finished.fields,
-                },
-                limit=PhaseLimit(
-                    "retry_count",
-                    reworks,
-                    lambda n: (
-                        f"Pull request checks failed; {_n(n, 'rework cycle')} "
-                        f"(limit {reworks}): {_first_line(finished.message)}"
-                    ),
-                ),
+                fields=finished.fields,
+                what=lambda n: f"Pull request checks failed; {_n(n, 'rework cycle')}",
             )
             return
         self.owner.finish(story.id)

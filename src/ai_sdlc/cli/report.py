@@ -1,0 +1,116 @@
+"""`ai-sdlc report [RUN_ID] [--html out.html] [--json]`: a multi-story run as a picture (one
+self-contained HTML file) or as data (the same report as JSON on stdout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.config import load_config
+from ai_sdlc.errors import UsageError
+from ai_sdlc.fsutil import atomic_write_text
+from ai_sdlc.report_html import render
+from ai_sdlc.workflow.events import utc_now
+from ai_sdlc.workflow.report import report_for
+from ai_sdlc.workflow.runstate import RunNotFoundError, RunRepository, check_run_id
+from ai_sdlc.workflow.stopconditions import StopConditions
+
+
+def report(
+    run_id: Annotated[
+        str | None, typer.Argument(help="A run id from 'ai-sdlc runs' (default: the latest run).")
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Write the report to this HTML file (self-contained: opens offline).",
+            dir_okay=False,
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Report a multi-story run: timeline, recovery budgets, stop conditions, cost (HTML, JSON).
+
+    Without --html or --json, a short summary is printed. The JSON is the data the HTML draws
+    (its shape is described in the README, "Run report")."""
+    out = terminal(json)
+    store = open_store()
+    repo = RunRepository(store.ai_dir)
+    if run_id is None:
+        state = repo.latest()
+        if state is None:
+            raise RunNotFoundError(
+                f"no multi-story runs in {repo.root}",
+                hint="'ai-sdlc run --auto' starts one; 'ai-sdlc runs' lists them",
+            )
+    else:
+        state = repo.load(check_run_id(run_id))
+    config = load_config(store.root)
+    data = report_for(
+        store.ai_dir,
+        store,
+        state,
+        global_limit=int(config.get("limits.global_recovery")),
+        conditions=StopConditions.from_config(config),
+        now=utc_now(),
+    )
+    if html is not None:
+        target = _write_html(html, render(data))
+        out.info(f"Wrote the report of run {state.run_id} to {target}")
+    if json:
+        out.json(data)
+    elif html is None:
+        _summary(out, data)
+
+
+def _write_html(path: Path, text: str) -> Path:
+    """Written atomically (a temp file in the same folder, then a rename): a failure leaves
+    whatever was there before, never half a report."""
+    target = path.expanduser()
+    if target.is_dir():
+        raise UsageError(f"--html {path}: is a folder", hint="give a file name, e.g. report.html")
+    if not target.parent.is_dir():
+        raise UsageError(
+            f"--html {path}: the folder {target.parent} does not exist",
+            hint="create it first, or write the report somewhere else",
+        )
+    try:
+        atomic_write_text(target, text)
+    except OSError as exc:
+        raise UsageError(
+            f"--html {path}: cannot write the report: {exc.strerror or exc}",
+            hint="choose a writable place for the report",
+        ) from None
+    return target.resolve()
+
+
+def _summary(out: Terminal, data: dict[str, object]) -> None:
+    run = data["run"]
+    assert isinstance(run, dict)
+    span = data["span"]
+    assert isinstance(span, dict)
+    out.line(
+        f"Run {run['run_id']} · {run['mode']} · {run['run_status']} · "
+        f"{span['seconds']} s from first to last event",
+        style="bold",
+    )
+    stories = data["stories"]
+    assert isinstance(stories, list)
+    for s in stories:
+        budget, usage = s["budget"], s["usage"]
+        kinds = ", ".join(f"{k} {n}" for k, n in s["recoveries_by_kind"].items()) or "none"
+        out.line(
+            f"  {s['id']}  {s['status']:<11} phases {len(s['phases'])} · recoveries in run: "
+            f"{kinds} · budget {budget['total']}/{budget['limit']} · tokens "
+            f"{usage['input_tokens'] + usage['output_tokens']} · events {len(s['events'])}"
+        )
+    out.info("'ai-sdlc report --html report.html' draws it; '--json' gives the data.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

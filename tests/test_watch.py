@@ -1,0 +1,186 @@
+"""`ai-sdlc watch` through the real CLI: `--once` in-process; the daemon as a real process that
+notices a story moved to ready (filesystem events, and the `--poll` fallback), survives a bad
+story file, and stops on SIGINT (exit 130) and SIGTERM (exit 0) with every story file whole.
+
+Nothing waits on a timing window: the test changes a file and then polls the story's status
+with a deadline (the daemon starts watching before its first scan, so no change is missed)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.store import StoryStore
+from tests.conftest import cli_environment, run_cli
+from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
+from tests.runs_support import frontmatter, stop_or_explain, story_events, write_rules
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+#: Seconds the daemon may take to stop after a signal.
+EXIT_WITHIN = 5.0
+
+
+def set_status(root: Path, sid: str, status: str) -> None:
+    path = root / ".ai-sdlc" / "stories" / sid / "story.md"
+    text = path.read_text()
+    assert "\nstatus: backlog\n" in text
+    path.write_text(text.replace("\nstatus: backlog\n", f"\nstatus: {status}\n", 1))
+
+
+def project(tmp_path: Path, count: int) -> Path:
+    repo = make_repo(tmp_path, remote=False)
+    for n in range(count):
+        repo.story(f"Story {n + 1}")
+    return repo.root
+
+
+def wait_status(root: Path, sid: str, status: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if frontmatter(root, sid)["status"] == status:
+                return
+        except Exception:  # noqa: BLE001  (mid-write by the daemon: look again)
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _, err = stop_or_explain(proc, timeout=1) if proc.poll() is None else proc.communicate()
+            raise AssertionError(f"{sid} never became {status}; daemon stderr:\n{err}")
+        time.sleep(0.05)
+
+
+def start_watch(root: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ai_sdlc", "--project", str(root), "watch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=cli_environment({"PYTHONFAULTHANDLER": "1"}),
+        text=True,
+    )
+
+
+def test_watch_once_runs_the_ready_stories_and_exits(tmp_path: Path) -> None:
+    root = project(tmp_path, 3)
+    set_status(root, "S-0001", "ready")
+    set_status(root, "S-0002", "ready")
+    bad = root / ".ai-sdlc" / "stories" / "S-0004" / "story.md"
+    bad.parent.mkdir()
+    bad.write_text("---\nid: S-0004\nstatus: [oops\n---\nbody\n")
+    result = run_cli(root, "watch", "--once", "--jobs", "2")
+    assert result.returncode == 0, result.output
+    assert frontmatter(root, "S-0001")["status"] == "done"
+    assert frontmatter(root, "S-0002")["status"] == "done"
+    assert frontmatter(root, "S-0003")["status"] == "backlog"  # not ready: never run
+    assert story_events(root, "S-0003") == [] or not [
+        e for e in story_events(root, "S-0003") if e["action"] == "phase_started"
+    ]
+    assert "skipped an unreadable story" in result.stderr and "S-0004" in result.stderr
+    again = run_cli(root, "watch", "--once")
+    assert again.returncode == 0 and "Nothing ready to run" in again.stderr
+
+
+def test_watch_once_exits_5_when_a_story_ends_blocked(tmp_path: Path) -> None:
+    root = project(tmp_path, 2)
+    set_status(root, "S-0001", "ready")
+    set_status(root, "S-0002", "ready")
+    (root / ".ai-sdlc" / "config.yaml").write_text("limits:\n  review_rejections: 0\n")
+    write_rules(
+        root,
+        "rules:\n  - phase: review\n    story: S-0001\n    decision: REJECTED\n"
+        "    feedback: not good enough\n",
+    )
+    result = run_cli(root, "watch", "--once", "--json")
+    assert result.returncode == 5, result.output
+    assert frontmatter(root, "S-0001")["status"] == "blocked"
+    assert frontmatter(root, "S-0002")["status"] == "done"
+
+
+@pytest.mark.parametrize(
+    ("how", "sig", "code"),
+    [((), signal.SIGINT, 130), (("--poll", "0.1"), signal.SIGTERM, 0)],
+    ids=["watchfiles-sigint", "poll-sigterm"],
+)
+def test_the_daemon_runs_a_story_moved_to_ready_and_stops_on_a_signal(
+    tmp_path: Path, how: tuple[str, ...], sig: signal.Signals, code: int
+) -> None:
+    root = project(tmp_path, 2)
+    set_status(root, "S-0001", "ready")
+    proc = start_watch(root, *how)
+    try:
+        wait_status(root, "S-0001", "done", proc)  # the first scan ran; now it waits
+        assert frontmatter(root, "S-0002")["status"] == "backlog"
+        set_status(root, "S-0002", "ready")
+        wait_status(root, "S-0002", "done", proc)
+        # A bad story file: reported, skipped; the daemon goes on with the next story.
+        bad = root / ".ai-sdlc" / "stories" / "S-0009" / "story.md"
+        bad.parent.mkdir()
+        bad.write_text("---\nid: S-0009\nstatus: [oops\n---\nbody\n")
+        added = run_cli(root, "add", "Story 3")
+        assert added.returncode == 0, added.output
+        new = added.stdout.strip()
+        set_status(root, new, "ready")
+        wait_status(root, new, "done", proc)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    proc.send_signal(sig)
+    started = time.monotonic()
+    _, err = stop_or_explain(proc, timeout=30)
+    took = time.monotonic() - started
+    assert proc.returncode == code, err
+    assert took < EXIT_WITHIN, took
+    expected = "filesystem events" if not how else "polling"
+    assert f"Watching for ready stories ({expected})" in err, err
+    assert err.count("skipped an unreadable story") == 1, err
+    assert "S-0009" in err
+    for story in StoryStore(root).list():  # every story file whole
+        assert story.frontmatter["status"] == "done", story.id
+
+
+def test_ctrl_c_during_a_phase_rolls_it_back_and_run_continue_finishes(tmp_path: Path) -> None:
+    root = project(tmp_path, 1)
+    marker = tmp_path / "verify.pid"
+    hang = (
+        "import os, pathlib, sys, time\n"
+        f"m = pathlib.Path({str(marker)!r})\n"
+        "if not m.exists():\n"
+        "    t = m.with_suffix('.tmp'); t.write_text(str(os.getpid())); t.replace(m)\n"
+        "    time.sleep(60)\n"
+    )
+    script = tmp_path / "verify.py"
+    script.write_text(hang)
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"verify:\n  test: {sys.executable} {script}\n"
+    )
+    set_status(root, "S-0001", "ready")
+    proc = start_watch(root, "--poll", "0.1")
+    deadline = time.monotonic() + 60
+    while not (marker.exists() and marker.read_text().strip().isdigit()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    pid = int(marker.read_text())
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = stop_or_explain(proc, timeout=30, leftovers=(pid,))
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < EXIT_WITHIN
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid), "verification left running"
+    fm = frontmatter(root, "S-0001")  # parses; the implement phase was rolled back
+    assert fm["status"] != "done" and not fm.get("implementation_complete")
+    finished = run_cli(root, "run", "--continue")
+    assert finished.returncode == 0, finished.output
+    assert frontmatter(root, "S-0001")["status"] == "done"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
