@@ -232,6 +232,17 @@ SCHEMA: dict[str, Setting] = {
     "run.cooldown_seconds": Setting(5, lambda v: _is_number(v) and v >= 0, "seconds >= 0"),
     "run.max_story_errors": Setting(2, _pos_int, "an integer >= 1"),
     "run.jobs": Setting(1, _between(1, 64), "an integer between 1 and 64"),
+    "run.executor": Setting("local", lambda v: v in ("local", "ray"), "one of local, ray"),
+    "run.ray.address": Setting(
+        None, _opt_str, 'a Ray cluster address (e.g. "ray://head:10001" or "10.0.0.5:6379") or null'
+    ),
+    "run.ray.cache_dir": Setting(None, _opt_str, "a folder for the workers' clones, or null"),
+    "verify.resources": Setting(
+        {},
+        lambda v: isinstance(v, dict)
+        and all(isinstance(k, str) and _is_number(n) and n >= 0 for k, n in v.items()),
+        'a mapping of Ray resources to amounts >= 0 (e.g. {CPU: 2, docker: 1})',
+    ),
     "run.done_means": Setting(
         "done", lambda v: v in ("done", "pr", "merged"), "one of done, pr, merged"
     ),

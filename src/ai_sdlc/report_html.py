@@ -61,7 +61,7 @@ h1{font-size:22px;margin:6px 0 2px}h2{font-size:17px;margin:28px 0 8px}
 .tile{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:8px 14px;min-width:96px}
 .tile b{display:block;font-size:20px}.tile span{color:#666;font-size:12px}
 .stop{border-left:4px solid #cc0000;background:#fff4f4;padding:8px 12px;margin:10px 0}
-svg{display:block;max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#333}
+svg{display:block;max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif}
 table{border-collapse:collapse;width:100%;background:#fff}
 th,td{border-bottom:1px solid #e4e7eb;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}

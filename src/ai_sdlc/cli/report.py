@@ -29,7 +29,6 @@ def report(
         typer.Option(
             "--html",
             help="Write the report to this HTML file (self-contained: opens offline).",
-            dir_okay=False,
         ),
     ] = None,
     json: JsonOption = False,

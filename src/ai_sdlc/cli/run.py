@@ -78,6 +78,22 @@ def run(
         str | None,
         typer.Option("--epic", help="Only the stories of this epic (implies --auto)."),
     ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            help="Where a multi-story run's stories run: local (worker processes) or ray "
+            "(a Ray cluster; needs the ray extra). Default: run.executor.",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="The Ray cluster to use with --executor ray (default: run.ray.address; unset "
+            "starts a local Ray instance).",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Take a story through refine → research → plan → implement → review → done."""
@@ -90,6 +106,19 @@ def run(
             "--jobs and --epic apply to a multi-story run",
             hint="use them with --auto, --batch ID..., --resume or --continue",
         )
+    if executor is not None and executor not in ("local", "ray"):
+        raise UsageError(f"unknown executor '{executor}'", hint="use local or ray")
+    if (executor is not None or ray_address is not None) and not (
+        auto or batch or resume or continue_
+    ):
+        raise UsageError(
+            "--executor and --ray-address apply to a multi-story run",
+            hint="use them with --auto, --batch ID..., --resume or --continue",
+        )
+    if executor == "ray":
+        from ai_sdlc.workflow.ray_executor import require_ray
+
+        require_ray()
     if epic is not None and (resume is not None or continue_):
         raise UsageError("a resumed run keeps its stories: --epic cannot be changed")
     _check_options(
@@ -133,6 +162,8 @@ def run(
             latest=continue_,
             jobs=jobs,
             epic=epic,
+            executor=executor,
+            ray_address=ray_address,
         )
         _finish_multi(out, report, json)
         return

@@ -80,9 +80,10 @@ def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
             extra = f" · escalated: {s.escalation_reason}"
         elif s.reason and s.status not in ("done",):
             extra = f" · {s.reason}"
-        if s.deferred_by and s.status == "pending":
+        if s.deferred_by:
             extra += (
-                f" · deferred: overlaps {', '.join(s.deferred_by)} on {', '.join(s.deferred_paths)}"
+                f" · {'deferred' if s.status == 'pending' else 'was deferred'}: overlaps "
+                f"{', '.join(s.deferred_by)} on {', '.join(s.deferred_paths)}"
             )
         out.line(
             f"  {s.story_id}  {s.status:<11} attempts {s.attempts} · retries {s.retries} · "

@@ -121,7 +121,9 @@ class ParallelRun(MultiRun):
         """Ctrl-C: interrupt the workers (their phases roll back), keep what they report until
         they are gone."""
         self.interrupted = True
-        self.executor.interrupt()
+        # An executor written before `interrupt` joined the seam still stops between phases.
+        interrupt = getattr(self.executor, "interrupt", None) or self.executor.request_stop
+        interrupt()
         while self.running:
             message = self.executor.next_message(POLL_SECONDS)
             if message is not None:

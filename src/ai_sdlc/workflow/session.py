@@ -174,6 +174,8 @@ class Session:
         latest: bool = False,
         jobs: int | None = None,
         epic: str | None = None,
+        executor: str | None = None,
+        ray_address: str | None = None,
     ) -> RunReport | None:
         """A new run over `story_ids` (None: every actionable story by priority; `epic`: only
         that epic's), or the run `resume` (`latest`: the most recent one) continued. Up to
@@ -214,6 +216,9 @@ class Session:
                 "sleep": self.sleep,
                 "graph": graph,
             }
+            which = executor or str(self.config.get("run.executor"))
+            if which == "ray":
+                return self._run_on_ray(common, state.jobs, ray_address)
             if state.jobs > 1:
                 return self._run_parallel(common, state.jobs)
             state.executor = "inline"
@@ -239,6 +244,15 @@ class Session:
         )
         slots = self.config.get("verify.max_parallel") or os.cpu_count() or 1
         executor = LocalExecutor(spec, verify_slots=int(slots))
+        common["state"].executor = executor.name
+        return ParallelRun(**common, executor=executor, jobs=jobs).execute()
+
+    def _run_on_ray(self, common: dict[str, Any], jobs: int, address: str | None) -> RunReport:
+        """The same coordinator with its stories on a Ray cluster (see `ray_executor`)."""
+        from ai_sdlc.workflow.ray_executor import ray_executor_for
+        from ai_sdlc.workflow.scheduler import ParallelRun
+
+        executor = ray_executor_for(self, address)
         common["state"].executor = executor.name
         return ParallelRun(**common, executor=executor, jobs=jobs).execute()
 

@@ -1,0 +1,496 @@
+"""The Ray executor: a parallel run's stories on a Ray cluster, one ledger in the coordinator.
+
+The coordinator (the `ai-sdlc run` process, in the project checkout) stays the only writer of
+story files. Each story runs as a Ray task (`ray_worker.run_story`) with the whole
+`StoryRunner` logic on the worker, but its state owner and checkpoints are remote: every state
+change and every recovery is an `Ask` that the worker posts to a mailbox actor owned by the
+coordinator; `next_message` drains that mailbox, applies owner and checkpoint asks itself on the
+project's real `StoryState` (under the story's file lock, as on one machine) and hands the
+scheduler only what it decides on (`before_phase`, `usage`, events, results). So the global
+recovery limit, `api_retry` counting (the worker waits for the count before it sleeps and
+retries), the run's budgets, stop conditions and failure-loop detection are the same code paths
+as on one machine, in one process.
+
+Workspaces travel through git (see `ray_worker`): a worker clones `git.remote`, resets the story
+branch to the remote's, pushes each passing attempt's commit; the coordinator fetches the story
+branch when the story returns.
+
+Faults: a task whose worker process dies is retried once (`max_retries=1`) on any worker; the
+retry starts like a resumed run (the phase's checkpoint is restored, the dead attempt counts as
+the ledger's crash rule says: one recovery, once). A commit pushed by the dead attempt before
+the coordinator recorded it is dropped first. Losing the cluster halts the run (exit 6,
+resumable) with a reason naming the cluster's address. `verify.resources` is passed to Ray as
+each story task's resources (the task runs the verification).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
+from ai_sdlc.store import StoryStore
+from ai_sdlc.workflow.executors import Answer, Ask, Event, Finished, Handle, Message
+from ai_sdlc.workflow.ray_worker import SNAPSHOT_FILES, RaySpec
+
+#: The StoryState operations a worker may ask for (nothing else is ever called by name).
+OWNER_OPS = frozenset(
+    {
+        "ensure_can_act",
+        "begin_action",
+        "record_recovery",
+        "complete_phase",
+        "fail_attempt",
+        "release",
+        "block",
+        "finish",
+        "add_usage",
+        "record_fields",
+        "note",
+    }
+)
+CHECKPOINT_OPS = frozenset({"take", "pending", "discard", "restore"})
+#: Seconds a mailbox read may take beyond its own timeout before the cluster counts as lost.
+CLUSTER_GRACE = 20.0
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def require_ray() -> None:
+    """Exit 4 with the install command when the `ray` extra is missing."""
+    if not ray_available():
+        from ai_sdlc import install_command
+
+        raise ProviderUnavailableError(
+            "--executor ray needs the Ray package, which is not installed",
+            hint="install it: " + install_command("ray"),
+        )
+
+
+class ClusterUnavailableError(AiSdlcError):
+    """The Ray cluster cannot be reached (the run halts, resumable)."""
+
+    exit_code = ExitCode.HALTED
+
+
+class Mailbox:
+    """The coordinator's mailbox (an async Ray actor owned by the coordinator, so it dies with
+    it): workers post events, questions and hellos; the coordinator takes them in each worker's
+    posting order (sequence numbers: actor calls may run out of order) and answers."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, str, str, Any]] = []
+        self.expected: dict[tuple[int, str], int] = {}
+        self.held: dict[tuple[int, str, int], tuple[str, Any]] = {}
+        self.answers: dict[tuple[int, str], asyncio.Queue[Any]] = {}
+        self.arrived: asyncio.Event | None = None
+
+    def _signal(self) -> asyncio.Event:
+        if self.arrived is None:
+            self.arrived = asyncio.Event()
+        return self.arrived
+
+    async def post(self, token: int, life: str, seq: int, kind: str, payload: Any) -> None:
+        key = (token, life)
+        self.held[(token, life, seq)] = (kind, payload)
+        nxt = self.expected.get(key, 0)
+        while (token, life, nxt) in self.held:
+            k, p = self.held.pop((token, life, nxt))
+            self.items.append((token, life, k, p))
+            nxt += 1
+        self.expected[key] = nxt
+        self._signal().set()
+
+    async def take(self, timeout: float) -> list[tuple[int, str, str, Any]]:
+        signal = self._signal()
+        if not self.items and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), timeout)
+        items, self.items = self.items, []
+        signal.clear()
+        return items
+
+    def _queue(self, token: int, life: str) -> asyncio.Queue[Any]:
+        return self.answers.setdefault((token, life), asyncio.Queue())
+
+    async def answer(self, token: int, life: str, answer: Any) -> None:
+        self._queue(token, life).put_nowait(answer)
+
+    async def wait_answer(self, token: int, life: str, timeout: float) -> Any:
+        try:
+            return await asyncio.wait_for(self._queue(token, life).get(), timeout)
+        except TimeoutError:
+            return None
+
+
+class RayExecutor:
+    """Stories as Ray tasks; owner and checkpoint asks answered here (module docstring)."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        spec: RaySpec,
+        *,
+        store: StoryStore,
+        owner: Any,
+        address: str | None,
+        resources: dict[str, float] | None = None,
+    ) -> None:
+        import ray
+
+        from ai_sdlc.workflow.checkpoint import Checkpoints
+
+        self.spec = spec
+        self.store = store
+        self.owner = owner
+        self.checkpoints = Checkpoints(store)
+        self.address = address or "a local Ray instance"
+        try:
+            if not ray.is_initialized():
+                options: dict[str, Any] = {
+                    "namespace": "ai-sdlc",
+                    "log_to_driver": False,
+                    "configure_logging": False,
+                }
+                if address:
+                    options["address"] = address
+                else:
+                    options["include_dashboard"] = False
+                ray.init(**options)
+        except Exception as exc:  # ConnectionError, RuntimeError, ValueError from ray.init
+            raise ClusterUnavailableError(
+                f"cannot reach the Ray cluster at {self.address}: {_first(exc)}",
+                hint="start it (ray start --head) or fix run.ray.address / --ray-address; "
+                "then 'ai-sdlc run --continue'",
+            ) from None
+        self._ray = ray
+        self.mailbox = ray.remote(num_cpus=0, max_concurrency=1000)(Mailbox).remote()
+        task_resources = dict(resources or {})
+        cpus = float(task_resources.pop("CPU", 0) or 0)
+        from ai_sdlc.workflow.ray_worker import run_story
+
+        self._task = ray.remote(run_story).options(
+            num_cpus=cpus,
+            resources=task_resources or None,
+            max_retries=1,
+            retry_exceptions=False,
+            scheduling_strategy="SPREAD",
+        )
+        self._refs: dict[int, Any] = {}
+        self._handles: dict[int, Handle] = {}
+        self._lives: dict[int, str] = {}
+        self._nodes: dict[int, str] = {}
+        self._pending: collections.deque[Message] = collections.deque()
+        self._next = 0
+        self._lost: str | None = None
+        #: Seconds spent serving owner/checkpoint asks (the coordination overhead, for bench).
+        self.serve_seconds = 0.0
+        self.served = 0
+
+    # --- the executor protocol ---------------------------------------------------------------
+    def start(self, story_id: str) -> Handle:
+        self._next += 1
+        token = self._next
+        handle = Handle(story_id, f"ray:task-{token}", token)
+        self._handles[token] = handle
+        if self._lost is None:
+            try:
+                self._refs[token] = self._task.remote(self.spec, story_id, token, self.mailbox)
+            except Exception as exc:
+                self._cluster_lost(exc)
+        return handle
+
+    def next_message(self, timeout: float | None) -> Message | None:
+        deadline = time.monotonic() + (timeout if timeout is not None else 3600.0)
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if self._lost is not None:
+                return None
+            left = max(0.0, deadline - time.monotonic())
+            self._drain(min(left, 0.5))
+            if self._pending:
+                return self._pending.popleft()
+            self._collect_finished()
+            if self._pending:
+                return self._pending.popleft()
+            if time.monotonic() >= deadline:
+                return None
+
+    def reply(self, handle: Handle, answer: Answer) -> None:
+        life = self._lives.get(handle.token)
+        if life is not None and self._lost is None:
+            self._post_answer(handle.token, life, answer)
+
+    def request_stop(self) -> None:
+        """Workers hear it in the answer to their next `before_phase`."""
+
+    def close(self) -> None:
+        ray = self._ray
+        if self._lost is None:
+            for ref in self._refs.values():
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+
+    # --- draining the mailbox ----------------------------------------------------------------
+    def _drain(self, wait: float) -> None:
+        try:
+            ref = self.mailbox.take.remote(wait)
+            items = self._ray.get(ref, timeout=wait + CLUSTER_GRACE)
+        except Exception as exc:
+            self._cluster_lost(exc)
+            return
+        for token, life, kind, payload in items:
+            self._item(token, life, kind, payload)
+
+    def _item(self, token: int, life: str, kind: str, payload: Any) -> None:
+        handle = self._handles.get(token)
+        if handle is None or token not in self._refs:
+            return
+        if kind == "hello":
+            node = f"ray:{payload.get('node')}"
+            old = self._nodes.get(token)
+            self._lives[token], self._nodes[token] = life, node
+            if old is not None:  # Ray re-ran the task: its first worker died
+                self._pending.append(
+                    Event(
+                        handle,
+                        {
+                            "event": "worker_lost",
+                            "story": handle.story_id,
+                            "worker": old,
+                            "node": old,
+                            "retried_on": node,
+                        },
+                    )
+                )
+            return
+        if life != self._lives.get(token):
+            return  # a message of a dead incarnation that arrived late
+        node = self._nodes.get(token, handle.worker)
+        if kind == "event":
+            self._pending.append(Event(handle, {**payload, "worker": node, "node": node}))
+            return
+        ask_kind, data = payload["kind"], payload["data"]
+        if ask_kind in ("owner", "checkpoints", "snapshot"):
+            started = time.perf_counter()
+            answer = self._serve(handle.story_id, ask_kind, data)
+            self._post_answer(token, life, answer)
+            self.serve_seconds += time.perf_counter() - started
+            self.served += 1
+            return
+        self._pending.append(Ask(handle, ask_kind, data))
+
+    def _post_answer(self, token: int, life: str, answer: Answer) -> None:
+        try:
+            self.mailbox.answer.remote(token, life, answer)
+        except Exception as exc:
+            self._cluster_lost(exc)
+
+    def _collect_finished(self) -> None:
+        ray = self._ray
+        refs = {ref: token for token, ref in self._refs.items()}
+        if not refs:
+            return
+        try:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0)
+        except Exception as exc:
+            self._cluster_lost(exc)
+            return
+        for ref in ready:
+            token = refs[ref]
+            self._drain(0.0)  # what the task posted before it returned comes first
+            handle = self._handles[token]
+            try:
+                done = ray.get(ref, timeout=CLUSTER_GRACE)
+                message = Finished(handle, **done)
+            except ray.exceptions.TaskCancelledError:
+                message = Finished(handle, "stopped", reason="cancelled")
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
+                message = Finished(
+                    handle, "crashed", reason=f"Ray worker died twice: {_first(exc)}"
+                )
+            except ray.exceptions.RayTaskError as exc:
+                message = Finished(handle, "crashed", reason=f"worker failed: {_first(exc)}")
+            except Exception as exc:
+                self._cluster_lost(exc)
+                return
+            del self._refs[token]
+            self._fetch_branch(handle.story_id)
+            self._pending.append(message)
+
+    def _cluster_lost(self, exc: BaseException) -> None:
+        """Every running story returns "halted": the scheduler halts the run (exit 6)."""
+        if self._lost is not None:
+            return
+        self._lost = f"lost the Ray cluster at {self.address}: {_first(exc)}"
+        for token in list(self._refs):
+            self._pending.append(Finished(self._handles[token], "halted", reason=self._lost))
+        self._refs.clear()
+
+    # --- the ledger, served here ---------------------------------------------------------------
+    def _serve(self, story_id: str, kind: str, data: dict[str, Any]) -> Answer:
+        if kind == "snapshot":
+            return {
+                "snapshot": self._snapshot(story_id),
+                "folder": self.store.folder(story_id).name,
+                "limit": self.owner.limit,
+                "open": self.owner.ledger(story_id).open,
+            }
+        op = str(data.get("op"))
+        args, kwargs = _undelete(tuple(data.get("args") or ())), _undelete(data.get("kwargs") or {})
+        recoveries: list[dict[str, Any]] = []
+        self.owner.on_recovery = lambda _story, event: recoveries.append(event)
+        answer: Answer = {}
+        try:
+            if kind == "owner" and op in OWNER_OPS:
+                result = getattr(self.owner, op)(*args, **kwargs)
+            elif kind == "checkpoints" and op in CHECKPOINT_OPS:
+                if op == "restore":
+                    result = self.checkpoints.restore(args[0], self.owner, args[1])
+                else:
+                    result = getattr(self.checkpoints, op)(*args, **kwargs)
+            else:
+                raise AiSdlcError(f"unknown operation {kind}.{op}")
+            answer["result"] = _encode(result)
+        except AiSdlcError as exc:
+            answer["error"] = {
+                "type": type(exc).__name__,
+                "message": exc.message,
+                "hint": exc.hint,
+                "story_id": getattr(exc, "story_id", story_id),
+            }
+        except Exception as exc:
+            answer["error"] = {"type": "crash", "message": _first(exc)}
+        answer["recoveries"] = recoveries
+        answer["snapshot"] = self._snapshot(story_id)
+        return answer
+
+    def _snapshot(self, story_id: str) -> dict[str, bytes | None]:
+        folder = self.store.folder(story_id)
+        out: dict[str, bytes | None] = {}
+        for name in SNAPSHOT_FILES:
+            try:
+                out[name] = (folder / name).read_bytes()
+            except FileNotFoundError:
+                out[name] = None
+        return out
+
+    def _fetch_branch(self, story_id: str) -> None:
+        """Bring the story branch the workers pushed into the project's remote-tracking refs."""
+        from ai_sdlc.git.run import REMOTE_TIMEOUT, run
+
+        with contextlib.suppress(Exception):
+            branch = self.store.get(story_id).frontmatter.get("branch")
+            if isinstance(branch, str) and branch.startswith("ai-sdlc/"):
+                remote = self.spec.remote_name
+                run(
+                    (
+                        "git",
+                        "fetch",
+                        "--quiet",
+                        remote,
+                        f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}",
+                    ),
+                    Path(self.store.root),
+                    remote=True,
+                    timeout=REMOTE_TIMEOUT,
+                )
+
+
+def _encode(result: Any) -> tuple[str, Any]:
+    from ai_sdlc.store import Story
+    from ai_sdlc.workflow.transitions import Ticket
+
+    if isinstance(result, Story):
+        return "story", None
+    if isinstance(result, Ticket):
+        return "ticket", {
+            "attempt": result.attempt,
+            "last_failure": result.last_failure,
+            "verified": result.verified,
+        }
+    return "value", result
+
+
+def _undelete(value: Any) -> Any:
+    """`DELETE` is compared by identity: a pickled copy becomes the coordinator's marker."""
+    from ai_sdlc.workflow.transitions import DELETE
+
+    if type(value) is type(DELETE):
+        return DELETE
+    if isinstance(value, dict):
+        return {k: _undelete(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_undelete(v) for v in value)
+    return value
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+__all__ = ["ClusterUnavailableError", "Mailbox", "RayExecutor", "require_ray"]
+
+
+def ray_executor_for(session: Any, address: str | None) -> RayExecutor:
+    """The Ray executor for a session's parallel run: its spec (remote, config, rules) from the
+    project, its ledger the session's own store."""
+    import os
+
+    from ai_sdlc.errors import UsageError
+    from ai_sdlc.git import repo
+    from ai_sdlc.providers.scripted import RULES_FILE
+    from ai_sdlc.workflow.ray_worker import SHIPPED_ENV_PREFIXES, config_json
+    from ai_sdlc.workflow.transitions import StoryState
+
+    require_ray()
+    config = session.config
+    root = Path(session.store.root).resolve()
+    if session.no_worktree:
+        raise UsageError(
+            "--executor ray works through git worktrees: --no-worktree cannot be used with it"
+        )
+    top = repo.toplevel(root)
+    remote = str(config.get("git.remote"))
+    url = repo.remote_url(top, remote) if top is not None else None
+    if top is None or not url:
+        raise UsageError(
+            f"--executor ray needs a git remote {remote!r} the workers can clone and push to",
+            hint=f"add it (git remote add {remote} URL) or set git.remote",
+        )
+    rules = root / RULES_FILE
+    spec = RaySpec(
+        remote_url=url,
+        remote_name=remote,
+        prefix=root.relative_to(top).as_posix() if root != top else "",
+        provider=session.provider_name,
+        config_json=config_json(config.data),
+        scripted_rules=rules.read_bytes() if rules.is_file() else None,
+        environ={k: v for k, v in os.environ.items() if k.startswith(SHIPPED_ENV_PREFIXES)},
+        cache_dir=config.get("run.ray.cache_dir"),
+    )
+    runner = session.runner
+    owner = StoryState(session.store, limit=runner.limit, clock=runner.deps.clock)
+    resources = config.get("verify.resources") or {}
+    return RayExecutor(
+        spec,
+        store=session.store,
+        owner=owner,
+        address=address or config.get("run.ray.address"),
+        resources={str(k): float(v) for k, v in dict(resources).items()},
+    )

@@ -1,0 +1,261 @@
+"""`run --auto --jobs N --executor ray` on a real local Ray cluster (started once for the module),
+through the real CLI in its own process, with a local bare repository as `origin`: the same
+counters as the local executor, the global limit exact under endless 429s, a worker killed
+mid-implement retried without a recovery counted twice or a commit made twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+from tests.runs_support import frontmatter, only_run, story_events, write_config, write_rules
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("git_env")]
+
+#: Keep Ray local, quiet and free of files in the user's home.
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_DISABLE_IMPORT_WARNING": "1",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+}
+COUNTERS = (
+    "status",
+    "total_recovery_attempts",
+    "recovery_breakdown",
+    "implementation_retry_count",
+    "retry_count",
+    "refinement_count",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    os.environ.update(RAY_ENV)
+    import ray
+
+    info = ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+    )
+    try:
+        yield str(info.address_info["gcs_address"])
+    finally:
+        ray.shutdown()
+
+
+def on_ray(root: Path, address: str, *args: str, cache: Path) -> Any:
+    env = {**RAY_ENV, "AI_SDLC_RUN__RAY__CACHE_DIR": str(cache)}
+    return run_cli(
+        root,
+        "run",
+        *args,
+        "--executor",
+        "ray",
+        "--ray-address",
+        address,
+        "--json",
+        env=env,
+        subprocess=True,
+        timeout=120,
+    )
+
+
+def project(tmp_path: Path, count: int, config: str = "", rules: str = "rules: []\n") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    repo = make_repo(tmp_path)
+    for n in range(count):
+        repo.story(f"Story {n + 1}")
+    write_config(repo.root, config)
+    write_rules(repo.root, rules)
+    return repo.root
+
+
+def events_of(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def counters(root: Path, sid: str) -> dict[str, Any]:
+    fm = frontmatter(root, sid)
+    return {k: fm.get(k) for k in COUNTERS}
+
+
+def branch_commits(origin: Path, branch: str) -> list[str]:
+    """The `AI-SDLC-Attempt` trailer of every commit the story branch adds to main."""
+    out = git(
+        origin,
+        "log",
+        "--format=%(trailers:key=AI-SDLC-Attempt,valueonly)%x00",
+        f"main..{branch}",
+    )
+    return [c.strip() for c in out.split("\0") if c.strip()]
+
+
+#: A verification that fails while `broken.txt` exists (an implement attempt that breaks it).
+VERIFY = (
+    f"verify:\n  test: \"{sys.executable} -c "
+    "'import pathlib,sys; sys.exit(1 if pathlib.Path(\\\"broken.txt\\\").exists() else 0)'\"\n"
+)
+MIXED_RULES = (
+    "rules:\n"
+    "  - phase: implement\n    story: S-0002\n    attempt: 1\n"
+    "    files: {broken.txt: 'oops'}\n"
+    "  - phase: review\n    story: S-0005\n    attempt: 1\n"
+    "    decision: REJECTED\n    feedback: 'Name the greeting function better.'\n"
+    "  - phase: refine\n    story: S-0007\n    attempt: 1\n"
+    "    decision: REJECTED\n    feedback: 'Say who the user is.'\n"
+)
+
+
+def test_eight_stories_on_ray_match_the_local_executor(
+    tmp_path: Path, cluster: str
+) -> None:
+    local_root = project(tmp_path / "local", 8, VERIFY, MIXED_RULES)
+    ray_root = project(tmp_path / "ray", 8, VERIFY, MIXED_RULES)
+
+    local = run_cli(local_root, "run", "--auto", "--jobs", "4", "--json")
+    assert local.returncode == 0, local.output
+    done = on_ray(ray_root, cluster, "--auto", "--jobs", "4", cache=tmp_path / "cache")
+    assert done.returncode == 0, done.output
+
+    state = only_run(ray_root)
+    assert state["run_status"] == "completed" and state["executor"] == "ray"
+    assert state["counters"] == only_run(local_root)["counters"]
+    ids = [f"S-000{n}" for n in range(1, 9)]
+    for sid in ids:
+        assert counters(ray_root, sid) == counters(local_root, sid), sid
+        assert counters(ray_root, sid)["status"] == "done"
+    # The scripted failures happened, and were counted the same way on both.
+    assert counters(ray_root, "S-0002")["recovery_breakdown"] == {"implementation_retry": 1}
+    assert counters(ray_root, "S-0005")["recovery_breakdown"] == {"rework": 1}
+    # The failed attempt's patch reached the project's ledger; workers never wrote the project.
+    assert (ray_root / ".ai-sdlc" / "stories").exists()
+    assert list((ray_root / ".ai-sdlc" / "stories").glob("S-0002*/attempts/1.patch"))
+    assert not (ray_root / ".ai-sdlc" / "worktrees").exists()
+    # Every phase names the Ray node and worker process that ran it, in the run state and
+    # in the --json events.
+    nodes = {p["worker"] for s in state["stories"] for p in s["phases"]}
+    assert nodes and all(n.startswith("ray:") and n.count(":") == 2 for n in nodes)
+    started = [e for e in events_of(done.stdout) if e["event"] == "phase_started"]
+    assert started and all(e["node"].startswith("ray:") for e in started)
+    # The work travelled through git: each story branch is on origin with the same commits
+    # (one per passing implementation attempt) as the local run's branch, and was fetched
+    # into the project.
+    origin = tmp_path / "ray" / "origin.git"
+    for sid in ids:
+        branch = str(frontmatter(ray_root, sid)["branch"])
+        expected = ["2"] if sid == "S-0002" else ["1", "1"] if sid == "S-0005" else ["1"]
+        assert branch_commits(origin, branch) == expected, sid
+        assert branch_commits(local_root, branch) == expected, sid
+        git(ray_root, "rev-parse", "--verify", f"refs/remotes/origin/{branch}")
+
+
+def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, cluster: str) -> None:
+    fast = (
+        "resilience:\n  policies:\n    llm:\n      max_attempts: 100\n"
+        "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
+        "      breaker:\n        failure_threshold: 1000\n"
+        "run:\n  cooldown_seconds: 0\n  max_story_errors: 20\n"
+        "  stop_conditions:\n    max_consecutive_fails: 20\n"
+    )
+    rules = (
+        "rules:\n  - phase: refine\n    story: S-0001\n"
+        "    fault: {kind: rate_limit, retry_after: 0}\n"
+    )
+    root = project(tmp_path, 4, fast, rules)
+    result = on_ray(root, cluster, "--auto", "--jobs", "4", cache=tmp_path / "cache")
+    assert result.returncode in (0, 5), result.output
+    fm = frontmatter(root, "S-0001")
+    assert fm["status"] == "blocked"
+    assert fm["total_recovery_attempts"] == 10
+    assert dict(fm["recovery_breakdown"]) == {"api_retry": 10}
+    counted = [
+        e for e in events_of(result.stdout) if e["event"] == "recovery" and e["story"] == "S-0001"
+    ]
+    assert [e["total"] for e in counted] == list(range(1, 11))
+    for sid in ("S-0002", "S-0003", "S-0004"):
+        assert frontmatter(root, sid)["status"] == "done", sid
+        assert frontmatter(root, sid).get("total_recovery_attempts", 0) == 0
+
+
+#: The first verification of S-0001 tells the test its worker's pid, then waits to be killed.
+SLEEPER = """\
+import os, pathlib, sys, time
+marks = pathlib.Path(sys.argv[1])
+if "S-0001" in os.getcwd() and not (marks / "pid").exists():
+    parent = os.getppid()
+    (marks / "pid.tmp").write_text(str(parent))
+    (marks / "pid.tmp").rename(marks / "pid")
+    for _ in range(600):
+        if os.getppid() != parent:
+            sys.exit(3)
+        time.sleep(0.05)
+    sys.exit(4)
+"""
+
+
+def test_a_worker_killed_mid_implement_is_retried_and_counted_once(
+    tmp_path: Path, cluster: str
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = tmp_path / "verify_sleeper.py"
+    script.write_text(SLEEPER)
+    config = f'verify:\n  test: "{sys.executable} {script} {marks}"\n'
+    root = project(tmp_path, 2, config)
+    killed: list[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            pid_file = marks / "pid"
+            if pid_file.exists():
+                pid = int(pid_file.read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    result = on_ray(root, cluster, "--auto", "--jobs", "2", cache=tmp_path / "cache")
+    thread.join(timeout=5)
+    assert killed, "the verification never started"
+    assert result.returncode == 0, result.output
+    events = events_of(result.stdout)
+    lost = [e for e in events if e["event"] == "worker_lost"]
+    assert len(lost) == 1 and lost[0]["story"] == "S-0001"
+    assert lost[0]["worker"].endswith(f":{killed[0]}")
+    assert lost[0]["retried_on"] != lost[0]["worker"]
+    # The killed attempt counts once, as the ledger's crash rule says; nothing else counted.
+    fm = frontmatter(root, "S-0001")
+    assert fm["status"] == "done"
+    assert fm["total_recovery_attempts"] == 1
+    assert dict(fm["recovery_breakdown"]) == {"implementation_retry": 1}
+    stale = [
+        e
+        for e in story_events(root, "S-0001")
+        if e.get("action") == "recovery" and e.get("stale")
+    ]
+    assert len(stale) == 1
+    assert frontmatter(root, "S-0002")["status"] == "done"
+    assert frontmatter(root, "S-0002").get("total_recovery_attempts", 0) == 0
+    # One commit per passing attempt: attempt 2 passed; the killed attempt 1 left nothing.
+    origin = tmp_path / "origin.git"
+    assert branch_commits(origin, str(fm["branch"])) == ["2"]
+    state = only_run(root)
+    assert state["run_status"] == "completed"
