@@ -11,8 +11,11 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from ai_sdlc.errors import UsageError
+from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.workflow.report import recovery_kind_label
 
 #: Phase colours (the timeline's bars), in workflow order.
@@ -582,3 +585,24 @@ def _run_events(report: Mapping[str, Any]) -> str:
         f'<span class="sub">{len(events)} events</span></summary><div>'
         f"{_events_table(events)}</div></details>"
     )
+
+
+def write_html(path: Path, text: str) -> Path:
+    """Written atomically (a temp file in the same folder, then a rename): a failure leaves
+    whatever was there before, never half a report."""
+    target = path.expanduser()
+    if target.is_dir():
+        raise UsageError(f"--html {path}: is a folder", hint="give a file name, e.g. report.html")
+    if not target.parent.is_dir():
+        raise UsageError(
+            f"--html {path}: the folder {target.parent} does not exist",
+            hint="create it first, or write the report somewhere else",
+        )
+    try:
+        atomic_write_text(target, text)
+    except OSError as exc:
+        raise UsageError(
+            f"--html {path}: cannot write the report: {exc.strerror or exc}",
+            hint="choose a writable place for the report",
+        ) from None
+    return target.resolve()

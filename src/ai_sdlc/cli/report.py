@@ -11,9 +11,7 @@ import typer
 from ai_sdlc.cli.common import JsonOption, open_store, terminal
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import load_config
-from ai_sdlc.errors import UsageError
-from ai_sdlc.fsutil import atomic_write_text
-from ai_sdlc.report_html import render
+from ai_sdlc.report_html import render, write_html
 from ai_sdlc.workflow.events import utc_now
 from ai_sdlc.workflow.report import report_for
 from ai_sdlc.workflow.runstate import RunNotFoundError, RunRepository, check_run_id
@@ -59,33 +57,12 @@ def report(
         now=utc_now(),
     )
     if html is not None:
-        target = _write_html(html, render(data))
+        target = write_html(html, render(data))
         out.info(f"Wrote the report of run {state.run_id} to {target}")
     if json:
         out.json(data)
     elif html is None:
         _summary(out, data)
-
-
-def _write_html(path: Path, text: str) -> Path:
-    """Written atomically (a temp file in the same folder, then a rename): a failure leaves
-    whatever was there before, never half a report."""
-    target = path.expanduser()
-    if target.is_dir():
-        raise UsageError(f"--html {path}: is a folder", hint="give a file name, e.g. report.html")
-    if not target.parent.is_dir():
-        raise UsageError(
-            f"--html {path}: the folder {target.parent} does not exist",
-            hint="create it first, or write the report somewhere else",
-        )
-    try:
-        atomic_write_text(target, text)
-    except OSError as exc:
-        raise UsageError(
-            f"--html {path}: cannot write the report: {exc.strerror or exc}",
-            hint="choose a writable place for the report",
-        ) from None
-    return target.resolve()
 
 
 def _summary(out: Terminal, data: dict[str, object]) -> None:

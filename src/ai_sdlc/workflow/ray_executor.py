@@ -55,7 +55,7 @@ OWNER_OPS = frozenset(
 )
 CHECKPOINT_OPS = frozenset({"take", "pending", "discard", "restore"})
 #: Seconds a mailbox read may take beyond its own timeout before the cluster counts as lost.
-CLUSTER_GRACE = 20.0
+CLUSTER_GRACE = 10.0
 
 
 def ray_available() -> bool:
@@ -156,6 +156,7 @@ class RayExecutor:
         self.owner = owner
         self.checkpoints = Checkpoints(store)
         self.address = address or "a local Ray instance"
+        _keep_stdout_clean()
         try:
             if not ray.is_initialized():
                 options: dict[str, Any] = {
@@ -242,8 +243,8 @@ class RayExecutor:
             for ref in self._refs.values():
                 with contextlib.suppress(Exception):
                     ray.cancel(ref)
-        with contextlib.suppress(Exception):
-            ray.shutdown()
+            with contextlib.suppress(Exception):
+                ray.shutdown()
 
     # --- draining the mailbox ----------------------------------------------------------------
     def _drain(self, wait: float) -> None:
@@ -409,6 +410,22 @@ class RayExecutor:
                     remote=True,
                     timeout=REMOTE_TIMEOUT,
                 )
+
+
+def _keep_stdout_clean() -> None:
+    """Ray's driver prints cluster messages ("a worker died...") to stdout, where `--json`
+    writes its event stream: send them to stderr (still shown, never mixed into the JSON)."""
+    import ray._private.worker as ray_worker
+
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "ai_sdlc_stderr", False):
+        return
+
+    def to_stderr(data: Any, ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.ai_sdlc_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def _encode(result: Any) -> tuple[str, Any]:
