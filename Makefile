@@ -26,14 +26,14 @@ demo: $(STAMP_RUN)
 
 ## test: run every test (in parallel over the machine's cores)
 test: $(STAMP_DEV)
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 ## verify: lint, format check, strict typing, tests (what CI and reviewers trust)
 verify: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 format: $(STAMP_DEV)
 	$(BIN)/ruff format src tests bench
@@ -47,6 +47,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/bench_run.py
 	$(BIN)/python bench/bench_edit.py
 	$(BIN)/python bench/bench_parallel.py
+	$(BIN)/python bench/bench_cluster.py
 
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)

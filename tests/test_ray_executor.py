@@ -21,7 +21,13 @@ from tests.conftest import run_cli
 from tests.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import frontmatter, only_run, story_events, write_config, write_rules
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("git_env")]
+# One local Ray cluster for the whole file: its tests stay on one xdist worker (`--dist
+# loadgroup` in the Makefile), so a 2-core machine never runs two clusters at once.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("git_env"),
+    pytest.mark.xdist_group("ray"),
+]
 
 #: Keep Ray local, quiet and free of files in the user's home.
 RAY_ENV = {
@@ -107,8 +113,8 @@ def branch_commits(origin: Path, branch: str) -> list[str]:
 
 #: A verification that fails while `broken.txt` exists (an implement attempt that breaks it).
 VERIFY = (
-    f"verify:\n  test: \"{sys.executable} -c "
-    "'import pathlib,sys; sys.exit(1 if pathlib.Path(\\\"broken.txt\\\").exists() else 0)'\"\n"
+    f'verify:\n  test: "{sys.executable} -c '
+    '\'import pathlib,sys; sys.exit(1 if pathlib.Path(\\"broken.txt\\").exists() else 0)\'"\n'
 )
 MIXED_RULES = (
     "rules:\n"
@@ -121,9 +127,7 @@ MIXED_RULES = (
 )
 
 
-def test_eight_stories_on_ray_match_the_local_executor(
-    tmp_path: Path, cluster: str
-) -> None:
+def test_eight_stories_on_ray_match_the_local_executor(tmp_path: Path, cluster: str) -> None:
     local_root = project(tmp_path / "local", 8, VERIFY, MIXED_RULES)
     ray_root = project(tmp_path / "ray", 8, VERIFY, MIXED_RULES)
 
@@ -152,6 +156,11 @@ def test_eight_stories_on_ray_match_the_local_executor(
     assert nodes and all(n.startswith("ray:") and n.count(":") == 2 for n in nodes)
     started = [e for e in events_of(done.stdout) if e["event"] == "phase_started"]
     assert started and all(e["node"].startswith("ray:") for e in started)
+    shown = run_cli(ray_root, "runs", "show", state["run_id"])
+    assert shown.returncode == 0, shown.output
+    for s in state["stories"]:
+        line = next(ln for ln in shown.output.splitlines() if ln.strip().startswith(s["story_id"]))
+        assert f"on {s['phases'][0]['worker']}" in line, line
     # The work travelled through git: each story branch is on origin with the same commits
     # (one per passing implementation attempt) as the local run's branch, and was fetched
     # into the project.
@@ -250,9 +259,7 @@ def test_a_worker_killed_mid_implement_is_retried_and_counted_once(
     assert fm["total_recovery_attempts"] == 1
     assert dict(fm["recovery_breakdown"]) == {"implementation_retry": 1}
     stale = [
-        e
-        for e in story_events(root, "S-0001")
-        if e.get("action") == "recovery" and e.get("stale")
+        e for e in story_events(root, "S-0001") if e.get("action") == "recovery" and e.get("stale")
     ]
     assert len(stale) == 1
     assert frontmatter(root, "S-0002")["status"] == "done"
@@ -262,3 +269,77 @@ def test_a_worker_killed_mid_implement_is_retried_and_counted_once(
     assert branch_commits(origin, str(fm["branch"])) == ["2"]
     state = only_run(root)
     assert state["run_status"] == "completed"
+
+
+def test_without_ray_installed_the_ray_executor_exits_4_with_the_install_command(
+    tmp_path: Path,
+) -> None:
+    shim = tmp_path / "shim" / "ray"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError(\"No module named 'ray' (test shim)\")\n")
+    root = project(tmp_path, 1)
+    result = run_cli(
+        root,
+        "run",
+        "--auto",
+        "--jobs",
+        "2",
+        "--executor",
+        "ray",
+        env={"PYTHONPATH": str(tmp_path / "shim")},
+        subprocess=True,
+    )
+    assert result.returncode == 4, result.output
+    assert "pip install 'ai-sdlc-runner[ray]'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (root / ".ai-sdlc" / "runs").exists() or not list(
+        (root / ".ai-sdlc" / "runs").iterdir()
+    )
+
+
+def test_the_ray_executor_needs_a_remote_and_a_multi_story_run(tmp_path: Path) -> None:
+    repo_root = project(tmp_path, 1)
+    git(repo_root, "remote", "remove", "origin")
+    no_remote = run_cli(repo_root, "run", "--auto", "--jobs", "2", "--executor", "ray")
+    assert no_remote.returncode == 2, no_remote.output
+    assert "needs a git remote 'origin'" in no_remote.stderr
+    runs = repo_root / ".ai-sdlc" / "runs"
+    assert not runs.exists() or not list(runs.iterdir())  # refused before a run was created
+    single = run_cli(repo_root, "run", "S-0001", "--executor", "ray")
+    assert single.returncode == 2 and "multi-story run" in single.stderr
+    unknown = run_cli(repo_root, "run", "--auto", "--executor", "slurm")
+    assert unknown.returncode == 2 and "unknown executor 'slurm'" in unknown.stderr
+
+
+def test_a_commit_pushed_by_an_attempt_the_ledger_never_settled_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """The window a retry must close: a worker pushed attempt 2's commit and died before the
+    coordinator recorded it (the ledger still holds attempt 2 open and will count it as a
+    crash), so the retry drops that commit; any other tip is left alone."""
+    from ai_sdlc.git.attempts import commit_message
+    from ai_sdlc.store import StoryStore
+    from ai_sdlc.workflow.ray_worker import drop_unsettled_commit
+
+    root = project(tmp_path, 1)
+    story = StoryStore(root).get("S-0001")
+    branch = "ai-sdlc/S-0001-story-1"
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), str(clone))
+    git(clone, "switch", "-q", "-c", branch)
+    for attempt in (1, 2):
+        (clone / f"work{attempt}.txt").write_text(f"attempt {attempt}\n")
+        git(clone, "add", "-A")
+        git(clone, "commit", "-q", "-F", "-", input=commit_message(story, attempt))
+    git(clone, "push", "-q", "origin", branch)
+    git(clone, "switch", "-q", "main")  # as a worker's slot: the story branch is not checked out
+    first = git(clone, "rev-parse", f"{branch}^").strip()
+    # Another phase open, or another attempt open: the tip is kept.
+    assert not drop_unsettled_commit(clone, "origin", branch, "S-0001", {"phase": "review"})
+    open_1 = {"phase": "implement", "attempt": 1}
+    assert not drop_unsettled_commit(clone, "origin", branch, "S-0001", open_1)
+    # Attempt 2 open in the ledger and its commit on the tip: dropped, on origin too.
+    open_2 = {"phase": "implement", "attempt": 2}
+    assert drop_unsettled_commit(clone, "origin", branch, "S-0001", open_2)
+    assert git(tmp_path / "origin.git", "rev-parse", branch).strip() == first
+    assert branch_commits(tmp_path / "origin.git", branch) == ["1"]

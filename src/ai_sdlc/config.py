@@ -239,9 +239,11 @@ SCHEMA: dict[str, Setting] = {
     "run.ray.cache_dir": Setting(None, _opt_str, "a folder for the workers' clones, or null"),
     "verify.resources": Setting(
         {},
-        lambda v: isinstance(v, dict)
-        and all(isinstance(k, str) and _is_number(n) and n >= 0 for k, n in v.items()),
-        'a mapping of Ray resources to amounts >= 0 (e.g. {CPU: 2, docker: 1})',
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(k, str) and _is_number(n) and n >= 0 for k, n in v.items())
+        ),
+        "a mapping of Ray resources to amounts >= 0 (e.g. {CPU: 2, docker: 1})",
     ),
     "run.done_means": Setting(
         "done", lambda v: v in ("done", "pr", "merged"), "one of done, pr, merged"

@@ -80,6 +80,9 @@ def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
             extra = f" · escalated: {s.escalation_reason}"
         elif s.reason and s.status not in ("done",):
             extra = f" · {s.reason}"
+        if state.executor == "ray":  # the cluster nodes (and worker processes) that ran it
+            nodes = dict.fromkeys(str(p.get("worker")) for p in s.phases if p.get("worker"))
+            extra += f" · on {', '.join(nodes)}" if nodes else ""
         if s.deferred_by:
             extra += (
                 f" · {'deferred' if s.status == 'pending' else 'was deferred'}: overlaps "

@@ -26,8 +26,9 @@ each story task's resources (the task runs the verification).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import queue as queue_mod
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,10 @@ OWNER_OPS = frozenset(
 CHECKPOINT_OPS = frozenset({"take", "pending", "discard", "restore"})
 #: Seconds a mailbox read may take beyond its own timeout before the cluster counts as lost.
 CLUSTER_GRACE = 10.0
+#: Seconds the pump thread waits in the mailbox for news before it looks at finished tasks.
+PUMP_WAIT = 0.2
+#: Seconds between two looks at finished tasks while the mailbox keeps the pump busy.
+FINISHED_EVERY = 0.1
 
 
 def ray_available() -> bool:
@@ -126,6 +131,11 @@ class Mailbox:
     async def answer(self, token: int, life: str, answer: Any) -> None:
         self._queue(token, life).put_nowait(answer)
 
+    async def ask(self, token: int, life: str, seq: int, payload: Any, timeout: float) -> Any:
+        """Post a question and wait for its answer in one call (one round trip fewer)."""
+        await self.post(token, life, seq, "ask", payload)
+        return await self.wait_answer(token, life, timeout)
+
     async def wait_answer(self, token: int, life: str, timeout: float) -> Any:
         try:
             return await asyncio.wait_for(self._queue(token, life).get(), timeout)
@@ -176,7 +186,8 @@ class RayExecutor:
                 "then 'ai-sdlc run --continue'",
             ) from None
         self._ray = ray
-        self.mailbox = ray.remote(num_cpus=0, max_concurrency=1000)(Mailbox).remote()
+        # An async actor: it runs many calls at once (waiting takes and answers).
+        self.mailbox: Any = ray.remote(num_cpus=0)(Mailbox).remote()
         task_resources = dict(resources or {})
         cpus = float(task_resources.pop("CPU", 0) or 0)
         from ai_sdlc.workflow.ray_worker import run_story
@@ -192,42 +203,46 @@ class RayExecutor:
         self._handles: dict[int, Handle] = {}
         self._lives: dict[int, str] = {}
         self._nodes: dict[int, str] = {}
-        self._pending: collections.deque[Message] = collections.deque()
         self._next = 0
         self._lost: str | None = None
-        #: Seconds spent serving owner/checkpoint asks (the coordination overhead, for bench).
+        #: What the scheduler decides on, in arrival order (filled by the pump thread).
+        self._out: queue_mod.Queue[Message] = queue_mod.Queue()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._beat = time.monotonic()
+        self._told_errors: dict[int, dict[str, Any]] = {}
+        self._looked = 0.0
+        #: Seconds spent serving owner/checkpoint asks, and how many.
         self.serve_seconds = 0.0
         self.served = 0
+        self._pump = threading.Thread(target=self._run_pump, name="ai-sdlc-ray-pump", daemon=True)
+        self._pump.start()
 
     # --- the executor protocol ---------------------------------------------------------------
     def start(self, story_id: str) -> Handle:
-        self._next += 1
-        token = self._next
-        handle = Handle(story_id, f"ray:task-{token}", token)
-        self._handles[token] = handle
-        if self._lost is None:
-            try:
-                self._refs[token] = self._task.remote(self.spec, story_id, token, self.mailbox)
-            except Exception as exc:
-                self._cluster_lost(exc)
+        with self._lock:
+            self._next += 1
+            token = self._next
+            handle = Handle(story_id, f"ray:task-{token}", token)
+            self._handles[token] = handle
+            if self._lost is None:
+                try:
+                    self._refs[token] = self._task.remote(self.spec, story_id, token, self.mailbox)
+                except Exception as exc:
+                    self._cluster_lost(exc)
         return handle
 
     def next_message(self, timeout: float | None) -> Message | None:
-        deadline = time.monotonic() + (timeout if timeout is not None else 3600.0)
-        while True:
-            if self._pending:
-                return self._pending.popleft()
-            if self._lost is not None:
-                return None
-            left = max(0.0, deadline - time.monotonic())
-            self._drain(min(left, 0.5))
-            if self._pending:
-                return self._pending.popleft()
-            self._collect_finished()
-            if self._pending:
-                return self._pending.popleft()
-            if time.monotonic() >= deadline:
-                return None
+        try:
+            return self._out.get(timeout=timeout)
+        except queue_mod.Empty:
+            pass
+        if time.monotonic() - self._beat > PUMP_WAIT + CLUSTER_GRACE:
+            with self._lock:  # the pump is stuck in a call to a cluster that is gone
+                self._cluster_lost(TimeoutError(f"no answer within {CLUSTER_GRACE:.0f} s"))
+            with contextlib.suppress(queue_mod.Empty):
+                return self._out.get_nowait()
+        return None
 
     def reply(self, handle: Handle, answer: Answer) -> None:
         life = self._lives.get(handle.token)
@@ -237,22 +252,39 @@ class RayExecutor:
     def request_stop(self) -> None:
         """Workers hear it in the answer to their next `before_phase`."""
 
-    def close(self) -> None:
-        ray = self._ray
-        if self._lost is None:
-            for ref in self._refs.values():
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref)
+    def interrupt(self) -> None:
+        """Ctrl-C: Ray raises KeyboardInterrupt in each running task (its phase is released and
+        rolled back through the coordinator, whose pump keeps serving), then reports it."""
+        for ref in list(self._refs.values()):
             with contextlib.suppress(Exception):
-                ray.shutdown()
+                self._ray.cancel(ref)
 
-    # --- draining the mailbox ----------------------------------------------------------------
+    def close(self) -> None:
+        self._closing.set()
+        if self._lost is None:
+            for ref in list(self._refs.values()):
+                with contextlib.suppress(Exception):
+                    self._ray.cancel(ref)
+            self._pump.join(timeout=PUMP_WAIT + 5)
+            with contextlib.suppress(Exception):
+                self._ray.shutdown()
+
+    # --- the pump: drains the mailbox, serves the ledger, notices finished tasks ----------------
+    def _run_pump(self) -> None:
+        while not self._closing.is_set() and self._lost is None:
+            self._drain(PUMP_WAIT)
+            now = time.monotonic()
+            if now - self._looked >= FINISHED_EVERY:  # busy mailbox: look now and then
+                self._looked = now
+                self._collect_finished()
+            self._beat = now
+
     def _drain(self, wait: float) -> None:
         try:
-            ref = self.mailbox.take.remote(wait)
-            items = self._ray.get(ref, timeout=wait + CLUSTER_GRACE)
+            items = self._ray.get(self.mailbox.take.remote(wait), timeout=wait + CLUSTER_GRACE)
         except Exception as exc:
-            self._cluster_lost(exc)
+            with self._lock:
+                self._cluster_lost(exc)
             return
         for token, life, kind, payload in items:
             self._item(token, life, kind, payload)
@@ -266,60 +298,64 @@ class RayExecutor:
             old = self._nodes.get(token)
             self._lives[token], self._nodes[token] = life, node
             if old is not None:  # Ray re-ran the task: its first worker died
-                self._pending.append(
-                    Event(
-                        handle,
-                        {
-                            "event": "worker_lost",
-                            "story": handle.story_id,
-                            "worker": old,
-                            "node": old,
-                            "retried_on": node,
-                        },
-                    )
-                )
+                lost = {"event": "worker_lost", "story": handle.story_id, "worker": old}
+                self._out.put(Event(handle, {**lost, "node": old, "retried_on": node}))
             return
         if life != self._lives.get(token):
             return  # a message of a dead incarnation that arrived late
         node = self._nodes.get(token, handle.worker)
         if kind == "event":
-            self._pending.append(Event(handle, {**payload, "worker": node, "node": node}))
+            self._out.put(Event(handle, {**payload, "worker": node, "node": node}))
             return
         ask_kind, data = payload["kind"], payload["data"]
+        if kind == "tell":  # a ledger operation nobody waits on: a failure fails the next ask
+            if ask_kind == "checkpoints":
+                error = self._serve(handle.story_id, ask_kind, data).get("error")
+                if error and token not in self._told_errors:
+                    self._told_errors[token] = error
+            return
         if ask_kind in ("owner", "checkpoints", "snapshot"):
             started = time.perf_counter()
-            answer = self._serve(handle.story_id, ask_kind, data)
+            error = self._told_errors.pop(token, None)
+            if error is not None:
+                answer = {"error": error, "snapshot": self._snapshot(handle.story_id)}
+            else:
+                answer = self._serve(handle.story_id, ask_kind, data)
             self._post_answer(token, life, answer)
             self.serve_seconds += time.perf_counter() - started
             self.served += 1
             return
-        self._pending.append(Ask(handle, ask_kind, data))
+        self._out.put(Ask(handle, ask_kind, data))
 
     def _post_answer(self, token: int, life: str, answer: Answer) -> None:
         try:
             self.mailbox.answer.remote(token, life, answer)
         except Exception as exc:
-            self._cluster_lost(exc)
+            with self._lock:
+                self._cluster_lost(exc)
 
     def _collect_finished(self) -> None:
         ray = self._ray
-        refs = {ref: token for token, ref in self._refs.items()}
+        with self._lock:
+            refs = {ref: token for token, ref in self._refs.items()}
         if not refs:
             return
         try:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0)
+            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
         except Exception as exc:
-            self._cluster_lost(exc)
+            with self._lock:
+                self._cluster_lost(exc)
             return
+        if ready:
+            self._drain(0.0)  # what the tasks posted before they returned comes first
         for ref in ready:
             token = refs[ref]
-            self._drain(0.0)  # what the task posted before it returned comes first
             handle = self._handles[token]
             try:
                 done = ray.get(ref, timeout=CLUSTER_GRACE)
                 message = Finished(handle, **done)
             except ray.exceptions.TaskCancelledError:
-                message = Finished(handle, "stopped", reason="cancelled")
+                message = Finished(handle, "interrupted", reason="interrupted (Ctrl-C)")
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
                 message = Finished(
                     handle, "crashed", reason=f"Ray worker died twice: {_first(exc)}"
@@ -327,19 +363,25 @@ class RayExecutor:
             except ray.exceptions.RayTaskError as exc:
                 message = Finished(handle, "crashed", reason=f"worker failed: {_first(exc)}")
             except Exception as exc:
-                self._cluster_lost(exc)
+                with self._lock:
+                    self._cluster_lost(exc)
                 return
-            del self._refs[token]
+            with self._lock:
+                self._refs.pop(token, None)
             self._fetch_branch(handle.story_id)
-            self._pending.append(message)
+            self._out.put(message)
 
     def _cluster_lost(self, exc: BaseException) -> None:
-        """Every running story returns "halted": the scheduler halts the run (exit 6)."""
+        """Every running story returns "halted": the scheduler halts the run (exit 6). Ray's
+        own exit hook would wait for the dead cluster: it is dropped. (Call under the lock.)"""
         if self._lost is not None:
             return
+        import atexit
+
+        atexit.unregister(self._ray.shutdown)
         self._lost = f"lost the Ray cluster at {self.address}: {_first(exc)}"
         for token in list(self._refs):
-            self._pending.append(Finished(self._handles[token], "halted", reason=self._lost))
+            self._out.put(Finished(self._handles[token], "halted", reason=self._lost))
         self._refs.clear()
 
     # --- the ledger, served here ---------------------------------------------------------------
@@ -360,8 +402,11 @@ class RayExecutor:
             if kind == "owner" and op in OWNER_OPS:
                 result = getattr(self.owner, op)(*args, **kwargs)
             elif kind == "checkpoints" and op in CHECKPOINT_OPS:
-                if op == "restore":
-                    result = self.checkpoints.restore(args[0], self.owner, args[1])
+                if op == "restore":  # the coordinator's own checkpoint (the worker's is a name)
+                    checkpoint = self.checkpoints.pending(story_id)
+                    if checkpoint is None:
+                        raise AiSdlcError(f"no checkpoint of {story_id} to restore")
+                    result = self.checkpoints.restore(checkpoint, self.owner, args[1])
                 else:
                     result = getattr(self.checkpoints, op)(*args, **kwargs)
             else:
@@ -461,19 +506,43 @@ def _first(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-__all__ = ["ClusterUnavailableError", "Mailbox", "RayExecutor", "require_ray"]
+__all__ = [
+    "ClusterUnavailableError",
+    "Mailbox",
+    "RayExecutor",
+    "ray_executor_for",
+    "ray_spec_for",
+    "require_ray",
+]
 
 
-def ray_executor_for(session: Any, address: str | None) -> RayExecutor:
-    """The Ray executor for a session's parallel run: its spec (remote, config, rules) from the
-    project, its ledger the session's own store."""
+def ray_executor_for(session: Any, address: str | None, spec: RaySpec | None = None) -> RayExecutor:
+    """The Ray executor for a session's parallel run: its ledger the session's own store."""
+    from ai_sdlc.workflow.transitions import StoryState
+
+    spec = spec or ray_spec_for(session)
+    config = session.config
+    runner = session.runner
+    owner = StoryState(session.store, limit=runner.limit, clock=runner.deps.clock)
+    resources = config.get("verify.resources") or {}
+    return RayExecutor(
+        spec,
+        store=session.store,
+        owner=owner,
+        address=address or config.get("run.ray.address"),
+        resources={str(k): float(v) for k, v in dict(resources).items()},
+    )
+
+
+def ray_spec_for(session: Any) -> RaySpec:
+    """What the workers need, from the project (remote, effective config, scripted rules);
+    refuses a project the workers could not work on (checked before a run is created)."""
     import os
 
     from ai_sdlc.errors import UsageError
     from ai_sdlc.git import repo
     from ai_sdlc.providers.scripted import RULES_FILE
     from ai_sdlc.workflow.ray_worker import SHIPPED_ENV_PREFIXES, config_json
-    from ai_sdlc.workflow.transitions import StoryState
 
     require_ray()
     config = session.config
@@ -491,7 +560,7 @@ def ray_executor_for(session: Any, address: str | None) -> RayExecutor:
             hint=f"add it (git remote add {remote} URL) or set git.remote",
         )
     rules = root / RULES_FILE
-    spec = RaySpec(
+    return RaySpec(
         remote_url=url,
         remote_name=remote,
         prefix=root.relative_to(top).as_posix() if root != top else "",
@@ -500,14 +569,4 @@ def ray_executor_for(session: Any, address: str | None) -> RayExecutor:
         scripted_rules=rules.read_bytes() if rules.is_file() else None,
         environ={k: v for k, v in os.environ.items() if k.startswith(SHIPPED_ENV_PREFIXES)},
         cache_dir=config.get("run.ray.cache_dir"),
-    )
-    runner = session.runner
-    owner = StoryState(session.store, limit=runner.limit, clock=runner.deps.clock)
-    resources = config.get("verify.resources") or {}
-    return RayExecutor(
-        spec,
-        store=session.store,
-        owner=owner,
-        address=address or config.get("run.ray.address"),
-        resources={str(k): float(v) for k, v in dict(resources).items()},
     )

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import queue as queue_mod
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -74,9 +75,13 @@ class MailboxLink:
         self.life = life
         self.seq = 0
         self.posted: list[Any] = []
+        self.question: Any = None
 
     def put(self, item: tuple[int, str, Any]) -> None:
         _token, kind, payload = item
+        if kind == "ask":  # sent by `get`, together with the wait for its answer
+            self.question = payload
+            return
         self.posted.append(self.mailbox.post.remote(self.token, self.life, self.seq, kind, payload))
         self.seq += 1
 
@@ -84,7 +89,13 @@ class MailboxLink:
         import ray
 
         try:
-            answer = ray.get(self.mailbox.wait_answer.remote(self.token, self.life, timeout))
+            if self.question is not None:
+                question, self.question = self.question, None
+                call = self.mailbox.ask.remote(self.token, self.life, self.seq, question, timeout)
+                self.seq += 1
+            else:
+                call = self.mailbox.wait_answer.remote(self.token, self.life, timeout)
+            answer = ray.get(call)
         except (ray.exceptions.RayActorError, ray.exceptions.RaySystemError) as exc:
             raise StopRequested(
                 f"the coordinator of the run is gone ({type(exc).__name__})"
@@ -115,18 +126,24 @@ class Replica:
     def __init__(self, project: Path, story_id: str, folder_name: str) -> None:
         self.story_id = story_id
         self.folder = project / ".ai-sdlc" / "stories" / folder_name
+        self.held: dict[str, bytes | None] = {}
 
     def write(self, snapshot: dict[str, bytes | None]) -> None:
-        from ai_sdlc.fsutil import atomic_write_bytes
-
+        """Only what changed, replaced atomically; no fsync (a cache the next answer renews)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         for name in SNAPSHOT_FILES:
             data = snapshot.get(name)
+            if name in self.held and self.held[name] == data:
+                continue
+            target = self.folder / name
             if data is None:
                 with contextlib.suppress(FileNotFoundError):
-                    (self.folder / name).unlink()
+                    target.unlink()
             else:
-                atomic_write_bytes(self.folder / name, data)
+                temp = target.with_name(f".{name}.replica")
+                temp.write_bytes(data)
+                os.replace(temp, target)
+            self.held[name] = data
 
 
 def rebuild_error(error: dict[str, Any]) -> BaseException:
@@ -213,13 +230,26 @@ class RemoteCheckpoints:
         self.owner = owner
 
     def take(self, story_id: str, phase: str, *, taken_at: str) -> Any:
-        return self.owner.call("checkpoints", "take", story_id, phase, taken_at=taken_at)
+        """Told, not asked (one round trip fewer per phase): the coordinator takes it before
+        this worker's next question, and fails that question if it could not. The runner
+        only keeps the returned value to name the phase on a rollback; a restore uses the
+        coordinator's own checkpoint."""
+        from ai_sdlc.workflow.checkpoint import ARTIFACTS, Checkpoint
+
+        self._tell("take", story_id, phase, taken_at=taken_at)
+        present = tuple(n for n in ARTIFACTS if (self.owner.replica.folder / n).is_file())
+        return Checkpoint(story_id, phase, taken_at, present, Path())
+
+    def _tell(self, op: str, *args: Any, **kwargs: Any) -> None:
+        data = {"op": op, "args": args, "kwargs": kwargs}
+        self.owner.link.send("tell", {"kind": "checkpoints", "data": data})
 
     def pending(self, story_id: str) -> Any:
         return self.owner.call("checkpoints", "pending", story_id)
 
     def discard(self, story_id: str) -> None:
-        self.owner.call("checkpoints", "discard", story_id)
+        """Told, not asked, like `take`."""
+        self._tell("discard", story_id)
 
     def restore(self, checkpoint: Any, _owner: Any, reason: str) -> Any:
         return self.owner.call("checkpoints", "restore", checkpoint, reason)
@@ -358,7 +388,7 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
 def node_name() -> str:
     import ray
 
-    return f"{ray.util.get_node_ip_address()}:{os.getpid()}"
+    return f"{ray.util.get_node_ip_address()}:{os.getpid()}"  # type: ignore[no-untyped-call]
 
 
 def run_story(spec: RaySpec, story_id: str, token: int, mailbox: Any) -> dict[str, Any]:
@@ -376,9 +406,13 @@ def run_story(spec: RaySpec, story_id: str, token: int, mailbox: Any) -> dict[st
     try:
         with _environment(spec.environ), clone_slot(spec) as clone:
             link = _open(spec, clone, story_id, token, ends)
-            return finish(*_run(link, story_id))
+            outcome = _run(link, story_id)
+            link.report(story_id)
+            return finish(*outcome)
     except StopRequested as exc:
         return finish("stopped", reason=str(exc))
+    except KeyboardInterrupt:
+        return finish("interrupted", reason="interrupted (Ctrl-C)")
     except AiSdlcError as exc:
         return finish("outcome", "error", exc.message)
 
@@ -402,14 +436,15 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: MailboxLi
     store = StoryStore(project)
     session = Session.open(store, provider_name=spec.provider, emit=lambda _event: None)
     runner = session.runner
-    link = _Link(token, ends, ends, _NeverSet(), runner)
+    link = _timed_link(_Link)(token, ends, ends, _NeverSet(), runner)
     session.relay.watcher = link
     first = link.ask("snapshot", {"story": story_id})
     replica = Replica(project, story_id, str(first["folder"]))
     replica.write(first["snapshot"])
     owner = RemoteOwner(link, replica, runner, int(first["limit"]))
-    runner.owner = owner
-    runner.checkpoints = RemoteCheckpoints(owner)
+    proxied: Any = runner  # the runner takes any object with the owner's operations
+    proxied.owner = owner
+    proxied.checkpoints = RemoteCheckpoints(owner)
     deps = runner.deps
     deps.guard_factory = link.guard_factory(deps.guard_factory)
     workspaces = runner.workspaces
@@ -423,6 +458,56 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: MailboxLi
             )
         runner.workspaces = PushingWorkspace(workspaces, spec.remote_name)
     return link
+
+
+def _timed_link(base: type) -> Any:
+    """The local worker's link, counting the time this story waits on the coordinator (the
+    coordination overhead `bench/bench_cluster.py` reports per phase)."""
+
+    class TimedLink(base):  # type: ignore[misc]
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.asks = 0
+            self.waited = 0.0
+            self.phases = 0
+            self.by_kind: dict[str, float] = {}
+
+        def ask(self, kind: str, data: dict[str, Any]) -> Any:
+            started = time.perf_counter()
+            try:
+                return super().ask(kind, data)
+            finally:
+                took = time.perf_counter() - started
+                self.asks += 1
+                self.waited += took
+                self.by_kind[kind] = round(self.by_kind.get(kind, 0.0) + took, 6)
+
+        def guard_factory(self, inner: Any) -> Any:
+            """The run's spend is synced before each provider call only when a run budget
+            (`limits.run_cost_usd`) needs it; otherwise it travels with `before_phase` and the
+            result, one round trip per call fewer."""
+            if self.runner.deps.limits.run_cost_usd is None:
+                return inner
+            return super().guard_factory(inner)
+
+        def observe(self, event: dict[str, Any]) -> None:
+            if event.get("event") == "phase_started":
+                self.phases += 1
+            super().observe(event)
+
+        def report(self, story_id: str) -> None:
+            super().observe(
+                {
+                    "event": "coordination",
+                    "story": story_id,
+                    "asks": self.asks,
+                    "seconds": round(self.waited, 6),
+                    "by_kind": self.by_kind,
+                    "phases": self.phases,
+                }
+            )
+
+    return TimedLink
 
 
 def _run(link: Any, story_id: str) -> tuple[str, str | None, str]:

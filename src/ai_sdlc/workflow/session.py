@@ -190,6 +190,12 @@ class Session:
                 "merged by a run",
                 hint="set git.auto_merge: true, or run.done_means: done (or pr)",
             )
+        which = executor or str(self.config.get("run.executor"))
+        ray_spec = None
+        if which == "ray":  # refused before a run exists (no remote, no worktrees, no Ray)
+            from ai_sdlc.workflow.ray_executor import ray_spec_for
+
+            ray_spec = ray_spec_for(self)
         with run_lock(self.store.ai_dir, MULTI_RUN_LOCK, what="a multi-story run of this project"):
             graph = self._graph()
             if resume or latest:
@@ -216,9 +222,8 @@ class Session:
                 "sleep": self.sleep,
                 "graph": graph,
             }
-            which = executor or str(self.config.get("run.executor"))
-            if which == "ray":
-                return self._run_on_ray(common, state.jobs, ray_address)
+            if ray_spec is not None:
+                return self._run_on_ray(common, state.jobs, ray_address, ray_spec)
             if state.jobs > 1:
                 return self._run_parallel(common, state.jobs)
             state.executor = "inline"
@@ -247,12 +252,14 @@ class Session:
         common["state"].executor = executor.name
         return ParallelRun(**common, executor=executor, jobs=jobs).execute()
 
-    def _run_on_ray(self, common: dict[str, Any], jobs: int, address: str | None) -> RunReport:
+    def _run_on_ray(
+        self, common: dict[str, Any], jobs: int, address: str | None, spec: Any
+    ) -> RunReport:
         """The same coordinator with its stories on a Ray cluster (see `ray_executor`)."""
         from ai_sdlc.workflow.ray_executor import ray_executor_for
         from ai_sdlc.workflow.scheduler import ParallelRun
 
-        executor = ray_executor_for(self, address)
+        executor = ray_executor_for(self, address, spec)
         common["state"].executor = executor.name
         return ParallelRun(**common, executor=executor, jobs=jobs).execute()
 

@@ -1,0 +1,148 @@
+"""Cluster runs: wall time of `run --auto --jobs N` on the local executor vs the Ray executor,
+measured in the same run, and the coordination overhead per phase on Ray.
+
+16 scripted stories in a real git project with a local bare repository as `origin`; every agent
+call sleeps 1 s (injected provider latency: `delay: 1` in `.ai-sdlc/scripted.yaml`);
+verification is `true`. The Ray run uses a local cluster this script starts
+(`ray.init(num_cpus=2)`), reached through `--ray-address` like a remote one: every state change
+travels to the coordinator and back, and every story's work through git (clone, push, fetch).
+
+Printed: both wall times and their ratio (the peer: the local executor with the same --jobs),
+and the coordination overhead, the time a story's worker waits on the coordinator (its
+questions and every ledger operation, Ray transport included) divided by the phases it ran.
+Target: <= 50 ms per phase (PASS/FAIL).
+
+    python bench/bench_cluster.py [--stories 16] [--delay 1] [--jobs 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+#: Coordination overhead per phase on the Ray executor, in seconds.
+TARGET_OVERHEAD = 0.050
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_DISABLE_IMPORT_WARNING": "1",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+}
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_project(home: Path, stories: int, delay: float) -> Path:
+    from ai_sdlc.store import StoryStore
+
+    root = home / "proj"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "README.md").write_text("# bench\n")
+    store = StoryStore(root)
+    store.init()
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    git(home, "init", "-q", "--bare", str(home / "origin.git"))
+    git(root, "remote", "add", "origin", str(home / "origin.git"))
+    git(root, "push", "-q", "-u", "origin", "main")
+    for n in range(stories):
+        store.add(f"Bench story {n + 1}")
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        "verify:\n  test: 'true'\nrun:\n  stop_conditions:\n    max_total_attempts: 10000\n"
+    )
+    (root / ".ai-sdlc" / "scripted.yaml").write_text(f"delay: {delay}\nrules: []\n")
+    return root
+
+
+def timed_run(root: Path, env: dict[str, str], *args: str) -> tuple[float, list[dict[str, Any]]]:
+    started = time.perf_counter()
+    argv = [sys.executable, "-m", "ai_sdlc", "--project", str(root), "run", "--auto", "--json"]
+    done = subprocess.run(
+        [*argv, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return elapsed, events
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stories", type=int, default=16)
+    parser.add_argument("--delay", type=float, default=1.0)
+    parser.add_argument("--jobs", type=int, default=4)
+    args = parser.parse_args()
+    os.environ.update(RAY_ENV)
+    import ray
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        gitconfig = home / "gitconfig"
+        gitconfig.write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
+        env.update(
+            AI_SDLC_PROVIDER="scripted",
+            NO_COLOR="1",
+            GIT_CONFIG_GLOBAL=str(gitconfig),
+            GIT_CONFIG_NOSYSTEM="1",
+            AI_SDLC_RUN__RAY__CACHE_DIR=str(home / "clones"),
+        )
+        os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
+        local_root = make_project(home / "local", args.stories, args.delay)
+        ray_root = make_project(home / "ray", args.stories, args.delay)
+        info = ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            _temp_dir=str(home / "ray-tmp"),
+        )
+        try:
+            address = str(info.address_info["gcs_address"])
+            jobs = ("--jobs", str(args.jobs))
+            local, _ = timed_run(local_root, env, *jobs, "--executor", "local")
+            on_ray, events = timed_run(
+                ray_root, env, *jobs, "--executor", "ray", "--ray-address", address
+            )
+        finally:
+            ray.shutdown()
+    reports = [e for e in events if e.get("event") == "coordination"]
+    phases = sum(int(e["phases"]) for e in reports)
+    waited = sum(float(e["seconds"]) for e in reports)
+    asks = sum(int(e["asks"]) for e in reports)
+    per_phase = waited / phases if phases else float("inf")
+    kinds: dict[str, float] = {}
+    for e in reports:
+        for kind, seconds in dict(e.get("by_kind") or {}).items():
+            kinds[kind] = kinds.get(kind, 0.0) + float(seconds)
+    verdict = "PASS" if per_phase <= TARGET_OVERHEAD and len(reports) == args.stories else "FAIL"
+    calls = args.stories * 5
+    print(
+        f"cluster runs: {args.stories} stories, {calls} agent calls of {args.delay:g} s each, "
+        f"--jobs {args.jobs}"
+    )
+    print(f"  local executor:    {local:7.2f} s")
+    print(f"  ray executor:      {on_ray:7.2f} s   (local Ray cluster, 2 CPUs, via --ray-address)")
+    print(f"  ratio ray/local:   {on_ray / local:7.3f}")
+    print(
+        f"  coordination:      {per_phase * 1000:7.1f} ms per phase ({phases} phases, {asks} "
+        f"round trips, {waited:.2f} s waited)  (target <= {TARGET_OVERHEAD * 1000:.0f} ms)  "
+        f"{verdict}"
+    )
+    split = ", ".join(f"{k} {v / max(phases, 1) * 1000:.1f}" for k, v in sorted(kinds.items()))
+    print(f"    by question (ms per phase): {split}")
+
+
+if __name__ == "__main__":
+    main()
