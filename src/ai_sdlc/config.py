@@ -18,7 +18,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -803,6 +803,19 @@ def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     return project is not None and wanted > project
 
 
+def _loosened(layer: Mapping[str, Any], base: Mapping[str, Any]) -> Iterator[tuple[str, Any, Any]]:
+    """(key, base value, layer value) of every guardrail `layer` sets looser than `base`."""
+    for dotted in GUARDRAILS:
+        parts = dotted.split(".")
+        try:
+            wanted = _get_path(layer, parts)
+        except KeyError:
+            continue
+        current = _get_path(base, parts)
+        if _looser(dotted, current, wanted):
+            yield dotted, current, wanted
+
+
 def _refuse_looser_guardrails(
     env: Mapping[str, Any],
     project: Mapping[str, Any],
@@ -815,15 +828,7 @@ def _refuse_looser_guardrails(
         for name in environ
         if name.startswith(ENV_PREFIX) and "__" in name
     }
-    for dotted in GUARDRAILS:
-        parts = dotted.split(".")
-        try:
-            wanted = _get_path(env, parts)
-        except KeyError:
-            continue
-        current = _get_path(project, parts)
-        if not _looser(dotted, current, wanted):
-            continue
+    for dotted, current, _wanted in _loosened(env, project):
         name = names.get(dotted, ENV_PREFIX + dotted.upper().replace(".", "__"))
         shown = "null" if current is None else str(current).lower()
         raise InvalidInputError(
@@ -891,21 +896,13 @@ def _refuse_user_loosening(user: Mapping[str, Any], project: Mapping[str, Any], 
     the default): a setting on one machine must not switch a reviewed guardrail off."""
     base = defaults()
     _deep_merge(base, project)
-    for dotted in GUARDRAILS:
-        parts = dotted.split(".")
-        try:
-            wanted = _get_path(user, parts)
-        except KeyError:
-            continue
-        current = _get_path(base, parts)
-        if not _looser(dotted, current, wanted):
-            continue
+    for dotted, current, wanted in _loosened(user, base):
         shown = "null" if current is None else str(current).lower()
         raise InvalidInputError(
             f"{dotted}: {_render(wanted)} would loosen a guardrail (this project's value is "
             f"{shown}); the user config may only make a guardrail stricter",
             path=str(path),
-            line=_line_of(_load_document(path), parts),
+            line=_line_of(_load_document(path), dotted.split(".")),
             hint=f"remove it from {path}, or set it in the project where it is reviewed: "
             f"`ai-sdlc config {dotted} <value>` (writes {CONFIG_RELPATH})",
         )
