@@ -17,6 +17,38 @@ from ai_sdlc.store import StoryStore
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON on stdout instead of human output.")
 ]
+#: The options `run` and `watch` share.
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        max=64,
+        help="Stories run at once in a multi-story run, each in a worker process "
+        "(default: run.jobs).",
+    ),
+]
+NoWorktreeOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-worktree",
+        help="Let agents work in the project folder itself (no worktree, branch, commits or "
+        "rollback; unsafe for unattended runs).",
+    ),
+]
+
+
+def checked_provider(name: str | None) -> str | None:
+    """`--provider` as given, once it names a known provider (UsageError, exit 2, otherwise)."""
+    from ai_sdlc.config import PROVIDER_CHOICES
+    from ai_sdlc.errors import UsageError
+
+    if name is not None and name.strip().lower() not in PROVIDER_CHOICES:
+        raise UsageError(
+            f"unknown provider '{name}'", hint="use one of " + ", ".join(PROVIDER_CHOICES)
+        )
+    return name
 
 
 def terminal(json_mode: bool = False) -> Terminal:

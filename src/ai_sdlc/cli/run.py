@@ -7,11 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import (
+    JobsOption,
+    JsonOption,
+    NoWorktreeOption,
+    checked_provider,
+    open_store,
+    terminal,
+)
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
 from ai_sdlc.cli.terminal import Terminal
-from ai_sdlc.config import PROVIDER_CHOICES
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.multirun import RunReport
@@ -55,25 +61,8 @@ def run(
         str | None,
         typer.Option("--provider", help="scripted, dry-run, openai, anthropic, claude, command."),
     ] = None,
-    no_worktree: Annotated[
-        bool,
-        typer.Option(
-            "--no-worktree",
-            help="Let agents work in the project folder itself (no worktree, branch, commits or "
-            "rollback; unsafe for unattended runs).",
-        ),
-    ] = False,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=1,
-            max=64,
-            help="Stories run at once in a multi-story run, each in a worker process "
-            "(default: run.jobs).",
-        ),
-    ] = None,
+    no_worktree: NoWorktreeOption = False,
+    jobs: JobsOption = None,
     epic: Annotated[
         str | None,
         typer.Option("--epic", help="Only the stories of this epic (implies --auto)."),
@@ -126,10 +115,7 @@ def run(
     )
     if resume is not None:
         check_run_id(resume)
-    if provider is not None and provider.strip().lower() not in PROVIDER_CHOICES:
-        raise UsageError(
-            f"unknown provider '{provider}'", hint="use one of " + ", ".join(PROVIDER_CHOICES)
-        )
+    checked_provider(provider)
     store = open_store(read_only=dry_run or provider == "dry-run")
     ids = [store.resolve(ref) for ref in refs]
 

@@ -11,11 +11,17 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import (
+    JobsOption,
+    JsonOption,
+    NoWorktreeOption,
+    checked_provider,
+    open_store,
+    terminal,
+)
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal
-from ai_sdlc.config import PROVIDER_CHOICES
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.workflow.multirun import RunReport
 from ai_sdlc.workflow.session import Session
@@ -42,30 +48,17 @@ def watch(
             metavar="SECONDS",
         ),
     ] = None,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs", "-j", min=1, max=64, help="Stories run at once (default: run.jobs)."
-        ),
-    ] = None,
+    jobs: JobsOption = None,
     provider: Annotated[
         str | None,
         typer.Option("--provider", help="scripted, openai, anthropic, claude, command."),
     ] = None,
-    no_worktree: Annotated[
-        bool,
-        typer.Option(
-            "--no-worktree", help="Let agents work in the project folder itself (unsafe)."
-        ),
-    ] = False,
+    no_worktree: NoWorktreeOption = False,
     json: JsonOption = False,
 ) -> None:
     """Run stories as they become ready: a foreground daemon, or once with --once."""
     out = terminal(json)
-    if provider is not None and provider.strip().lower() not in PROVIDER_CHOICES:
-        raise UsageError(
-            f"unknown provider '{provider}'", hint="use one of " + ", ".join(PROVIDER_CHOICES)
-        )
+    checked_provider(provider)
     if provider is not None and provider.strip().lower() == "dry-run":
         raise UsageError("watch runs stories; for a plan use 'ai-sdlc run --auto --dry-run'")
     store = open_store()
