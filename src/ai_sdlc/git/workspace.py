@@ -59,6 +59,8 @@ class GitWorkspace:
             )
         self.top = top
         #: The project folder's place inside the repository ("" when it is the top).
+        #: Story worktree tops already checked by `_own`, by folder.
+        self._tops: dict[Path, Path] = {}
         self.prefix = self.root.relative_to(top)
         self.worktrees_root = self.settings.worktrees_root(self.root).resolve()
 
@@ -252,10 +254,14 @@ class GitWorkspace:
 
     def _own(self, path: Path) -> Path:
         """The top of the story worktree holding `path`; refuses any other folder (above all
-        the user's own checkout) before anything is reset or cleaned."""
-        top = repo.toplevel(path)
-        if top is None or top == self.top or top.parent != self.worktrees_root:
-            raise GitError(f"{path} is not a story worktree under {self.worktrees_root}")
+        the user's own checkout) before anything is reset or cleaned. Asked of git once per
+        folder (a worktree's top does not move while it exists)."""
+        top = self._tops.get(path)
+        if top is None or not top.is_dir():
+            top = repo.toplevel(path)
+            if top is None or top == self.top or top.parent != self.worktrees_root:
+                raise GitError(f"{path} is not a story worktree under {self.worktrees_root}")
+            self._tops[path] = top
         return top
 
     def _shown(self, folder: Path) -> str:
