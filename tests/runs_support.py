@@ -97,7 +97,12 @@ def stop_or_explain(
             _, stderr = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _, stderr = proc.communicate()
+            try:
+                _, stderr = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                # Dead, but a process it started still holds its pipes open: say so, don't hang.
+                proc.wait()
+                stderr = "(no stderr: a process ai-sdlc started still holds its pipes open)"
         for pid in leftovers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

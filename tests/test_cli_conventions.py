@@ -101,7 +101,14 @@ def test_h_is_help_everywhere(project: Path) -> None:
 
 
 def test_shell_completion_script_and_answers(project: Path) -> None:
-    script = run_cli(project, "--show-completion", "bash")
+    # Typer detects the user's shell from the parent process (shellingham), which under
+    # pytest-xdist is Python: name the shell instead, the way typer's own tests do.
+    script = run_cli(
+        project,
+        "--show-completion",
+        "bash",
+        env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"},
+    )
     assert script.returncode == 0 and "_AI_SDLC_COMPLETE=complete_bash" in script.stdout
     env = {"_AI_SDLC_COMPLETE": "complete_bash", "COMP_WORDS": "ai-sdlc st", "COMP_CWORD": "1"}
     names = run_in(project, env=env)

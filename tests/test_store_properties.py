@@ -278,7 +278,7 @@ def project_with(root: Path, story_id: str) -> Any:
     return make_project(root, [story_id])
 
 
-@settings(max_examples=examples(150))
+@settings(max_examples=examples(60, fuzz_base=150))
 @given(story_id=st.sampled_from(STORY_IDS), ops=st.lists(edit, min_size=1, max_size=5))
 def test_random_edits_reparse_and_leave_other_lines_identical(
     story_id: str, ops: list[tuple[Any, ...]]
@@ -364,7 +364,7 @@ def assert_loaders_agree(text: str) -> None:
     assert strict_equal(fast, ruamel_plain(text)), text
 
 
-@settings(max_examples=examples(100))
+@settings(max_examples=examples(50, fuzz_base=100))
 @given(
     value=st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True), values),
     flow=st.sampled_from([False, True, None]),
