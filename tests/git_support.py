@@ -82,3 +82,22 @@ def checkout_snapshot(root: Path) -> dict[str, str]:
             path = Path(dirpath) / name
             snap[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return snap
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """A project with a first commit and a bare `origin`."""
+    return make_repo(tmp_path)
+
+
+@pytest.fixture
+def gh_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in `gh` on PATH; returns the file it logs every call to."""
+    from tests.fakes.gh_support import install_gh
+
+    bin_dir = tmp_path / "bin"
+    install_gh(bin_dir)
+    log = tmp_path / "gh.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GH_LOG", str(log))
+    return log

@@ -4,7 +4,6 @@ real git repository with a local bare `origin` and the stand-in `gh` on PATH."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -15,27 +14,12 @@ import pytest
 from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.store import StoryStore
 from tests.conftest import run_cli
-from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import Repo, checkout_snapshot, git, git_env, make_repo
+from tests.fakes.gh_support import gh_calls
+from tests.git_support import Repo, checkout_snapshot, gh_log, git, git_env, repo
 
-__all__ = ["git_env"]
+__all__ = ["gh_log", "git_env", "repo"]
 
 pytestmark = pytest.mark.usefixtures("git_env")
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Repo:
-    return make_repo(tmp_path)
-
-
-@pytest.fixture
-def gh_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    install_gh(bin_dir)
-    log = tmp_path / "gh.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_GH_LOG", str(log))
-    return log
 
 
 def work_on(repo: Repo, title: str, files: dict[str, str], *, commit: bool) -> tuple[str, Path]:

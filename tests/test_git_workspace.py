@@ -3,7 +3,6 @@ on PATH. Nothing of ours is mocked."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,27 +16,12 @@ from ai_sdlc.git.workspace import GitWorkspace, PublishError, select_workspace
 from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
 from ai_sdlc.workflow.workspace import InPlace
-from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import Repo, checkout_snapshot, git, git_env, make_repo
+from tests.fakes.gh_support import gh_calls
+from tests.git_support import Repo, checkout_snapshot, gh_log, git, git_env, make_repo, repo
 
-__all__ = ["git_env"]
+__all__ = ["gh_log", "git_env", "repo"]
 
 pytestmark = pytest.mark.usefixtures("git_env")
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Repo:
-    return make_repo(tmp_path)
-
-
-@pytest.fixture
-def gh_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    install_gh(bin_dir)
-    log = tmp_path / "gh.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_GH_LOG", str(log))
-    return log
 
 
 def story_of(repo: Repo, story_id: str) -> Any:
