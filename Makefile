@@ -5,6 +5,10 @@ BIN    := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
+# Tests and benchmarks start real `ai-sdlc` processes; without bytecode caches each one compiles
+# every module again (about 0.25 s of CPU). Some machines set this variable globally.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo test verify lint format bench fuzz clean
 
 $(BIN)/python:

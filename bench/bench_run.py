@@ -76,6 +76,7 @@ def cli_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
         env.pop(key, None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed tool has its bytecode compiled
     env.update(GIT_ENV)
     env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
     return env

@@ -54,6 +54,8 @@ def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
     for key in _SCRUBBED:
         full_env.pop(key, None)
+    # A real process started by a test reuses the bytecode caches (some machines disable them).
+    full_env.pop("PYTHONDONTWRITEBYTECODE", None)
     full_env["NO_COLOR"] = "1"
     full_env["AI_SDLC_PROVIDER"] = "scripted"
     # Never the developer's own user config (~/.config/ai-sdlc): an empty folder of our own.
