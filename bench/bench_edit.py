@@ -26,9 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from filelock import FileLock
-
 from ai_sdlc import fsutil
+from ai_sdlc.locks import SidecarLock
 from ai_sdlc.store import StoryStore, roundtrip, storyfile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +78,7 @@ def main() -> int:
                 story.frontmatter["status"] = "in-progress" if i % 2 else "ready"
 
         def io_floor(_: int) -> None:
-            with FileLock(str(store.locks_dir / f"{STORY}.lock")):
+            with SidecarLock(store.locks_dir / f"{STORY}.lock"):
                 data = path.read_bytes()
                 fsutil.atomic_write_bytes(path, data)
 

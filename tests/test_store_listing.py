@@ -162,7 +162,7 @@ def _probe(root: Path) -> dict[str, bool]:
     code = (
         "import sys, json; from pathlib import Path; from ai_sdlc.store import StoryStore;"
         f"StoryStore(Path({str(root)!r})).list();"
-        "print(json.dumps({m: m in sys.modules for m in ('ruamel.yaml', 'yaml', 'filelock')}))"
+        "print(json.dumps({m: m in sys.modules for m in ('ruamel.yaml', 'yaml', 'ai_sdlc.locks')}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return dict(json.loads(out.stdout))
@@ -171,9 +171,9 @@ def _probe(root: Path) -> dict[str, bool]:
 def test_listing_keeps_heavy_imports_out(tmp_path: Path) -> None:
     make_project(tmp_path, [i for i in FIXTURE_IDS if i != "S-0033"])
     cold = _probe(tmp_path)
-    assert cold == {"ruamel.yaml": False, "yaml": True, "filelock": False}
+    assert cold == {"ruamel.yaml": False, "yaml": True, "ai_sdlc.locks": False}
     warm = _probe(tmp_path)
-    assert warm == {"ruamel.yaml": False, "yaml": False, "filelock": False}
+    assert warm == {"ruamel.yaml": False, "yaml": False, "ai_sdlc.locks": False}
 
 
 def test_recursive_alias_is_refused_by_both_loaders(tmp_path: Path) -> None:

@@ -967,10 +967,10 @@ def get_value(root: Path, dotted: str) -> Any:
 def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
     """Set one dotted key in the project's config.yaml (or, with `user`, the user's), keeping
     every comment; validated before writing, and never a secret."""
-    from filelock import FileLock
     from ruamel.yaml.comments import CommentedMap
 
     from ai_sdlc.fsutil import atomic_write_text
+    from ai_sdlc.locks import SidecarLock
 
     parts = [p for p in dotted.split(".") if p]
     if not parts or any(not p.replace("_", "").replace("-", "").isalnum() for p in parts):
@@ -988,7 +988,7 @@ def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_dir = path.parent if user else root / ".ai-sdlc" / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(lock_dir / "config.yaml.lock")):
+    with SidecarLock(lock_dir / "config.yaml.lock"):
         current = _read_text(path)
         text = (DEFAULT_CONFIG_TEXT if not user else "") if current is None else current
         doc = _parse_document(text, path)

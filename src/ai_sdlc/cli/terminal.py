@@ -17,12 +17,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
-
-from rich.console import Console
-from rich.markup import escape
+from typing import IO, TYPE_CHECKING, Any
 
 from ai_sdlc.secrets import redact
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 
@@ -54,21 +54,35 @@ class Terminal:
         self.json_mode = json_mode
         self.verbosity = verbosity
         self._stdout = stdout if stdout is not None else sys.stdout
-        err = stderr if stderr is not None else sys.stderr
-        no_color = bool(os.environ.get("NO_COLOR"))
-        self.is_tty = err.isatty()
-        self.console = Console(
-            file=err,
-            highlight=False,
-            no_color=no_color,
-            force_terminal=None if self.is_tty else False,
-            soft_wrap=not self.is_tty,
-            emoji=False,
-        )
+        self._stderr = stderr if stderr is not None else sys.stderr
+        self.is_tty = self._stderr.isatty()
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """rich, made on first need: plain lines to a pipe or file never import it (~17 ms)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(
+                file=self._stderr,
+                highlight=False,
+                no_color=bool(os.environ.get("NO_COLOR")),
+                force_terminal=None if self.is_tty else False,
+                soft_wrap=not self.is_tty,
+                emoji=False,
+            )
+        return self._console
 
     # --- human output (stderr) ---------------------------------------------------------
     def line(self, text: str = "", *, style: str | None = None) -> None:
-        if style and self.is_tty:
+        if not self.is_tty:  # a pipe or a file: the text as it is, one line
+            self._stderr.write(text + "\n")
+            self._stderr.flush()
+            return
+        from rich.markup import escape
+
+        if style:
             self.console.print(escape(text), style=style)
         else:
             self.console.print(escape(text))
@@ -144,6 +158,8 @@ class Terminal:
         if self.quiet:
             yield
         elif self.is_tty and not self.json_mode:
+            from rich.markup import escape
+
             with self.console.status(escape(text)):
                 yield
         else:

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import TRANSIENT_KINDS, Phase, ProviderRequest
 from ai_sdlc.providers.decision import REFINE_DECISIONS, REVIEW_DECISIONS
@@ -97,6 +94,10 @@ def load_rules(path: Path) -> RuleSet:
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
+    # ruamel (~10 ms to import) only when a project has a rules file
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     yaml = YAML(typ="rt")
     try:
         return yaml.load(text)

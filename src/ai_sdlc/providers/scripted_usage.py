@@ -1,7 +1,7 @@
 """Served counts of scripted rules with `times`, persisted across `ai-sdlc` processes.
 
 Tests drive the CLI once per step, so "serve this fault twice, then answer" must be counted on
-disk: `<project>/.ai-sdlc/state/scripted-usage.json`, read-modify-written under a filelock
+disk: `<project>/.ai-sdlc/state/scripted-usage.json`, read-modify-written under a sidecar lock
 sidecar and replaced atomically. Counts are keyed by the rules file's hash, so editing the rules
 starts afresh.
 """
@@ -12,10 +12,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
+from ai_sdlc.locks import LockTimeout, SidecarLock
 from ai_sdlc.providers.base import ProviderError, ProviderRequest
 from ai_sdlc.providers.scripted_rules import Rule
 
@@ -40,7 +39,7 @@ class ServedCounts:
             return candidates[0]
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with FileLock(str(self._lock_path), timeout=LOCK_TIMEOUT_SECONDS):
+            with SidecarLock(self._lock_path, timeout=LOCK_TIMEOUT_SECONDS):
                 served = self._read()
                 for rule in candidates:
                     if rule.times is None:
@@ -50,7 +49,7 @@ class ServedCounts:
                         served[key] = served.get(key, 0) + 1
                         self._write(served)
                         return rule
-        except Timeout as exc:
+        except LockTimeout as exc:
             raise ProviderError(
                 f"waited {LOCK_TIMEOUT_SECONDS:.0f}s for {self._lock_path}",
                 hint="another ai-sdlc process holds it; if none runs, delete the .lock file",

@@ -8,7 +8,6 @@ exceptions), and the standard library's timeouts and connection errors. Provider
 
 from __future__ import annotations
 
-import email.utils
 import math
 import subprocess
 import time
@@ -189,6 +188,8 @@ def retry_after_from_headers(headers: Any, *, now: Callable[[], float] = time.ti
     seconds = _parse_seconds(raw)
     if seconds is not None:
         return seconds
+    import email.utils  # an HTTP date is rare; the module costs ~4 ms of start-up
+
     try:
         when = email.utils.parsedate_to_datetime(raw.strip())
     except (TypeError, ValueError, IndexError):

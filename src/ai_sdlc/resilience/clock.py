@@ -6,8 +6,6 @@ sequence that would take minutes runs in microseconds with exact, inspectable de
 
 from __future__ import annotations
 
-import asyncio
-
 
 class ManualClock:
     def __init__(self, start: float = 0.0) -> None:
@@ -26,5 +24,7 @@ class ManualClock:
         self.now += seconds
 
     async def async_sleep(self, seconds: float) -> None:
+        import asyncio
+
         self.sleep(seconds)
         await asyncio.sleep(0)

@@ -1,6 +1,6 @@
 """Breaker state and metrics in `<project>/.ai-sdlc/state/`, shared by every ai-sdlc process.
 
-JSON files written atomically, read-modify-write under a `filelock` sidecar (`<file>.lock`).
+JSON files written atomically, read-modify-write under a sidecar lock (`<file>.lock`).
 Breaker state is loaded at the start of an operation (a `stat` when nothing changed) and saved
 on each state change, so separate processes see each other's open breakers and a restart does
 not close one. Timestamps on disk are wall-clock epochs; the in-process breaker keeps its own
@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from filelock import FileLock, Timeout
-
 from ai_sdlc.errors import BusyError, InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
+from ai_sdlc.locks import LockTimeout, SidecarLock
 from ai_sdlc.resilience.breaker import BreakerSnapshot, CircuitBreaker, CircuitState
 from ai_sdlc.resilience.errors import StateError
 from ai_sdlc.resilience.metrics import merge_counts
@@ -100,12 +99,12 @@ class StateDir:
     @contextmanager
     def locked(self, name: str) -> Iterator[None]:
         """Hold the file's lock (threads and processes) across a read-modify-write."""
-        lock = FileLock(str(self.file(name)) + ".lock", timeout=LOCK_TIMEOUT)
+        lock = SidecarLock(str(self.file(name)) + ".lock", timeout=LOCK_TIMEOUT)
         with self._thread_lock:
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
                 lock.acquire()
-            except Timeout as exc:  # a TimeoutError, so an OSError: catch it first
+            except LockTimeout as exc:  # a TimeoutError, so an OSError: catch it first
                 raise BusyError(
                     f"{self.file(name)} stayed locked for {LOCK_TIMEOUT:g} s",
                     hint="another ai-sdlc process holds it; retry when it is done",

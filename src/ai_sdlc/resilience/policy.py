@@ -8,7 +8,6 @@ metrics and, when a project root is given, flushes metrics to `.ai-sdlc/state/`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import threading
@@ -42,6 +41,7 @@ from ai_sdlc.resilience.retry import (
     RetryEngine,
     RetryHook,
     RetryResult,
+    real_async_sleep,
 )
 
 T = TypeVar("T")
@@ -75,7 +75,7 @@ class PolicyManager:
         budget: RetryBudget | bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = real_async_sleep,
         rand: RandomSource = random.random,
         wall_clock: Callable[[], float] = time.time,
         auto_flush: bool = True,

@@ -7,7 +7,6 @@ the `RetryResult`. Clock, sleep and random source are injected so tests are exac
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import random
 import threading
@@ -130,6 +129,14 @@ class _Decision(NamedTuple):
     reason: str
 
 
+async def real_async_sleep(seconds: float) -> None:
+    """`asyncio.sleep`, imported when first awaited: most commands never touch asyncio, and
+    importing it costs ~12 ms of start-up."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
 class RetryEngine:
     """Runs calls under one `RetryConfig`; reusable and thread-safe."""
 
@@ -139,7 +146,7 @@ class RetryEngine:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = real_async_sleep,
         rand: RandomSource = random.random,
         budget: RetryBudget | None = None,
     ) -> None:
@@ -335,6 +342,8 @@ def _call_in_thread(fn: Callable[[], T], timeout: float) -> T:
 
 
 async def _await_with_timeout(fn: Callable[[], Awaitable[T]], timeout: float) -> T:
+    import asyncio
+
     scope = asyncio.timeout(timeout)
     try:
         async with scope:

@@ -25,7 +25,7 @@ from ai_sdlc.store.cache import Stamp, StoryCache, stamp_of
 from ai_sdlc.store.story import Story, StoryScan
 
 if TYPE_CHECKING:
-    from filelock import FileLock
+    from ai_sdlc.locks import SidecarLock
 
 AI_DIR = ".ai-sdlc"
 STORIES = "stories"
@@ -226,11 +226,13 @@ class StoryStore:
     # -- reading ---------------------------------------------------------------------------------
 
     def get(self, story_id: str) -> Story:
-        """Full round-trip parse + validation of one story."""
-        from ai_sdlc.store import loading
+        """Full parse + validation of one story: the reader `edit` uses (libyaml's C parser for
+        the usual files, ruamel's round-trip for the rest), so the errors are the same and a
+        run never imports ruamel for ordinary files."""
+        from ai_sdlc.store import editing, loading
 
         path = self.story_path(story_id)
-        loaded = loading.load_roundtrip(path, path.parent.name, loading.read(path))
+        loaded = editing.load(path, path.parent.name, loading.read(path))
         return Story(path.parent.name, path, loaded.data, body=loaded.text.body)
 
     def list(self) -> list[Story]:
@@ -290,21 +292,21 @@ class StoryStore:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def _lock(self, name: str) -> FileLock:
-        from filelock import FileLock
+    def _lock(self, name: str) -> SidecarLock:
+        from ai_sdlc.locks import SidecarLock
 
         self.ensure_ignored()
         self.locks_dir.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.locks_dir / f"{name}.lock"), timeout=self.lock_timeout)
+        return SidecarLock(self.locks_dir / f"{name}.lock", timeout=self.lock_timeout)
 
     @contextmanager
     def _locked(self, name: str, what: str) -> Iterator[None]:
-        from filelock import Timeout
+        from ai_sdlc.locks import LockTimeout
 
         lock = self._lock(name)
         try:
             lock.acquire()
-        except Timeout:
+        except LockTimeout:
             raise BusyError(
                 f"{what} is locked by another ai-sdlc process (waited {self.lock_timeout:g}s)",
                 hint="wait for the other command to finish, then retry",

@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +90,10 @@ class Notifier:
         return NotifyResult(name, True, "sent")
 
     def _post(self, url: str, body: bytes) -> NotifyResult:
+        import urllib.error  # only a run with a webhook pays for urllib.request (~5 ms)
+        import urllib.parse
+        import urllib.request
+
         parts = urllib.parse.urlsplit(url)
         name = f"webhook {parts.scheme}://{parts.hostname or ''}"
         if parts.scheme not in ("http", "https"):

@@ -1,6 +1,6 @@
 """One `run` per story at a time, across processes.
 
-An OS-level lock (flock via filelock) on a sidecar file: the kernel releases it when the holder
+An OS-level lock (flock, `ai_sdlc.locks`) on a sidecar file: the kernel releases it when the holder
 dies, so a crashed or SIGKILLed run never leaves a story stuck. The holder's pid is kept next
 to it only to make the refusal message useful.
 """
@@ -12,9 +12,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from ai_sdlc.errors import BusyError
+from ai_sdlc.locks import LockTimeout, SidecarLock
 
 
 def _lock_dir(ai_dir: Path) -> Path:
@@ -27,11 +26,11 @@ def _lock_dir(ai_dir: Path) -> Path:
 def run_lock(ai_dir: Path, name: str, *, what: str) -> Iterator[None]:
     """Hold the run lock `name` (e.g. a story id) or raise BusyError at once."""
     folder = _lock_dir(ai_dir)
-    lock = FileLock(str(folder / f"run-{name}.lock"), timeout=0)
+    lock = SidecarLock(folder / f"run-{name}.lock", timeout=0)
     pid_file = folder / f"run-{name}.pid"
     try:
         lock.acquire()
-    except Timeout:
+    except LockTimeout:
         holder = ""
         with contextlib.suppress(OSError, ValueError):
             holder = f" (pid {int(pid_file.read_text().strip())})"
