@@ -7,10 +7,11 @@ the meaningful lines (assertion messages, file:line) are kept verbatim.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI_SOURCE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
 
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
@@ -24,42 +25,45 @@ _UNITS = (
 
 #: (pattern, replacement), applied in order: the wider shapes first (a timestamp before its
 #: date and time parts, a temp path before the tmpXXXX names inside it).
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+_RULE_SOURCES: tuple[tuple[str, str], ...] = (
     (
-        re.compile(
-            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
-        ),
+        r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
         "<TIMESTAMP>",
     ),
-    (re.compile(r"\b\d{4}[-/]\d{2}[-/]\d{2}\b"), "<DATE>"),
-    (re.compile(rf"\b(?:{_WEEKDAY},?\s+)?{_MONTH}\s+\d{{1,2}}\b(?:,?\s+\d{{4}}\b)?"), "<DATE>"),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<TIME>"),
+    (r"\b\d{4}[-/]\d{2}[-/]\d{2}\b", "<DATE>"),
+    (rf"\b(?:{_WEEKDAY},?\s+)?{_MONTH}\s+\d{{1,2}}\b(?:,?\s+\d{{4}}\b)?", "<DATE>"),
+    (r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<TIME>"),
     (
-        re.compile(
-            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-        ),
+        r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
         "<UUID>",
     ),
-    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x<ADDR>"),
-    (re.compile(r"pytest-of-[^/\\\s]+"), "pytest-of-<USER>"),
-    (re.compile(r"\bpytest-\d+\b"), "pytest-<N>"),
-    (re.compile(r"\bpopen-gw\d+\b"), "popen-gw<N>"),
+    (r"\b0x[0-9a-fA-F]{6,}\b", "0x<ADDR>"),
+    (r"pytest-of-[^/\\\s]+", "pytest-of-<USER>"),
+    (r"\bpytest-\d+\b", "pytest-<N>"),
+    (r"\bpopen-gw\d+\b", "popen-gw<N>"),
     # The first folder below a temp root is almost always random (mkdtemp, pytest-of-<user>).
     (
-        re.compile(r"(?<![\w./-])(?:/private)?/var/folders/[^/\s]+/[^/\s]+/T/[^/\s:'\"()\[\],]+"),
+        r"(?<![\w./-])(?:/private)?/var/folders/[^/\s]+/[^/\s]+/T/[^/\s:'\"()\[\],]+",
         "<TMP>",
     ),
-    (re.compile(r"(?<![\w./-])(?:/private)?(?:/var)?/tmp/[^/\s:'\"()\[\],]+"), "<TMP>"),
-    (re.compile(r"\btmp[a-z0-9_]{8}(?![a-z0-9_])"), "tmp<X>"),
-    (re.compile(r"(?i)\b(pid|process|thread)(\s*[=:#]?\s*)\d+"), r"\1\2<PID>"),
-    (re.compile(r"(?m)^(\S+?)\[\d+\]:"), r"\1[<PID>]:"),
-    (re.compile(r"(?i)\b(seed\s*[=:(]?\s*)\d+"), r"\1<SEED>"),
-    (re.compile(rf"(?<![\w.])\d+(?:\.\d+)?\s?{_UNITS}(?![\w])"), "<DURATION>"),
+    (r"(?<![\w./-])(?:/private)?(?:/var)?/tmp/[^/\s:'\"()\[\],]+", "<TMP>"),
+    (r"\btmp[a-z0-9_]{8}(?![a-z0-9_])", "tmp<X>"),
+    (r"(?i)\b(pid|process|thread)(\s*[=:#]?\s*)\d+", r"\1\2<PID>"),
+    (r"(?m)^(\S+?)\[\d+\]:", r"\1[<PID>]:"),
+    (r"(?i)\b(seed\s*[=:(]?\s*)\d+", r"\1<SEED>"),
+    (rf"(?<![\w.])\d+(?:\.\d+)?\s?{_UNITS}(?![\w])", "<DURATION>"),
 )
 
 
+@functools.cache
+def _rules() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Compiled on first use: only a failed verification needs them (compiling costs ~10 ms
+    of every command's start-up)."""
+    return tuple((re.compile(source), replacement) for source, replacement in _RULE_SOURCES)
+
+
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    return re.sub(_ANSI_SOURCE, "", text)
 
 
 def _clean_lines(text: str) -> list[str]:
@@ -79,7 +83,7 @@ def _clean_lines(text: str) -> list[str]:
 def normalise_failure(text: str) -> str:
     """`text` with run-to-run noise replaced by placeholders (stable across identical failures)."""
     normalised = "\n".join(_clean_lines(text))
-    for pattern, replacement in _RULES:
+    for pattern, replacement in _rules():
         normalised = pattern.sub(replacement, normalised)
     return normalised
 
