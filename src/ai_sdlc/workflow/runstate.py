@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import re
 import secrets
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,12 @@ class RunState:
         return next((s for s in self.stories if s.story_id == story_id), None)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The state as JSON-ready data. Saved after every event of a run, so it is built
+        without `asdict`'s deep copies (the phase records are plain data already)."""
+        data = _shallow(self)
+        data["stories"] = [_shallow(s) for s in self.stories]
+        data["counters"] = _shallow(self.counters)
+        data["stop_reason"] = _shallow(self.stop_reason) if self.stop_reason else None
         return {"format": FORMAT, **data}
 
     @classmethod
@@ -149,6 +154,14 @@ class RunState:
         for key in ("stories", "counters", "stop_reason"):
             plain.pop(key, None)
         return cls(**plain, stories=stories, counters=counters, stop_reason=stop)
+
+
+def _shallow(obj: Any) -> dict[str, Any]:
+    return {f.name: _copied(getattr(obj, f.name)) for f in fields(obj)}
+
+
+def _copied(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
 
 
 def _known(kind: Any, data: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +203,9 @@ class RunRepository:
     def save(self, state: RunState, *, now: dt.datetime | None = None) -> None:
         if now is not None:
             state.updated_at = iso(now)
-        text = json.dumps(state.to_json(), indent=2, ensure_ascii=False, default=str) + "\n"
+        # No indent: json's C encoder (the indented one is pure Python, and a long run's state
+        # is saved after every event); `runs show` is the way to read it.
+        text = json.dumps(state.to_json(), ensure_ascii=False, default=str) + "\n"
         atomic_write_text(self.folder(state.run_id) / STATE_FILE, redact(text))
 
     def load(self, run_id: str) -> RunState:
