@@ -4,13 +4,18 @@ Each story branch has a checkpoint ref (`refs/ai-sdlc/checkpoints/<story id>`): 
 current attempt started from. A passing attempt becomes one commit on top of it (commits the
 agent made itself are folded in, so the staging rules apply to all of its work); a failing one is
 saved as a binary-safe patch against it and the worktree is put back to it.
+
+The functions take the checkpoint as `base` when the caller knows it (the workspace keeps the
+value it last wrote or read, so a run does not re-read the ref after every phase), and read the
+ref otherwise. HEAD is always read fresh (from the same `git status` call as the changes): the
+agents run git themselves and may commit.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,31 +43,45 @@ def head(top: Path) -> str:
     return git(top, "rev-parse", "HEAD").stdout.strip()
 
 
-def checkpoint(top: Path, story_id: str) -> str:
-    """The commit the current attempt started from (HEAD when no checkpoint was recorded)."""
+def recorded_checkpoint(top: Path, story_id: str) -> str | None:
     done = git(top, "rev-parse", "--verify", "--quiet", checkpoint_ref(story_id), check=False)
-    return done.stdout.strip() if done.ok and done.stdout.strip() else head(top)
+    return done.stdout.strip() if done.ok and done.stdout.strip() else None
+
+
+def checkpoint(top: Path, story_id: str, base: str | None = None) -> str:
+    """The commit the current attempt started from: `base` when the caller knows it, else the
+    recorded ref (HEAD when no checkpoint was recorded)."""
+    return base or recorded_checkpoint(top, story_id) or head(top)
 
 
 def set_checkpoint(top: Path, story_id: str, commit: str) -> None:
     git(top, "update-ref", checkpoint_ref(story_id), commit)
 
 
-def adopt_head(top: Path, story_id: str) -> None:
+def adopt_head(
+    top: Path,
+    story_id: str,
+    *,
+    known: tuple[str, str | None] | None = None,
+    dirty: bool | None = None,
+) -> str:
     """Move the checkpoint to HEAD when the worktree is clean and HEAD descends from it (commits
-    a human added to the branch between runs are kept, never rolled back)."""
-    current = head(top)
-    done = git(top, "rev-parse", "--verify", "--quiet", checkpoint_ref(story_id), check=False)
-    recorded = done.stdout.strip()
+    a human added to the branch between runs are kept, never rolled back); the checkpoint in
+    force afterwards. `known`: (HEAD, the recorded checkpoint or None) when the caller has just
+    read them; `dirty`: whether the worktree has changes, when known."""
+    current, recorded = (
+        known if known is not None else (head(top), recorded_checkpoint(top, story_id))
+    )
     if recorded == current:
-        return
+        return current
     if recorded:
-        if staging.status(top):
-            return
+        if dirty if dirty is not None else staging.status(top):
+            return recorded
         descends = git(top, "merge-base", "--is-ancestor", recorded, current, check=False).ok
         if not descends:
-            return
+            return recorded
     set_checkpoint(top, story_id, current)
+    return current
 
 
 def commit_message(story: Any, attempt: int) -> str:
@@ -81,21 +100,35 @@ def commit_message(story: Any, attempt: int) -> str:
     return f"feat({story.id}): {title}\n\n" + "\n".join(trailers) + "\n"
 
 
-def commit_attempt(top: Path, story: Any, attempt: int) -> str | None:
+def commit_attempt(
+    top: Path,
+    story: Any,
+    attempt: int,
+    *,
+    base: str | None = None,
+    identity: Callable[[Path], Mapping[str, str]] | None = None,
+) -> str | None:
     """Commit the attempt's committable changes on the story branch; the new sha, or None when
-    there was nothing to commit. Raises `SecretsInWorkError` before staging anything."""
-    base = checkpoint(top, story.id)
-    if head(top) != base:
+    there was nothing to commit. Raises `SecretsInWorkError` before staging anything.
+    `base`: the checkpoint when known; `identity`: what gives the environment for the commit
+    (`_identity`, asked only when there is something to commit)."""
+    base = checkpoint(top, story.id, base)
+    snap = staging.snapshot(top)
+    if snap.head != base:
         git(top, "reset", "--mixed", "--quiet", base)  # fold the agent's own commits in
-    changes = staging.status(top)
+        snap = staging.snapshot(top)
+    changes = snap.changes
     paths = staging.committable(changes)
     if not paths:
         return None
     staging.refuse_secrets(top, changes, paths)
     staging.stage(top, paths)
-    if git(top, "diff", "--cached", "--quiet", check=False).ok:
+    if (
+        not _index_differs(changes, paths)
+        and git(top, "diff", "--cached", "--quiet", check=False).ok
+    ):
         return None
-    env = _identity(top)
+    env = dict((identity or _identity)(top))
     git(
         top,
         "-c",
@@ -112,9 +145,28 @@ def commit_attempt(top: Path, story: Any, attempt: int) -> str | None:
     return sha
 
 
+def _index_differs(changes: list[staging.Change], paths: list[str]) -> bool:
+    """True when staging `paths` certainly leaves the index different from HEAD, so asking
+    `git diff --cached` is needless: an untracked file, or a path with nothing staged (the index
+    equals HEAD there) whose work-tree file git reports changed or deleted. A path the agent
+    staged itself may end up staged back to HEAD's content: then git is asked."""
+    wanted = set(paths)
+    return any(
+        c.path in wanted
+        and not c.submodule
+        and (c.untracked or (c.xy[0] == " " and c.xy[1] in "MDT"))
+        for c in changes
+    )
+
+
 def _identity(top: Path) -> dict[str, str]:
     """Our name and e-mail only when the user has none configured (a commit would fail)."""
-    if git(top, "config", "user.email", check=False).stdout.strip():
+    return identity_env(git(top, "config", "user.email", check=False).stdout.strip())
+
+
+def identity_env(user_email: str) -> dict[str, str]:
+    """The environment a commit needs given the configured `user.email` ("" when none)."""
+    if user_email:
         return {}
     return {k: v for k, v in FALLBACK_IDENTITY.items() if k not in os.environ}
 
@@ -125,14 +177,14 @@ class FailedDiff:
     summary: str
 
 
-def capture(top: Path, story_id: str) -> FailedDiff | None:
+def capture(top: Path, story_id: str, *, base: str | None = None) -> FailedDiff | None:
     """The worktree's changes since the checkpoint (untracked non-ignored files included) as a
     `git apply`-able binary patch; None when nothing changed. Secret-looking files are left out
     (and named in the summary) and the text is redacted: the patch is written to disk."""
-    base = checkpoint(top, story_id)
-    changes = staging.status(top)
-    paths = staging.committable(changes)
-    if not paths and head(top) == base:
+    base = checkpoint(top, story_id, base)
+    snap = staging.snapshot(top)
+    paths = staging.committable(snap.changes)
+    if not paths and snap.head == base:
         return None
     secrets = staging.secret_findings(top, [p for p in paths if (top / p).exists()])
     with tempfile.TemporaryDirectory(prefix="ai-sdlc-index-") as tmp:
@@ -169,11 +221,13 @@ def summarise(numstat_z: str) -> str:
     return f"{n} file{'s' if n != 1 else ''} changed: {shown}{more}"
 
 
-def rollback(top: Path, story_id: str, paths: list[str] | None = None) -> None:
+def rollback(
+    top: Path, story_id: str, paths: list[str] | None = None, *, base: str | None = None
+) -> None:
     """Put the worktree back to the checkpoint: tracked files reset, untracked non-ignored
     files removed (only `paths` when given). Ignored files (build output, caches) and `.ai-sdlc/`
     are left alone."""
-    git(top, "reset", "--hard", "--quiet", checkpoint(top, story_id))
+    git(top, "reset", "--hard", "--quiet", checkpoint(top, story_id, base))
     spec: tuple[str, ...] = staging.EXCLUDE_STATE
     if paths is not None:
         if not paths:
@@ -182,9 +236,10 @@ def rollback(top: Path, story_id: str, paths: list[str] | None = None) -> None:
     git(top, "clean", "-f", "-d", "--quiet", "--", *spec)
 
 
-def violations(top: Path, story_id: str) -> list[str]:
+def violations(top: Path, story_id: str, *, base: str | None = None) -> list[str]:
     """Paths a read-only phase changed (scratch files ignored), and `HEAD` if it committed."""
-    found = [p for p in staging.committable(staging.status(top))]
-    if head(top) != checkpoint(top, story_id):
+    snap = staging.snapshot(top)
+    found = staging.committable(snap.changes)
+    if snap.head != checkpoint(top, story_id, base):
         found.append("HEAD (a commit was made)")
     return found

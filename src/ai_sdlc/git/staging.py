@@ -55,6 +55,8 @@ class Change:
     path: str
     #: The source of a rename or copy.
     orig: str | None = None
+    #: A submodule (its content may change without its recorded commit changing).
+    submodule: bool = False
 
     @property
     def untracked(self) -> bool:
@@ -81,31 +83,70 @@ class SecretsInWorkError(AiSdlcError):
         )
 
 
-def status(top: Path, *, include_state: bool = False) -> list[Change]:
-    """Changed, deleted and untracked (non-ignored) paths of the working tree at `top`."""
+@dataclass(frozen=True)
+class Snapshot:
+    """One `git status` of a work tree: its HEAD commit and its changes."""
+
+    #: HEAD's sha, or None before the first commit.
+    head: str | None
+    changes: list[Change]
+
+
+def snapshot(top: Path, *, include_state: bool = False) -> Snapshot:
+    """HEAD and the changed, deleted and untracked (non-ignored) paths of the working tree at
+    `top`, in one `git status` (porcelain v2 reports HEAD's sha too: no `rev-parse HEAD`)."""
     spec = () if include_state else EXCLUDE_STATE
     done = git(
-        top, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *spec
+        top,
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "--no-ahead-behind",  # only HEAD's sha is wanted: no walk to the upstream
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        *spec,
     )
-    return parse_porcelain(done.stdout)
+    return parse_porcelain_v2(done.stdout)
 
 
-def parse_porcelain(text: str) -> list[Change]:
+def status(top: Path, *, include_state: bool = False) -> list[Change]:
+    """Changed, deleted and untracked (non-ignored) paths of the working tree at `top`."""
+    return snapshot(top, include_state=include_state).changes
+
+
+def parse_porcelain_v2(text: str) -> Snapshot:
+    """`git status --porcelain=v2 --branch -z`: the `# branch.oid` header and the entries, with
+    the two status letters as porcelain v1 shows them (`.` → space, untracked `??`)."""
     tokens = text.split("\0")
+    head: str | None = None
     out: list[Change] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
         i += 1
-        if len(token) < 4:
-            continue
-        xy, path = token[:2], token[3:]
-        orig = None
-        if "R" in xy or "C" in xy:
-            orig = tokens[i] if i < len(tokens) else None
-            i += 1
-        out.append(Change(xy, path, orig))
-    return out
+        kind = token[:2]
+        if kind == "# ":
+            key, _, value = token[2:].partition(" ")
+            if key == "branch.oid" and value != "(initial)":
+                head = value
+        elif kind in ("? ", "! "):
+            out.append(Change(token[0] * 2, token[2:]))
+        elif kind in ("1 ", "2 ", "u "):
+            # 1 XY sub mH mI mW hH hI path | 2 XY sub mH mI mW hH hI Xscore path \0 orig |
+            # u XY sub m1 m2 m3 mW h1 h2 h3 path
+            fields = {"1 ": 8, "2 ": 9, "u ": 10}[kind]
+            parts = token.split(" ", fields)
+            if len(parts) <= fields:
+                continue
+            orig = None
+            if kind == "2 ":
+                orig = tokens[i] if i < len(tokens) else None
+                i += 1
+            xy = parts[1].replace(".", " ")
+            out.append(Change(xy, parts[fields], orig, submodule=parts[2].startswith("S")))
+    return Snapshot(head, out)
 
 
 def is_scratch(path: str) -> bool:

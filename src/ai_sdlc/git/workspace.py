@@ -5,6 +5,14 @@ worktree `.ai-sdlc/worktrees/<id>-<slug>/` on branch `ai-sdlc/<id>-<slug>` is cr
 base branch or resumed; a passing attempt is committed with explicit staging; a failing one is
 saved as a patch and rolled back; a done story's branch is pushed and gets a pull request. Story
 state is never written here: the fields to record are returned to the runner.
+
+Git is asked as little as a run allows (each call forks a process): facts that do not change
+while a run uses the repository are kept on the workspace (the repository's top, the base
+branch, `user.email`, the remote's URL, the top of each story worktree we made), and so is the
+checkpoint sha this process last wrote or read for each story. Anything an agent can change
+between phases (HEAD, the worktree's files, the checked-out branch) is read again, in as few
+calls as git allows (`status --porcelain=v2` gives HEAD with the changes; one `for-each-ref`
+answers several ref questions).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from typing import Any
 
 from ai_sdlc.git import attempts, repo, staging, worktrees
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
+from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.resilience import CircuitBreakerOpenError
@@ -43,30 +52,51 @@ class GitWorkspace:
         guard: Guard = call_directly,
         gh: str = "gh",
         verification: str = "passed",
+        location: repo.Location | None = None,
     ) -> None:
         self.root = root.resolve()
         self.settings = settings or GitSettings()
         self.guard = guard
         self.gh = gh
         self.verification = verification
-        top = repo.toplevel(self.root)
-        if top is None:
+        # `location`: what `select_workspace` already asked git about `root`.
+        found = location or repo.locate(self.root)
+        if found is None:
             raise GitError(f"{self.root} is not inside a git repository")
-        if not repo.has_commit(top):
+        top = found.top
+        if not found.has_commit:
             raise GitError(
                 f"the git repository at {top} has no commit yet: a story branch needs a base",
                 hint="make a first commit, or run with --no-worktree",
             )
         self.top = top
-        #: The project folder's place inside the repository ("" when it is the top).
-        #: Story worktree tops already checked by `_own`, by folder.
+        self._common_dir = found.common_dir
+        #: Story worktree tops already checked by `_own` (or made by `prepare`), by folder.
         self._tops: dict[Path, Path] = {}
+        #: The checkpoint sha this process last wrote or read, by story: read again from the ref
+        #: by each `prepare`, then carried forward (an agent cannot move it behind our back).
+        self._checkpoints: dict[str, str] = {}
+        #: Story → the commit its branch was created from in this process, kept while the
+        #: story's checkpoint descends from it (so `publish` knows the branch is ahead).
+        self._origins: dict[str, str] = {}
+        #: The base branch once resolved: a story's pull request targets the branch it was
+        #: started from, even if `origin/HEAD` or the checkout's branch changes meanwhile.
+        self._base: str | None = None
+        #: `user.email` and the remotes' URLs, read once (see `_config`).
+        self._facts: repo.ConfigFacts | None = None
+        #: The project folder's place inside the repository ("" when it is the top).
         self.prefix = self.root.relative_to(top)
         self.worktrees_root = self.settings.worktrees_root(self.root).resolve()
 
     @classmethod
     def from_config(
-        cls, root: Path, config: Any, *, guard: Guard = call_directly, gh: str = "gh"
+        cls,
+        root: Path,
+        config: Any,
+        *,
+        guard: Guard = call_directly,
+        gh: str = "gh",
+        location: repo.Location | None = None,
     ) -> GitWorkspace:
         """From the project's `Config` (`git.*`, and `verify.*` for the PR body)."""
         commands = [c for c in (config.get("verify.build"), config.get("verify.test")) if c]
@@ -76,7 +106,12 @@ class GitWorkspace:
             else "no build or test command configured (verify.build / verify.test)"
         )
         return cls(
-            root, GitSettings.from_config(config), guard=guard, gh=gh, verification=verification
+            root,
+            GitSettings.from_config(config),
+            guard=guard,
+            gh=gh,
+            verification=verification,
+            location=location,
         )
 
     # --- the Workspace protocol ---------------------------------------------------------------
@@ -84,7 +119,11 @@ class GitWorkspace:
     def prepare(self, story: Any) -> Prepared:
         branch, folder = self.location(story)
         self._keep_out_of_checkout()
-        tree = worktrees.find(self.top, folder)
+        trees = worktrees.listing(self.top)
+        tree = worktrees.find_in(trees, folder)
+        cp_ref = attempts.checkpoint_ref(story.id)
+        refs = RefSnapshot(self.top)
+        origin: str | None = None
         if tree is not None and not tree.prunable and worktrees.is_worktree_folder(folder):
             if tree.branch != branch:
                 raise GitError(
@@ -92,63 +131,102 @@ class GitWorkspace:
                     f"not on the story branch {branch}",
                     hint=f"switch it back: git -C {folder} switch {branch}",
                 )
+            head = tree.head
+            dirty = bool(staging.status(folder))
             notice = None
-            if staging.status(folder):
+            if dirty:
                 shown = self._shown(folder)
                 notice = f"resumed worktree {shown} (branch {branch}) with an earlier run's changes"
         else:
             if tree is not None:
                 worktrees.prune(self.top)
+                trees = [t for t in trees if not t.prunable]  # what `prune` just forgot
             worktrees.require_free(folder)
-            holder = worktrees.holder_of(self.top, branch)
+            holder = worktrees.holder_in(trees, branch)
             if holder is not None:
                 raise GitError(
                     f"branch {branch} is checked out in {holder.path}",
                     hint="switch that checkout to another branch, then run again",
                 )
-            if repo.branch_exists(self.top, branch):
+            branch_ref = f"refs/heads/{branch}"
+            refs.ask(branch_ref, cp_ref, *self._base_names(trees))
+            existing = refs.get(branch_ref)
+            if existing is not None:
                 worktrees.add(self.top, folder, branch, start=None)
+                head = existing.sha
                 notice = f"recreated worktree {self._shown(folder)} from branch {branch}"
             else:
-                base = self.base_branch()
-                start = repo.start_point(self.top, base, self.settings.remote)
+                base = self.base_branch(refs, trees)
+                start, start_ref = self._start_point(base, refs)
                 worktrees.add(self.top, folder, branch, start=start)
+                head = origin = start_ref.sha
                 shown = self._shown(folder)
                 notice = f"created worktree {shown} on new branch {branch} from {base}"
-        attempts.adopt_head(folder, story.id)
+            dirty = False  # a worktree just checked out
+        recorded = refs.get(cp_ref)
+        known = (head, recorded.sha if recorded else None) if head else None
+        checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)
+        self._checkpoints[story.id] = checkpoint
+        self._origins.pop(story.id, None)
+        if origin is not None and checkpoint == origin:
+            self._origins[story.id] = origin
         wanted = {"branch": branch, "worktree_path": self._shown(folder)}
         fields = {k: v for k, v in wanted.items() if story.frontmatter.get(k) != v}
         work = folder / self.prefix
         # A project in a subfolder of the repository whose subfolder holds nothing committed
         # yet (only its git-ignored .ai-sdlc state): the agents still work there.
         work.mkdir(parents=True, exist_ok=True)
+        self._tops[work] = folder  # listed by git as a worktree of ours a moment ago
         return Prepared(work, fields, notice)
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
-        return attempts.violations(self._own(path), story.id)
+        return attempts.violations(self._own(path), story.id, base=self._checkpoints.get(story.id))
 
     def revert(self, story: Any, path: Path) -> None:
         top = self._own(path)
-        changed = [p for p in attempts.violations(top, story.id) if not p.startswith("HEAD ")]
-        attempts.rollback(top, story.id, changed)
+        base = self._checkpoints.get(story.id)
+        found = attempts.violations(top, story.id, base=base)
+        changed = [p for p in found if not p.startswith("HEAD ")]
+        attempts.rollback(top, story.id, changed, base=base)
 
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
-        return AttemptRecord(commit=attempts.commit_attempt(self._own(path), story, attempt))
+        sha = attempts.commit_attempt(
+            self._own(path),
+            story,
+            attempt,
+            base=self._checkpoints.get(story.id),
+            identity=self._identity,
+        )
+        if sha is not None:
+            self._checkpoints[story.id] = sha  # a child of the checkpoint: origins still hold
+        return AttemptRecord(commit=sha)
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
         top = self._own(path)
-        diff = attempts.capture(top, story.id)
+        base = self._checkpoints.get(story.id)
+        diff = attempts.capture(top, story.id, base=base)
         if not self.settings.keep_failed_attempts:
-            attempts.rollback(top, story.id)
+            attempts.rollback(top, story.id, base=base)
         if diff is None:
             return AttemptRecord(summary="no files changed")
         return AttemptRecord(patch=diff.patch, summary=diff.summary)
 
     def finish(self, story: Any, path: Path) -> Finished:
         top = self._own(path)
-        branch = repo.current_branch(top) or str(story.frontmatter.get("branch") or "")
+        recorded = str(story.frontmatter.get("branch") or "")
+        # One `for-each-ref` in the story worktree says whether its HEAD is still on the
+        # recorded branch (an agent may have switched it), and answers `publish`'s questions.
+        refs = RefSnapshot(top)
+        branch = ""
+        if recorded:
+            refs.ask(f"refs/heads/{recorded}", *self._base_names())
+            found = refs.get(f"refs/heads/{recorded}")
+            if found is not None and found.checked_out:
+                branch = recorded
+        if not branch:
+            branch = repo.current_branch(top) or recorded
         try:
-            return self.publish(story, branch)
+            return self.publish(story, branch, refs=refs)
         except PublishError as exc:
             # The story is done and its work committed: a PR that cannot be opened now is
             # reported (outcome "error", with the command to retry), not a failed story.
@@ -156,29 +234,36 @@ class GitWorkspace:
 
     # --- publishing ----------------------------------------------------------------------------
 
-    def publish(self, story: Any, branch: str) -> Finished:
-        """Push `branch` and open (or reuse) its pull request; `ai-sdlc pr` calls this too."""
+    def publish(self, story: Any, branch: str, *, refs: RefSnapshot | None = None) -> Finished:
+        """Push `branch` and open (or reuse) its pull request; `ai-sdlc pr` calls this too.
+        `refs`: the caller's snapshot of this operation's refs (read now, not cached)."""
         later = f"ai-sdlc pr {story.id}"
         remote = self.settings.remote
-        if not branch or not repo.branch_exists(self.top, branch):
+        refs = refs if refs is not None else RefSnapshot(self.top)
+        if branch:
+            refs.ask(f"refs/heads/{branch}", *self._base_names())
+        tip = refs.get(f"refs/heads/{branch}") if branch else None
+        if tip is None:
             raise GitError(
                 f"{story.id} has no branch to publish ({branch or 'none recorded'})",
                 hint=f"run the story first: ai-sdlc run {story.id}",
             )
-        if repo.remote_url(self.top, remote) is None:
+        if not self._has_remote(remote):
             return Finished(
                 outcome="skipped",
                 message=f"no git remote {remote!r}: the work stays on branch {branch}; add the "
                 f"remote, then run `{later}`",
             )
-        base = self.base_branch()
-        start = repo.start_point(self.top, base, remote)
-        ahead = run(("git", "rev-list", "--count", f"{start}..{branch}"), self.top).stdout.strip()
-        if ahead == "0":
-            return Finished(
-                outcome="skipped",
-                message=f"branch {branch} has no commits ahead of {base}: no pull request needed",
-            )
+        base = self.base_branch(refs)
+        start, start_ref = self._start_point(base, refs)
+        if not self._surely_ahead(story.id, tip, start_ref):
+            count = ("git", "rev-list", "--count", f"{start}..{branch}")
+            if run(count, self.top).stdout.strip() == "0":
+                return Finished(
+                    outcome="skipped",
+                    message=f"branch {branch} has no commits ahead of {base}: no pull request "
+                    "needed",
+                )
         gh = GitHubCli(self.top, executable=self.gh, guard=self.guard)
         try:
             self._push(branch)
@@ -230,8 +315,96 @@ class GitWorkspace:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def base_branch(self) -> str:
-        return self.settings.base_branch or repo.default_branch(self.top, self.settings.remote)
+    def base_branch(
+        self, refs: RefSnapshot | None = None, trees: list[worktrees.Worktree] | None = None
+    ) -> str:
+        """`git.base_branch`, else the repository's default branch (resolved once; `refs` and
+        `trees` are what the caller already read, to answer without asking git again)."""
+        if self.settings.base_branch:
+            return self.settings.base_branch
+        if self._base is None:
+            self._base = self._default_branch(refs, trees)
+        return self._base
+
+    def _default_branch(
+        self, refs: RefSnapshot | None, trees: list[worktrees.Worktree] | None
+    ) -> str:
+        """`repo.default_branch`, answered from `refs` (`origin/HEAD`) and `trees` (the
+        checkout's branch) when they can; git is asked as before when they cannot."""
+        remote = self.settings.remote
+        name = f"refs/remotes/{remote}/HEAD"
+        prefix = f"refs/remotes/{remote}/"
+        if refs is not None:
+            found = refs.get(name)
+            if found is not None and found.symref.startswith(prefix):
+                return found.symref[len(prefix) :]
+            # No remote HEAD at all (not even one pointing at a deleted branch, which
+            # `for-each-ref` does not list): the branch checked out in the main checkout.
+            if found is None and trees and not repo.maybe_symref(self._common_dir, name):
+                here = worktrees.find_in(trees, self.top)
+                if here is not None and here.branch:
+                    return here.branch
+        return repo.default_branch(self.top, remote)
+
+    def _base_names(self, trees: list[worktrees.Worktree] | None = None) -> list[str]:
+        """The refs that tell the base branch and where a story branch starts from, as far as
+        they can be named before asking git (to ask for them in the same call)."""
+        remote = self.settings.remote
+        base = self.settings.base_branch or self._base
+        names: list[str] = []
+        if not base:
+            names.append(f"refs/remotes/{remote}/HEAD")
+            here = worktrees.find_in(trees, self.top) if trees else None
+            base = here.branch if here is not None else None
+        if base:
+            names += [f"refs/heads/{base}", f"refs/remotes/{remote}/{base}"]
+        return names
+
+    def _start_point(self, base: str, refs: RefSnapshot) -> tuple[str, repo.Ref]:
+        """`repo.start_point` from the snapshot: the local base branch, else its
+        remote-tracking branch; with the commit it names."""
+        remote = self.settings.remote
+        refs.ask(f"refs/heads/{base}", f"refs/remotes/{remote}/{base}")
+        local = refs.get(f"refs/heads/{base}")
+        if local is not None:
+            return base, local
+        tracking = refs.get(f"refs/remotes/{remote}/{base}")
+        if tracking is not None:
+            return f"{remote}/{base}", tracking
+        raise GitError(
+            f"base branch {base!r} does not exist (neither locally nor as {remote}/{base})",
+            hint="set an existing branch: ai-sdlc config git.base_branch <branch>",
+        )
+
+    def _surely_ahead(self, story_id: str, tip: repo.Ref, start: repo.Ref) -> bool:
+        """True when the branch certainly has commits the start point lacks, without
+        `rev-list`: this process created the branch from `start`'s current commit and then
+        committed on it (the tip is our latest checkpoint, a descendant of that commit)."""
+        origin = self._origins.get(story_id)
+        return (
+            origin is not None
+            and start.sha == origin
+            and tip.sha == self._checkpoints.get(story_id)
+            and tip.sha != origin
+        )
+
+    def _config(self, path: Path) -> repo.ConfigFacts:
+        """`user.email` and the remotes' URLs, read once per workspace. An agent that edits the
+        repository's config during a run changes neither the identity a commit falls back to
+        nor whether a push is tried (a push to a remote removed meanwhile fails as before,
+        with the `ai-sdlc pr` hint)."""
+        if self._facts is None:
+            self._facts = repo.config_facts(path)
+        return self._facts
+
+    def _identity(self, top: Path) -> dict[str, str]:
+        return attempts.identity_env(self._config(top).user_email)
+
+    def _has_remote(self, remote: str) -> bool:
+        if self._config(self.top).remote_urls.get(remote):
+            return True
+        # Not in the config as `remote.<name>.url`: ask git (remotes can be defined otherwise).
+        return repo.remote_url(self.top, remote) is not None
 
     def location(self, story: Any) -> tuple[str, Path]:
         """The story's branch and worktree folder: the recorded ones, else derived from its id
@@ -255,7 +428,7 @@ class GitWorkspace:
     def _own(self, path: Path) -> Path:
         """The top of the story worktree holding `path`; refuses any other folder (above all
         the user's own checkout) before anything is reset or cleaned. Asked of git once per
-        folder (a worktree's top does not move while it exists)."""
+        folder, or known from `prepare` (a worktree's top does not move while it exists)."""
         top = self._tops.get(path)
         if top is None or not top.is_dir():
             top = repo.toplevel(path)
@@ -303,18 +476,18 @@ def select_workspace(
     """
     if no_worktree or not GitSettings.from_config(config).worktrees:
         return InPlace(root), None
-    top = repo.toplevel(root)
-    if top is None:
+    found = repo.locate(root)
+    if found is None:
         return InPlace(root), (
             "not a git repository: agents work in the project folder itself (no worktree, "
             "branch, commits or rollback)"
         )
-    if not repo.has_commit(top):
+    if not found.has_commit:
         return InPlace(root), (
             "the git repository has no commit yet: agents work in the project folder itself "
             "(make a first commit to get a worktree per story)"
         )
-    return GitWorkspace.from_config(root, config, guard=guard, gh=gh), None
+    return GitWorkspace.from_config(root, config, guard=guard, gh=gh, location=found), None
 
 
 __all__ = ["GitWorkspace", "PublishError", "select_workspace"]

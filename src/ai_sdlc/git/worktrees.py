@@ -72,8 +72,13 @@ def listing(top: Path) -> list[Worktree]:
 
 
 def find(top: Path, path: Path) -> Worktree | None:
+    return find_in(listing(top), path)
+
+
+def find_in(trees: list[Worktree], path: Path) -> Worktree | None:
+    """The entry of `trees` (one `listing`) for the folder `path`."""
     wanted = _canonical(path)
-    for tree in listing(top):
+    for tree in trees:
         if _canonical(tree.path) == wanted:
             return tree
     return None
@@ -81,7 +86,11 @@ def find(top: Path, path: Path) -> Worktree | None:
 
 def holder_of(top: Path, branch: str) -> Worktree | None:
     """The worktree that has `branch` checked out, if any."""
-    for tree in listing(top):
+    return holder_in(listing(top), branch)
+
+
+def holder_in(trees: list[Worktree], branch: str) -> Worktree | None:
+    for tree in trees:
         if tree.branch == branch:
             return tree
     return None

@@ -70,9 +70,13 @@ def _entry_digest(path: Path) -> bytes:
     return b"file:" + executable + content
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+def _git(
+    root: Path, *args: str, ceiling: Path | None = None
+) -> subprocess.CompletedProcess[bytes] | None:
     env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # never take index.lock while an agent may be using git
+    if ceiling is not None:
+        env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
     try:
         return subprocess.run(
             ["git", *args],
@@ -90,6 +94,13 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
 def _git_files(root: Path) -> list[str] | None:
     """Tracked + untracked-not-ignored files relative to `root`, or None when git cannot say
     (no git, not a work tree, or `root` is itself ignored by an enclosing repository)."""
+    listing_args = ("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--")
+    if os.path.lexists(root / ".git"):
+        # `root` is a work tree's top (a story worktree, a project at its repository's top) iff
+        # git finds a repository there without looking above it: then one `ls-files` is all.
+        listing = _git(root, *listing_args, *_PATHSPEC, ceiling=root.parent)
+        if listing is not None and listing.returncode == 0:
+            return [os.fsdecode(item) for item in listing.stdout.split(b"\0") if item]
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is None or top.returncode != 0:
         return None
@@ -98,9 +109,7 @@ def _git_files(root: Path) -> list[str] | None:
         ignored = _git(root, "check-ignore", "-q", ".")
         if ignored is None or ignored.returncode == 0:
             return None
-    listing = _git(
-        root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *_PATHSPEC
-    )
+    listing = _git(root, *listing_args, *_PATHSPEC)
     if listing is None or listing.returncode != 0:
         return None
     return [os.fsdecode(item) for item in listing.stdout.split(b"\0") if item]
