@@ -127,9 +127,15 @@ MIXED_RULES = (
 )
 
 
+#: The rate stop conditions judge the stories finished so far, so with `--jobs 4` whether 3
+#: scripted retries among 8 stories trip `max_retry_rate` (0.5) depends on which stories finish
+#: first: this comparison is about the executors, so no rate may stop either run.
+NO_RATE_STOPS = "run:\n  stop_conditions:\n    max_retry_rate: 1.0\n    max_reject_rate: 1.0\n"
+
+
 def test_eight_stories_on_ray_match_the_local_executor(tmp_path: Path, cluster: str) -> None:
-    local_root = project(tmp_path / "local", 8, VERIFY, MIXED_RULES)
-    ray_root = project(tmp_path / "ray", 8, VERIFY, MIXED_RULES)
+    local_root = project(tmp_path / "local", 8, VERIFY + NO_RATE_STOPS, MIXED_RULES)
+    ray_root = project(tmp_path / "ray", 8, VERIFY + NO_RATE_STOPS, MIXED_RULES)
 
     local = run_cli(local_root, "run", "--auto", "--jobs", "4", "--json")
     assert local.returncode == 0, local.output
@@ -156,6 +162,9 @@ def test_eight_stories_on_ray_match_the_local_executor(tmp_path: Path, cluster: 
     assert nodes and all(n.startswith("ray:") and n.count(":") == 2 for n in nodes)
     started = [e for e in events_of(done.stdout) if e["event"] == "phase_started"]
     assert started and all(e["node"].startswith("ray:") for e in started)
+    # Workers talked to the coordinator over direct links (the default).
+    links = {e["link"] for e in events_of(done.stdout) if e["event"] == "coordination"}
+    assert links == {"direct"}
     shown = run_cli(ray_root, "runs", "show", state["run_id"])
     assert shown.returncode == 0, shown.output
     for s in state["stories"]:
@@ -185,7 +194,7 @@ def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, clust
         "rules:\n  - phase: refine\n    story: S-0001\n"
         "    fault: {kind: rate_limit, retry_after: 0}\n"
     )
-    root = project(tmp_path, 4, fast, rules)
+    root = project(tmp_path, 4, fast + "  ray:\n    direct: false\n", rules)
     result = on_ray(root, cluster, "--auto", "--jobs", "4", cache=tmp_path / "cache")
     # The others finish; then the only story left is escalated: the run stops on that (as the
     # local executor does), resumable once a human unblocks it.
@@ -202,6 +211,9 @@ def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, clust
     for sid in ("S-0002", "S-0003", "S-0004"):
         assert frontmatter(root, sid)["status"] == "done", sid
         assert frontmatter(root, sid).get("total_recovery_attempts", 0) == 0
+    # With `run.ray.direct: false` every message went through the mailbox actor.
+    links = {e["link"] for e in events_of(result.stdout) if e["event"] == "coordination"}
+    assert links == {"mailbox"}
 
 
 #: The first verification of S-0001 tells the test its worker's pid, then waits to be killed.
@@ -343,3 +355,58 @@ def test_a_commit_pushed_by_an_attempt_the_ledger_never_settled_is_dropped(
     assert drop_unsettled_commit(clone, "origin", branch, "S-0001", open_2)
     assert git(tmp_path / "origin.git", "rev-parse", branch).strip() == first
     assert branch_commits(tmp_path / "origin.git", branch) == ["1"]
+
+
+#: Every provider call of S-0001 fails with a 500; the `llm` breaker opens after two failures
+#: and stays open for the rest of the test.
+BREAKER_CONFIG = (
+    "resilience:\n  policies:\n    llm:\n      max_attempts: 5\n"
+    "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
+    "      breaker:\n        failure_threshold: 2\n        open_timeout: 600\n"
+    "run:\n  cooldown_seconds: 0\n"
+)
+BREAKER_RULES = "rules:\n  - phase: refine\n    story: S-0001\n    fault: {kind: server}\n"
+
+
+def test_a_breaker_opened_on_one_worker_holds_for_the_whole_run(
+    tmp_path: Path, cluster: str
+) -> None:
+    """As between local workers (the project's `.ai-sdlc/state/breakers.json`): the breaker
+    S-0001's task opens is the coordinator's, and S-0002's task, a separate worker session, is
+    refused by it without a provider call. The same run on one machine ends the same way, with
+    the same policy metrics in the project."""
+    local_root = project(tmp_path / "local", 2, BREAKER_CONFIG, BREAKER_RULES)
+    ray_root = project(tmp_path / "ray", 2, BREAKER_CONFIG, BREAKER_RULES)
+    local = run_cli(local_root, "run", "--auto", "--jobs", "1", "--json")
+    cache = tmp_path / "cache"
+    done = on_ray(ray_root, cluster, "--auto", "--jobs", "1", cache=cache)
+    assert done.returncode == local.returncode == 6, done.output
+    assert only_run(ray_root)["stop_reason"] == only_run(local_root)["stop_reason"]
+    for sid in ("S-0001", "S-0002"):
+        assert counters(ray_root, sid) == counters(local_root, sid), sid
+    assert dict(frontmatter(ray_root, "S-0001")["recovery_breakdown"]) == {"api_retry": 2}
+    events = events_of(done.stdout)
+    returned = [e for e in events if e["event"] == "story_returned" and e["story"] == "S-0002"]
+    assert returned and all("circuit breaker is open" in e["reason"] for e in returned)
+    # S-0002's worker never called the provider: the open breaker refused the first call.
+    assert not [e for e in events if e["event"] == "scripted_default"]
+    # The breaker is the project's, written by the coordinator (not a worker process); a
+    # worker's clone holds only its replica of that file.
+    project_file = ray_root / ".ai-sdlc" / "state" / "breakers.json"
+    stored = json.loads(project_file.read_text())
+    assert stored["breakers"]["llm"]["state"] == "open"
+    workers = {int(e["worker"].rsplit(":", 1)[1]) for e in events if e["event"] == "story_started"}
+    assert workers and stored["breakers"]["llm"]["changed_by_pid"] not in workers
+    replicas = list(cache.glob("*/slot-*/.ai-sdlc/state/breakers.json"))
+    assert replicas and all(r.read_bytes() == project_file.read_bytes() for r in replicas)
+    metrics = [
+        json.loads((root / ".ai-sdlc" / "state" / "metrics.json").read_text())
+        for root in (local_root, ray_root)
+    ]
+    # The workers' policy metrics reached the project's metrics, the same as on one machine.
+    local_metrics, ray_metrics = metrics
+    assert ray_metrics["policies"] == local_metrics["policies"]
+    assert ray_metrics["policies"]["llm"]["breaker_rejections"] >= 1
+    for counts in (local_metrics, ray_metrics):
+        counts["breakers"]["llm"].pop("time_in_state")
+    assert ray_metrics["breakers"] == local_metrics["breakers"]

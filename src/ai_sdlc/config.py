@@ -237,6 +237,7 @@ SCHEMA: dict[str, Setting] = {
         None, _opt_str, 'a Ray cluster address (e.g. "ray://head:10001" or "10.0.0.5:6379") or null'
     ),
     "run.ray.cache_dir": Setting(None, _opt_str, "a folder for the workers' clones, or null"),
+    "run.ray.direct": Setting(True, _bool, "true or false"),
     "verify.resources": Setting(
         {},
         lambda v: (

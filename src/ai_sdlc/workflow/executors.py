@@ -75,7 +75,8 @@ class Finished:
     handle: Handle
     #: "outcome" (result/reason of the runner), "busy" (another process runs the story),
     #: "halted" (a run budget stopped it), "stopped" (the coordinator asked it to stop),
-    #: "interrupted" (Ctrl-C) or "crashed" (the worker itself failed).
+    #: "interrupted" (Ctrl-C), "crashed" (the worker itself failed) or "lost" (the executor
+    #: lost every worker, e.g. its cluster: the run halts, resumable).
     kind: str
     result: str | None = None
     reason: str = ""

@@ -3,10 +3,12 @@
 The coordinator (the `ai-sdlc run` process, in the project checkout) stays the only writer of
 story files. Each story runs as a Ray task (`ray_worker.run_story`) with the whole
 `StoryRunner` logic on the worker, but its state owner and checkpoints are remote: every state
-change and every recovery is an `Ask` that the worker posts to a mailbox actor owned by the
-coordinator; `next_message` drains that mailbox, applies owner and checkpoint asks itself on the
-project's real `StoryState` (under the story's file lock, as on one machine) and hands the
-scheduler only what it decides on (`before_phase`, `usage`, events, results). So the global
+change and every recovery is an `Ask` that the worker sends to the coordinator, over a direct
+connection (`Endpoint`: one socket round trip) or, when the worker cannot reach this node,
+through a mailbox actor owned by the coordinator (which also tells the coordinator that the
+cluster is alive). The coordinator applies owner and checkpoint asks itself on the project's
+real `StoryState` (under the story's file lock, as on one machine) and hands the scheduler
+only what it decides on (`before_phase`, `usage`, events, results). So the global
 recovery limit, `api_retry` counting (the worker waits for the count before it sleeps and
 retries), the run's budgets, stop conditions and failure-loop detection are the same code paths
 as on one machine, in one process.
@@ -18,15 +20,22 @@ branch when the story returns.
 Faults: a task whose worker process dies is retried once (`max_retries=1`) on any worker; the
 retry starts like a resumed run (the phase's checkpoint is restored, the dead attempt counts as
 the ledger's crash rule says: one recovery, once). A commit pushed by the dead attempt before
-the coordinator recorded it is dropped first. Losing the cluster halts the run (exit 6,
-resumable) with a reason naming the cluster's address. `verify.resources` is passed to Ray as
-each story task's resources (the task runs the verification).
+the coordinator recorded it is dropped first. Losing the cluster (any call to it failing, or
+none answering for `CLUSTER_GRACE`) halts the run like a Ctrl-C: the coordinator releases each
+running story's open attempt uncounted and restores its phase checkpoint itself (its workers
+are gone), then the run stops with exit 6, resumable, its reason naming the cluster's address.
+The coordinator makes no Ray call after that but one `ray.shutdown()` (without it the process
+crashes in Ray's teardown at exit; its task-event flush is cut to `SHUTDOWN_FLUSH_MS`).
+`verify.resources` is passed to Ray as each story task's resources (the task runs the
+verification).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import pickle
 import queue as queue_mod
 import threading
 import time
@@ -34,9 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
+from ai_sdlc.resilience.persistence import BreakerStore, StateDir
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.executors import Answer, Ask, Event, Finished, Handle, Message
-from ai_sdlc.workflow.ray_worker import SNAPSHOT_FILES, RaySpec
+from ai_sdlc.workflow.ray_worker import BREAKERS_FILE, SNAPSHOT_FILES, RaySpec, no_delay
 
 #: The StoryState operations a worker may ask for (nothing else is ever called by name).
 OWNER_OPS = frozenset(
@@ -55,12 +65,20 @@ OWNER_OPS = frozenset(
     }
 )
 CHECKPOINT_OPS = frozenset({"take", "pending", "discard", "restore"})
+#: The operations that end a phase: the runner's next question is always `ensure_can_act`, so
+#: its answer travels with theirs (`RemoteOwner.prefetched`; dropped if anything else comes).
+PREFETCH_AFTER = frozenset({"complete_phase", "fail_attempt"})
 #: Seconds a mailbox read may take beyond its own timeout before the cluster counts as lost.
 CLUSTER_GRACE = 10.0
 #: Seconds the pump thread waits in the mailbox for news before it looks at finished tasks.
 PUMP_WAIT = 0.2
 #: Seconds between two looks at finished tasks while the mailbox keeps the pump busy.
 FINISHED_EVERY = 0.1
+#: Takes the pump keeps waiting in the mailbox (see `Mailbox`).
+TAKES_IN_FLIGHT = 2
+#: Milliseconds the coordinator's `ray.shutdown()` waits to flush task events (Ray's default,
+#: 5000, is spent in full when the cluster is gone).
+SHUTDOWN_FLUSH_MS = "500"
 
 
 def ray_available() -> bool:
@@ -91,10 +109,16 @@ class ClusterUnavailableError(AiSdlcError):
 class Mailbox:
     """The coordinator's mailbox (an async Ray actor owned by the coordinator, so it dies with
     it): workers post events, questions and hellos; the coordinator takes them in each worker's
-    posting order (sequence numbers: actor calls may run out of order) and answers."""
+    posting order (sequence numbers: actor calls may run out of order) and answers.
+
+    The coordinator keeps `TAKES_IN_FLIGHT` takes waiting here, so a post is on its way back
+    at once, never waiting for the coordinator to send its next take; each take returns a
+    numbered batch (numbers in the order batches left here), which the coordinator applies in
+    that order."""
 
     def __init__(self) -> None:
         self.items: list[tuple[int, str, str, Any]] = []
+        self.batches = 0
         self.expected: dict[tuple[int, str], int] = {}
         self.held: dict[tuple[int, str, int], tuple[str, Any]] = {}
         self.answers: dict[tuple[int, str], asyncio.Queue[Any]] = {}
@@ -116,14 +140,22 @@ class Mailbox:
         self.expected[key] = nxt
         self._signal().set()
 
-    async def take(self, timeout: float) -> list[tuple[int, str, str, Any]]:
+    async def take(self, timeout: float) -> tuple[int, list[tuple[int, str, str, Any]]]:
+        """The next batch (possibly empty after `timeout`), and its number."""
         signal = self._signal()
-        if not self.items and timeout > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(signal.wait(), timeout)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not self.items:  # another waiting take may have taken what woke this one
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            signal.clear()
+            try:
+                await asyncio.wait_for(signal.wait(), remaining)
+            except TimeoutError:
+                break
         items, self.items = self.items, []
-        signal.clear()
-        return items
+        self.batches += 1
+        return self.batches, items
 
     def _queue(self, token: int, life: str) -> asyncio.Queue[Any]:
         return self.answers.setdefault((token, life), asyncio.Queue())
@@ -143,6 +175,90 @@ class Mailbox:
             return None
 
 
+class Endpoint:
+    """Where workers reach the coordinator directly: a listener on this node's Ray address (Ray
+    already needs workers to reach the driver there), authenticated by a key made for the run.
+    Each worker's connection has a reader thread handing its messages, in order, to `deliver`;
+    `answer` sends back on the connection the message came from."""
+
+    def __init__(self, host: str, deliver: Any) -> None:
+        import secrets
+        from multiprocessing.connection import Listener
+
+        self.key = secrets.token_bytes(32)
+        self.listener = Listener((host, 0), authkey=self.key)
+        self.address: tuple[str, int] = self.listener.address
+        self.deliver = deliver
+        self._conns: dict[tuple[int, str], Any] = {}
+        self._send_lock = threading.Lock()
+        #: Messages delivered per (task, incarnation); a finished task says how many it sent.
+        self._delivered: dict[tuple[int, str], int] = {}
+        self._progress = threading.Condition()
+        self._closed = False
+        threading.Thread(target=self._accept, name="ai-sdlc-ray-accept", daemon=True).start()
+
+    @property
+    def spec(self) -> tuple[str, int, bytes]:
+        return self.address[0], self.address[1], self.key
+
+    def _accept(self) -> None:
+        from multiprocessing import AuthenticationError
+
+        while not self._closed:
+            try:
+                conn = self.listener.accept()
+            except (AuthenticationError, EOFError, ConnectionError):
+                continue  # a stranger, or a worker that went away while connecting
+            except OSError:
+                return  # closed
+            no_delay(conn)
+            threading.Thread(
+                target=self._read, args=(conn,), name="ai-sdlc-ray-link", daemon=True
+            ).start()
+
+    def _read(self, conn: Any) -> None:
+        key: tuple[int, str] | None = None
+        try:
+            while True:
+                token, life, kind, payload = pickle.loads(conn.recv_bytes())
+                if key is None:
+                    key = (int(token), str(life))
+                    self._conns[key] = conn
+                self.deliver(token, life, kind, payload)
+                with self._progress:
+                    self._delivered[key] = self._delivered.get(key, 0) + 1
+                    self._progress.notify_all()
+        except (EOFError, OSError):
+            pass  # the worker finished (or died): what it sent has all been delivered
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def answer(self, token: int, life: str, answer: Any) -> bool:
+        """False when the worker is not on a connection of its own (it uses the mailbox)."""
+        conn = self._conns.get((token, life))
+        if conn is None:
+            return False
+        from ray import cloudpickle
+
+        data = cloudpickle.dumps(answer)  # type: ignore[no-untyped-call]
+        with self._send_lock, contextlib.suppress(OSError):
+            conn.send_bytes(data)
+        return True
+
+    def settle(self, token: int, life: str, sent: int, timeout: float) -> None:
+        """Wait until the `sent` messages of a finished task have all been delivered."""
+        key = (token, life)
+        with self._progress:
+            self._progress.wait_for(lambda: self._delivered.get(key, 0) >= sent, timeout)
+        self._conns.pop(key, None)
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self.listener.close()
+
+
 class RayExecutor:
     """Stories as Ray tasks; owner and checkpoint asks answered here (module docstring)."""
 
@@ -156,6 +272,7 @@ class RayExecutor:
         owner: Any,
         address: str | None,
         resources: dict[str, float] | None = None,
+        direct: bool = True,
     ) -> None:
         import ray
 
@@ -165,8 +282,10 @@ class RayExecutor:
         self.store = store
         self.owner = owner
         self.checkpoints = Checkpoints(store)
+        self._breaker_store = BreakerStore(StateDir(Path(store.root)))
         self.address = address or "a local Ray instance"
         _keep_stdout_clean()
+        os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", SHUTDOWN_FLUSH_MS)
         try:
             if not ray.is_initialized():
                 options: dict[str, Any] = {
@@ -207,16 +326,31 @@ class RayExecutor:
         self._lost: str | None = None
         #: What the scheduler decides on, in arrival order (filled by the pump thread).
         self._out: queue_mod.Queue[Message] = queue_mod.Queue()
-        self._lock = threading.Lock()
+        #: Guards the running tasks; held while a mailbox item is applied to the ledger and
+        #: while a lost cluster's stories are settled (nothing is served after that).
+        self._lock = threading.RLock()
         self._closing = threading.Event()
         self._beat = time.monotonic()
         self._told_errors: dict[int, dict[str, Any]] = {}
         self._looked = 0.0
-        #: Seconds spent serving owner/checkpoint asks, and how many.
-        self.serve_seconds = 0.0
-        self.served = 0
+        #: The takes waiting in the mailbox, batches that came back early, the next to apply.
+        self._takes: list[Any] = []
+        self._early: dict[int, list[tuple[int, str, str, Any]]] = {}
+        self._next_batch = 1
+        #: Seconds spent applying each task's ledger operations (told or asked): every answer
+        #: carries its task's total, so the worker can tell this work from the transport.
+        self._ledger_seconds: dict[int, float] = {}
+        #: Direct links to workers (`run.ray.direct`, on by default); None: the mailbox only.
+        self.endpoint = self._listen() if direct else None
         self._pump = threading.Thread(target=self._run_pump, name="ai-sdlc-ray-pump", daemon=True)
         self._pump.start()
+
+    def _listen(self) -> Endpoint | None:
+        try:
+            host = self._ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+            return Endpoint(str(host), self._deliver)
+        except OSError:  # workers then use the mailbox actor
+            return None
 
     # --- the executor protocol ---------------------------------------------------------------
     def start(self, story_id: str) -> Handle:
@@ -227,7 +361,10 @@ class RayExecutor:
             self._handles[token] = handle
             if self._lost is None:
                 try:
-                    self._refs[token] = self._task.remote(self.spec, story_id, token, self.mailbox)
+                    endpoint = self.endpoint.spec if self.endpoint is not None else None
+                    self._refs[token] = self._task.remote(
+                        self.spec, story_id, token, self.mailbox, endpoint
+                    )
                 except Exception as exc:
                     self._cluster_lost(exc)
         return handle
@@ -247,6 +384,8 @@ class RayExecutor:
     def reply(self, handle: Handle, answer: Answer) -> None:
         life = self._lives.get(handle.token)
         if life is not None and self._lost is None:
+            ledger = round(self._ledger_seconds.get(handle.token, 0.0), 6)
+            answer = {**answer, "breakers": self._breakers(), "ledger_seconds": ledger}
             self._post_answer(handle.token, life, answer)
 
     def request_stop(self) -> None:
@@ -261,11 +400,14 @@ class RayExecutor:
 
     def close(self) -> None:
         self._closing.set()
+        if self.endpoint is not None:
+            self.endpoint.close()
         if self._lost is None:
             for ref in list(self._refs.values()):
                 with contextlib.suppress(Exception):
                     self._ray.cancel(ref)
-            self._pump.join(timeout=PUMP_WAIT + 5)
+        self._pump.join(timeout=PUMP_WAIT + 5)
+        if not self._pump.is_alive():  # a call still in flight would crash in the teardown
             with contextlib.suppress(Exception):
                 self._ray.shutdown()
 
@@ -280,14 +422,54 @@ class RayExecutor:
             self._beat = now
 
     def _drain(self, wait: float) -> None:
+        """Apply what the mailbox holds: wait up to `wait` for news; with no wait, everything
+        posted so far is applied before this returns."""
+        ray = self._ray
         try:
-            items = self._ray.get(self.mailbox.take.remote(wait), timeout=wait + CLUSTER_GRACE)
+            if wait <= 0:
+                number, items = ray.get(self.mailbox.take.remote(0.0), timeout=CLUSTER_GRACE)
+                self._early[number] = items
+                while self._next_batch <= number:  # the batches before it are on their way
+                    self._apply_batches()
+                    if self._next_batch <= number:
+                        self._receive(CLUSTER_GRACE)
+                self._apply_batches()
+                return
+            while len(self._takes) < TAKES_IN_FLIGHT:
+                self._takes.append(self.mailbox.take.remote(wait))
+            self._receive(wait + CLUSTER_GRACE)
         except Exception as exc:
             with self._lock:
                 self._cluster_lost(exc)
             return
-        for token, life, kind, payload in items:
-            self._item(token, life, kind, payload)
+        self._apply_batches()
+
+    def _receive(self, timeout: float) -> None:
+        """Wait for at least one waiting take to come back; keep every one that did."""
+        ray = self._ray
+        if not self._takes:
+            raise RuntimeError("a batch of the mailbox went missing")
+        ready, self._takes = ray.wait(self._takes, num_returns=1, timeout=timeout)
+        if not ready:
+            raise TimeoutError(f"no answer within {timeout:.0f} s")
+        if self._takes:
+            more, self._takes = ray.wait(self._takes, num_returns=len(self._takes), timeout=0)
+            ready += more
+        for number, items in ray.get(ready, timeout=CLUSTER_GRACE):
+            self._early[number] = items
+
+    def _apply_batches(self) -> None:
+        while self._next_batch in self._early:
+            items = self._early.pop(self._next_batch)
+            self._next_batch += 1
+            for token, life, kind, payload in items:
+                self._deliver(token, life, kind, payload)
+
+    def _deliver(self, token: int, life: str, kind: str, payload: Any) -> None:
+        """One message of a worker (from the mailbox or its connection), applied in order."""
+        with self._lock:
+            if self._lost is None:
+                self._item(token, life, kind, payload)
 
     def _item(self, token: int, life: str, kind: str, payload: Any) -> None:
         handle = self._handles.get(token)
@@ -309,25 +491,38 @@ class RayExecutor:
             return
         ask_kind, data = payload["kind"], payload["data"]
         if kind == "tell":  # a ledger operation nobody waits on: a failure fails the next ask
+            started = time.perf_counter()
             if ask_kind == "checkpoints":
                 error = self._serve(handle.story_id, ask_kind, data).get("error")
-                if error and token not in self._told_errors:
-                    self._told_errors[token] = error
+            elif ask_kind == "metrics":
+                error = self._add_metrics(handle.story_id, data)
+            else:
+                return
+            self._count_ledger(token, started)
+            if error and token not in self._told_errors:
+                self._told_errors[token] = error
             return
-        if ask_kind in ("owner", "checkpoints", "snapshot"):
+        if ask_kind in ("owner", "checkpoints", "snapshot", "breaker"):
             started = time.perf_counter()
             error = self._told_errors.pop(token, None)
+            answer: Answer
             if error is not None:
                 answer = {"error": error, "snapshot": self._snapshot(handle.story_id)}
             else:
                 answer = self._serve(handle.story_id, ask_kind, data)
+            answer["ledger_seconds"] = self._count_ledger(token, started)
             self._post_answer(token, life, answer)
-            self.serve_seconds += time.perf_counter() - started
-            self.served += 1
             return
         self._out.put(Ask(handle, ask_kind, data))
 
+    def _count_ledger(self, token: int, started: float) -> float:
+        total = self._ledger_seconds.get(token, 0.0) + time.perf_counter() - started
+        self._ledger_seconds[token] = total
+        return round(total, 6)
+
     def _post_answer(self, token: int, life: str, answer: Answer) -> None:
+        if self.endpoint is not None and self.endpoint.answer(token, life, answer):
+            return
         try:
             self.mailbox.answer.remote(token, life, answer)
         except Exception as exc:
@@ -352,7 +547,10 @@ class RayExecutor:
             token = refs[ref]
             handle = self._handles[token]
             try:
-                done = ray.get(ref, timeout=CLUSTER_GRACE)
+                done = dict(ray.get(ref, timeout=CLUSTER_GRACE))
+                sent = done.pop("sent", None)
+                if sent is not None and self.endpoint is not None:
+                    self.endpoint.settle(token, str(sent[0]), int(sent[1]), CLUSTER_GRACE)
                 message = Finished(handle, **done)
             except ray.exceptions.TaskCancelledError:
                 message = Finished(handle, "interrupted", reason="interrupted (Ctrl-C)")
@@ -372,17 +570,48 @@ class RayExecutor:
             self._out.put(message)
 
     def _cluster_lost(self, exc: BaseException) -> None:
-        """Every running story returns "halted": the scheduler halts the run (exit 6). Ray's
-        own exit hook would wait for the dead cluster: it is dropped. (Call under the lock.)"""
-        if self._lost is not None:
-            return
-        import atexit
+        """The cluster is gone, and every worker with it: settle each running story here as
+        its worker would on Ctrl-C (the open attempt released uncounted, the phase's checkpoint
+        restored), then it returns "lost" and the scheduler halts the run (exit 6, resumable).
+        """
+        with self._lock:
+            if self._lost is not None:
+                return
+            self._lost = f"lost the Ray cluster at {self.address}: {_first(exc)}"
+            for token in sorted(self._refs):
+                handle = self._handles[token]
+                self._settle_abandoned(handle)
+                self._out.put(Finished(handle, "lost", reason=self._lost))
+            self._refs.clear()
 
-        atexit.unregister(self._ray.shutdown)
-        self._lost = f"lost the Ray cluster at {self.address}: {_first(exc)}"
-        for token in list(self._refs):
-            self._out.put(Finished(self._handles[token], "halted", reason=self._lost))
-        self._refs.clear()
+    def _settle_abandoned(self, handle: Handle) -> None:
+        """What `StoryRunner._execute_checkpointed` does for an interrupted phase, done by the
+        coordinator for a worker that can no longer do it."""
+        from ai_sdlc.providers.base import Phase
+
+        story_id, reason = handle.story_id, str(self._lost)
+        node = self._nodes.get(handle.token, handle.worker)
+        try:
+            open_ = self.owner.ledger(story_id).open
+            if open_ is not None:
+                self.owner.release(story_id, Phase(str(open_.get("phase"))), reason)
+            checkpoint = self.checkpoints.pending(story_id)
+            if checkpoint is None:
+                return
+            restored = self.checkpoints.restore(checkpoint, self.owner, reason)
+            self.checkpoints.discard(story_id)
+        except Exception as exc:  # left as a crash: the resumed run counts and restores it
+            failed = {"event": "rollback_failed", "story": story_id, "reason": _first(exc)}
+            self._out.put(Event(handle, {**failed, "worker": node, "node": node}))
+            return
+        event: dict[str, Any] = {
+            "event": "rollback_initiated",
+            "story": story_id,
+            "phase": checkpoint.phase,
+            "reason": reason[:500],
+            "restored": restored,
+        }
+        self._out.put(Event(handle, {**event, "worker": node, "node": node}))
 
     # --- the ledger, served here ---------------------------------------------------------------
     def _serve(self, story_id: str, kind: str, data: dict[str, Any]) -> Answer:
@@ -392,7 +621,13 @@ class RayExecutor:
                 "folder": self.store.folder(story_id).name,
                 "limit": self.owner.limit,
                 "open": self.owner.ledger(story_id).open,
+                "breakers": self._breakers(),
             }
+        if kind == "breaker":
+            try:
+                return {"breaker_file": self._save_breaker(data)}
+            except Exception as exc:
+                return {"error": _error(exc, story_id)}
         op = str(data.get("op"))
         args, kwargs = _undelete(tuple(data.get("args") or ())), _undelete(data.get("kwargs") or {})
         recoveries: list[dict[str, Any]] = []
@@ -412,17 +647,68 @@ class RayExecutor:
             else:
                 raise AiSdlcError(f"unknown operation {kind}.{op}")
             answer["result"] = _encode(result)
-        except AiSdlcError as exc:
-            answer["error"] = {
-                "type": type(exc).__name__,
-                "message": exc.message,
-                "hint": exc.hint,
-                "story_id": getattr(exc, "story_id", story_id),
-            }
         except Exception as exc:
-            answer["error"] = {"type": "crash", "message": _first(exc)}
+            answer["error"] = _error(exc, story_id)
         answer["recoveries"] = recoveries
+        if kind == "owner" and op in PREFETCH_AFTER and "error" not in answer:
+            answer["prefetched"] = self._ensure(story_id)
         answer["snapshot"] = self._snapshot(story_id)
+        answer["breakers"] = self._breakers()
+        return answer
+
+    def _add_metrics(self, story_id: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        """A worker's policy metrics, added to the project's as a local worker adds them."""
+        from ai_sdlc.resilience.persistence import MetricsStore
+
+        try:
+            store = MetricsStore(self._breaker_store.state)
+            store.add(dict(data.get("policies") or {}), dict(data.get("breakers") or {}))
+        except Exception as exc:
+            return _error(exc, story_id)
+        return None
+
+    def _breakers(self) -> bytes | None:
+        """The project's breaker file, as every answer carries it (`ray_worker`)."""
+        try:
+            return self._breaker_store.state.file(BREAKERS_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _save_breaker(self, data: dict[str, Any]) -> bytes | None:
+        """A worker's breaker changed state: store it as `PersistentBreaker.save` does, under
+        the file's lock (an open state another worker stored since this one read it wins);
+        returns the file as it now is."""
+        from ai_sdlc.resilience.breaker import BreakerSnapshot, CircuitState
+
+        store = self._breaker_store
+        name, revision = str(data["name"]), int(data["revision"])
+        remaining = data.get("open_remaining")
+        snapshot = BreakerSnapshot(
+            CircuitState(str(data["state"])),
+            float(remaining) if remaining is not None else None,
+            bool(data.get("forced")),
+        )
+        with store.locked():
+            stored = store.load(name)
+            newer = stored is not None and stored.revision >= revision
+            if not (
+                newer
+                and stored is not None
+                and stored.still_open(store.wall_clock())
+                and snapshot.state is not CircuitState.OPEN
+            ):
+                store.write(name, snapshot, max(revision, stored.revision + 1 if stored else 1))
+        return self._breakers()
+
+    def _ensure(self, story_id: str) -> Answer:
+        """`ensure_can_act` now, for the worker's next question (see `PREFETCH_AFTER`)."""
+        recoveries: list[dict[str, Any]] = []
+        self.owner.on_recovery = lambda _story, event: recoveries.append(event)
+        answer: Answer = {"recoveries": recoveries}
+        try:
+            answer["result"] = _encode(self.owner.ensure_can_act(story_id))
+        except Exception as exc:
+            answer["error"] = _error(exc, story_id)
         return answer
 
     def _snapshot(self, story_id: str) -> dict[str, bytes | None]:
@@ -471,6 +757,18 @@ def _keep_stdout_clean() -> None:
 
     to_stderr.ai_sdlc_stderr = True  # type: ignore[attr-defined]
     ray_worker.print_to_stdstream = to_stderr
+
+
+def _error(exc: BaseException, story_id: str) -> dict[str, Any]:
+    """A refusal (or failure) of the ledger, as the worker raises it again (`rebuild_error`)."""
+    if isinstance(exc, AiSdlcError):
+        return {
+            "type": type(exc).__name__,
+            "message": exc.message,
+            "hint": exc.hint,
+            "story_id": getattr(exc, "story_id", story_id),
+        }
+    return {"type": "crash", "message": _first(exc)}
 
 
 def _encode(result: Any) -> tuple[str, Any]:
@@ -531,6 +829,7 @@ def ray_executor_for(session: Any, address: str | None, spec: RaySpec | None = N
         owner=owner,
         address=address or config.get("run.ray.address"),
         resources={str(k): float(v) for k, v in dict(resources).items()},
+        direct=bool(config.get("run.ray.direct")),
     )
 
 

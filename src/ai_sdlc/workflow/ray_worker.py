@@ -14,6 +14,11 @@ differences that keep the coordinator's ledger the only one:
   runs the phase in a worktree of that clone and pushes every passing attempt's commit at once.
 - **Liveness**: every action starts with an `Ask`; a worker whose coordinator is gone (the
   mailbox actor died with it) stops there (`StopRequested`), before acting.
+- **Circuit breakers**: run-wide, as between local workers, whose breakers share the project's
+  `.ai-sdlc/state/breakers.json`: here that file is the coordinator's. Every answer carries its
+  bytes, which the worker keeps as its replica (what each operation's `refresh` reads), and a
+  state change is written by the coordinator under the file's lock, an open breaker stored by
+  another worker still winning (`SharedBreakerStore`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import fcntl
 import hashlib
 import json
 import os
+import pickle
 import queue as queue_mod
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
+from ai_sdlc.resilience.breaker import BreakerSnapshot
+from ai_sdlc.resilience.persistence import BreakerStore
 from ai_sdlc.workflow.executors import StopRequested
 
 #: Files of a story folder a snapshot carries (the runner reads nothing else).
@@ -41,6 +50,10 @@ SNAPSHOT_FILES = ("story.md", "research.md", "plan.md", "review.md")
 SHIPPED_ENV_PREFIXES = ("AI_SDLC_", "GIT_AUTHOR_", "GIT_COMMITTER_", "GIT_CONFIG_")
 #: Concurrent clones kept per remote on one node.
 MAX_SLOTS = 64
+#: The project's breaker file (under `.ai-sdlc/state/`), as the coordinator keeps it.
+BREAKERS_FILE = "breakers.json"
+#: Seconds a worker tries to reach the coordinator directly before using the mailbox actor.
+CONNECT_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,84 @@ class MailboxLink:
         self.posted.clear()
 
 
+def no_delay(conn: Any) -> None:
+    """Send each message at once: with Nagle's algorithm a small message written right after
+    another waits for the peer's delayed ACK (40 ms on Linux), which is most questions."""
+    import socket
+
+    with contextlib.suppress(OSError):
+        sock = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        finally:
+            sock.close()  # a duplicate of the connection's descriptor: the connection stays
+
+
+class SocketLink:
+    """The same ends over a direct connection to the coordinator (`ray_executor.Endpoint`): one
+    round trip per question instead of four Ray calls through the mailbox actor, in order by
+    construction. A connection that fails or closes means the coordinator is gone."""
+
+    def __init__(self, conn: Any, token: int, life: str) -> None:
+        self.conn = conn
+        self.token = token
+        self.life = life
+        self.question: Any = None
+        #: Messages sent: the task's result says so, and the coordinator waits for them all.
+        self.sent = 0
+
+    @classmethod
+    def connect(cls, endpoint: Any, token: int, life: str) -> SocketLink | None:
+        """A link, or None when the coordinator cannot be reached directly from this node
+        (the mailbox actor is used instead)."""
+        import socket
+        from multiprocessing.connection import Client
+
+        if endpoint is None:
+            return None
+        host, port, key = endpoint
+        try:  # a quick check first: `Client` itself would wait for the OS's connect timeout
+            socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+            conn = Client((host, port), authkey=key)
+        except OSError:
+            return None
+        no_delay(conn)
+        return cls(conn, token, life)
+
+    def _send(self, kind: str, payload: Any) -> None:
+        from ray import cloudpickle  # as Ray itself sends them (the runner passes callables)
+
+        message = (self.token, self.life, kind, payload)
+        try:
+            self.conn.send_bytes(cloudpickle.dumps(message))  # type: ignore[no-untyped-call]
+            self.sent += 1
+        except OSError as exc:
+            raise StopRequested(f"the coordinator of the run is gone ({exc})") from None
+
+    def put(self, item: tuple[int, str, Any]) -> None:
+        _token, kind, payload = item
+        if kind == "ask":  # sent by `get`, which then waits for the answer
+            self.question = payload
+            return
+        self._send(kind, payload)
+
+    def get(self, timeout: float) -> Any:
+        if self.question is not None:
+            question, self.question = self.question, None
+            self._send("ask", question)
+        try:
+            if not self.conn.poll(timeout):
+                raise queue_mod.Empty
+            return pickle.loads(self.conn.recv_bytes())
+        except (OSError, EOFError) as exc:
+            raise StopRequested(f"the coordinator of the run is gone ({exc!r})") from None
+
+    def flush(self) -> None:
+        """Everything sent is in the coordinator's hands once the connection is closed."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
 class _NeverSet:
     """The stop flag of a cluster worker: the coordinator says "stop" in its answers instead."""
 
@@ -168,9 +259,19 @@ class RemoteOwner:
         self.replica = replica
         self.runner = runner
         self.limit = limit
+        #: The coordinator's answer to the `ensure_can_act` the runner makes right after a
+        #: phase ends, computed with the phase's last change (one round trip fewer per phase);
+        #: dropped as soon as anything else is asked.
+        self.prefetched: dict[str, Any] | None = None
 
     def call(self, target: str, op: str, *args: Any, **kwargs: Any) -> Any:
-        answer = self.link.ask(target, {"op": op, "args": args, "kwargs": kwargs})
+        prefetched, self.prefetched = self.prefetched, None
+        this_story = (args, kwargs) == ((self.replica.story_id,), {})
+        if op == "ensure_can_act" and prefetched is not None and this_story:
+            answer = prefetched  # nothing was asked of the ledger since it was computed
+        else:
+            answer = self.link.ask(target, {"op": op, "args": args, "kwargs": kwargs})
+            self.prefetched = answer.get("prefetched")
         snapshot = answer.get("snapshot")
         if snapshot is not None:
             self.replica.write(snapshot)
@@ -253,6 +354,94 @@ class RemoteCheckpoints:
 
     def restore(self, checkpoint: Any, _owner: Any, reason: str) -> Any:
         return self.owner.call("checkpoints", "restore", checkpoint, reason)
+
+
+# --- circuit breakers, shared through the coordinator -------------------------------------------
+
+
+def sync_file(path: Path, data: bytes | None) -> None:
+    """Make `path` hold `data` (None: absent); replaced atomically, no fsync (a replica)."""
+    try:
+        current: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current == data:
+        return
+    if data is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.replica")
+    temp.write_bytes(data)
+    os.replace(temp, path)
+
+
+def share_resilience_state(link: Any, manager: Any, state_folder: Path) -> None:
+    """Point every persistent breaker of `manager` at the coordinator's breaker file, and its
+    metrics at the project's (`ai-sdlc metrics` counts cluster calls as local ones)."""
+    from ai_sdlc.resilience.persistence import StateDir
+
+    store = SharedBreakerStore(StateDir(state_folder.parent.parent), link)
+    for name in manager.names:
+        breaker = manager.persistent_breaker(name)
+        if breaker is not None:
+            breaker.store = store
+            breaker.refresh()
+    if getattr(manager, "_metrics_store", None) is not None:  # no public seam for it yet
+        manager._metrics_store = SharedMetricsStore(link)
+
+
+class SharedMetricsStore:
+    """`MetricsStore.add`, told to the coordinator (added to the project's `metrics.json`
+    there; a failure fails this worker's next question, as for checkpoints)."""
+
+    def __init__(self, link: Any) -> None:
+        self.link = link
+
+    def add(self, policies: Any, breakers: Any) -> None:
+        data = {"policies": dict(policies), "breakers": dict(breakers)}
+        self.link.send("tell", {"kind": "metrics", "data": data})
+
+    def load(self) -> dict[str, Any]:
+        return {}
+
+
+class SharedBreakerStore(BreakerStore):
+    """A `BreakerStore` whose reads are the worker's replica of the coordinator's file and
+    whose writes are the coordinator's: it applies the same rule as `PersistentBreaker.save`
+    (an open state stored by someone else since this worker read it wins) under the project
+    file's lock. The file as written comes back and replaces the replica when the breaker's
+    lock is left, after the breaker noted the replica it saved against: so its next `refresh`
+    adopts whatever the coordinator kept."""
+
+    def __init__(self, state: Any, link: Any) -> None:
+        super().__init__(state)
+        self.link = link
+        self._lock = threading.RLock()
+        self._pending: list[bytes | None] = []
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            finally:
+                while self._pending:
+                    sync_file(self.state.file(BREAKERS_FILE), self._pending.pop(0))
+
+    def write(self, name: str, snapshot: BreakerSnapshot, revision: int) -> None:
+        data = {
+            "name": name,
+            "state": snapshot.state.value,
+            "open_remaining": snapshot.open_remaining,
+            "forced": snapshot.forced,
+            "revision": revision,
+        }
+        answer = self.link.ask("breaker", data)
+        if answer.get("error"):
+            raise rebuild_error(answer["error"])
+        self._pending.append(answer.get("breaker_file"))
 
 
 # --- the workspace: a cached clone per slot ------------------------------------------------------
@@ -391,17 +580,23 @@ def node_name() -> str:
     return f"{ray.util.get_node_ip_address()}:{os.getpid()}"  # type: ignore[no-untyped-call]
 
 
-def run_story(spec: RaySpec, story_id: str, token: int, mailbox: Any) -> dict[str, Any]:
-    """The Ray task: run one story to its next stop; returns the `Finished` fields."""
+def run_story(
+    spec: RaySpec, story_id: str, token: int, mailbox: Any, endpoint: Any = None
+) -> dict[str, Any]:
+    """The Ray task: run one story to its next stop; returns the `Finished` fields. It talks
+    to the coordinator over `endpoint` (host, port, key) when it can, else through `mailbox`."""
     life = uuid.uuid4().hex[:12]
-    ends = MailboxLink(mailbox, token, life)
+    ends: Any = SocketLink.connect(endpoint, token, life) or MailboxLink(mailbox, token, life)
     ends.put((token, "hello", {"node": node_name()}))
     link: Any = None
 
     def finish(kind: str, result: str | None = None, reason: str = "") -> dict[str, Any]:
         usage = link.usage_delta() if link is not None else {}
         ends.flush()
-        return {"kind": kind, "result": result, "reason": reason, "usage": usage}
+        done = {"kind": kind, "result": result, "reason": reason, "usage": usage}
+        if isinstance(ends, SocketLink):
+            done["sent"] = (life, ends.sent)
+        return done
 
     try:
         with _environment(spec.environ), clone_slot(spec) as clone:
@@ -417,7 +612,7 @@ def run_story(spec: RaySpec, story_id: str, token: int, mailbox: Any) -> dict[st
         return finish("outcome", "error", exc.message)
 
 
-def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: MailboxLink) -> Any:
+def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: Any) -> Any:
     from ai_sdlc.config import CONFIG_RELPATH
     from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
     from ai_sdlc.git.workspace import GitWorkspace
@@ -433,12 +628,17 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: MailboxLi
         atomic_write_bytes(project / RULES_FILE, spec.scripted_rules)
     # The coordinator's effective config is the whole truth: no user layer of this node.
     os.environ["AI_SDLC_CONFIG_HOME"] = str(clone.parent / "no-user-config")
+    # Breaker state is the coordinator's alone (`shared_breakers`): none left by an earlier task.
+    state_folder = project / ".ai-sdlc" / "state"
+    sync_file(state_folder / BREAKERS_FILE, None)
     store = StoryStore(project)
     session = Session.open(store, provider_name=spec.provider, emit=lambda _event: None)
     runner = session.runner
     link = _timed_link(_Link)(token, ends, ends, _NeverSet(), runner)
+    link.breakers_file = state_folder / BREAKERS_FILE
     session.relay.watcher = link
     first = link.ask("snapshot", {"story": story_id})
+    share_resilience_state(link, _policy_manager(runner), state_folder)
     replica = Replica(project, story_id, str(first["folder"]))
     replica.write(first["snapshot"])
     owner = RemoteOwner(link, replica, runner, int(first["limit"]))
@@ -460,6 +660,15 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: MailboxLi
     return link
 
 
+def _policy_manager(runner: Any) -> Any:
+    """The resilience policies of the runner's provider calls (its `GuardFactory`'s)."""
+    guards = getattr(runner.deps.guard_factory, "__self__", None)
+    manager = getattr(guards, "manager", None)
+    if manager is None:
+        raise AiSdlcError("the worker's runner has no resilience policies to share")
+    return manager
+
+
 def _timed_link(base: type) -> Any:
     """The local worker's link, counting the time this story waits on the coordinator (the
     coordination overhead `bench/bench_cluster.py` reports per phase)."""
@@ -471,11 +680,19 @@ def _timed_link(base: type) -> Any:
             self.waited = 0.0
             self.phases = 0
             self.by_kind: dict[str, float] = {}
+            #: The replica of the coordinator's breaker file, renewed by every answer.
+            self.breakers_file: Path | None = None
+            #: Seconds the coordinator spent applying this story's ledger operations.
+            self.ledger = 0.0
 
         def ask(self, kind: str, data: dict[str, Any]) -> Any:
             started = time.perf_counter()
             try:
-                return super().ask(kind, data)
+                answer = super().ask(kind, data)
+                if "breakers" in answer and self.breakers_file is not None:
+                    sync_file(self.breakers_file, answer["breakers"])
+                self.ledger = float(answer.get("ledger_seconds") or self.ledger)
+                return answer
             finally:
                 took = time.perf_counter() - started
                 self.asks += 1
@@ -502,8 +719,10 @@ def _timed_link(base: type) -> Any:
                     "story": story_id,
                     "asks": self.asks,
                     "seconds": round(self.waited, 6),
+                    "ledger_seconds": round(self.ledger, 6),
                     "by_kind": self.by_kind,
                     "phases": self.phases,
+                    "link": "direct" if isinstance(self.outbox, SocketLink) else "mailbox",
                 }
             )
 

@@ -35,6 +35,8 @@ from ai_sdlc.workflow.runstate import IN_PROGRESS, SKIPPED, StopReason, StoryRun
 from ai_sdlc.workflow.stopconditions import attempts_exhausted
 
 Halt = tuple[StopReason, FailureLoop | None]
+#: The stop condition of a run whose executor lost every worker (its cluster is gone).
+CLUSTER_LOST = "cluster_lost"
 #: Seconds between two looks at cooldowns and dead workers while waiting for messages.
 POLL_SECONDS = 0.5
 
@@ -212,6 +214,8 @@ class ParallelRun(MultiRun):
             self._save()
         elif done.kind == "halted":
             self._halt_soon((self._budget_reason(RunHaltedError(done.reason)), None))
+        elif done.kind == "lost":  # the executor lost its workers (a Ray cluster gone)
+            self._halt_soon((StopReason(CLUSTER_LOST, None, None, done.reason), None))
         elif done.kind == "interrupted":
             self.interrupted = True
             self.executor.request_stop()
@@ -258,4 +262,4 @@ class ParallelRun(MultiRun):
         return False
 
 
-__all__ = ["POLL_SECONDS", "ParallelRun"]
+__all__ = ["CLUSTER_LOST", "POLL_SECONDS", "ParallelRun"]
