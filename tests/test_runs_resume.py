@@ -132,7 +132,7 @@ def test_sigkill_mid_phase_then_continue(tmp_path: Path) -> None:
     assert len(rollback) == 1
     assert rollback[0]["phase"] == "implement"
     assert "earlier run stopped during implement" in rollback[0]["reason"]
-    assert not (root / ".ai-sdlc" / "state" / "checkpoints" / "S-0002").exists()
+    assert not (root / ".ai-sdlc" / "state" / "checkpoints" / "S-0002.json").exists()
 
 
 def test_ctrl_c_halts_gracefully_and_resume_completes(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_a_crash_inside_a_phase_leaves_the_story_at_its_checkpoint(tmp_path: Pat
         "implementation_complete",
         "reviews_complete",
     }
-    assert not (root / ".ai-sdlc" / "state" / "checkpoints" / "S-0001").exists()
+    assert not (root / ".ai-sdlc" / "state" / "checkpoints" / "S-0001.json").exists()
 
 
 def _story(tmp_path: Path) -> tuple[StoryStore, Checkpoints, Path]:
@@ -114,7 +114,7 @@ def test_restore_puts_back_workflow_keys_body_and_artifacts_only(tmp_path: Path)
     story = store.get("S-0001")
     assert story.status == "backlog"
     assert story.frontmatter["research_complete"] is False
-    assert story.body == StoryStore(checkpoint.folder).get("S-0001").body
+    assert story.body == checkpoint.story().body
     assert story.counter("total_recovery_attempts") == 1
     assert dict(story.frontmatter["usage"]) == {"input_tokens": 10, "output_tokens": 5, "calls": 1}
     assert not (folder / "research.md").exists()
@@ -147,6 +147,49 @@ def test_only_a_complete_checkpoint_is_pending(tmp_path: Path) -> None:
     found = checkpoints.pending("S-0001")
     assert found is not None
     assert (found.phase, found.artifacts) == ("plan", ("plan.md",))
-    (checkpoint.folder / "manifest.json").unlink()  # a crash while taking it
+    data = checkpoint.path.read_bytes()
+    checkpoint.path.write_bytes(data[: len(data) // 2])  # torn (never by `take` itself)
     assert checkpoints.pending("S-0001") is None
-    assert not checkpoint.folder.exists()
+    assert not checkpoint.path.exists()
+    assert list(checkpoint.folder.iterdir()) == []  # one file per checkpoint, no temp left
+
+
+def test_a_checkpoint_gives_back_the_exact_bytes(tmp_path: Path) -> None:
+    store, checkpoints, folder = _story(tmp_path)
+    odd = b"# Plan\r\n\xff\xfe not UTF-8, NEL \xc2\x85, \xe2\x80\xa8 and caf\xc3\xa9\n"
+    (folder / "plan.md").write_bytes(odd)
+    story_bytes = (folder / "story.md").read_bytes()
+    checkpoints.take("S-0001", "implement", taken_at="2025-01-01T00:00:00.000Z")
+    (folder / "plan.md").write_text("scribbled\n")
+    store.write_artifact("S-0001", "review.md", "DECISION: APPROVED\n")
+    found = checkpoints.pending("S-0001")  # read back from disk, as after a crash
+    assert found is not None
+    assert found.saved("story.md") == story_bytes and found.saved("plan.md") == odd
+    restored = checkpoints.restore(found, StoryState(store), "test")
+    assert set(restored) == {"plan.md", "review.md"}
+    assert (folder / "plan.md").read_bytes() == odd
+    assert not (folder / "review.md").exists()
+
+
+def test_a_checkpoint_in_the_earlier_layout_is_still_restored(tmp_path: Path) -> None:
+    store, checkpoints, folder = _story(tmp_path)
+    earlier = checkpoints.root / "S-0001"
+    copies = earlier / ".ai-sdlc" / "stories" / "S-0001"
+    copies.mkdir(parents=True)
+    (copies / "story.md").write_bytes((folder / "story.md").read_bytes())
+    (copies / "plan.md").write_text(PLAN)
+    manifest = {
+        "story_id": "S-0001",
+        "phase": "implement",
+        "taken_at": "t",
+        "artifacts": ["plan.md"],
+    }
+    (earlier / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "plan.md").write_text("scribbled\n")
+    found = checkpoints.pending("S-0001")
+    assert found is not None and found.phase == "implement"
+    assert not earlier.exists()  # moved to the current layout: `discard` drops it
+    assert checkpoints.restore(found, StoryState(store), "test") == ["plan.md"]
+    assert (folder / "plan.md").read_text() == PLAN
+    checkpoints.discard("S-0001")
+    assert checkpoints.pending("S-0001") is None

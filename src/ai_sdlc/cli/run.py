@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,14 +16,14 @@ from ai_sdlc.cli.common import (
     terminal,
 )
 from ai_sdlc.cli.progress import Progress
-from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
-from ai_sdlc.workflow.multirun import RunReport
 from ai_sdlc.workflow.runner import StoryOutcome
-from ai_sdlc.workflow.runstate import check_run_id
 from ai_sdlc.workflow.session import DryRunPlan, Session, plan_dry_run
+
+if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
+    from ai_sdlc.workflow.multirun import RunReport
 
 
 def run(
@@ -114,6 +114,8 @@ def run(
         refs, auto=auto, batch=batch, resume=resume, latest=continue_, step=step, dry_run=dry_run
     )
     if resume is not None:
+        from ai_sdlc.workflow.runstate import check_run_id
+
         check_run_id(resume)
     checked_provider(provider)
     store = open_store(read_only=dry_run or provider == "dry-run")
@@ -241,6 +243,8 @@ def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
 def _finish_multi(out: Terminal, report: RunReport | None, json: bool) -> None:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable)."""
+    from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
+
     if report is None:
         if json:
             out.ndjson({"event": "run_finished", "run": None, "outcomes": []})

@@ -4,6 +4,13 @@
 an external service. It refreshes the shared breaker state, runs `fn` under the policy's
 retry engine with each attempt passing the breaker, records the outcome in the policy's
 metrics and, when a project root is given, flushes metrics to `.ai-sdlc/state/`.
+
+Flushing is a locked, fsynced read-modify-write of `metrics.json`. By default it follows every
+operation; with `flush_interval` > 0 it follows an operation only when that much time (on the
+injected monotonic clock) has passed since the last flush, and the owner of the manager flushes
+at its own boundaries (a story run flushes at its end, also when stopped or halted). A process
+killed in between loses at most the counts of the operations it finished within
+`flush_interval` seconds after its last flush; a guardrail stop always flushes at once.
 """
 
 from __future__ import annotations
@@ -79,6 +86,7 @@ class PolicyManager:
         rand: RandomSource = random.random,
         wall_clock: Callable[[], float] = time.time,
         auto_flush: bool = True,
+        flush_interval: float = 0.0,
     ) -> None:
         settings = settings or load_settings(None)
         if budget is True:
@@ -93,6 +101,10 @@ class PolicyManager:
         )
         breaker_store = BreakerStore(self._state, wall_clock=wall_clock) if self._state else None
         self.auto_flush = auto_flush
+        #: Seconds between automatic flushes (0: after every operation); see the module doc.
+        self.flush_interval = flush_interval
+        self._clock = clock
+        self._flushed_at = clock()
         self._flush_lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         for name, policy in settings.policies.items():
@@ -235,6 +247,13 @@ class PolicyManager:
             return
         with self._flush_lock:
             self._flush(self._metrics_store)
+            self._flushed_at = self._clock()
+
+    def flush_if_due(self) -> None:
+        """`flush` when `flush_interval` has passed since the last one (a boundary of the
+        caller's, e.g. the end of a phase)."""
+        if self._clock() - self._flushed_at >= self.flush_interval:
+            self.flush()
 
     def _flush(self, store: MetricsStore) -> None:
         policies: dict[str, dict[str, Any]] = {}
@@ -292,7 +311,7 @@ class PolicyManager:
 
     def _after_operation(self) -> None:
         if self.auto_flush:
-            self.flush()
+            self.flush_if_due()
 
 
 def _collecting(seen: list[AttemptRecord], hook: AttemptHook | None) -> AttemptHook:

@@ -2,9 +2,12 @@
 when the phase crashes or is interrupted, so no phase flag or status is left half-updated.
 
 A checkpoint is a copy of the story's `story.md` and its artifacts (`research.md`, `plan.md`,
-`review.md`) under `.ai-sdlc/state/checkpoints/<id>/` (git-ignored), laid out as a tiny project
-so the store's own parser reads it back. `manifest.json` is written last: a checkpoint without
-one was never complete and is ignored. It never covers the user's source code.
+`review.md`) in one file, `.ai-sdlc/state/checkpoints/<id>.json` (git-ignored), written with
+one durable atomic write: it is wholly there or not at all, and it costs two fsyncs and no
+folder to create or remove (a copy per file cost six to ten fsyncs). The copies are JSON strings
+that give back the exact bytes (undecodable bytes travel as surrogate escapes, in ASCII JSON).
+It never covers the user's source code. A checkpoint left in the earlier layout (a folder
+`<id>/` holding the copies as files and a `manifest.json` written last) is still restored.
 
 Restoring is deliberately narrow and done by the state owner (`transitions.StoryState.restore`):
 the workflow state comes back (`RESTORED_KEYS`, the story body, the artifacts as they were,
@@ -20,17 +23,20 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
-from ai_sdlc.store import StoryStore
+from ai_sdlc.fsutil import atomic_write_bytes
+from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.transitions import StoryState
 
 ARTIFACTS = ("research.md", "plan.md", "review.md")
 STORY_FILE = "story.md"
+#: The earlier layout's completion marker (inside `<id>/`).
 MANIFEST = "manifest.json"
 
 
@@ -41,15 +47,26 @@ class Checkpoint:
     taken_at: str
     #: Artifacts that existed when it was taken (others are removed on restore).
     artifacts: tuple[str, ...]
+    #: Where the checkpoint file lives (`.ai-sdlc/state/checkpoints/`).
     folder: Path
+    #: The saved bytes by file name (`story.md` and the artifacts); empty for a checkpoint
+    #: described without its copies (a worker's note of one its coordinator holds).
+    files: Mapping[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def mirror(self) -> StoryStore:
-        """The copy as a story store of its own (read with the store's validating parser)."""
-        return StoryStore(self.folder)
+    def path(self) -> Path:
+        return self.folder / f"{self.story_id}.json"
 
-    def saved(self, name: str) -> Path:
-        return self.folder / ".ai-sdlc" / "stories" / self.story_id / name
+    def saved(self, name: str) -> bytes:
+        """The saved copy of `name` (KeyError when it holds none)."""
+        return self.files[name]
+
+    def story(self) -> Story:
+        """The saved `story.md`, read with the store's validating parser."""
+        from ai_sdlc.store import editing
+
+        loaded = editing.load(self.path, self.story_id, self.saved(STORY_FILE))
+        return Story(self.story_id, self.path, loaded.data, body=loaded.text.body)
 
 
 class Checkpoints:
@@ -57,76 +74,115 @@ class Checkpoints:
         self.store = store
         self.root = store.ai_dir / "state" / "checkpoints"
 
-    def _folder(self, story_id: str) -> Path:
-        return self.root / story_id
-
     def take(self, story_id: str, phase: str, *, taken_at: str) -> Checkpoint:
-        """Copy the story's state before `phase` runs (any older checkpoint is replaced)."""
-        folder = self._folder(story_id)
-        self.discard(story_id)
+        """Copy the story's state before `phase` runs (an older checkpoint is replaced)."""
         source = self.store.folder(story_id)
-        target = folder / ".ai-sdlc" / "stories" / story_id
-        target.mkdir(parents=True)
-        atomic_write_bytes(target / STORY_FILE, (source / STORY_FILE).read_bytes())
+        files = {STORY_FILE: (source / STORY_FILE).read_bytes()}
         present = []
         for name in ARTIFACTS:
             try:
-                data = (source / name).read_bytes()
+                files[name] = (source / name).read_bytes()
             except FileNotFoundError:
                 continue
-            atomic_write_bytes(target / name, data)
             present.append(name)
-        checkpoint = Checkpoint(story_id, phase, taken_at, tuple(present), folder)
-        manifest = {
-            "story_id": story_id,
-            "phase": phase,
-            "taken_at": taken_at,
-            "artifacts": present,
-        }
-        atomic_write_text(folder / MANIFEST, json.dumps(manifest) + "\n")
+        checkpoint = Checkpoint(story_id, phase, taken_at, tuple(present), self.root, files)
+        self._write(checkpoint)
         return checkpoint
 
     def pending(self, story_id: str) -> Checkpoint | None:
-        """A complete checkpoint left behind by a run that died mid-phase, if any."""
-        folder = self._folder(story_id)
+        """A complete checkpoint left behind by a run that died mid-phase, if any (one that
+        cannot be read is dropped: it was never completed)."""
+        path = self.root / f"{story_id}.json"
         try:
-            data = json.loads(read_regular(folder / MANIFEST).decode("utf-8"))
+            data = json.loads(read_regular(path).decode("utf-8"))
         except FileNotFoundError:
-            self.discard(story_id)  # never completed: the phase never started
-            return None
+            return self._earlier_layout(story_id)
         except (OSError, ValueError, RecursionError, InvalidInputError):
             self.discard(story_id)
             return None
-        if not isinstance(data, dict) or data.get("story_id") != story_id:
+        checkpoint = _parse(data, story_id, self.root, None)
+        if checkpoint is None:
             self.discard(story_id)
-            return None
-        names = tuple(n for n in data.get("artifacts") or [] if n in ARTIFACTS)
-        return Checkpoint(
-            story_id, str(data.get("phase")), str(data.get("taken_at")), names, folder
-        )
+        return checkpoint
 
     def discard(self, story_id: str) -> None:
-        folder = self._folder(story_id)
         with contextlib.suppress(FileNotFoundError):
-            (folder / MANIFEST).unlink()  # first: a half-removed checkpoint is never used
-        shutil.rmtree(folder, ignore_errors=True)
+            (self.root / f"{story_id}.json").unlink()
 
     def restore(self, checkpoint: Checkpoint, owner: StoryState, reason: str) -> list[str]:
         """Put the story's workflow state back through the state owner; returns what was
         restored (keys, body, files)."""
         story_id = checkpoint.story_id
         artifacts = {
-            name: checkpoint.saved(name).read_bytes() if name in checkpoint.artifacts else None
+            name: checkpoint.saved(name) if name in checkpoint.artifacts else None
             for name in ARTIFACTS
         }
         try:
             self.store.get(story_id)
         except InvalidInputError:
-            owner.restore_file(story_id, checkpoint.saved(STORY_FILE).read_bytes())
+            owner.restore_file(story_id, checkpoint.saved(STORY_FILE))
             restored = [STORY_FILE]
         else:
             restored = []
-        saved = checkpoint.mirror.get(story_id)
+        saved = checkpoint.story()
         return restored + owner.restore(
             story_id, saved, artifacts, phase=checkpoint.phase, reason=reason
         )
+
+    def _write(self, checkpoint: Checkpoint) -> None:
+        data = {
+            "story_id": checkpoint.story_id,
+            "phase": checkpoint.phase,
+            "taken_at": checkpoint.taken_at,
+            "artifacts": list(checkpoint.artifacts),
+            "files": {
+                name: copy.decode("utf-8", "surrogateescape")
+                for name, copy in checkpoint.files.items()
+            },
+        }
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(data) + "\n"  # ASCII: surrogate escapes survive the round trip
+        atomic_write_bytes(checkpoint.path, text.encode("ascii"))
+
+    def _earlier_layout(self, story_id: str) -> Checkpoint | None:
+        """A checkpoint in the earlier layout: moved to the current one (so `discard` drops
+        it), or removed when it was never completed."""
+        folder = self.root / story_id
+        try:
+            data = json.loads(read_regular(folder / MANIFEST).decode("utf-8"))
+            checkpoint = _parse(data, story_id, self.root, folder)
+        except FileNotFoundError:
+            checkpoint = None
+        except (OSError, ValueError, RecursionError, InvalidInputError):
+            checkpoint = None
+        if checkpoint is not None:
+            self._write(checkpoint)
+        if folder.is_dir():
+            with contextlib.suppress(FileNotFoundError):
+                (folder / MANIFEST).unlink()  # first: a half-removed checkpoint is never used
+            shutil.rmtree(folder, ignore_errors=True)
+        return checkpoint
+
+
+def _parse(data: Any, story_id: str, root: Path, earlier: Path | None) -> Checkpoint | None:
+    """The checkpoint a file describes; None when it is not one of `story_id`'s or a copy is
+    missing. `earlier`: the folder of an earlier-layout checkpoint, which holds the copies."""
+    if not isinstance(data, dict) or data.get("story_id") != story_id:
+        return None
+    names = tuple(n for n in data.get("artifacts") or [] if n in ARTIFACTS)
+    files: dict[str, bytes] = {}
+    held = data.get("files")
+    for name in (STORY_FILE, *names):
+        if earlier is not None:
+            try:
+                files[name] = read_regular(earlier / ".ai-sdlc" / "stories" / story_id / name)
+            except (OSError, InvalidInputError):
+                return None
+            continue
+        text = held.get(name) if isinstance(held, dict) else None
+        if not isinstance(text, str):
+            return None
+        files[name] = text.encode("utf-8", "surrogateescape")
+    return Checkpoint(
+        story_id, str(data.get("phase")), str(data.get("taken_at")), names, root, files
+    )

@@ -12,12 +12,13 @@ the global limit always takes precedence.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from ai_sdlc.errors import (
     AiSdlcError,
@@ -57,6 +58,15 @@ MAX_ACTIONS_PER_RUN = 200
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]
 Verifier = Callable[[Path], VerificationResult]
+
+
+class Metrics(Protocol):
+    """The resilience metrics of the runner's calls (a `PolicyManager`), written at the run's
+    boundaries: `flush_if_due` after each phase, `flush` when a story's run ends."""
+
+    def flush(self) -> None: ...
+
+    def flush_if_due(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,9 @@ class RunnerDeps:
     #: Between two actions, before a phase: a returned reason blocks the story (multi-story
     #: runs count bounces here); raising stops the story before the phase starts.
     before_phase: Callable[[str, Phase], str | None] = lambda _story, _phase: None
+    #: Flushed when each story's run ends (also when it stops, is blocked or halted) and after
+    #: a phase when due; None: the calls' metrics are written by whoever owns them.
+    metrics: Metrics | None = None
 
 
 class StoryRunner:
@@ -145,7 +158,21 @@ class StoryRunner:
 
     # --- public ---------------------------------------------------------------------------
     def run(self, story_id: str, *, step: Phase | None = None) -> StoryOutcome:
-        """Take the story as far as it can go (or run one `step`)."""
+        """Take the story as far as it can go (or run one `step`); the calls' metrics are
+        flushed when it ends, however it ends."""
+        metrics = self.deps.metrics
+        try:
+            outcome = self._run(story_id, step)
+        except BaseException:
+            if metrics is not None:  # the stop must reach the caller unchanged
+                with contextlib.suppress(AiSdlcError):
+                    metrics.flush()
+            raise
+        if metrics is not None:
+            metrics.flush()
+        return outcome
+
+    def _run(self, story_id: str, step: Phase | None) -> StoryOutcome:
         actions = 0
         start = self.deps.monotonic()
         self._emit("story_started", story_id)
@@ -161,10 +188,8 @@ class StoryRunner:
                 action = assess(story.frontmatter, gates=self.deps.gates, global_limit=self.limit)
             if action.phase is None:
                 result = {"done": "done", "waiting": "waiting"}.get(action.kind, "idle")
-                if action.kind == "done" and story.status != "done":
-                    self._finish(story)
-                    if self.store.get(story_id).status != "done":
-                        continue  # the pull request's checks failed: rework
+                if action.kind == "done" and story.status != "done" and not self._finish(story):
+                    continue  # the pull request's checks failed: rework
                 self._emit(
                     "story_finished",
                     story_id,
@@ -220,6 +245,8 @@ class StoryRunner:
             self._roll_back(checkpoint, why)
             raise
         self.checkpoints.discard(story_id)
+        if self.deps.metrics is not None:
+            self.deps.metrics.flush_if_due()
 
     def _roll_back_interrupted_phase(self, story_id: str) -> None:
         """A checkpoint left by a run that died mid-phase (SIGKILL, power loss): restore it."""
@@ -493,15 +520,19 @@ class StoryRunner:
         if story is None or story.id != story_id:
             story = self.store.get(story_id)
         prepared = self._prepare(story)
-        if prepared.fields and any(
-            story.frontmatter.get(k) != v for k, v in prepared.fields.items()
-        ):
-            self.owner.record_fields(
-                story_id, prepared.fields, {"action": "workspace", "notice": prepared.notice}
-            )
         if prepared.notice:
             self._emit("workspace", story_id, notice=prepared.notice, path=str(prepared.path))
-        ticket = self.owner.begin_action(story_id, phase)
+        if prepared.fields and any(
+            story.frontmatter.get(k) != v for k, v in prepared.fields.items()
+        ):  # recorded with the reservation: one transaction
+            ticket = self.owner.begin_action(
+                story_id,
+                phase,
+                fields=prepared.fields,
+                event={"action": "workspace", "notice": prepared.notice},
+            )
+        else:
+            ticket = self.owner.begin_action(story_id, phase)
         step, of = self._attempt_of(ticket.story, phase)
         self._emit(
             "phase_started", story_id, phase=phase.value, attempt=ticket.attempt, step=step, of=of
@@ -754,9 +785,10 @@ class StoryRunner:
         self._emit("story_blocked", story_id, reason=redact(reason))
         self.owner.block(story_id, reason, artifact=artifact)
 
-    def _finish(self, story: Story) -> None:
-        """Done: publish the work (push, pull request; optional auto-merge). Checks that fail
-        under auto-merge send the story back to rework, counted like a rejected review."""
+    def _finish(self, story: Story) -> bool:
+        """Done: publish the work (push, pull request; optional auto-merge) and say whether the
+        story is done. Checks that fail under auto-merge send the story back to rework, counted
+        like a rejected review."""
         path = self._prepare(story).path
         finished = self.workspaces.finish(story, path)
         if finished.outcome == "failed":
@@ -767,17 +799,23 @@ class StoryRunner:
                 fields=finished.fields,
                 what=lambda n: f"Pull request checks failed; {_n(n, 'rework cycle')}",
             )
-            return
-        self.owner.finish(story.id)
+            return False
         if finished.fields or finished.outcome != "skipped" or finished.message:
-            self.owner.record_fields(
+            self.owner.finish(
                 story.id,
-                finished.fields,
-                {"action": "publish", "outcome": finished.outcome, "message": finished.message},
+                fields=finished.fields,
+                event={
+                    "action": "publish",
+                    "outcome": finished.outcome,
+                    "message": finished.message,
+                },
             )
             self._emit(
                 "story_published", story.id, outcome=finished.outcome, message=finished.message
             )
+        else:
+            self.owner.finish(story.id)
+        return True
 
     def _attempt_of(self, story: Any, phase: Phase) -> tuple[int, int | None]:
         """(this attempt within the phase's limit, how many that limit allows) for display."""
@@ -846,21 +884,24 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
-#: What makes a failure line telling, best first: pytest's short summary, pytest's `E` lines,
-#: an exception or assertion line, a generic failure word.
-_TELLING = (
-    re.compile(r"^(FAILED|ERROR) "),
-    re.compile(r"^E\s+\S"),
-    re.compile(r"\w*Error\b|\bassert\b|error:"),
-    re.compile(r"failed|not found"),
-)
+@functools.cache
+def _telling() -> tuple[re.Pattern[str], ...]:
+    """What makes a failure line telling, best first: pytest's short summary, pytest's `E`
+    lines, an exception or assertion line, a generic failure word (compiled on first use: a
+    run that passes never needs them)."""
+    return (
+        re.compile(r"^(FAILED|ERROR) "),
+        re.compile(r"^E\s+\S"),
+        re.compile(r"\w*Error\b|\bassert\b|error:"),
+        re.compile(r"failed|not found"),
+    )
 
 
 def _first_line(text: str, limit: int = 200) -> str:
-    """The most telling line of a failure (see `_TELLING`), else its first line."""
+    """The most telling line of a failure (see `_telling`), else its first line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     chosen = lines[0] if lines else "no details"
-    for pattern in _TELLING:
+    for pattern in _telling():
         hits = [ln for ln in lines if pattern.search(ln) and not ln.startswith("Traceback")]
         if hits:
             chosen = hits[-1]

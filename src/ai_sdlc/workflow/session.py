@@ -8,32 +8,32 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, workspace_fingerprint
-from ai_sdlc.workflow import graph as G
 from ai_sdlc.workflow.assess import NextAction, assess, recommend
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.guard import GuardFactory
-from ai_sdlc.workflow.multirun import MultiRun, RunReport, RunSettings, prepare_resume
-from ai_sdlc.workflow.notify import Notifier
 from ai_sdlc.workflow.runlock import run_lock
 from ai_sdlc.workflow.runner import Limits, RunnerDeps, StoryOutcome, StoryRunner
-from ai_sdlc.workflow.runstate import (
-    COMPLETED,
-    RunRepository,
-    RunState,
-    StoryRunState,
-    new_run_id,
-)
+
+if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
+    from ai_sdlc.workflow import graph as G
+    from ai_sdlc.workflow.multirun import RunReport
+    from ai_sdlc.workflow.runstate import RunRepository, RunState
 
 Emit = Callable[[dict[str, Any]], None]
 #: The lock name that allows one multi-story run per project at a time.
 MULTI_RUN_LOCK = "multi"
+#: A run's resilience metrics are flushed after a call or a phase once this many seconds passed
+#: since the last flush, and whenever a story's run ends (however it ends): a process killed
+#: mid-run loses at most the counts of the calls it finished within this many seconds after
+#: its last flush (a guardrail stop flushes at once).
+METRICS_FLUSH_INTERVAL = 2.0
 
 
 class Watcher(Protocol):
@@ -119,6 +119,7 @@ class Session:
         provider = selection.provider
         relay = _Relay(emit)
         guards = GuardFactory.from_config(store, config)
+        guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
         commands = verification_commands(config)
         timeout = float(config.get("verify.timeout"))
 
@@ -144,6 +145,7 @@ class Session:
             emit=relay.emit,
             clock=clock,
             before_phase=relay.before_phase,
+            metrics=guards.manager,
         )
         runner = StoryRunner(deps)
         notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
@@ -182,6 +184,10 @@ class Session:
         `jobs` stories at once (None: `run.jobs`; a resumed run keeps its own). The dependency
         graph is checked first (a cycle or a missing story: exit 3, nothing runs). None when
         there is nothing to run."""
+        from ai_sdlc.workflow.multirun import MultiRun, RunSettings, prepare_resume
+        from ai_sdlc.workflow.notify import Notifier
+        from ai_sdlc.workflow.runstate import RunRepository
+
         repo = RunRepository(self.store.ai_dir)
         settings = RunSettings.from_config(self.config)
         if settings.done_means == "merged" and not self.config.get("git.auto_merge"):
@@ -264,9 +270,13 @@ class Session:
         return ParallelRun(**common, executor=executor, jobs=jobs).execute()
 
     def _graph(self) -> G.Graph:
+        from ai_sdlc.workflow import graph as G
+
         return G.build((s.id, s.frontmatter) for s in self.store.list())
 
     def _check_graph(self, graph: G.Graph, ids: Sequence[str]) -> None:
+        from ai_sdlc.workflow import graph as G
+
         where = {
             sid: str(self.store.root / ".ai-sdlc" / "stories" / sid / "story.md")
             for sid in graph.nodes
@@ -282,6 +292,9 @@ class Session:
         epic: str | None,
         jobs: int | None,
     ) -> RunState | None:
+        from ai_sdlc.workflow import graph as G
+        from ai_sdlc.workflow.runstate import RunState, StoryRunState, new_run_id
+
         if story_ids is None:
             ids = [a.story_id for a in self._recommend()]
             mode = "auto"
@@ -313,6 +326,8 @@ class Session:
         return state
 
     def _resumable(self, repo: RunRepository, run_id: str | None) -> RunState:
+        from ai_sdlc.workflow.runstate import COMPLETED
+
         if run_id is None:
             state = repo.latest()
             if state is None:

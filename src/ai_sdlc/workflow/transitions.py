@@ -7,7 +7,11 @@ ledger entry (the truth first); the file is written when the transaction ends, a
 events are appended after it, still under the lock (an event never claims what the file does
 not say). Nothing else
 writes `story.md`, the ledger or `events.jsonl` for the workflow: the runner, multi-story runs,
-checkpoints and the CLI (`approve`, `unblock`, `pr`) only call these operations.
+checkpoints and the CLI (`approve`, `unblock`, `pr`) only call these operations. What one
+action changes is one transaction: `begin_action` also records the workspace's fields, `finish`
+the publication. One check is not a transaction when it need not be: `ensure_can_act` right
+after this owner's own transaction, with `story.md` byte for byte as written and the ledger
+untouched, answers from what was written (see its docstring).
 
 Counting rule (reserve, then settle): `begin_action` records the attempt *before* the agent call
 or verification it pays for; `complete_phase` settles it as no recovery, `fail_attempt` as a
@@ -19,18 +23,23 @@ its kind before anything else happens.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
+import os
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ai_sdlc.errors import AiSdlcError, StoryBlockedError
+from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError
 from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story, StoryStore
+from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.assess import pending_gate
 from ai_sdlc.workflow.events import Clock, append_event, iso, utc_now
 from ai_sdlc.workflow.ledger import (
@@ -102,6 +111,28 @@ class PhaseLimit:
     message: Callable[[int], str]
 
 
+#: (inode, size, mtime, ctime) of the append-only ledger file, None when it does not exist.
+_Stamp = tuple[int, int, int, int] | None
+
+
+class _Written:
+    """How one story stood when this owner's last transaction on it ended, read under the lock
+    once it was written: the story, its file's bytes, the ledger state and the ledger file's
+    stamp."""
+
+    __slots__ = ("data", "stamp", "state", "story")
+
+    def __init__(self, story: Story, data: bytes, state: LedgerState, stamp: _Stamp) -> None:
+        self.story = story
+        self.data = data
+        self.state = state
+        self.stamp = stamp
+
+
+#: Stories whose last transaction is remembered (`ensure_can_act` after it reads nothing).
+_REMEMBERED = 64
+
+
 @dataclass
 class _Txn:
     story: Story
@@ -129,6 +160,7 @@ class StoryState:
         #: the multi-story run's tally).
         self.on_recovery = on_recovery
         self.journal = Journal(store.ai_dir)
+        self._written: OrderedDict[str, _Written] = OrderedDict()
 
     # --- reading --------------------------------------------------------------------------
     def ledger(self, story_id: str) -> LedgerState:
@@ -137,17 +169,39 @@ class StoryState:
     # --- actions ----------------------------------------------------------------------------
     def ensure_can_act(self, story_id: str) -> Story:
         """Before every action: settle a dead process's attempt, restore tampered counters,
-        and refuse a blocked story or one at the global limit. Returns the story as written."""
+        and refuse a blocked story or one at the global limit. Returns the story as written.
+
+        Right after this owner's own transaction on the story (the runner asks after every
+        phase), while `story.md` holds the very bytes it held when that transaction ended and
+        the append-only ledger was not written since (same inode, size, mtime and ctime), the
+        transaction would read the same and change nothing: the answer comes from what was
+        written, without the lock or a parse. Anything else (another byte, a ledger entry, an
+        open reservation, a block, the limit, counters that disagree) takes the transaction.
+        An agent action is checked again under the lock by `begin_action`."""
+        story = self._unchanged(story_id)
+        if story is not None:
+            return story
         with self._txn(story_id, "check") as txn:
             self._settle_stale(txn)
             self._refuse_if_stopped(txn)
         self._raise_if_blocked(txn)
         return txn.story
 
-    def begin_action(self, story_id: str, phase: Phase) -> Ticket:
-        """Reserve one attempt of `phase` (counted if it fails or its process dies)."""
+    def begin_action(
+        self,
+        story_id: str,
+        phase: Phase,
+        *,
+        fields: Mapping[str, Any] | None = None,
+        event: Mapping[str, Any] | None = None,
+    ) -> Ticket:
+        """Reserve one attempt of `phase` (counted if it fails or its process dies). `fields`
+        and `event`: the story's workspace as `record_fields` takes them, recorded in the same
+        transaction (whether or not the story may act)."""
         with self._txn(story_id, "reserve") as txn:
             self._settle_stale(txn)
+            if fields or event:
+                self._fields(txn, fields or {}, event)
             self._refuse_if_stopped(txn)
             if txn.blocked is None:
                 st = txn.state
@@ -295,10 +349,20 @@ class StoryState:
         self._raise_if_blocked(txn)
         raise AssertionError("a block always raises")
 
-    def finish(self, story_id: str) -> None:
+    def finish(
+        self,
+        story_id: str,
+        *,
+        fields: Mapping[str, Any] | None = None,
+        event: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The story is done; `fields` and `event` (its publication, as `record_fields` takes
+        them) are recorded in the same transaction."""
         with self._txn(story_id, "done") as txn:
             self._apply(txn, {}, status="done")
             self._event(txn, "done", outcome="completed")
+            if fields or event:
+                self._fields(txn, fields or {}, event)
 
     def add_usage(self, story_id: str, usage: Usage, *, calls: int) -> None:
         """Add provider usage to the story's `usage` (outside a phase's own transaction)."""
@@ -310,10 +374,7 @@ class StoryState:
     ) -> None:
         """Set repository fields (`branch`, `worktree_path`, `pr_url`) and log `event`."""
         with self._txn(story_id, "fields") as txn:
-            self._apply(txn, fields)
-            if event:
-                data = {k: v for k, v in event.items() if k != "action"}
-                self._event(txn, str(event.get("action", "fields")), **data)
+            self._fields(txn, fields, event)
 
     def note(self, story_id: str, action: str, **data: Any) -> None:
         """Log an event about the story (e.g. a run escalated it) under its lock."""
@@ -422,15 +483,18 @@ class StoryState:
     def _txn(self, story_id: str, op: str) -> Iterator[_Txn]:
         with self.store.edit(story_id) as story:
             before = self.journal.read(story.id)
-            txn = _Txn(story, before.copy(), iso(self.clock()))
+            snapshot = _snapshot(before)
+            txn = _Txn(story, LedgerState.from_json(json.loads(snapshot)), iso(self.clock()))
             self._reconcile(txn, before)
             yield txn
             after = txn.state
-            if after.to_json() != before.to_json():
+            if _snapshot(after) != snapshot:
                 after.seq = before.seq + 1
                 after.prev_total, after.prev_breakdown = before.total, dict(before.breakdown)
                 self.journal.append(story.id, op, txn.now, after)
+            self._written.pop(story.id, None)
             story.after_write.append(lambda: _append_all(story.folder, txn.events))
+            story.after_write.append(lambda: self._remember(txn))
         for event in txn.events:
             if event["action"] == "recovery":
                 self.on_recovery(story.id, event)
@@ -486,6 +550,49 @@ class StoryState:
             self._event(txn, "counters_hand_edited", changed=raised)
         if lowered or st.total != file_total:
             self._write_view(txn)
+
+    def _remember(self, txn: _Txn) -> None:
+        """After the write, still under the lock: what the story now is (see `_unchanged`)."""
+        story = txn.story
+        try:
+            data = read_regular(story.path)
+            stamp = self._ledger_stamp(story)
+        except (OSError, InvalidInputError):
+            return  # nothing remembered: the next check is a transaction
+        while len(self._written) >= _REMEMBERED:
+            with contextlib.suppress(KeyError):
+                self._written.popitem(last=False)
+        self._written[story.id] = _Written(story, data, txn.state, stamp)
+
+    def _unchanged(self, story_id: str) -> Story | None:
+        """The story as this owner last wrote it, when a check-only transaction would read the
+        same and change nothing: both files unchanged, no attempt open, not blocked, below the
+        limit, and the file's counters equal to the ledger's (so reconciling is a no-op)."""
+        written = self._written.pop(story_id, None)
+        if written is None:
+            return None
+        story, st = written.story, written.state
+        if (
+            st.open is not None
+            or st.total >= self.limit
+            or story.frontmatter.get("status") == "blocked"
+            or story.counter(TOTAL) != st.total
+            or _nonzero(story.recovery_breakdown) != _nonzero(st.breakdown)
+            or sum(st.breakdown.values()) > st.total
+        ):
+            return None
+        try:
+            if (
+                self._ledger_stamp(story) != written.stamp
+                or read_regular(story.path) != written.data
+            ):
+                return None
+        except (OSError, InvalidInputError):
+            return None
+        return story
+
+    def _ledger_stamp(self, story: Story) -> _Stamp:
+        return _stamp(self.journal.path(story.id))
 
     # --- building blocks ----------------------------------------------------------------------
     def _settle_stale(self, txn: _Txn) -> None:
@@ -615,6 +722,14 @@ class StoryState:
             fm["status"] = status
             fm["updated"] = _date(self.clock())
 
+    def _fields(
+        self, txn: _Txn, fields: Mapping[str, Any], event: Mapping[str, Any] | None
+    ) -> None:
+        self._apply(txn, fields)
+        if event:
+            data = {k: v for k, v in event.items() if k != "action"}
+            self._event(txn, str(event.get("action", "fields")), **data)
+
     def _add_usage(self, txn: _Txn, usage: Usage, calls: int) -> None:
         if not usage.total_tokens and usage.cost_usd is None and not calls:
             return
@@ -662,9 +777,23 @@ _DELETE: Any = _Delete()
 DELETE: Any = _DELETE
 
 
+def _snapshot(state: LedgerState) -> str:
+    """The ledger state as canonical JSON: a deep copy's source and the "did it change" test
+    in one encoding (`dataclasses.asdict` costs several times more)."""
+    return json.dumps(vars(state), sort_keys=True, ensure_ascii=False)
+
+
 def _append_all(folder: Path, events: list[dict[str, Any]]) -> None:
     for event in events:
         append_event(folder, event)
+
+
+def _stamp(path: Path) -> _Stamp:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def _nonzero(kinds: Mapping[str, int]) -> dict[str, int]:
