@@ -193,3 +193,29 @@ def test_a_checkpoint_in_the_earlier_layout_is_still_restored(tmp_path: Path) ->
     assert (folder / "plan.md").read_text() == PLAN
     checkpoints.discard("S-0001")
     assert checkpoints.pending("S-0001") is None
+
+
+def test_a_checkpoint_left_after_the_phase_completed_rolls_nothing_back(tmp_path: Path) -> None:
+    """A run that died after `complete_phase` but before discarding the checkpoint: the phase
+    is finished (the ledger holds no open reservation), so the next run keeps its result."""
+    root = tmp_path / "p"
+    store = make_project(root, ["Finished phase"])
+    checkpoints = Checkpoints(store)
+    before = checkpoints.take("S-0001", "refine", taken_at="2025-01-01T00:00:00.000Z")
+    saved = {p.name: p.read_bytes() for p in checkpoints.root.iterdir()}
+    assert before.phase == "refine" and saved
+    done = run_cli(root, "run", "S-0001", "--step", "refine")
+    assert done.returncode == 0, done.output
+    refined = frontmatter(root, "S-0001")
+    assert refined["status"] != "backlog"
+    for name, data in saved.items():  # the checkpoint the dead run did not get to discard
+        (checkpoints.root / name).write_bytes(data)
+    assert checkpoints.pending("S-0001") is not None
+
+    again = run_cli(root, "run", "S-0001", "--step", "research")
+    assert again.returncode == 0, again.output
+    assert "rolled back" not in again.output
+    assert not [e for e in story_events(root, "S-0001") if e["action"] == "rollback_initiated"]
+    after = frontmatter(root, "S-0001")
+    assert after["status"] == "in-progress" and after["research_complete"] is True
+    assert checkpoints.pending("S-0001") is None
