@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from ai_sdlc.providers.base import Phase
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.checkpoint import Checkpoints
 from ai_sdlc.workflow.transitions import StoryState
@@ -141,9 +142,10 @@ def test_an_unreadable_story_file_is_restored_whole_keeping_the_ledger_counters(
 
 
 def test_only_a_complete_checkpoint_is_pending(tmp_path: Path) -> None:
-    _, checkpoints, _ = _story(tmp_path)
+    store, checkpoints, _ = _story(tmp_path)
     assert checkpoints.pending("S-0001") is None
     checkpoint = checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
+    StoryState(store).begin_action("S-0001", Phase.PLAN)  # then the process died
     found = checkpoints.pending("S-0001")
     assert found is not None
     assert (found.phase, found.artifacts) == ("plan", ("plan.md",))
@@ -160,6 +162,7 @@ def test_a_checkpoint_gives_back_the_exact_bytes(tmp_path: Path) -> None:
     (folder / "plan.md").write_bytes(odd)
     story_bytes = (folder / "story.md").read_bytes()
     checkpoints.take("S-0001", "implement", taken_at="2025-01-01T00:00:00.000Z")
+    StoryState(store).begin_action("S-0001", Phase.IMPLEMENT)
     (folder / "plan.md").write_text("scribbled\n")
     store.write_artifact("S-0001", "review.md", "DECISION: APPROVED\n")
     found = checkpoints.pending("S-0001")  # read back from disk, as after a crash
@@ -186,6 +189,7 @@ def test_a_checkpoint_in_the_earlier_layout_is_still_restored(tmp_path: Path) ->
     }
     (earlier / "manifest.json").write_text(json.dumps(manifest))
     (folder / "plan.md").write_text("scribbled\n")
+    StoryState(store).begin_action("S-0001", Phase.IMPLEMENT)
     found = checkpoints.pending("S-0001")
     assert found is not None and found.phase == "implement"
     assert not earlier.exists()  # moved to the current layout: `discard` drops it
@@ -210,7 +214,6 @@ def test_a_checkpoint_left_after_the_phase_completed_rolls_nothing_back(tmp_path
     assert refined["status"] != "backlog"
     for name, data in saved.items():  # the checkpoint the dead run did not get to discard
         (checkpoints.root / name).write_bytes(data)
-    assert checkpoints.pending("S-0001") is not None
 
     again = run_cli(root, "run", "S-0001", "--step", "research")
     assert again.returncode == 0, again.output
@@ -218,4 +221,18 @@ def test_a_checkpoint_left_after_the_phase_completed_rolls_nothing_back(tmp_path
     assert not [e for e in story_events(root, "S-0001") if e["action"] == "rollback_initiated"]
     after = frontmatter(root, "S-0001")
     assert after["status"] == "in-progress" and after["research_complete"] is True
+    assert checkpoints.pending("S-0001") is None
+
+
+def test_a_checkpoint_without_an_open_reservation_is_dropped(tmp_path: Path) -> None:
+    """Taken, but the action never began (or it was settled): nothing was cut short."""
+    store, checkpoints, _ = _story(tmp_path)
+    checkpoint = checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
+    assert checkpoints.pending("S-0001") is None
+    assert not checkpoint.path.exists()
+    checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
+    owner = StoryState(store)
+    owner.begin_action("S-0001", Phase.PLAN)
+    assert checkpoints.pending("S-0001") is not None
+    owner.complete_phase("S-0001", Phase.PLAN)
     assert checkpoints.pending("S-0001") is None

@@ -32,6 +32,7 @@ from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_bytes
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.untrusted import read_regular
+from ai_sdlc.workflow.ledger import Journal
 from ai_sdlc.workflow.transitions import StoryState
 
 ARTIFACTS = ("research.md", "plan.md", "review.md")
@@ -91,7 +92,21 @@ class Checkpoints:
 
     def pending(self, story_id: str) -> Checkpoint | None:
         """A complete checkpoint left behind by a run that died mid-phase, if any (one that
-        cannot be read is dropped: it was never completed)."""
+        cannot be read is dropped: it was never completed).
+
+        Only while the ledger still holds the reservation of that phase's action: a run that
+        died before the action began, or after the phase completed but before the checkpoint
+        was discarded, left nothing to undo (restoring would roll back a finished phase), and
+        its checkpoint is dropped."""
+        checkpoint = self._read(story_id)
+        if checkpoint is None:
+            return None
+        if Journal(self.store.ai_dir).read(self.store.folder(story_id).name).open is None:
+            self.discard(story_id)
+            return None
+        return checkpoint
+
+    def _read(self, story_id: str) -> Checkpoint | None:
         path = self.root / f"{story_id}.json"
         try:
             data = json.loads(read_regular(path).decode("utf-8"))

@@ -249,17 +249,10 @@ class StoryRunner:
             self.deps.metrics.flush_if_due()
 
     def _roll_back_interrupted_phase(self, story_id: str) -> None:
-        """A checkpoint left by a run that died mid-phase (SIGKILL, power loss): restore it.
-        Only while the ledger still holds that action's reservation: a run that died before
-        the action began, or after the phase completed but before the checkpoint was
-        discarded, left nothing to undo (restoring would roll back a finished phase)."""
+        """A checkpoint left by a run that died mid-phase (SIGKILL, power loss): restore it."""
         checkpoint = self.checkpoints.pending(story_id)
-        if checkpoint is None:
-            return
-        if self.owner.ledger(story_id).open is None:
-            self.checkpoints.discard(story_id)
-            return
-        self._roll_back(checkpoint, f"an earlier run stopped during {checkpoint.phase}")
+        if checkpoint is not None:
+            self._roll_back(checkpoint, f"an earlier run stopped during {checkpoint.phase}")
 
     def _roll_back(self, checkpoint: Checkpoint, reason: str) -> None:
         story_id = checkpoint.story_id
