@@ -101,6 +101,43 @@ def run_cli_process(
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+def _reuse_built_commands() -> None:
+    """Build typer's click command tree once per set of registered commands, not per call.
+
+    A real process calls `typer.main.get_command(app)` once; this process makes hundreds of
+    in-process calls on the same app, and each rebuild introspects every registered command
+    (about 25 ms). The tree holds no per-invocation state (click makes a fresh context per
+    call), so reusing it changes nothing the command sees. A newly registered command module
+    makes a new tree, and so does a change in typer's own variables (the completion options
+    are built differently under _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION)."""
+    import typer.main
+
+    build = typer.main.get_command
+    if getattr(build, "_ai_sdlc_memo", False):
+        return
+    built: dict[int, tuple[object, tuple[object, ...], object]] = {}
+
+    def get_command(typer_instance: typer.Typer) -> object:
+        shape = (
+            len(typer_instance.registered_commands),
+            len(typer_instance.registered_groups),
+            typer_instance.registered_callback,
+            sorted((k, v) for k, v in os.environ.items() if "TYPER" in k),
+        )
+        kept = built.get(id(typer_instance))
+        if kept is not None and kept[0] is typer_instance and kept[1] == shape:
+            return kept[2]
+        command = build(typer_instance)
+        built[id(typer_instance)] = (typer_instance, shape, command)
+        return command
+
+    get_command._ai_sdlc_memo = True  # type: ignore[attr-defined]
+    typer.main.get_command = get_command  # type: ignore[assignment]
+
+
+_reuse_built_commands()
+
+
 class InProcessTimeout(BaseException):
     """Raised into a hung in-process call (a BaseException, so `except Exception` in the code
     under test cannot swallow it)."""
@@ -228,3 +265,26 @@ def cli(project: Path) -> CliRunner:
         return run_cli(project, *args, **kw)  # type: ignore[arg-type]
 
     return call
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """What `-n auto` (`make test`) means: two workers per core, at most cores + 4.
+
+    About half the wall time of the end-to-end tests is spent waiting on real processes (agents,
+    verification commands, interrupted runs, worker processes), so one worker per core leaves
+    the cores idle that long. PYTEST_XDIST_AUTO_NUM_WORKERS still overrides this."""
+    del config
+    forced = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if forced:
+        return int(forced)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    return min(2 * cores, cores + 4)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` first: `--dist loadgroup` hands tests out in collection order, so a
+    long test collected last would leave one worker running alone at the end."""
+    del config
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

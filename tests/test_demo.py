@@ -8,7 +8,10 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
     env["NO_COLOR"] = "1"

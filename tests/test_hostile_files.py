@@ -389,7 +389,15 @@ def test_doctor_masks_userinfo_and_credential_query_parameters(project: Path) ->
         "ai:\n  openai:\n    base_url: https://me:pw1234567@llm.example/v1"
         "?api_key=sk1234secret&model=x&sig=abcdefgh\n"
     )
-    result = cli(project, "doctor", "--json", env={"OPENAI_BASE_URL": "https://h/?token=t0k3n99"})
+    # `doctor` imports every provider's client library (seconds of CPU on a busy machine): the
+    # process deadline, not the 5-second one, so the masking is what this test judges.
+    result = run_cli(
+        project,
+        "doctor",
+        "--json",
+        env={"OPENAI_BASE_URL": "https://h/?token=t0k3n99"},
+        timeout=PROCESS_TIMEOUT,
+    )
     out = result.output
     assert "llm.example/v1?api_key=***&model=x&sig=***" in out, out
     for secret in ("pw1234567", "sk1234secret", "abcdefgh", "t0k3n99"):

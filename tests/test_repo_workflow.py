@@ -30,7 +30,12 @@ pytestmark = pytest.mark.usefixtures("git_env")
 TITLE = "Add a greeting"
 SLUG = "add-a-greeting"
 HELLO = 'def greet(name):\n    return f"Hello, {name}!"\n'
-CHECK = "import hello; assert hello.greet('Ada') == 'Hello, Ada!'"
+#: Imports the agent's module with bytecode writing on (whatever the environment says), so every
+#: verification leaves `__pycache__/` in the worktree, as a project's tests do: never committed.
+CHECK = (
+    "import sys; sys.dont_write_bytecode = False; import hello; "
+    "assert hello.greet('Ada') == 'Hello, Ada!'"
+)
 KEY = "sk-proj-" + "Zq8Xv2Lm4Np6Rt0Ws3Yu5Ab7Cd9Ef1Gh"
 
 
@@ -111,7 +116,7 @@ class World:
         committed = git(self.root, "show", "--name-only", "--format=", self.branch).split()
         assert set(committed) == files
         assert git(self.root, "show", f"{self.branch}:hello.py") == HELLO
-        assert git(self.worktree, "status", "--porcelain") == scratch
+        assert git(self.worktree, "status", "--porcelain") == scratch + "?? __pycache__/\n"
         # pushed to the bare origin
         assert self.repo.origin is not None
         pushed = git(self.repo.origin, "rev-parse", f"refs/heads/{self.branch}").strip()
@@ -179,7 +184,10 @@ def test_failed_attempts_are_rolled_back_and_saved_as_patches(world: World) -> N
     assert sorted(p.name for p in attempts.iterdir()) == ["1.patch", "2.patch"]
     for leftover in ("scratch_one.py", "notes"):
         assert not (world.worktree / leftover).exists()
-    assert git(world.worktree, "status", "--porcelain", "--untracked-files=all") == ""
+    # only the passing verification's bytecode cache is left (never committed, never in a patch)
+    left = git(world.worktree, "status", "--porcelain", "--untracked-files=all")
+    assert left == f"?? __pycache__/hello.{sys.implementation.cache_tag}.pyc\n"
+    assert "__pycache__" not in one + two
     # each failed diff is a patch git accepts against the commit its attempt started from
     index = world.tmp / "check-index"
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}

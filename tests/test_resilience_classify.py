@@ -28,9 +28,6 @@ from ai_sdlc.providers.base import (
 )
 from ai_sdlc.resilience import AttemptTimeoutError, CircuitBreakerOpenError, classify
 
-anthropic = pytest.importorskip("anthropic")
-openai = pytest.importorskip("openai")
-
 
 class Scripted:
     status = 200
@@ -78,6 +75,8 @@ def answer(
 
 
 def anthropic_error(base_url: str, *, stream: bool = False) -> BaseException:
+    # Imported by the tests that use it, not at collection (the SDK takes seconds to import).
+    anthropic = pytest.importorskip("anthropic")
     client = anthropic.Anthropic(api_key="test-key", base_url=base_url, max_retries=0)
     try:
         response = client.messages.create(
@@ -95,6 +94,7 @@ def anthropic_error(base_url: str, *, stream: bool = False) -> BaseException:
 
 
 def openai_error(base_url: str) -> BaseException:
+    openai = pytest.importorskip("openai")
     client = openai.OpenAI(api_key="test-key", base_url=base_url + "/v1", max_retries=0)
     try:
         client.chat.completions.create(

@@ -93,7 +93,7 @@ def _rules() -> str:
             "    story: S-0002",
             f"    attempt: {attempt}",
             "    times: 1",
-            "    fault: {kind: rate_limit, retry_after: 0.2}",
+            "    fault: {kind: rate_limit, retry_after: 0.1}",
             "  - phase: implement",
             "    story: S-0002",
             f"    attempt: {attempt}",
@@ -160,6 +160,9 @@ def _show_story_branch(project: Path, story_id: str) -> None:
 
 def main() -> None:
     os.environ["AI_SDLC_PROVIDER"] = "scripted"
+    # The calc project needs no pytest plugin; loading every plugin installed next to pytest
+    # (hypothesis, xdist... in a developer's venv) would triple each verification's start-up.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     base = Path(tempfile.mkdtemp(prefix="ai-sdlc-demo-"))
     project = base / "calc-project"
     (project / "calc").mkdir(parents=True)
@@ -169,6 +172,8 @@ def main() -> None:
     (project / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\npythonpath = ["."]\naddopts = "-q -p no:cacheprovider"\n'
     )
+    # As in any Python project: the bytecode pytest leaves behind is never part of a commit.
+    (project / ".gitignore").write_text("__pycache__/\n")
     has_git = shutil.which("git") is not None
     if has_git:
         _git_project(project, base / "origin.git")

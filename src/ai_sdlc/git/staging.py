@@ -2,9 +2,10 @@
 
 Only paths git reports as created, changed or deleted are considered (never `git add -A`):
 ignored files are not reported at all, anything under a `.ai-sdlc/` folder is excluded by
-pathspec, and editor/agent scratch files are dropped. Before anything is staged, the files are
-checked for secrets by name (`.env`, keys) and by content (the redaction's credential shapes and
-the values of credential-like environment variables); one hit refuses the whole commit.
+pathspec, and scratch files (editors', agents', Python's bytecode caches) are dropped. Before
+anything is staged, the files are checked for secrets by name (`.env`, keys) and by content
+(the redaction's credential shapes and the values of credential-like environment variables);
+one hit refuses the whole commit.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from ai_sdlc.secrets import redact
 #: Pathspecs that keep every `.ai-sdlc/` folder (ours, at any depth) out of status and staging.
 EXCLUDE_STATE = (":(exclude,glob).ai-sdlc/**", ":(exclude,glob)**/.ai-sdlc/**")
 
-#: Files agents and editors leave behind that are never work: aider's history and caches,
-#: vim swap files, emacs backups and lock files.
-SCRATCH_PATTERNS = (".aider*", "*.swp", "*.swo", "*.swx", "*~", ".#*")
+#: Files agents, editors and test runs leave behind that are never work: aider's history and
+#: caches, vim swap files, emacs backups and lock files, and the bytecode caches Python writes
+#: when the project's own tests run (a project without `__pycache__/` in its .gitignore would
+#: otherwise get them committed with every attempt).
+SCRATCH_PATTERNS = (".aider*", "*.swp", "*.swo", "*.swx", "*~", ".#*", "__pycache__", "*.py[co]")
 
 #: File names that hold credentials by convention.
 SECRET_NAME_PATTERNS = (
