@@ -228,11 +228,13 @@ def test_a_checkpoint_without_an_open_reservation_is_dropped(tmp_path: Path) -> 
     """Taken, but the action never began (or it was settled): nothing was cut short."""
     store, checkpoints, _ = _story(tmp_path)
     checkpoint = checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
-    assert checkpoints.pending("S-0001") is None
+    assert checkpoints.interrupted("S-0001") is None
     assert not checkpoint.path.exists()
     checkpoints.take("S-0001", "plan", taken_at="2025-01-01T00:00:00.000Z")
     owner = StoryState(store)
     owner.begin_action("S-0001", Phase.PLAN)
-    assert checkpoints.pending("S-0001") is not None
+    assert checkpoints.interrupted("S-0001") is not None
     owner.complete_phase("S-0001", Phase.PLAN)
+    assert checkpoints.pending("S-0001") is not None  # still on disk: only the decision differs
+    assert checkpoints.interrupted("S-0001") is None
     assert checkpoints.pending("S-0001") is None

@@ -91,13 +91,15 @@ class Checkpoints:
         return checkpoint
 
     def pending(self, story_id: str) -> Checkpoint | None:
-        """A complete checkpoint left behind by a run that died mid-phase, if any (one that
-        cannot be read is dropped: it was never completed).
+        """A complete checkpoint left behind, if any (one that cannot be read is dropped: it was
+        never completed)."""
+        return self._read(story_id)
 
-        Only while the ledger still holds the reservation of that phase's action: a run that
-        died before the action began, or after the phase completed but before the checkpoint
-        was discarded, left nothing to undo (restoring would roll back a finished phase), and
-        its checkpoint is dropped."""
+    def interrupted(self, story_id: str) -> Checkpoint | None:
+        """The checkpoint of a phase a dead run cut short: pending while the ledger still holds
+        that phase's reservation. A run that died before the action began, or after the phase
+        completed but before the checkpoint was discarded, left nothing to undo (restoring
+        would roll back a finished phase): its checkpoint is dropped."""
         checkpoint = self._read(story_id)
         if checkpoint is None:
             return None

@@ -64,7 +64,7 @@ OWNER_OPS = frozenset(
         "note",
     }
 )
-CHECKPOINT_OPS = frozenset({"take", "pending", "discard", "restore"})
+CHECKPOINT_OPS = frozenset({"take", "pending", "interrupted", "discard", "restore"})
 #: The operations that end a phase: the runner's next question is always `ensure_can_act`, so
 #: its answer travels with theirs (`RemoteOwner.prefetched`; dropped if anything else comes).
 PREFETCH_AFTER = frozenset({"complete_phase", "fail_attempt"})
@@ -593,8 +593,10 @@ class RayExecutor:
         node = self._nodes.get(handle.token, handle.worker)
         try:
             open_ = self.owner.ledger(story_id).open
-            if open_ is not None:
-                self.owner.release(story_id, Phase(str(open_.get("phase"))), reason)
+            if open_ is None:  # no phase in flight (none began, or it completed): nothing to undo
+                self.checkpoints.discard(story_id)
+                return
+            self.owner.release(story_id, Phase(str(open_.get("phase"))), reason)
             checkpoint = self.checkpoints.pending(story_id)
             if checkpoint is None:
                 return

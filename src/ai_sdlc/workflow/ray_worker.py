@@ -348,6 +348,9 @@ class RemoteCheckpoints:
     def pending(self, story_id: str) -> Any:
         return self.owner.call("checkpoints", "pending", story_id)
 
+    def interrupted(self, story_id: str) -> Any:
+        return self.owner.call("checkpoints", "interrupted", story_id)
+
     def discard(self, story_id: str) -> None:
         """Told, not asked, like `take`."""
         self._tell("discard", story_id)

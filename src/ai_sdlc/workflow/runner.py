@@ -250,7 +250,7 @@ class StoryRunner:
 
     def _roll_back_interrupted_phase(self, story_id: str) -> None:
         """A checkpoint left by a run that died mid-phase (SIGKILL, power loss): restore it."""
-        checkpoint = self.checkpoints.pending(story_id)
+        checkpoint = self.checkpoints.interrupted(story_id)
         if checkpoint is not None:
             self._roll_back(checkpoint, f"an earlier run stopped during {checkpoint.phase}")
 
