@@ -350,3 +350,25 @@ def test_times_hold_across_concurrent_processes(project: Path) -> None:
     assert len(lines) == 12
     assert lines.count("budgeted") == 5
     assert lines.count("# Implementation plan for S-0001") == 7
+
+
+def test_rewriting_a_python_file_drops_its_stale_bytecode(tmp_path: Path) -> None:
+    """Same size, same second: Python would trust the old `.pyc` (mtime + size) and run the
+    previous attempt's code; the scripted writer removes it."""
+    import py_compile
+
+    from ai_sdlc.providers.scripted import write_confined
+
+    source = tmp_path / "calc" / "ops.py"
+    source.parent.mkdir()
+    source.write_text("def f(a, b):\n    return a * b\n")
+    cached = Path(py_compile.compile(str(source), doraise=True))
+    other = source.parent / "__pycache__" / "other.cpython-311.pyc"
+    other.write_bytes(b"not ours")
+    assert cached.exists()
+
+    write_confined(tmp_path, "calc/ops.py", "def f(a, b):\n    return a + b\n")
+
+    assert source.read_text().endswith("a + b\n")
+    assert not cached.exists()
+    assert other.exists()  # another module's cache is left alone

@@ -181,3 +181,46 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_story_file_caught_mid_write_is_not_reported_but_a_broken_one_is(
+    tmp_path: Path,
+) -> None:
+    """An editor that truncates and then writes leaves the file empty for an instant: the watch
+    gives a file written moments ago SETTLE_SECONDS to be finished (the sleep is injected; the
+    "editor" completes its write during it) and reports only a file that stays unreadable."""
+    from ai_sdlc.workflow.watch import SETTLE_SECONDS, Watch
+
+    root = project(tmp_path, 2)
+    story = root / ".ai-sdlc" / "stories" / "S-0002" / "story.md"
+    whole = story.read_text()
+    story.write_text("")  # caught between the truncate and the write
+    events: list[dict[str, object]] = []
+    slept: list[float] = []
+
+    def finish_the_write(seconds: float) -> None:
+        slept.append(seconds)
+        story.write_text(whole)
+
+    watch = Watch(
+        StoryStore(root),
+        run=lambda ids: None,
+        emit=events.append,
+        sleep=finish_the_write,
+        wall_clock=lambda: story.stat().st_mtime_ns / 1e9 + 0.1,
+    )
+    watch.ready()
+    assert events == [] and len(slept) == 1 and 0 < slept[0] <= SETTLE_SECONDS
+
+    story.write_text("---\nid: S-0002\nstatus: [oops\n---\n")  # broken, and it stays so
+    watch.sleep = slept.append
+    watch.ready()
+    assert [e["event"] for e in events] == ["watch_story_unreadable"]
+    watch.ready()  # reported once per change of the file
+    assert len(events) == 1
+    # An old broken file is reported at once, without waiting.
+    slept.clear()
+    watch.wall_clock = lambda: story.stat().st_mtime_ns / 1e9 + 60
+    story.write_text("---\nid: S-0002\nstatus: [still oops\n---\n")
+    watch.ready()
+    assert len(events) == 2 and slept == []

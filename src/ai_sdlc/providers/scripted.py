@@ -266,11 +266,19 @@ def resolve_confined(workspace: Path, relative: str) -> Path:
 
 
 def write_confined(workspace: Path, relative: str, content: str) -> Path:
-    """Write `content` to `relative` below `workspace` (parents created), confined as above."""
+    """Write `content` to `relative` below `workspace` (parents created), confined as above.
+
+    Rewriting a Python file also drops its bytecode cache: a scripted attempt follows the
+    previous one within milliseconds (a real agent takes seconds), and Python validates a cached
+    `.pyc` by the source's whole-second mtime and size, so a same-size rewrite within the same
+    second would run the previous attempt's code."""
     target = resolve_confined(workspace, relative)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
+        if target.suffix == ".py":
+            for stale in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
+                stale.unlink(missing_ok=True)
     except OSError as exc:
         raise ProviderRequestError(f"cannot write {relative!r} in the workspace: {exc}") from exc
     return target

@@ -14,8 +14,10 @@ story files' stat signatures every few seconds (`PollChanges`: `--poll`, and whe
 watchfiles is missing or stops working). The source, the sleep and the run are injected.
 
 A story file that cannot be read is reported once per change of that file, and skipped; the
-watch goes on. Ctrl-C/SIGTERM end it between two checks, or during a run as in `run --auto`
-(phases in flight are rolled back and the run stays resumable).
+watch goes on. One written moments ago is given `SETTLE_SECONDS` first: editors (and scripts)
+that truncate a file and then write it leave it empty for an instant, and the watch must not
+report a file that is still being written. Ctrl-C/SIGTERM end it between two checks, or
+during a run as in `run --auto` (phases in flight are rolled back and the run stays resumable).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ Signature = tuple[int, int, int]
 STORY_FILE = "story.md"
 #: Milliseconds watchfiles groups changes for before reporting them.
 DEBOUNCE_MS = 200
+#: How long an unreadable story file written moments ago gets to be finished before it is
+#: reported (a write in progress changes it again, and that change wakes the watch anyway).
+SETTLE_SECONDS = 0.5
 
 
 class Changes(Protocol):
@@ -214,8 +219,12 @@ class Watch:
         changes: Changes | None = None,
         fallback: Callable[[], Changes] | None = None,
         stop: StopFlag | None = None,
+        sleep: Sleep = time.sleep,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.sleep = sleep
+        self.wall_clock = wall_clock
         self.run = run
         self.emit = emit
         self.changes = changes
@@ -367,8 +376,22 @@ class Watch:
             now[path] = signature(path) if error.path else None
             if path in self.reported and self.reported[path] == now[path]:
                 continue
+            if error.path and self._still_being_written(error.path, now[path]):
+                del now[path]  # its next change wakes the watch, which looks again
+                continue
             self.emit({"event": "watch_story_unreadable", "path": path, "message": error.message})
         self.reported = now
+
+    def _still_being_written(self, path: str, seen: Signature | None) -> bool:
+        """True when the file, written less than SETTLE_SECONDS ago, changes again within
+        that time (a write in progress); False when it stays as it is (really unreadable)."""
+        if seen is None:
+            return False
+        age = self.wall_clock() - seen[2] / 1e9
+        if not 0 <= age < SETTLE_SECONDS:
+            return False
+        self.sleep(SETTLE_SECONDS - age)
+        return signature(path) != seen
 
 
 __all__ = [
