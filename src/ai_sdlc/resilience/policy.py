@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.resilience.backoff import RandomSource
@@ -55,6 +55,17 @@ T = TypeVar("T")
 
 #: Called with the final error when an operation fails; its return value replaces the result.
 Fallback = Callable[[BaseException], T]
+
+
+class MetricsSink(Protocol):
+    """Where a manager adds its metric deltas: `MetricsStore` (the project's `metrics.json`),
+    or a cluster worker's link to its coordinator."""
+
+    def add(
+        self,
+        policies: Mapping[str, Mapping[str, Any]],
+        breakers: Mapping[str, Mapping[str, Any]],
+    ) -> None: ...
 
 
 @dataclass
@@ -96,7 +107,7 @@ class PolicyManager:
         else:
             self.budget = budget
         self._state = StateDir(project_root) if project_root is not None else None
-        self._metrics_store = (
+        self._metrics_store: MetricsSink | None = (
             MetricsStore(self._state, wall_clock=wall_clock) if self._state else None
         )
         breaker_store = BreakerStore(self._state, wall_clock=wall_clock) if self._state else None
@@ -240,6 +251,13 @@ class PolicyManager:
         result = await self.arun(name, fn, on_retry=on_retry, on_attempt=on_attempt)
         return self._conclude(name, result, fallback)
 
+    def send_metrics_to(self, store: MetricsSink) -> None:
+        """Add this manager's counts to `store` instead of the project's `metrics.json` (a
+        cluster worker tells its coordinator, which adds them there). Only a manager with a
+        project has metrics to send."""
+        if self._metrics_store is not None:
+            self._metrics_store = store
+
     def flush(self) -> None:
         """Add this process's new counts to `.ai-sdlc/state/metrics.json` (no-op without a
         project root or when nothing changed)."""
@@ -255,7 +273,7 @@ class PolicyManager:
         if self._clock() - self._flushed_at >= self.flush_interval:
             self.flush()
 
-    def _flush(self, store: MetricsStore) -> None:
+    def _flush(self, store: MetricsSink) -> None:
         policies: dict[str, dict[str, Any]] = {}
         breakers: dict[str, dict[str, Any]] = {}
         taken: list[tuple[_Entry, dict[str, float], BreakerStats | None]] = []

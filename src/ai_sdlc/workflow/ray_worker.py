@@ -391,8 +391,7 @@ def share_resilience_state(link: Any, manager: Any, state_folder: Path) -> None:
         if breaker is not None:
             breaker.store = store
             breaker.refresh()
-    if getattr(manager, "_metrics_store", None) is not None:  # no public seam for it yet
-        manager._metrics_store = SharedMetricsStore(link)
+    manager.send_metrics_to(SharedMetricsStore(link))
 
 
 class SharedMetricsStore:
