@@ -220,7 +220,7 @@ def test_slow_response_hits_the_phase_time_limit(
     elapsed = time.monotonic() - started
     assert info.value.kind == "timeout"
     assert "time limit" in str(info.value)
-    assert elapsed < 3.0
+    assert elapsed < 8.0  # cut at the 0.6 s limit, not the 10 s answer (slack for a busy CI)
     assert len(server.requests) == 1  # the guard's retry found the phase out of time
 
 
@@ -233,7 +233,7 @@ def test_config_timeout_applies_below_the_runner_timeout(
     started = time.monotonic()
     with pytest.raises(TransientProviderError):
         provider.execute(request(ws, RecordingGuard(), timeout=600))
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 8.0  # the 0.5 s config timeout, not 10 s or 600 s
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ai_sdlc.errors import AiSdlcError
+from ai_sdlc.errors import AiSdlcError, InvalidInputError
 from ai_sdlc.store import StoryStore
 from tests.conftest import cli_environment, run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
@@ -217,6 +217,14 @@ def test_a_story_file_caught_mid_write_is_not_reported_but_a_broken_one_is(
     watch.ready()
     assert [e["event"] for e in events] == ["watch_story_unreadable"]
     watch.ready()  # reported once per change of the file
+    assert len(events) == 1
+    # Torn when scanned, whole by the time the watch looks (the write ended in between): the
+    # file reads fine now, so nothing is reported.
+    first = root / ".ai-sdlc" / "stories" / "S-0001" / "story.md"
+    first.write_text(first.read_text())
+    watch.wall_clock = lambda: first.stat().st_mtime_ns / 1e9 + 0.1
+    torn = InvalidInputError("no frontmatter", path=str(first))
+    watch._report_unreadable([torn, *StoryStore(root).scan().errors])
     assert len(events) == 1
     # An old broken file is reported at once, without waiting.
     slept.clear()

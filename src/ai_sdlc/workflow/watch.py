@@ -384,14 +384,21 @@ class Watch:
 
     def _still_being_written(self, path: str, seen: Signature | None) -> bool:
         """True when the file, written less than SETTLE_SECONDS ago, changes again within
-        that time (a write in progress); False when it stays as it is (really unreadable)."""
+        that time or reads fine by then (a write in progress, perhaps finished between the scan
+        and this look); False when it stays unreadable as it is."""
         if seen is None:
             return False
         age = self.wall_clock() - seen[2] / 1e9
         if not 0 <= age < SETTLE_SECONDS:
             return False
         self.sleep(SETTLE_SECONDS - age)
-        return signature(path) != seen
+        if signature(path) != seen:
+            return True
+        try:
+            self.store.get(Path(path).parent.name)
+        except AiSdlcError:
+            return False
+        return True
 
 
 __all__ = [
