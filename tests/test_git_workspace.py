@@ -443,3 +443,26 @@ def test_select_workspace(tmp_path: Path, repo: Repo) -> None:
     plain.mkdir()
     ws, notice = select_workspace(plain, Conf({}))
     assert isinstance(ws, InPlace) and notice and "not a git repository" in notice
+
+
+def test_worktrees_are_created_one_process_at_a_time(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parallel stories create worktrees under one lock in the repository's git folder (a
+    concurrent `git worktree add` or `worktree list` can read another's half-made entry): while
+    another process holds it, `run` waits, and says so when it gives up."""
+    from ai_sdlc.git import worktrees
+    from ai_sdlc.locks import SidecarLock
+    from tests.conftest import run_cli
+
+    sid = repo.story("Locked out")
+    monkeypatch.setattr(worktrees, "LOCK_TIMEOUT", 0.2)
+    common = Path(git(repo.root, "rev-parse", "--absolute-git-dir").strip())
+    with SidecarLock(common / "ai-sdlc-worktrees.lock", timeout=0):
+        refused = run_cli(repo.root, "run", sid)
+        assert refused.returncode == 1, refused.output  # BusyError: the documented exit 1
+        assert "stayed locked by another ai-sdlc process" in refused.stderr, refused.output
+        assert not list((repo.root / ".ai-sdlc" / "worktrees").glob(f"{sid}*"))
+    done = run_cli(repo.root, "run", sid)
+    assert done.returncode == 0, done.output
+    assert list((repo.root / ".ai-sdlc" / "worktrees").glob(f"{sid}*"))

@@ -17,14 +17,18 @@ answers several ref questions).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc.errors import BusyError
 from ai_sdlc.git import attempts, repo, staging, worktrees
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.locks import LockTimeout
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.workflow.workspace import AttemptRecord, Finished, InPlace, Prepared, Workspace
 
@@ -116,53 +120,73 @@ class GitWorkspace:
 
     # --- the Workspace protocol ---------------------------------------------------------------
 
+    @contextmanager
+    def _worktrees_serialised(self) -> Iterator[None]:
+        """Held across listing and creating worktrees (see `worktrees.serialised`)."""
+        lock = worktrees.serialised(self._common_dir)
+        try:
+            lock.acquire()
+        except LockTimeout:
+            raise BusyError(
+                f"the worktrees of {self.top} stayed locked by another ai-sdlc process for "
+                f"{lock.timeout:g} s",
+                hint="wait for the other run to finish creating its worktree, then run again",
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
     def prepare(self, story: Any) -> Prepared:
         branch, folder = self.location(story)
         self._keep_out_of_checkout()
-        trees = worktrees.listing(self.top)
-        tree = worktrees.find_in(trees, folder)
-        cp_ref = attempts.checkpoint_ref(story.id)
-        refs = RefSnapshot(self.top)
-        origin: str | None = None
-        if tree is not None and not tree.prunable and worktrees.is_worktree_folder(folder):
-            if tree.branch != branch:
-                raise GitError(
-                    f"the worktree {folder} is on {tree.branch or 'a detached HEAD'}, "
-                    f"not on the story branch {branch}",
-                    hint=f"switch it back: git -C {folder} switch {branch}",
-                )
-            head = tree.head
-            dirty = bool(staging.status(folder))
-            notice = None
-            if dirty:
-                shown = self._shown(folder)
-                notice = f"resumed worktree {shown} (branch {branch}) with an earlier run's changes"
-        else:
-            if tree is not None:
-                worktrees.prune(self.top)
-                trees = [t for t in trees if not t.prunable]  # what `prune` just forgot
-            worktrees.require_free(folder)
-            holder = worktrees.holder_in(trees, branch)
-            if holder is not None:
-                raise GitError(
-                    f"branch {branch} is checked out in {holder.path}",
-                    hint="switch that checkout to another branch, then run again",
-                )
-            branch_ref = f"refs/heads/{branch}"
-            refs.ask(branch_ref, cp_ref, *self._base_names(trees))
-            existing = refs.get(branch_ref)
-            if existing is not None:
-                worktrees.add(self.top, folder, branch, start=None)
-                head = existing.sha
-                notice = f"recreated worktree {self._shown(folder)} from branch {branch}"
+        with self._worktrees_serialised():
+            trees = worktrees.listing(self.top)
+            tree = worktrees.find_in(trees, folder)
+            cp_ref = attempts.checkpoint_ref(story.id)
+            refs = RefSnapshot(self.top)
+            origin: str | None = None
+            if tree is not None and not tree.prunable and worktrees.is_worktree_folder(folder):
+                if tree.branch != branch:
+                    raise GitError(
+                        f"the worktree {folder} is on {tree.branch or 'a detached HEAD'}, "
+                        f"not on the story branch {branch}",
+                        hint=f"switch it back: git -C {folder} switch {branch}",
+                    )
+                head = tree.head
+                dirty = bool(staging.status(folder))
+                notice = None
+                if dirty:
+                    shown = self._shown(folder)
+                    notice = (
+                        f"resumed worktree {shown} (branch {branch}) with an earlier run's changes"
+                    )
             else:
-                base = self.base_branch(refs, trees)
-                start, start_ref = self._start_point(base, refs)
-                worktrees.add(self.top, folder, branch, start=start)
-                head = origin = start_ref.sha
-                shown = self._shown(folder)
-                notice = f"created worktree {shown} on new branch {branch} from {base}"
-            dirty = False  # a worktree just checked out
+                if tree is not None:
+                    worktrees.prune(self.top)
+                    trees = [t for t in trees if not t.prunable]  # what `prune` just forgot
+                worktrees.require_free(folder)
+                holder = worktrees.holder_in(trees, branch)
+                if holder is not None:
+                    raise GitError(
+                        f"branch {branch} is checked out in {holder.path}",
+                        hint="switch that checkout to another branch, then run again",
+                    )
+                branch_ref = f"refs/heads/{branch}"
+                refs.ask(branch_ref, cp_ref, *self._base_names(trees))
+                existing = refs.get(branch_ref)
+                if existing is not None:
+                    worktrees.add(self.top, folder, branch, start=None)
+                    head = existing.sha
+                    notice = f"recreated worktree {self._shown(folder)} from branch {branch}"
+                else:
+                    base = self.base_branch(refs, trees)
+                    start, start_ref = self._start_point(base, refs)
+                    worktrees.add(self.top, folder, branch, start=start)
+                    head = origin = start_ref.sha
+                    shown = self._shown(folder)
+                    notice = f"created worktree {shown} on new branch {branch} from {base}"
+                dirty = False  # a worktree just checked out
         recorded = refs.get(cp_ref)
         known = (head, recorded.sha if recorded else None) if head else None
         checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)

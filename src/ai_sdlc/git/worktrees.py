@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ai_sdlc.git.run import GitError, git
+from ai_sdlc.locks import SidecarLock
 from ai_sdlc.store.ids import slugify
 
 BRANCH_PREFIX = "ai-sdlc/"
@@ -94,6 +95,19 @@ def holder_in(trees: list[Worktree], branch: str) -> Worktree | None:
         if tree.branch == branch:
             return tree
     return None
+
+
+#: Seconds a worktree change waits for another process's (a checkout of a big repository).
+LOCK_TIMEOUT = 120.0
+
+
+def serialised(common_dir: Path) -> SidecarLock:
+    """One process at a time lists, adds or prunes the repository's worktrees. `git worktree
+    add` writes `.git/worktrees/<name>/` file by file, and a concurrent `worktree add` or
+    `worktree list` (parallel stories) that reads the half-made entry fails with "failed to
+    read .../commondir". The lock file lives in the repository's common git folder, as git's
+    own locks do."""
+    return SidecarLock(common_dir / "ai-sdlc-worktrees.lock", timeout=LOCK_TIMEOUT)
 
 
 def prune(top: Path) -> None:
