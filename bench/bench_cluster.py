@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_parallel import bench_env
+from bench_parallel import make_project as make_parallel_project
+
 #: Coordination overhead per phase on the Ray executor, in seconds.
 TARGET_OVERHEAD = 0.050
 RAY_ENV = {
@@ -40,30 +43,10 @@ RAY_ENV = {
 }
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def make_project(home: Path, stories: int, delay: float) -> Path:
-    from ai_sdlc.store import StoryStore
-
+    """bench_parallel's project, with a bare `origin` next to it: workers clone it."""
     root = home / "proj"
-    root.mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    (root / "README.md").write_text("# bench\n")
-    store = StoryStore(root)
-    store.init()
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    git(home, "init", "-q", "--bare", str(home / "origin.git"))
-    git(root, "remote", "add", "origin", str(home / "origin.git"))
-    git(root, "push", "-q", "-u", "origin", "main")
-    for n in range(stories):
-        store.add(f"Bench story {n + 1}")
-    (root / ".ai-sdlc" / "config.yaml").write_text(
-        "verify:\n  test: 'true'\nrun:\n  stop_conditions:\n    max_total_attempts: 10000\n"
-    )
-    (root / ".ai-sdlc" / "scripted.yaml").write_text(f"delay: {delay}\nrules: []\n")
+    make_parallel_project(root, stories, delay, origin=home / "origin.git")
     return root
 
 
@@ -91,17 +74,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        gitconfig = home / "gitconfig"
-        gitconfig.write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
-        env.update(
-            AI_SDLC_PROVIDER="scripted",
-            NO_COLOR="1",
-            GIT_CONFIG_GLOBAL=str(gitconfig),
-            GIT_CONFIG_NOSYSTEM="1",
-            AI_SDLC_RUN__RAY__CACHE_DIR=str(home / "clones"),
-        )
-        os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
+        env = {**bench_env(home), "AI_SDLC_RUN__RAY__CACHE_DIR": str(home / "clones")}
         local_root = make_project(home / "local", args.stories, args.delay)
         ray_root = make_project(home / "ray", args.stories, args.delay)
         info = ray.init(

@@ -25,7 +25,9 @@ def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def make_project(root: Path, stories: int, delay: float) -> None:
+def make_project(root: Path, stories: int, delay: float, *, origin: Path | None = None) -> None:
+    """A git project with `stories` scripted stories whose agent calls take `delay` seconds (and,
+    with `origin`, a bare repository there as its `origin`)."""
     from ai_sdlc.store import StoryStore
 
     root.mkdir(parents=True)
@@ -35,12 +37,27 @@ def make_project(root: Path, stories: int, delay: float) -> None:
     store.init()
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "initial")
+    if origin is not None:
+        git(root, "init", "-q", "--bare", str(origin))
+        git(root, "remote", "add", "origin", str(origin))
+        git(root, "push", "-q", "-u", "origin", "main")
     for n in range(stories):
         store.add(f"Bench story {n + 1}")
     (root / ".ai-sdlc" / "config.yaml").write_text(
         "verify:\n  test: 'true'\nrun:\n  stop_conditions:\n    max_total_attempts: 10000\n"
     )
     (root / ".ai-sdlc" / "scripted.yaml").write_text(f"delay: {delay}\nrules: []\n")
+
+
+def bench_env(home: Path) -> dict[str, str]:
+    """The `ai-sdlc` processes' environment: the scripted provider, and a git identity of our own
+    in `home` (also for this process's own git calls), never the user's config."""
+    gitconfig = home / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
+    os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
+    env.update(AI_SDLC_PROVIDER="scripted", NO_COLOR="1")
+    return env
 
 
 def timed_run(root: Path, jobs: int, env: dict[str, str]) -> float:
@@ -67,16 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
-        gitconfig = home / "gitconfig"
-        gitconfig.write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
-        env.update(
-            AI_SDLC_PROVIDER="scripted",
-            NO_COLOR="1",
-            GIT_CONFIG_GLOBAL=str(gitconfig),
-            GIT_CONFIG_NOSYSTEM="1",
-        )
-        os.environ.update(GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
+        env = bench_env(home)
         serial, parallel = home / "serial", home / "parallel"
         make_project(serial, args.stories, args.delay)
         make_project(parallel, args.stories, args.delay)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.store import StoryStore
+from tests.conftest import cli_environment
 
 #: Verification commands (argument lists, no shell) that pass or fail at once.
 PASS = [sys.executable, "-c", "pass"]
@@ -22,6 +23,26 @@ FAIL = [
     "-c",
     "import sys; print('boom: widget count is 3, expected 4'); sys.exit(1)",
 ]
+
+
+#: Keep Ray local, quiet and free of files in the user's home (the Ray tests and their clusters).
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_DISABLE_IMPORT_WARNING": "1",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+}
+
+#: A provider that keeps failing is retried at once and without end (only the recovery limit
+#: stops it), and no stop condition of the run ends it first.
+ENDLESS_RETRIES = (
+    "resilience:\n  policies:\n    llm:\n      max_attempts: 100\n"
+    "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
+    "      breaker:\n        failure_threshold: 1000\n"
+    # a story whose phase gives up (the run's retry budget) is tried again until blocked
+    "run:\n  cooldown_seconds: 0\n  max_story_errors: 20\n"
+    "  stop_conditions:\n    max_consecutive_fails: 20\n"
+)
 
 
 def make_project(root: Path, titles: list[str], config: str = "") -> StoryStore:
@@ -43,23 +64,16 @@ def write_rules(root: Path, text: str) -> None:
     (root / ".ai-sdlc" / "scripted.yaml").write_text(text)
 
 
-def cli_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
-    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
-        env.pop(key, None)
-    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
-    return env
-
-
-def start_cli(root: Path, *args: str) -> subprocess.Popen[str]:
-    """`ai-sdlc` as a background process (for Ctrl-C and SIGKILL tests). Python's fault
-    handler is on, so a process that hangs can be made to print its stacks (`stop_or_explain`)."""
+def start_cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`ai-sdlc` as a background process (for Ctrl-C, SIGKILL and daemon tests), in a user's
+    environment (`cli_environment`) plus `env`. Python's fault handler is on, so a process that
+    hangs can be made to print its stacks (`stop_or_explain`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        env={**cli_env(), "PYTHONFAULTHANDLER": "1"},
+        env=cli_environment({**(env or {}), "PYTHONFAULTHANDLER": "1"}),
         text=True,
     )
 

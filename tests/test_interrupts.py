@@ -25,6 +25,7 @@ from tests.runs_support import (
     frontmatter,
     make_project,
     only_run,
+    start_cli,
     stop_or_explain,
     story_events,
     story_states,
@@ -131,15 +132,7 @@ def _env() -> dict[str, str]:
 
 
 def _start(root: Path, *args: str) -> subprocess.Popen[str]:
-    """`ai-sdlc run ...` in its own process, its fault handler on (see `stop_or_explain`)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "ai_sdlc", "--project", str(root), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env={**_env(), "PYTHONFAULTHANDLER": "1"},
-        text=True,
-    )
+    return start_cli(root, *args, env={"AI_SDLC_PROVIDER": "command"})
 
 
 def _wait_for_event(

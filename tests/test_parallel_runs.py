@@ -14,6 +14,7 @@ from ai_sdlc.workflow import graph as G
 from tests.conftest import run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import (
+    ENDLESS_RETRIES,
     frontmatter,
     only_run,
     run_events,
@@ -133,15 +134,7 @@ def test_a_blocked_storys_dependents_are_skipped_with_the_reason(tmp_path: Path)
 def test_two_concurrent_stories_hammering_recoveries_stop_exactly_at_the_limit(
     tmp_path: Path,
 ) -> None:
-    fast = (
-        "resilience:\n  policies:\n    llm:\n      max_attempts: 100\n"
-        "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
-        "      breaker:\n        failure_threshold: 1000\n"
-        # a story whose phase gives up (the run's retry budget) is tried again until blocked
-        "run:\n  cooldown_seconds: 0\n  max_story_errors: 20\n"
-        "  stop_conditions:\n    max_consecutive_fails: 20\n"
-    )
-    root = project(tmp_path, 2, {}, fast)
+    root = project(tmp_path, 2, {}, ENDLESS_RETRIES)
     write_rules(
         root,
         "rules:\n"

@@ -25,7 +25,14 @@ import pytest
 
 from tests.conftest import cli_environment, run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
-from tests.runs_support import frontmatter, only_run, stop_or_explain, story_events, write_config
+from tests.runs_support import (
+    RAY_ENV,
+    frontmatter,
+    only_run,
+    stop_or_explain,
+    story_events,
+    write_config,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,12 +40,6 @@ pytestmark = [
     pytest.mark.xdist_group("ray"),
 ]
 
-RAY_ENV = {
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_DISABLE_IMPORT_WARNING": "1",
-    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
-}
 #: A local cluster in a process of its own: prints its GCS address, then waits to be killed.
 CLUSTER = """\
 import sys, time

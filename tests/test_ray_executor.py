@@ -19,7 +19,15 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
-from tests.runs_support import frontmatter, only_run, story_events, write_config, write_rules
+from tests.runs_support import (
+    ENDLESS_RETRIES,
+    RAY_ENV,
+    frontmatter,
+    only_run,
+    story_events,
+    write_config,
+    write_rules,
+)
 
 # One local Ray cluster for the whole file: its tests stay on one xdist worker (`--dist
 # loadgroup` in the Makefile), so a 2-core machine never runs two clusters at once.
@@ -29,13 +37,6 @@ pytestmark = [
     pytest.mark.xdist_group("ray"),
 ]
 
-#: Keep Ray local, quiet and free of files in the user's home.
-RAY_ENV = {
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",
-    "RAY_DISABLE_IMPORT_WARNING": "1",
-    "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
-}
 COUNTERS = (
     "status",
     "total_recovery_attempts",
@@ -183,18 +184,11 @@ def test_eight_stories_on_ray_match_the_local_executor(tmp_path: Path, cluster: 
 
 
 def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, cluster: str) -> None:
-    fast = (
-        "resilience:\n  policies:\n    llm:\n      max_attempts: 100\n"
-        "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
-        "      breaker:\n        failure_threshold: 1000\n"
-        "run:\n  cooldown_seconds: 0\n  max_story_errors: 20\n"
-        "  stop_conditions:\n    max_consecutive_fails: 20\n"
-    )
     rules = (
         "rules:\n  - phase: refine\n    story: S-0001\n"
         "    fault: {kind: rate_limit, retry_after: 0}\n"
     )
-    root = project(tmp_path, 4, fast + "  ray:\n    direct: false\n", rules)
+    root = project(tmp_path, 4, ENDLESS_RETRIES + "  ray:\n    direct: false\n", rules)
     result = on_ray(root, cluster, "--auto", "--jobs", "4", cache=tmp_path / "cache")
     # The others finish; then the only story left is escalated: the run stops on that (as the
     # local executor does), resumable once a human unblocks it.

@@ -17,9 +17,15 @@ import pytest
 
 from ai_sdlc.errors import AiSdlcError, InvalidInputError
 from ai_sdlc.store import StoryStore
-from tests.conftest import cli_environment, run_cli
+from tests.conftest import run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
-from tests.runs_support import frontmatter, stop_or_explain, story_events, write_rules
+from tests.runs_support import (
+    frontmatter,
+    start_cli,
+    stop_or_explain,
+    story_events,
+    write_rules,
+)
 
 pytestmark = pytest.mark.usefixtures("git_env")
 
@@ -56,14 +62,7 @@ def wait_status(root: Path, sid: str, status: str, proc: subprocess.Popen[str]) 
 
 
 def start_watch(root: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ai_sdlc", "--project", str(root), "watch", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=cli_environment({"PYTHONFAULTHANDLER": "1"}),
-        text=True,
-    )
+    return start_cli(root, "watch", *args)
 
 
 def test_watch_once_runs_the_ready_stories_and_exits(tmp_path: Path) -> None:

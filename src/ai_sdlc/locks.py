@@ -14,6 +14,8 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -88,6 +90,24 @@ class SidecarLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+@contextmanager
+def held(lock: SidecarLock, *, busy: str, hint: str) -> Iterator[None]:
+    """Hold `lock`; when another process keeps it for the whole timeout, a BusyError (exit 1)
+    saying `busy` (what is locked) and how long it waited."""
+    from ai_sdlc.errors import BusyError
+
+    try:
+        lock.acquire()
+    except LockTimeout:
+        raise BusyError(
+            f"{busy} by another ai-sdlc process (waited {lock.timeout:g} s)", hint=hint
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _flock(path: str, timeout: float) -> int:

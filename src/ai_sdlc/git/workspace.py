@@ -17,18 +17,16 @@ answers several ref questions).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.errors import BusyError
 from ai_sdlc.git import attempts, repo, staging, worktrees
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.settings import GitSettings
-from ai_sdlc.locks import LockTimeout
+from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.workflow.workspace import AttemptRecord, Finished, InPlace, Prepared, Workspace
 
@@ -120,22 +118,13 @@ class GitWorkspace:
 
     # --- the Workspace protocol ---------------------------------------------------------------
 
-    @contextmanager
-    def _worktrees_serialised(self) -> Iterator[None]:
+    def _worktrees_serialised(self) -> AbstractContextManager[None]:
         """Held across listing and creating worktrees (see `worktrees.serialised`)."""
-        lock = worktrees.serialised(self._common_dir)
-        try:
-            lock.acquire()
-        except LockTimeout:
-            raise BusyError(
-                f"the worktrees of {self.top} stayed locked by another ai-sdlc process for "
-                f"{lock.timeout:g} s",
-                hint="wait for the other run to finish creating its worktree, then run again",
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
+        return held(
+            worktrees.serialised(self._common_dir),
+            busy=f"the worktrees of {self.top} stayed locked",
+            hint="wait for the other run to finish creating its worktree, then run again",
+        )
 
     def prepare(self, story: Any) -> Prepared:
         branch, folder = self.location(story)

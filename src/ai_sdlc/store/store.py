@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ai_sdlc.errors import BusyError, InvalidInputError, StoryNotFoundError, UsageError
+from ai_sdlc.errors import InvalidInputError, StoryNotFoundError, UsageError
 from ai_sdlc.store import ids, schema
 from ai_sdlc.store.cache import Stamp, StoryCache, stamp_of
 from ai_sdlc.store.story import Story, StoryScan
@@ -301,20 +301,11 @@ class StoryStore:
 
     @contextmanager
     def _locked(self, name: str, what: str) -> Iterator[None]:
-        from ai_sdlc.locks import LockTimeout
+        from ai_sdlc.locks import held
 
-        lock = self._lock(name)
-        try:
-            lock.acquire()
-        except LockTimeout:
-            raise BusyError(
-                f"{what} is locked by another ai-sdlc process (waited {self.lock_timeout:g}s)",
-                hint="wait for the other command to finish, then retry",
-            ) from None
-        try:
+        hint = "wait for the other command to finish, then retry"
+        with held(self._lock(name), busy=f"{what} is locked", hint=hint):
             yield
-        finally:
-            lock.release()
 
     @contextmanager
     def edit(self, story_id: str) -> Iterator[Story]:
