@@ -38,6 +38,27 @@ OVERHEAD_LIMIT = 0.2  # seconds per story
 RUNS_PER_ATTEMPT = 1
 BATCH = 5  # stories in the reference `run --batch`
 
+#: Runs `ai-sdlc` exactly as its console script does (`ai_sdlc.cli.app:main`), then writes the
+#: CPU of this process and of the processes it waited for (git, the verification commands) to
+#: the file named by BENCH_RUSAGE_OUT: the breakdown of where a story run's time goes.
+SPLIT_RUNNER = """import json, os, resource, sys
+out = os.environ.pop("BENCH_RUSAGE_OUT")
+sys.argv = ["ai-sdlc", *sys.argv[1:]]
+code = 0
+try:
+    from ai_sdlc.cli.app import main
+    main()
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else 1
+finally:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures = {"own": own.ru_utime + own.ru_stime, "children": kids.ru_utime + kids.ru_stime}
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(figures, f)
+sys.exit(code)
+"""
+
 COUNTER = """import sys
 with open(sys.argv[2], "a", encoding="utf-8") as log:
     log.write(sys.argv[1] + "\\n")
@@ -218,6 +239,53 @@ def bare_command(counter: Path, log: Path, repeat: int) -> Timing:
     return Timing(statistics.median(t.cpu for t in runs), statistics.median(t.wall for t in runs))
 
 
+@dataclass(frozen=True)
+class Split:
+    """One story run's CPU by who spent it (medians)."""
+
+    own: float  # the ai-sdlc process: interpreter start, imports, the run's own work
+    children: float  # everything it waited for: git and the verification commands
+    steps: int  # verification command processes among the children
+
+
+def split_run(project: Path, log: Path, title: str, scratch: Path) -> Split:
+    """One story run through SPLIT_RUNNER: our process's CPU apart from its children's."""
+    sid = cli(project, "add", title).strip()
+    log.write_text("")
+    out = scratch / "rusage.json"
+    argv = [sys.executable, "-c", SPLIT_RUNNER, "--project", str(project), "run", sid]
+    env = {**cli_env(), "BENCH_RUSAGE_OUT": str(out)}
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0 or story_status(project, sid) != "done":
+        raise SystemExit(f"run {sid} did not finish (exit {proc.returncode}):\n{proc.stderr}")
+    figures = json.loads(out.read_text())
+    return Split(figures["own"], figures["children"], len(log.read_text().splitlines()))
+
+
+def interpreter(repeat: int) -> Timing:
+    """A bare `python -c pass`: the floor any Python command pays."""
+    runs = [timed([sys.executable, "-c", "pass"])[0] for _ in range(repeat)]
+    return Timing(statistics.median(t.cpu for t in runs), statistics.median(t.wall for t in runs))
+
+
+def print_split(
+    splits: list[Split], startup: Timing, floor: Timing, bare: Timing, run_cpu: float
+) -> None:
+    own = statistics.median(s.own for s in splits)
+    children = statistics.median(s.children for s in splits)
+    steps = splits[-1].steps
+    verify = steps * bare.cpu
+    git = children - verify
+    work = own - startup.cpu
+    print("  where a story run's CPU goes (median; same runs through the console entry point):")
+    print(f"    python -c pass (floor)                      {floor.cpu:6.3f} s")
+    print(f"    start-up to the run command (`run --help`)  {startup.cpu:6.3f} s")
+    print(f"    the run's own work in our process           {work:6.3f} s")
+    print(f"    git and other child processes               {git:6.3f} s")
+    print(f"    verification commands ({steps} x bare command)   {verify:6.3f} s")
+    print(f"    (our process {own:.3f} s + children {children:.3f} s; `run` alone {run_cpu:.3f} s)")
+
+
 def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Timing]:
     with tempfile.TemporaryDirectory(prefix=f"bench-run-{others}-") as tmp:
         root = Path(tmp)
@@ -228,8 +296,10 @@ def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Ti
         run_one(project, log, "Warm-up story")  # caches, .pyc files, the first worktree
         runs = [run_one(project, log, f"Measured story {i}") for i in range(repeat)]
         batch = run_batch(project, log, BATCH)
+        splits = [split_run(project, log, f"Split story {i}", root) for i in range(repeat)]
         startup = start_up(project, max(3, repeat))
         bare = bare_command(counter, root / "bare.log", max(5, repeat))
+        floor = interpreter(max(5, repeat))
     cpu = statistics.median(r.timing.cpu for r in runs)
     wall = statistics.median(r.timing.wall for r in runs)
     sample = runs[-1]
@@ -243,6 +313,7 @@ def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Ti
         f"`run --batch` of {BATCH} stories: cpu {batch_cpu:.3f} s per story without its "
         f"{batch.steps} command processes"
     )
+    print_split(splits, startup, floor, bare, cpu)
     return Timing(cpu, wall), sample, bare
 
 

@@ -7,10 +7,16 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.fakes.api_server import FakeApiServer
 from tests.fakes.story_agent import StoryAgent
 from tests.test_provider_e2e import CHECK, HELLO, KEY
+
+#: Tests here drive the openai or anthropic SDK in this process (2.5 s of CPU to import
+#: both, once per process): one xdist worker for all such tests pays it once.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
 
 
 def _show(project: Path, sid: str, env: dict[str, str] | None = None) -> dict[str, object]:

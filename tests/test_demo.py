@@ -15,6 +15,10 @@ import pytest
 def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
     env["NO_COLOR"] = "1"
+    # The demo's verification runs real pytest on its tiny project, which needs none of the
+    # plugins of this venv (hypothesis, xdist, ...): as in a venv with only the `demo` extra,
+    # each run takes 0.2 s instead of 0.6 s.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     proc = subprocess.run(
         [sys.executable, "-m", "ai_sdlc.demo"],
         capture_output=True,

@@ -2,11 +2,16 @@
 
 Every git call forks a process (~2-4 ms CPU each, and a fork of a large Python process): issue
 10 puts the tool's own overhead per story at 0.2 s. A scripted story run in a git project with a
-bare `origin` once made 50 git calls; it now makes 20 (`bench/bench_run.py`'s project). The
-first test counts them through the real CLI with a logging `git` first on PATH (counted, never
-timed); the others pin the answers the fewer calls must still give: the base branch a story
-starts from, the checkpoint an agent cannot move, the commit that must not be empty, and the
-identity a commit falls back to.
+bare `origin` once made 50 git calls, then 20; it now makes 16 (`bench/bench_run.py`'s project):
+refs are read from the files ref store instead of `for-each-ref` (and the new commit's sha from
+the checkpoint ref `update-ref <ref> HEAD` just wrote, instead of `rev-parse HEAD`), a story
+certainly new to the repository needs no `worktree list`, and its branch and checkpoint are
+created in one `update-ref` transaction. The first test counts the calls through the real CLI
+with a logging `git` first on PATH (counted, never timed); the others pin the answers the fewer
+calls must still give: the base branch a story starts from, the checkpoint an agent cannot move
+(and a new branch's checkpoint), the commit that must not be empty, the identity a commit falls
+back to, refs read from files exactly as `git for-each-ref` reports them, and a story's branch
+or folder already taken by another worktree.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc.git import repo as git_repo
+from ai_sdlc.git import worktrees
+from ai_sdlc.git.repo import RefFiles, RefSnapshot, UnknownRef
 from ai_sdlc.git.run import GitError
 from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.store import StoryStore
@@ -34,7 +42,7 @@ __all__ = ["git_env", "repo"]
 pytestmark = pytest.mark.usefixtures("git_env")
 
 #: Git calls one story run (backlog → done, one passing attempt, push + PR) may make.
-GIT_CALLS_PER_STORY = 20
+GIT_CALLS_PER_STORY = 16
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:
@@ -51,7 +59,7 @@ def logging_git(bin_dir: Path, log: Path) -> None:
 
 
 @pytest.mark.skipif(os.name == "nt", reason="the logging git wrapper is a POSIX shell script")
-def test_one_story_run_makes_at_most_twenty_git_calls(tmp_path: Path) -> None:
+def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
     project = make_repo(tmp_path)
     test = shlex.join([sys.executable, "-c", "pass"])
     (project.root / ".ai-sdlc" / "config.yaml").write_text(
@@ -79,7 +87,11 @@ def test_one_story_run_makes_at_most_twenty_git_calls(tmp_path: Path) -> None:
     # The checks that must stay: one `status` after each agent phase (refine, research, plan,
     # implement, review) and the commit itself.
     assert sum(c.startswith("status ") for c in ours) == 5, listing
-    assert sum(c.endswith(" commit --quiet --no-verify --file=-") for c in ours) == 1, listing
+    assert sum(" commit --quiet --no-verify " in c for c in ours) == 1, listing
+    # Answered without a process: refs (read from files), the new commit's sha (from the
+    # checkpoint ref), the worktrees of a repository a new story is not yet in.
+    asked = ("for-each-ref ", "rev-parse HEAD", "worktree list", "show-ref ")
+    assert not [c for c in ours if c.startswith(asked)], listing
 
 
 # --- the answers behind fewer calls --------------------------------------------------------------
@@ -217,3 +229,202 @@ def test_status_v2_reports_what_porcelain_v1_did_plus_head(repo: Repo) -> None:
     assert sorted((c.xy, c.path) for c in snap.changes) == expected
     assert ("UU", "both.txt") in expected and ("AM", "staged.py") in expected
     assert snap.head == git(root, "rev-parse", "HEAD").strip()
+
+
+# --- refs read from files -----------------------------------------------------------------------
+
+
+def common_dir(path: Path) -> Path:
+    return Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+
+
+def refs_repo(repo: Repo, tmp_path: Path) -> tuple[list[Path], list[str]]:
+    """Refs in every form the files store keeps them: loose, packed, a loose ref newer than its
+    packed copy, symbolic (to a packed ref, to a missing one), and three work trees: the checkout
+    on `main`, a linked worktree on `linked`, a detached one."""
+    root = repo.root
+    for name in ("packed", "later"):
+        git(root, "branch", name)
+    git(root, "tag", "-a", "-m", "annotated", "v1")  # packed with a peeled `^` line
+    git(root, "pack-refs", "--all")
+    (root / "x.txt").write_text("x\n")
+    repo.commit_all("x")
+    git(root, "update-ref", "refs/heads/later", "HEAD")
+    git(root, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main")
+    git(root, "symbolic-ref", "refs/remotes/origin/dangling", "refs/remotes/origin/gone")
+    linked, detached = tmp_path / "linked", tmp_path / "detached"
+    git(root, "worktree", "add", "-q", "-b", "linked", str(linked))
+    git(root, "worktree", "add", "-q", "--detach", str(detached))
+    names = [
+        "refs/heads/main",
+        "refs/heads/packed",
+        "refs/heads/later",
+        "refs/heads/linked",
+        "refs/tags/v1",
+        "refs/remotes/origin/main",
+        "refs/remotes/origin/HEAD",
+        "refs/remotes/origin/dangling",
+        "refs/heads/missing",
+        "refs/ai-sdlc/checkpoints/S-0001",
+    ]
+    return [root, linked, detached], names
+
+
+def test_refs_read_from_files_are_what_for_each_ref_reports(repo: Repo, tmp_path: Path) -> None:
+    trees, names = refs_repo(repo, tmp_path)
+    common = common_dir(repo.root)
+    assert "refs/heads/packed" in (common / "packed-refs").read_text()
+    assert (common / "refs" / "heads" / "later").is_file()  # loose, newer than the packed one
+    for tree in trees:
+        files = RefFiles.of(tree, common)
+        assert files is not None, tree
+        expected = git_repo.refs(tree, *names)
+        answered = {n: r for n in names if (r := files.ref(n)) is not None}
+        assert answered == expected, tree
+        snapshot = RefSnapshot(tree, common)
+        assert {n: snapshot.get(n) for n in names} == {n: expected.get(n) for n in names}
+    assert expected["refs/heads/later"].sha == git(repo.root, "rev-parse", "HEAD").strip()
+    assert git_repo.refs(trees[1], "refs/heads/linked")["refs/heads/linked"].checked_out
+
+
+@pytest.mark.parametrize(
+    "name", ["refs/heads/a..b", "refs/heads/x.lock", "refs/heads/../../config", "HEAD"]
+)
+def test_names_files_cannot_answer_for_certain_are_asked_of_git(repo: Repo, name: str) -> None:
+    files = RefFiles.of(repo.root, common_dir(repo.root))
+    assert files is not None
+    with pytest.raises(UnknownRef):
+        files.ref(name)
+    assert RefSnapshot(repo.root, common_dir(repo.root)).get(name) is None  # git says: none
+
+
+def test_git_is_asked_when_the_ref_store_is_not_plain_files(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reftable store, or a `packed-refs` too large to search: the same answers, from git."""
+    _, names = refs_repo(repo, tmp_path)
+    common = common_dir(repo.root)
+    expected = git_repo.refs(repo.root, *names)
+    (common / "reftable").mkdir()
+    assert RefFiles.of(repo.root, common) is None
+    snapshot = RefSnapshot(repo.root, common)
+    assert {n: r for n in names if (r := snapshot.get(n))} == expected
+    (common / "reftable").rmdir()
+
+    head = common / "HEAD"  # a symbolic ref stored as a link (`core.preferSymlinkRefs`)
+    head.unlink()
+    head.symlink_to("refs/heads/main")
+    assert git_repo.refs(repo.root, "refs/heads/main")["refs/heads/main"].checked_out
+    assert RefFiles.of(repo.root, common) is None
+    snapshot = RefSnapshot(repo.root, common)
+    assert {n: r for n in names if (r := snapshot.get(n))} == expected
+    head.unlink()
+    head.write_text("ref: refs/heads/main\n")
+
+    monkeypatch.setattr(git_repo, "PACKED_REFS_LIMIT", 10)
+    files = RefFiles.of(repo.root, common)
+    assert files is not None
+    with pytest.raises(UnknownRef):
+        files.ref("refs/heads/packed")  # not loose: its packed line would be needed
+    snapshot = RefSnapshot(repo.root, common)
+    assert {n: r for n in names if (r := snapshot.get(n))} == expected
+
+
+def test_the_commit_sha_is_the_checkpoint_just_set_to_head(repo: Repo) -> None:
+    sid = repo.story()
+    ws = GitWorkspace(repo.root)
+    story, path = prepared(ws, repo, sid)
+    checkpoint = f"refs/ai-sdlc/checkpoints/{sid}"
+    (path / "a.py").write_text("a = 1\n")
+    first = ws.attempt_passed(story, path, attempt=1).commit
+    assert (
+        first
+        == git(path, "rev-parse", "HEAD").strip()
+        == git(path, "rev-parse", checkpoint).strip()
+    )
+    assert git(path, "log", "-1", "--format=%s") == f"feat({sid}): Add a greeting\n"
+
+    (common_dir(repo.root) / "reftable").mkdir()  # cannot be read from files: git is asked
+    (path / "b.py").write_text("b = 1\n")
+    second = ws.attempt_passed(story, path, attempt=2).commit
+    assert (
+        second
+        == git(path, "rev-parse", "HEAD").strip()
+        == git(path, "rev-parse", checkpoint).strip()
+    )
+    assert git(path, "rev-parse", "HEAD~1").strip() == first
+
+
+def test_a_new_branch_gets_a_fresh_checkpoint_over_a_stale_one(repo: Repo) -> None:
+    """An earlier branch of the story was deleted by hand, its checkpoint ref left behind on a
+    commit the new branch does not contain: the new branch's checkpoint is where it starts (the
+    stale one would make the first read-only check see a commit, and roll the work back)."""
+    root = repo.root
+    sid = repo.story()
+    git(root, "switch", "-q", "-c", "old")
+    (root / "old.txt").write_text("old\n")
+    git(root, "add", "old.txt")
+    git(root, "commit", "-q", "-m", "old")
+    stale = git(root, "rev-parse", "HEAD").strip()
+    git(root, "switch", "-q", "main")
+    git(root, "branch", "-q", "-D", "old")
+    git(root, "update-ref", f"refs/ai-sdlc/checkpoints/{sid}", stale)
+
+    ws = GitWorkspace(root)
+    story, path = prepared(ws, repo, sid)
+
+    start = git(root, "rev-parse", "main").strip()
+    assert git(root, "rev-parse", f"refs/ai-sdlc/checkpoints/{sid}").strip() == start
+    assert git(path, "rev-parse", "HEAD").strip() == start
+    assert ws.read_only_violations(story, path) == []
+    branch = story.frontmatter["branch"]
+    assert git(root, "reflog", "-1", "--format=%gs", f"refs/heads/{branch}") == (
+        "branch: Created from main\n"
+    )
+
+
+def test_a_new_storys_branch_checked_out_elsewhere_is_refused_as_before(
+    repo: Repo, tmp_path: Path
+) -> None:
+    sid = repo.story()
+    other = tmp_path / "other"
+    git(repo.root, "worktree", "add", "-q", "--detach", str(other))
+    git(other, "switch", "-q", "--orphan", f"ai-sdlc/{sid}-add-a-greeting")  # no ref yet
+
+    with pytest.raises(GitError, match=f"is checked out in {other}"):
+        GitWorkspace(repo.root).prepare(story_of(repo, sid))
+
+
+def test_a_stale_worktree_entry_at_a_new_storys_folder_is_pruned_as_before(repo: Repo) -> None:
+    sid = repo.story()
+    ws = GitWorkspace(repo.root)
+    branch, folder = ws.location(story_of(repo, sid))
+    git(repo.root, "worktree", "add", "-q", "-b", "elsewhere", str(folder))
+    shutil.rmtree(folder)  # deleted by hand: git still lists it (prunable)
+    common = common_dir(repo.root)
+    assert worktrees.claimed(common, folder, f"refs/heads/{branch}") is True
+
+    prep = ws.prepare(story_of(repo, sid))
+
+    assert prep.notice and "created worktree" in prep.notice
+    assert git(folder, "symbolic-ref", "--short", "HEAD").strip() == branch
+    assert "elsewhere" not in git(repo.root, "worktree", "list", "--porcelain")
+    other = folder.parent / "S-9999"
+    assert worktrees.claimed(common, other, "refs/heads/ai-sdlc/S-9999") is False
+
+
+def test_a_recorded_branch_name_cannot_smuggle_a_second_ref_update(repo: Repo) -> None:
+    """The branch and checkpoint are created through `update-ref --stdin`: a story whose
+    recorded branch holds a line break is refused (as `worktree add -b` refused it), and no ref
+    changes."""
+    sid = repo.story()
+    main = git(repo.root, "rev-parse", "main")
+    story = story_of(repo, sid)
+    smuggled = "ai-sdlc/x HEAD\ndelete refs/heads/main\ncreate refs/heads/ai-sdlc/y"
+    story = Story(story.id, story.path, {**dict(story.frontmatter), "branch": smuggled})
+
+    with pytest.raises(GitError, match="not a valid branch name"):
+        GitWorkspace(repo.root).prepare(story)
+
+    assert git(repo.root, "rev-parse", "main") == main
+    assert git(repo.root, "for-each-ref", "refs/heads/ai-sdlc", "refs/ai-sdlc") == ""

@@ -123,6 +123,27 @@ def test_passing_attempt_commits_only_the_agents_files(repo: Repo) -> None:
     assert git(path, "rev-parse", "HEAD").strip() == result.commit
 
 
+def test_what_the_agent_staged_itself_is_committed_only_if_it_is_work(repo: Repo) -> None:
+    """An agent that runs `git add -f` on its swap file or on notes under `.ai-sdlc/` (which
+    `git status` is not even asked about) gets neither committed: the commit holds exactly the
+    paths the staging rules chose, whatever else sits in the index."""
+    sid = repo.story("Add a greeting")
+    ws = GitWorkspace(repo.root)
+    story, path = prepared(repo, ws, sid)
+    (path / "hello.py").write_text("print('hello')\n")
+    (path / "notes.py.swp").write_text("vim swap\n")
+    (path / ".ai-sdlc" / "stories" / sid).mkdir(parents=True)
+    (path / ".ai-sdlc" / "stories" / sid / "story.md").write_text("total_recovery_attempts: 0\n")
+    git(path, "add", "-f", "hello.py", "notes.py.swp", ".ai-sdlc")
+
+    result = ws.attempt_passed(story, path, attempt=1)
+
+    assert committed_files(path, str(result.commit)) == ["hello.py"]
+    # with only the agent's own stray entries left in the index: nothing to commit, no error
+    assert ws.attempt_passed(story, path, attempt=2).commit is None
+    assert git(path, "rev-parse", "HEAD").strip() == result.commit
+
+
 def test_commit_trailer_carries_the_recovery_counters(repo: Repo) -> None:
     sid = repo.story()
     ws = GitWorkspace(repo.root)

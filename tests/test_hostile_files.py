@@ -125,6 +125,26 @@ def _indent(text: str, spaces: int) -> str:
     return "".join(" " * spaces + line for line in text.splitlines(keepends=True))
 
 
+def test_a_bomb_that_libyaml_cannot_parse_is_scanned_by_ruamel(project: Path) -> None:
+    """The limits are checked on libyaml's events when PyYAML has libyaml (ruamel's scanner is
+    quadratic in flow nesting); a text libyaml refuses but ruamel reads (a byte-order mark
+    inside the document) is checked on ruamel's events, so it cannot slip past."""
+    import yaml
+    from ruamel.yaml import YAML
+
+    if not yaml.__with_libyaml__:
+        pytest.skip("this PyYAML has no libyaml: ruamel scans every text")
+    text = "limits:\n  global_recovery: 10\n\ufeffx:\n" + _indent(alias_bomb(), 2)
+    with pytest.raises(yaml.YAMLError):
+        list(yaml.parse(text, Loader=yaml.CSafeLoader))
+    assert list(YAML(typ="rt").parse("limits: 1\n\ufeffx: 2\n"))  # ruamel reads it
+    config = project / ".ai-sdlc" / "config.yaml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(untrusted.InvalidInputError, match="expands to more than"):
+        untrusted.check_yaml(text, str(config))
+    check(cli(project, "status"), 3, str(config), "expands to more than")
+
+
 def test_alias_bomb_in_the_rules_file_is_refused(project: Path) -> None:
     write_story(project, "S-0001", story_text("S-0001"))
     rules = project / ".ai-sdlc" / "scripted.yaml"

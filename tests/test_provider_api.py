@@ -31,6 +31,10 @@ from ai_sdlc.providers.openai_provider import OpenAIProvider
 from tests.fakes.api_server import Call, FakeApiServer, HttpError, Reply, Slow, StreamFailure
 from tests.fakes.guard import RecordingGuard
 
+#: Every test here drives the openai and anthropic SDKs in this process (2.5 s of CPU to
+#: import them, once per process): one xdist worker for all such tests pays it once.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
+
 SECRET = "sk-test-Zq8v1t9R7nW3kL5p"
 PROTOCOLS = ["openai", "anthropic"]
 MODES = [("openai", True), ("openai", False), ("anthropic", True), ("anthropic", False)]

@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import ai_sdlc.cli.app  # noqa: F401  (the app registers every command module first)
 from ai_sdlc.cli.doctor import build_report, redact_config
 from tests.conftest import run_cli
 
 KEY = "sk-ant-api03-SECRETSECRETSECRET"
+
+
+#: Tests here drive the openai or anthropic SDK in this process (2.5 s of CPU to import
+#: both, once per process): one xdist worker for all such tests pays it once.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
 
 
 def test_doctor_reports_providers_without_printing_keys(project: Path) -> None:

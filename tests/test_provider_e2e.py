@@ -13,6 +13,10 @@ from tests.conftest import run_cli
 from tests.fakes.api_server import FakeApiServer, HttpError
 from tests.fakes.story_agent import StoryAgent
 
+#: Every test here drives the openai and anthropic SDKs in this process (2.5 s of CPU to
+#: import them, once per process): one xdist worker for all such tests pays it once.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
+
 HELLO = 'def greet(name):\n    return f"Hello, {name}!"\n'
 CHECK = "import hello; assert hello.greet('Ada') == 'Hello, Ada!'"
 KEY = "sk-e2e-Secret-9f8e7d6c5b4a"

@@ -9,12 +9,14 @@ what to install; a provider chosen by name must stop with exit 4 and the install
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ai_sdlc import DISTRIBUTION
-from tests.conftest import CliResult, run_cli
+from tests.conftest import CliResult, cli_environment, run_cli
 
 OPENAI_KEY = "sk-proj-TESTKEYNOTREAL1234567"
 ANTHROPIC_KEY = "sk-ant-api03-TESTKEYNOTREAL1234567"
@@ -119,6 +121,7 @@ def test_doctor_calls_it_unusable_and_auto_detect_agrees(project: Path, tmp_path
     assert OPENAI_KEY not in result.output and ANTHROPIC_KEY not in result.output
 
 
+@pytest.mark.xdist_group("provider-sdks")  # imports an SDK in-process: once per suite
 def test_with_the_package_installed_the_key_selects_it(project: Path, tmp_path: Path) -> None:
     """The control: the same environment without the shim picks openai (so the tests above
     fail if detection ignores the key altogether)."""
@@ -128,3 +131,62 @@ def test_with_the_package_installed_the_key_selects_it(project: Path, tmp_path: 
     report = json.loads(result.stdout)
     assert report["selected"]["provider"] == "openai", report["selected"]
     assert {r["name"]: r for r in report["providers"]}["openai"]["usable"] is True
+
+
+def _installed_shim(tmp_path: Path, package: str, version: str) -> str:
+    """A package that pip would have installed (its dist-info RECORD lists its files) but whose
+    import fails, as when one of its own dependencies was removed."""
+    folder = Path(_shim(tmp_path, package))
+    info = folder / f"{package}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+    (info / "RECORD").write_text(f"{package}/__init__.py,,\n{info.name}/METADATA,,\n")
+    return str(folder)
+
+
+def test_doctor_reports_packages_without_importing_them_but_the_selected_one(
+    project: Path, tmp_path: Path
+) -> None:
+    """Only the selected provider's client library is imported (seconds each, S-0019): the
+    others are reported from the installed distribution, with its version. So a broken install
+    of a provider nobody selected shows its version, and the same install, once selected, is
+    found broken by the import a run would do."""
+    from importlib import metadata
+
+    shim = _installed_shim(tmp_path, "openai", "9.9.9")
+    env = _env(tmp_path, shim, OPENAI_API_KEY=OPENAI_KEY, PATH="/usr/bin:/bin")
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['ai-sdlc', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('ai_sdlc', run_name='__main__')\n"
+        "finally:\n"
+        "    sdks = sorted({'openai', 'anthropic'} & set(sys.modules))\n"
+        "    sys.stderr.write('\\nSDKS ' + repr(sdks))\n"
+    )
+    unselected = subprocess.run(
+        [sys.executable, "-c", code, "--project", str(project), "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=cli_environment({**env, "AI_SDLC_PROVIDER": "scripted"}),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert unselected.returncode == 0, unselected.stderr
+    assert unselected.stderr.rsplit("SDKS ", 1)[1] == "[]"  # neither SDK was imported
+    rows = {row["name"]: row for row in json.loads(unselected.stdout)["providers"]}
+    assert rows["openai"]["usable"] is True and rows["openai"]["packages"] == {"openai": "9.9.9"}
+    assert rows["anthropic"]["packages"] == {"anthropic": metadata.version("anthropic")}
+
+    selected = run_cli(
+        project, "doctor", "--json", env={**env, "AI_SDLC_PROVIDER": "openai"}, subprocess=True
+    )
+    _no_crash(selected)
+    assert selected.returncode == 4, selected.output
+    report, error = (json.loads(line) for line in selected.stdout.splitlines())
+    assert error["event"] == "error" and error["exit_code"] == 4
+    rows = {row["name"]: row for row in report["providers"]}
+    assert rows["openai"]["usable"] is False
+    assert f"pip install '{DISTRIBUTION}[openai]'" in rows["openai"]["reason"]
+    text = run_cli(project, "doctor", env={**env, "AI_SDLC_PROVIDER": "scripted"}, subprocess=True)
+    assert f"(anthropic {metadata.version('anthropic')})" in text.output

@@ -18,6 +18,10 @@ from ai_sdlc.providers.selection import (
     resolve_model,
 )
 
+#: Tests here drive the openai or anthropic SDK in this process (2.5 s of CPU to import
+#: both, once per process): one xdist worker for all such tests pays it once.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
+
 
 def no_binary(_name: str) -> str | None:
     return None

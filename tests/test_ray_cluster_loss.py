@@ -37,7 +37,10 @@ from tests.runs_support import (
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.usefixtures("git_env"),
-    pytest.mark.xdist_group("ray"),
+    # Its own group: its cluster is its own, so it need not wait for the module cluster's tests
+    # of test_ray_executor.py (two local clusters run side by side: each `ray.init()` without an
+    # address starts a new one, on ports of its own).
+    pytest.mark.xdist_group("ray-cluster-loss"),
 ]
 
 #: A local cluster in a process of its own: prints its GCS address, then waits to be killed.

@@ -29,13 +29,12 @@ from tests.runs_support import (
     write_rules,
 )
 
-# One local Ray cluster for the whole file: its tests stay on one xdist worker (`--dist
-# loadgroup` in the Makefile), so a 2-core machine never runs two clusters at once.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.usefixtures("git_env"),
-    pytest.mark.xdist_group("ray"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("git_env")]
+#: The tests that use Ray in this process (the module's local cluster, or `import ray`, 0.7 s):
+#: on one xdist worker (`--dist loadgroup` in the Makefile), so the cluster is started once.
+#: The others are left out of the group, and the cluster-loss test (a cluster of its own, in
+#: test_ray_cluster_loss.py) is a group of its own: the Ray tests are not one serial chain.
+with_ray = pytest.mark.xdist_group("ray")
 
 COUNTERS = (
     "status",
@@ -134,6 +133,7 @@ MIXED_RULES = (
 NO_RATE_STOPS = "run:\n  stop_conditions:\n    max_retry_rate: 1.0\n    max_reject_rate: 1.0\n"
 
 
+@with_ray
 def test_eight_stories_on_ray_match_the_local_executor(tmp_path: Path, cluster: str) -> None:
     local_root = project(tmp_path / "local", 8, VERIFY + NO_RATE_STOPS, MIXED_RULES)
     ray_root = project(tmp_path / "ray", 8, VERIFY + NO_RATE_STOPS, MIXED_RULES)
@@ -183,6 +183,7 @@ def test_eight_stories_on_ray_match_the_local_executor(tmp_path: Path, cluster: 
         git(ray_root, "rev-parse", "--verify", f"refs/remotes/origin/{branch}")
 
 
+@with_ray
 def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, cluster: str) -> None:
     rules = (
         "rules:\n  - phase: refine\n    story: S-0001\n"
@@ -226,6 +227,7 @@ if "S-0001" in os.getcwd() and not (marks / "pid").exists():
 """
 
 
+@with_ray
 def test_a_worker_killed_mid_implement_is_retried_and_counted_once(
     tmp_path: Path, cluster: str
 ) -> None:
@@ -303,6 +305,7 @@ def test_without_ray_installed_the_ray_executor_exits_4_with_the_install_command
     )
 
 
+@with_ray  # `run --executor ray` in this process imports ray
 def test_the_ray_executor_needs_a_remote_and_a_multi_story_run(tmp_path: Path) -> None:
     repo_root = project(tmp_path, 1)
     git(repo_root, "remote", "remove", "origin")
@@ -362,6 +365,7 @@ BREAKER_CONFIG = (
 BREAKER_RULES = "rules:\n  - phase: refine\n    story: S-0001\n    fault: {kind: server}\n"
 
 
+@with_ray
 def test_a_breaker_opened_on_one_worker_holds_for_the_whole_run(
     tmp_path: Path, cluster: str
 ) -> None:

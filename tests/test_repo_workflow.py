@@ -282,6 +282,7 @@ def test_a_rate_limited_cli_agent_is_retried_and_counted(
     assert reasons == expected
 
 
+@pytest.mark.xdist_group("provider-sdks")  # imports an SDK in-process: once per suite
 def test_openai_provider_takes_a_story_to_a_pull_request(world: World) -> None:
     with FakeApiServer() as server:
         server.responder = StoryAgent(files={"hello.py": HELLO})

@@ -28,6 +28,10 @@ from ai_sdlc.providers.base import (
 )
 from ai_sdlc.resilience import AttemptTimeoutError, CircuitBreakerOpenError, classify
 
+#: Tests here drive the openai or anthropic SDK in this process (2.5 s of CPU to import
+#: both, once per process): one xdist worker for all such tests pays it once.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
+
 
 class Scripted:
     status = 200

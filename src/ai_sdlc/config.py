@@ -101,6 +101,8 @@ def _is_number(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class Setting:
+    """One config key: its default, the check a value must pass and what to say when it fails."""
+
     default: Any
     check: Callable[[Any], bool]
     expected: str

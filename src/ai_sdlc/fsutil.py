@@ -41,8 +41,12 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace `path` with `data` atomically, keeping its permission bits."""
+def atomic_write_bytes(
+    path: Path, data: bytes, *, durable: bool = True, sync_folder: bool = True
+) -> None:
+    """Replace `path` with `data` atomically, keeping its permission bits. `sync_folder=False`
+    (durable writes only): the caller fsyncs the folder itself once its other renames in it
+    are done (one folder fsync persists them all)."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -60,7 +64,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    if durable:
+    if durable and sync_folder:
         fsync_dir(path.parent)
 
 

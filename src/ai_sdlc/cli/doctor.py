@@ -2,7 +2,9 @@
 config (every key with its value and where it comes from: default, user file, project file or
 environment), without ever printing a secret (keys show as "set" or "not set", never their value).
 A provider whose client library does not import is unusable, with the install command: the
-same test auto-detection uses, so a run never picks what doctor calls unusable.
+same test auto-detection uses, so a run never picks what doctor calls unusable. Only the selected
+provider's library is imported (a second or more each); the others are reported from the
+installed distribution's files and version (`registry.package_versions`).
 
 Exits 4 (provider unavailable) when the provider a run would use cannot be used, else 3 when
 config.yaml is invalid (the report is still printed, with the file, line and reason).
@@ -57,7 +59,7 @@ def redact_config(value: Any, key: str = "") -> Any:
 
 
 def _statuses(
-    root: Path, settings: Mapping[str, Any], which: Callable[[str], str | None]
+    root: Path, settings: Mapping[str, Any], which: Callable[[str], str | None], selected: str
 ) -> list[dict[str, Any]]:
     from ai_sdlc.providers.anthropic_provider import AnthropicProvider
     from ai_sdlc.providers.base import Provider
@@ -73,11 +75,18 @@ def _statuses(
         ClaudeProvider,
         CommandProvider,
     ]
-    from ai_sdlc.providers.registry import install_hint, missing_package, provider_spec
+    from ai_sdlc.providers.registry import (
+        install_hint,
+        missing_package,
+        package_versions,
+        provider_spec,
+    )
 
     for cls in classes:
         factory: Any = cls
-        module = missing_package(cls.name)
+        module, versions = package_versions(cls.name)
+        if module is None and cls.name == selected:
+            module = missing_package(cls.name)  # a run would import it: so does doctor
         if module is not None:
             hint = install_hint(provider_spec(cls.name))
             reason = f"the {module} package is not installed: {hint}"
@@ -87,7 +96,10 @@ def _statuses(
             extra = {"which": which} if cls is ClaudeProvider else {}
             status = factory(root, settings, **extra).status()
             reason = redact(status.reason)
-            rows.append({"name": status.name, "usable": status.usable, "reason": reason})
+            row = {"name": status.name, "usable": status.usable, "reason": reason}
+            if versions:
+                row["packages"] = versions
+            rows.append(row)
         except AiSdlcError as exc:
             rows.append({"name": cls.name, "usable": False, "reason": redact(exc.message)})
     return rows
@@ -122,7 +134,7 @@ def build_report(
     name, source, notice = choose_provider_name(
         flag=None, settings=settings, environ=env, which=which
     )
-    rows = _statuses(root, settings, which)
+    rows = _statuses(root, settings, which, name)
     chosen = next((r for r in rows if r["name"] == name), None)
     if chosen is None:
         problems.append(f"unknown provider {name!r} (from {source})")
@@ -169,7 +181,8 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
     out.line("providers:")
     for row in report["providers"]:
         mark = "ok " if row["usable"] else "-- "
-        out.line(f"  {mark}{row['name']:<10} {row['reason']}")
+        packages = "".join(f" ({m} {v})" for m, v in row.get("packages", {}).items())
+        out.line(f"  {mark}{row['name']:<10} {row['reason']}{packages}")
     out.line("")
     out.line("environment:")
     for key, value in report["environment"].items():

@@ -17,6 +17,7 @@ from ai_sdlc.cli.common import (
 )
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.runner import StoryOutcome
@@ -118,7 +119,8 @@ def run(
 
         check_run_id(resume)
     checked_provider(provider)
-    store = open_store(read_only=dry_run or provider == "dry-run")
+    store = open_store(read_only=dry_run or provider == "dry-run", check_config=False)
+    config = load_config(store.root)  # checked as every command checks it, and loaded once
     ids = [store.resolve(ref) for ref in refs]
 
     if dry_run or provider == "dry-run":
@@ -140,7 +142,9 @@ def run(
             pending.clear()
         progress.event(event)
 
-    session = Session.open(store, provider_name=provider, emit=emit, no_worktree=no_worktree)
+    session = Session.open(
+        store, provider_name=provider, emit=emit, no_worktree=no_worktree, config=config
+    )
     pending.extend((session.notice or "").splitlines())
     out.debug(describe_provider(session.provider.name, session.config))
     if auto or batch or resume or continue_:

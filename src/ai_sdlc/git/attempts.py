@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.git import staging
-from ai_sdlc.git.run import git
+from ai_sdlc.git import repo, staging
+from ai_sdlc.git.run import GitError, git
 from ai_sdlc.secrets import redact
 
 #: Files listed by name in a failed attempt's summary before "… and N more".
@@ -107,11 +107,14 @@ def commit_attempt(
     *,
     base: str | None = None,
     identity: Callable[[Path], Mapping[str, str]] | None = None,
+    common_dir: Path | None = None,
 ) -> str | None:
     """Commit the attempt's committable changes on the story branch; the new sha, or None when
     there was nothing to commit. Raises `SecretsInWorkError` before staging anything.
     `base`: the checkpoint when known; `identity`: what gives the environment for the commit
-    (`_identity`, asked only when there is something to commit)."""
+    (`_identity`, asked only when there is something to commit); `common_dir`: the repository's
+    shared git folder, to read the new commit's sha from the checkpoint ref just written
+    (`update-ref <checkpoint> HEAD` resolves HEAD itself: no `rev-parse HEAD` before it)."""
     base = checkpoint(top, story.id, base)
     snap = staging.snapshot(top)
     if snap.head != base:
@@ -123,26 +126,42 @@ def commit_attempt(
         return None
     staging.refuse_secrets(top, changes, paths)
     staging.stage(top, paths)
+    literal = [staging.literal(p) for p in paths]
     if (
         not _index_differs(changes, paths)
-        and git(top, "diff", "--cached", "--quiet", check=False).ok
+        and git(top, "diff", "--cached", "--quiet", "--", *literal, check=False).ok
     ):
         return None
     env = dict((identity or _identity)(top))
-    git(
-        top,
-        "-c",
-        "core.hooksPath=/dev/null",
-        "commit",
-        "--quiet",
-        "--no-verify",
-        "--file=-",
-        input=commit_message(story, attempt),
-        env=env,
-    )
-    sha = head(top)
-    set_checkpoint(top, story.id, sha)
-    return sha
+    # `--only` with exactly our paths: whatever else the agent staged itself (a swap file, its
+    # own notes under `.ai-sdlc/`, which `status` does not even list) stays out of the commit.
+    with tempfile.TemporaryDirectory(prefix="ai-sdlc-commit-") as tmp:
+        message = Path(tmp) / "message"
+        message.write_text(commit_message(story, attempt), encoding="utf-8")
+        git(
+            top,
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            f"--file={message}",
+            "--only",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            input="".join(f"{p}\0" for p in literal),
+            env=env,
+        )
+    if common_dir is None:
+        sha = head(top)
+        set_checkpoint(top, story.id, sha)
+        return sha
+    # No agent runs between the commit and this: HEAD is the commit just made.
+    set_checkpoint(top, story.id, "HEAD")
+    made = repo.ref_sha(top, common_dir, checkpoint_ref(story.id))
+    if made is None:
+        raise GitError(f"{checkpoint_ref(story.id)} is missing right after it was written")
+    return made
 
 
 def _index_differs(changes: list[staging.Change], paths: list[str]) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,22 +84,217 @@ def refs(path: Path, *names: str) -> dict[str, Ref]:
 class RefSnapshot:
     """The refs one operation asks about, read with as few `for-each-ref` calls as it can:
     names are asked in batches, and a name already asked is answered from the first reply.
-    Lives for one operation (a `prepare`, a `publish`), never across phases."""
+    With `common_dir` (the repository's shared git folder), names are first read straight from
+    the files ref store (`RefFiles`, no process); git is asked only about those it cannot
+    answer for certain. Lives for one operation (a `prepare`, a `publish`), never across
+    phases."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, common_dir: Path | None = None) -> None:
         self.path = path
+        self._files = RefFiles.of(path, common_dir) if common_dir is not None else None
         self._found: dict[str, Ref] = {}
         self._asked: set[str] = set()
 
     def ask(self, *names: str) -> None:
-        new = [n for n in names if n not in self._asked]
-        if new:
-            self._found.update(refs(self.path, *new))
-            self._asked.update(new)
+        new = [n for n in dict.fromkeys(names) if n not in self._asked]
+        if not new:
+            return
+        unknown = new
+        if self._files is not None:
+            unknown = []
+            for name in new:
+                try:
+                    found = self._files.ref(name)
+                except UnknownRef:
+                    unknown.append(name)
+                    continue
+                if found is not None:
+                    self._found[name] = found
+        if unknown:
+            self._found.update(refs(self.path, *unknown))
+        self._asked.update(new)
 
     def get(self, name: str) -> Ref | None:
         self.ask(name)
         return self._found.get(name)
+
+    @property
+    def from_files(self) -> bool:
+        """Whether names are read from the files ref store (see `RefFiles`)."""
+        return self._files is not None
+
+    @property
+    def head(self) -> str | None:
+        """The branch checked out where this snapshot is taken (`main`), read with the ref
+        store; None when detached or when refs are not read from files."""
+        head = self._files.head if self._files is not None else None
+        return head.removeprefix("refs/heads/") if head else None
+
+
+class UnknownRef(Exception):
+    """The files ref store cannot answer for certain: ask git."""
+
+
+#: A ref name read from files: plain components only (anything else is left to git, which
+#: also keeps a name from a story's frontmatter from reaching outside the git folder).
+_PLAIN_REF = re.compile(r"refs/(?:[A-Za-z0-9_-][A-Za-z0-9._-]*/)*[A-Za-z0-9_-][A-Za-z0-9._-]*")
+#: Refs each worktree has its own of (`git help worktree`, "REFS"): never read here.
+_PER_WORKTREE = ("refs/bisect/", "refs/worktree/", "refs/rewritten/")
+_OBJECT_ID = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+#: A `packed-refs` file larger than this is left to git (which binary-searches it).
+PACKED_REFS_LIMIT = 1 << 20
+
+
+class RefFiles:
+    """Reads refs the way `git for-each-ref` reports them, straight from the "files" ref store
+    (gitrepository-layout(5)): a loose file `<common dir>/<name>` holding an object id or
+    `ref: <target>`, else a line `<object id> <name>` of `packed-refs` (a loose ref wins).
+    Git writes both by renaming a finished lock file over them, so a read sees a whole value.
+    Anything not certain (reftable, a case-insensitive file system, an odd name or content, a
+    large `packed-refs`) raises `UnknownRef`, and the caller asks git."""
+
+    def __init__(self, common_dir: Path, head: str | None) -> None:
+        self.common_dir = common_dir
+        #: The branch the asking work tree's HEAD names (`%(HEAD)`), None when detached.
+        self.head = head
+        self._packed: bytes | None = None
+
+    @classmethod
+    def of(cls, path: Path, common_dir: Path) -> RefFiles | None:
+        """The reader for the work tree whose top is `path`; None when git must be asked."""
+        try:
+            if (common_dir / "reftable").exists() or (common_dir / "head").exists():
+                return None  # another ref store, or names that differ in case only collide
+            gitdir = _gitdir(path)
+            if gitdir is None:
+                return None
+            head = read_git_file(gitdir / "HEAD").decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if head.startswith("ref: ") and head.endswith("\n"):
+            target = head[5:-1]
+            if not _plain(target):
+                return None
+            files = cls(common_dir, target)
+            try:
+                if files._value(target)[1]:
+                    return None  # HEAD names a symbolic ref: let git follow it
+            except UnknownRef:
+                return None
+            return files
+        if _OBJECT_ID.fullmatch(head.rstrip("\n").encode("ascii", "replace")):
+            return cls(common_dir, None)
+        return None
+
+    def ref(self, name: str) -> Ref | None:
+        """`name` as `refs` reports it, None when it does not exist (a symbolic ref to a
+        missing ref included: `for-each-ref` does not list one)."""
+        if not _plain(name) or name.startswith(_PER_WORKTREE):
+            raise UnknownRef(name)
+        value, symref = self._value(name)
+        if value is None:
+            return None
+        if symref:
+            target, second = self._value(value)
+            if second:
+                raise UnknownRef(name)  # a chain of symbolic refs: let git follow it
+            if target is None:
+                return None
+            return Ref(target, value, name == self.head)
+        return Ref(value, "", name == self.head)
+
+    def _value(self, name: str) -> tuple[str | None, bool]:
+        """(object id, False) or (target, True) of `name`; (None, False) when it is absent."""
+        if not _plain(name):
+            raise UnknownRef(name)
+        try:
+            data = read_git_file(self.common_dir / name)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return self._packed_value(name), False
+        except OSError:
+            raise UnknownRef(name) from None
+        if data.startswith(b"ref: ") and data.endswith(b"\n"):
+            return data[5:-1].decode("ascii", "replace"), True
+        if data.endswith(b"\n") and _OBJECT_ID.fullmatch(data[:-1]):
+            return data[:-1].decode("ascii"), False
+        raise UnknownRef(name)
+
+    def _packed_value(self, name: str) -> str | None:
+        if self._packed is None:
+            packed = self.common_dir / "packed-refs"
+            try:
+                if packed.stat().st_size > PACKED_REFS_LIMIT:
+                    raise UnknownRef(name)
+                data = packed.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            except OSError:
+                raise UnknownRef(name) from None
+            self._packed = b"\n" + data + (b"" if data.endswith(b"\n") or not data else b"\n")
+        needle = b" " + name.encode("ascii") + b"\n"
+        at = self._packed.find(needle)
+        while at != -1:
+            start = self._packed.rfind(b"\n", 0, at) + 1
+            if _OBJECT_ID.fullmatch(self._packed[start:at]):
+                return self._packed[start:at].decode("ascii")
+            at = self._packed.find(needle, at + 1)
+        return None
+
+
+def read_git_file(path: Path) -> bytes:
+    """The bytes of a file in git's folders, never through a symbolic link (git once stored
+    symbolic refs as links: their target's content would be misread as the ref's value)."""
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # no link, no fifo wait
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _plain(name: str) -> bool:
+    """A ref name made of plain components, none a lock file or ending in a dot."""
+    return (
+        _PLAIN_REF.fullmatch(name) is not None
+        and ".." not in name
+        and not any(part.endswith((".lock", ".")) for part in name.split("/"))
+    )
+
+
+def _gitdir(top: Path) -> Path | None:
+    """The git folder of the work tree whose top is `top` (`.git` itself, or where a linked
+    worktree's `.git` file points); None when it cannot be told."""
+    dot_git = top / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    text = read_git_file(dot_git).decode("utf-8")
+    if not text.startswith("gitdir: ") or not text.endswith("\n") or "\n" in text[:-1]:
+        return None
+    return top / text[len("gitdir: ") : -1]
+
+
+def ref_sha(path: Path, common_dir: Path, name: str) -> str | None:
+    """The commit `name` points to, read from the files ref store when it can be (else asked of
+    `git rev-parse` in the work tree `path`); None when there is no such ref."""
+    files = RefFiles.of(path, common_dir)
+    if files is not None:
+        try:
+            found = files.ref(name)
+        except UnknownRef:
+            pass
+        else:
+            return found.sha if found is not None else None
+    done = git(path, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False)
+    return done.stdout.strip() if done.ok and done.stdout.strip() else None
 
 
 @dataclass(frozen=True)

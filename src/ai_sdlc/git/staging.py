@@ -227,11 +227,16 @@ def committable(changes: Iterable[Change]) -> list[str]:
     return paths
 
 
+def literal(path: str) -> str:
+    """`path` as a pathspec that matches exactly that path (no glob, no magic)."""
+    return f":(literal){path}"
+
+
 def stage(top: Path, paths: list[str]) -> None:
     """Stage exactly `paths` (additions, changes and deletions), each taken literally."""
     if not paths:
         return
-    spec = "".join(f":(literal){p}\0" for p in paths)
+    spec = "".join(f"{literal(p)}\0" for p in paths)
     git(top, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
 
 

@@ -11,12 +11,16 @@ while a run uses the repository are kept on the workspace (the repository's top,
 branch, `user.email`, the remote's URL, the top of each story worktree we made), and so is the
 checkpoint sha this process last wrote or read for each story. Anything an agent can change
 between phases (HEAD, the worktree's files, the checked-out branch) is read again, in as few
-calls as git allows (`status --porcelain=v2` gives HEAD with the changes; one `for-each-ref`
-answers several ref questions).
+calls as git allows (`status --porcelain=v2` gives HEAD with the changes), or read without a
+process where git's own files answer for certain: refs from the files ref store (`RefFiles`,
+else one `for-each-ref` for several questions), the new commit's sha from the checkpoint ref
+`update-ref <ref> HEAD` just wrote, and whether a new story's folder or branch is taken by a
+worktree (else `git worktree list`).
 """
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -130,10 +134,10 @@ class GitWorkspace:
         branch, folder = self.location(story)
         self._keep_out_of_checkout()
         with self._worktrees_serialised():
-            trees = worktrees.listing(self.top)
-            tree = worktrees.find_in(trees, folder)
             cp_ref = attempts.checkpoint_ref(story.id)
-            refs = RefSnapshot(self.top)
+            refs = RefSnapshot(self.top, self._common_dir)
+            trees = self._new_story_trees(branch, folder, refs) or worktrees.listing(self.top)
+            tree = worktrees.find_in(trees, folder)
             origin: str | None = None
             if tree is not None and not tree.prunable and worktrees.is_worktree_folder(folder):
                 if tree.branch != branch:
@@ -171,13 +175,17 @@ class GitWorkspace:
                 else:
                     base = self.base_branch(refs, trees)
                     start, start_ref = self._start_point(base, refs)
-                    worktrees.add(self.top, folder, branch, start=start)
                     head = origin = start_ref.sha
+                    # The branch and its checkpoint in one transaction, at the commit just read
+                    # (`worktree add -b` would resolve `start` again, and run `git branch`).
+                    worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
+                    worktrees.add(self.top, folder, branch, start=None)
                     shown = self._shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                 dirty = False  # a worktree just checked out
         recorded = refs.get(cp_ref)
-        known = (head, recorded.sha if recorded else None) if head else None
+        recorded_sha = origin if origin is not None else recorded.sha if recorded else None
+        known = (head, recorded_sha) if head else None
         checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)
         self._checkpoints[story.id] = checkpoint
         self._origins.pop(story.id, None)
@@ -191,6 +199,22 @@ class GitWorkspace:
         work.mkdir(parents=True, exist_ok=True)
         self._tops[work] = folder  # listed by git as a worktree of ours a moment ago
         return Prepared(work, fields, notice)
+
+    def _new_story_trees(
+        self, branch: str, folder: Path, refs: RefSnapshot
+    ) -> list[worktrees.Worktree] | None:
+        """For a story certainly new to the repository (no folder, no worktree registered there
+        or on its branch, no branch), `prepare` needs of `git worktree list` only the entry of
+        the checkout itself (its branch may be the base): read from the ref store instead.
+        None when any of it cannot be told without git."""
+        if not refs.from_files or os.path.lexists(folder):
+            return None
+        branch_ref = f"refs/heads/{branch}"
+        if worktrees.claimed(self._common_dir, folder, branch_ref) is not False:
+            return None
+        if refs.get(branch_ref) is not None:
+            return None
+        return [worktrees.Worktree(self.top, branch=refs.head)]
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return attempts.violations(self._own(path), story.id, base=self._checkpoints.get(story.id))
@@ -209,6 +233,7 @@ class GitWorkspace:
             attempt,
             base=self._checkpoints.get(story.id),
             identity=self._identity,
+            common_dir=self._common_dir,
         )
         if sha is not None:
             self._checkpoints[story.id] = sha  # a child of the checkpoint: origins still hold
@@ -227,9 +252,10 @@ class GitWorkspace:
     def finish(self, story: Any, path: Path) -> Finished:
         top = self._own(path)
         recorded = str(story.frontmatter.get("branch") or "")
-        # One `for-each-ref` in the story worktree says whether its HEAD is still on the
-        # recorded branch (an agent may have switched it), and answers `publish`'s questions.
-        refs = RefSnapshot(top)
+        # The story worktree's refs (read from files, else one `for-each-ref`) say whether its
+        # HEAD is still on the recorded branch (an agent may have switched it), and answer
+        # `publish`'s questions.
+        refs = RefSnapshot(top, self._common_dir)
         branch = ""
         if recorded:
             refs.ask(f"refs/heads/{recorded}", *self._base_names())
@@ -252,7 +278,7 @@ class GitWorkspace:
         `refs`: the caller's snapshot of this operation's refs (read now, not cached)."""
         later = f"ai-sdlc pr {story.id}"
         remote = self.settings.remote
-        refs = refs if refs is not None else RefSnapshot(self.top)
+        refs = refs if refs is not None else RefSnapshot(self.top, self._common_dir)
         if branch:
             refs.ask(f"refs/heads/{branch}", *self._base_names())
         tip = refs.get(f"refs/heads/{branch}") if branch else None

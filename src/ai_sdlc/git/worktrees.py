@@ -6,17 +6,22 @@ uncommitted files) is never switched, reset or cleaned.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import GitError, git
 from ai_sdlc.locks import SidecarLock
 from ai_sdlc.store.ids import slugify
 
 BRANCH_PREFIX = "ai-sdlc/"
 _STORY_NAME = re.compile(r"(S-[0-9]{4,})(?:-|$)")
+#: A branch name that stays one field of an `update-ref --stdin` line: no space, no control
+#: character (nor any other character `git check-ref-format` refuses anywhere in a name).
+_ONE_FIELD = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\]+")
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,43 @@ def listing(top: Path) -> list[Worktree]:
     return out
 
 
+def claimed(common_dir: Path, path: Path, branch_ref: str) -> bool | None:
+    """Whether a worktree of the repository is registered at `path` or has `branch_ref` checked
+    out, read from the repository's git folder without a process (gitrepository-layout(5):
+    `HEAD`, and `worktrees/<id>/gitdir` naming the linked worktree's `.git` file next to its
+    `worktrees/<id>/HEAD`); None when an entry cannot be read for certain (ask `listing`)."""
+    wanted = _canonical(path)
+    try:
+        if _names(common_dir / "HEAD", branch_ref):
+            return True
+        try:
+            with os.scandir(common_dir / "worktrees") as entries:
+                folders = [Path(e.path) for e in entries]
+        except FileNotFoundError:
+            return False  # no linked worktree at all
+    except OSError:
+        return None
+    for entry in folders:
+        try:
+            text = read_git_file(entry / "gitdir").decode("utf-8")
+            if _names(entry / "HEAD", branch_ref):
+                return True
+        except (OSError, UnicodeDecodeError):  # also a half-made entry (no `gitdir` yet)
+            return None
+        if not text.endswith("\n") or "\n" in text[:-1]:
+            return None
+        dot_git = Path(text[:-1])
+        if not dot_git.is_absolute():  # `worktree.useRelativePaths`
+            dot_git = entry / dot_git
+        if _canonical(dot_git.parent) == wanted:
+            return True
+    return False
+
+
+def _names(head: Path, ref: str) -> bool:
+    return read_git_file(head) == f"ref: {ref}\n".encode()
+
+
 def find(top: Path, path: Path) -> Worktree | None:
     return find_in(listing(top), path)
 
@@ -123,6 +165,17 @@ def add(top: Path, path: Path, branch: str, *, start: str | None) -> None:
         git(top, "worktree", "add", "--quiet", str(path), branch)
     else:
         git(top, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
+
+
+def create_branch(top: Path, branch: str, commit: str, start: str, *, checkpoint: str) -> None:
+    """Create `branch` at `commit` (no upstream, as `--no-track`) and point the story's
+    `checkpoint` ref there too, in one `update-ref` transaction: the branch is refused if it
+    exists, and no agent can run before its checkpoint is recorded."""
+    if not _ONE_FIELD.fullmatch(branch):  # a name git refuses too; never a second command
+        raise GitError(f"{branch!r} is not a valid branch name")
+    spec = f"create refs/heads/{branch} {commit}\nupdate {checkpoint} {commit}\n"
+    message = f"branch: Created from {start}"
+    git(top, "update-ref", "-m", message, "--stdin", input=spec)
 
 
 def remove(top: Path, path: Path, *, force: bool = False) -> None:

@@ -72,6 +72,8 @@ def direct_call(fn: Callable[[], T], /) -> T:
 
 @dataclass(frozen=True)
 class ProviderRequest:
+    """Everything a provider needs for one phase call; built by the runner, never by a provider."""
+
     phase: Phase
     prompt: str
     system_prompt: str
@@ -92,6 +94,8 @@ class ProviderRequest:
 
 @dataclass
 class Usage:
+    """Tokens and cost of one call, summed into the story's usage."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
@@ -109,6 +113,8 @@ class Usage:
 
 @dataclass
 class ProviderResult:
+    """What a provider returns for one phase: the agent's text, usage and the files it wrote."""
+
     text: str
     usage: Usage = field(default_factory=Usage)
     duration: float = 0.0

@@ -3,13 +3,17 @@
 `import anthropic` alone costs over a second, so nothing is imported until a provider is asked
 for by name; a missing optional extra becomes a `ProviderConfigError` with the install line.
 `missing_package` tells, before anything runs, whether a provider's client library imports:
-auto-detection, `doctor` and an explicit `--provider` all ask it, so none of them meets a
-ModuleNotFoundError mid-run.
+auto-detection, `doctor` (for the selected provider) and an explicit `--provider` all ask it,
+so none of them meets a ModuleNotFoundError mid-run. `package_versions` answers the same without
+importing when the installed distribution's RECORD vouches for the module: `doctor`'s report on
+the providers nobody selected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,8 @@ from ai_sdlc.providers.base import Provider, ProviderConfigError
 
 @dataclass(frozen=True)
 class ProviderSpec:
+    """Where a provider lives and what it needs, so it is imported only when chosen."""
+
     name: str
     #: "package.module:ClassName"
     target: str
@@ -117,6 +123,78 @@ def missing_package(name: str) -> str | None:
         except Exception:  # ImportError, or whatever a broken package raises on import
             return module
     return None
+
+
+def package_versions(name: str) -> tuple[str | None, dict[str, str]]:
+    """Like `missing_package`, without importing the client library when its installed
+    distribution vouches for it: (the module that cannot be imported, or None; the installed
+    version of each module found).
+
+    A module that `find_spec` cannot find is missing. One whose file is listed in the RECORD of
+    the distribution installed next to it counts as present, with that distribution's version:
+    a report on every provider then costs milliseconds instead of seconds. Anything else (no
+    such distribution, or another folder of that name first on sys.path) is decided by
+    importing it, as `missing_package` does. A distribution whose own imports fail (one of its
+    dependencies removed) is found only by importing it: `missing_package`, which is what a
+    command asks for the provider it is about to use."""
+    import sys
+
+    versions: dict[str, str] = {}
+    spec = provider_spec(name)
+    for module in spec.requires:
+        loaded = sys.modules.get(module)
+        origin = getattr(loaded, "__file__", None) if loaded is not None else _origin(module)
+        if origin == "":
+            return module, versions
+        distribution = spec.package or spec.extra or module
+        version = _recorded_version(module, distribution, origin) if origin else None
+        if version is None and loaded is None:
+            try:
+                importlib.import_module(module)
+            except Exception:  # ImportError, or whatever a broken package raises on import
+                return module, versions
+        if version is not None:
+            versions[module] = version
+    return None, versions
+
+
+def _origin(module: str) -> str | None:
+    """The file top-level `module` would be imported from ("" when there is none to find, None
+    when it has no file), found without importing it."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return "" if found is None else found.origin
+
+
+def _recorded_version(module: str, distribution: str, origin: str) -> str | None:
+    """The version of `distribution` when its RECORD lists `origin` as `module`'s file, looked
+    for in the folder `module` is found in (where pip puts `<name>-<version>.dist-info`), or
+    None."""
+    path = Path(origin)
+    package = path.parent if path.name.startswith("__init__.") else path
+    if package.name.split(".")[0] != module:
+        return None
+    site = package.parent
+    listed = "\n" + path.relative_to(site).as_posix() + ","
+    with contextlib.suppress(OSError, ValueError):  # unreadable or not UTF-8: import decides
+        for entry in os.listdir(site):
+            name, _, version = entry.removesuffix(".dist-info").rpartition("-")
+            if not (
+                entry.endswith(".dist-info") and _normalized(name) == _normalized(distribution)
+            ):
+                continue
+            if listed in "\n" + (site / entry / "RECORD").read_text(encoding="utf-8"):
+                return version or None
+    return None
+
+
+def _normalized(name: str) -> str:
+    """A distribution name as compared (PEP 503): case-insensitive, `-`, `_` and `.` alike."""
+    return name.lower().replace("-", "_").replace(".", "_")
 
 
 def missing_package_error(name: str, module: str, source: str) -> ProviderConfigError:

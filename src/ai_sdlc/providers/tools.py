@@ -68,6 +68,8 @@ class ToolSpec:
 
 @dataclass
 class ToolOutcome:
+    """The answer a tool call gives the model, and the file it changed (if any)."""
+
     text: str
     is_error: bool = False
     changed: str | None = None

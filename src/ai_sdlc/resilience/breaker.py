@@ -97,6 +97,8 @@ class BreakerSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class BreakerStats:
+    """A breaker's counters for metrics and `status`."""
+
     calls: int
     successful: int
     failed: int

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class BudgetConfig:
+    """How many retries the budget allows: a share of calls, a floor per second, a burst."""
+
     ratio: float = 0.2
     floor_per_second: float = 0.05
     burst: float = 5.0
@@ -32,6 +34,8 @@ class BudgetConfig:
 
 @dataclass(frozen=True, slots=True)
 class BudgetStats:
+    """The budget's counters for metrics."""
+
     calls: int
     retries_allowed: int
     retries_refused: int

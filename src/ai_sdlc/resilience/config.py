@@ -120,6 +120,8 @@ class Policy:
 
 @dataclass(frozen=True)
 class ResilienceSettings:
+    """The policies and retry budget a run uses, read once from config."""
+
     policies: dict[str, Policy]
     #: None when `resilience.budget.enabled` is false.
     budget: BudgetConfig | None

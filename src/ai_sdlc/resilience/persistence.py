@@ -79,10 +79,12 @@ class StateDir:
         return data
 
     def write(self, name: str, data: Mapping[str, Any]) -> None:
+        """Atomic (old or new, also for a killed process); fsynced except the metrics, which are
+        statistics: a power loss may cost their last flush, never a breaker's state."""
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.file(name), text)
+            atomic_write_text(self.file(name), text, durable=name != METRICS_FILE)
         except OSError as exc:
             raise StateError("write", self.file(name), exc) from exc
 

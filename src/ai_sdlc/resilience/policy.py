@@ -70,6 +70,8 @@ class MetricsSink(Protocol):
 
 @dataclass
 class _Entry:
+    """One policy's live parts: its retry engine, breakers and metrics."""
+
     policy: Policy
     engine: RetryEngine
     breaker: CircuitBreaker | None

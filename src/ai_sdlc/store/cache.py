@@ -33,6 +33,8 @@ def stamp_of(result: os.stat_result) -> Stamp:
 
 @dataclass
 class Entry:
+    """One story's cached frontmatter (or its error), valid while the file's stamp is unchanged."""
+
     stamp: Stamp
     #: {"fm": encoded frontmatter, "plain": bool} or {"error": [message, line, column, hint]}
     payload: dict[str, Any]

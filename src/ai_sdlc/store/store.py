@@ -189,14 +189,18 @@ class StoryStore:
         """Path of a file in the story's folder (`plan.md`, `events.jsonl`, ...)."""
         return self.folder(story_id) / ids.check_artifact_name(name)
 
-    def write_artifact(self, story_id: str, name: str, text: str) -> Path:
-        """Atomically write an artifact (never `story.md`: that goes through `edit`)."""
+    def write_artifact(
+        self, story_id: str, name: str, text: str, *, sync_folder: bool = True
+    ) -> Path:
+        """Atomically write an artifact (never `story.md`: that goes through `edit`).
+        `sync_folder=False`: the caller fsyncs the story's folder (an `edit` writing `story.md`
+        does), so one folder fsync makes both renames durable."""
         from ai_sdlc import fsutil
 
         if name == STORY_FILE:
             raise UsageError("story.md is written through StoryStore.edit, not as an artifact")
         path = self.artifact_path(story_id, name)
-        fsutil.atomic_write_text(path, text)
+        fsutil.atomic_write_bytes(path, text.encode("utf-8"), sync_folder=sync_folder)
         return path
 
     def replace_unreadable(self, story_id: str, data: bytes) -> None:
@@ -351,7 +355,8 @@ class StoryStore:
                 ) from None
             if encoded != data:
                 _remove_stale_temps(path)
-                fsutil.atomic_write_bytes(path, encoded)
+                fsutil.atomic_write_bytes(path, encoded)  # fsyncs the file, then the folder
+                story.written = encoded
             for hook in story.after_write:  # still under the lock, once the file is written
                 hook()
 

@@ -41,6 +41,9 @@ class Story:
         #: Called by `StoryStore.edit` after the file is written, still under the story lock
         #: (the state owner appends the story's events there).
         self.after_write: list[Callable[[], None]] = []
+        #: The bytes `StoryStore.edit` wrote (file and folder fsynced), None when it wrote
+        #: nothing (read by the `after_write` hooks).
+        self.written: bytes | None = None
 
     def __repr__(self) -> str:
         return f"Story({self.id!r}, status={self.status!r}, title={self.title!r})"

@@ -43,6 +43,8 @@ EXIT_CANNOT_RUN = 126
 
 @dataclass(frozen=True)
 class StepResult:
+    """One verification command's outcome (build or test)."""
+
     name: str
     argv: tuple[str, ...]
     exit_code: int
@@ -57,6 +59,8 @@ class StepResult:
 
 @dataclass(frozen=True)
 class VerificationResult:
+    """The verdict of one verification: the steps run and the failure, normalised to compare."""
+
     passed: bool
     steps: tuple[StepResult, ...]
     #: The failing step's output ("" when everything passed).

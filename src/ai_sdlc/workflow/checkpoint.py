@@ -3,11 +3,18 @@ when the phase crashes or is interrupted, so no phase flag or status is left hal
 
 A checkpoint is a copy of the story's `story.md` and its artifacts (`research.md`, `plan.md`,
 `review.md`) in one file, `.ai-sdlc/state/checkpoints/<id>.json` (git-ignored), written with
-one durable atomic write: it is wholly there or not at all, and it costs two fsyncs and no
-folder to create or remove (a copy per file cost six to ten fsyncs). The copies are JSON strings
-that give back the exact bytes (undecodable bytes travel as surrogate escapes, in ASCII JSON).
-It never covers the user's source code. A checkpoint left in the earlier layout (a folder
-`<id>/` holding the copies as files and a `manifest.json` written last) is still restored.
+one atomic write: it is wholly there or not at all, with no folder to create or remove. The
+copies are JSON strings that give back the exact bytes (undecodable bytes travel as surrogate
+escapes, in ASCII JSON). It never covers the user's source code. A checkpoint left in the
+earlier layout (a folder `<id>/` holding the copies as files and a `manifest.json` written last)
+is still restored.
+
+It is not fsynced (two fsyncs per phase saved): a killed process leaves it whole in the page
+cache; only a power loss can lose it, or bring back the one before. The attempt's reservation in
+the ledger, which is fsynced, names its checkpoint (`Checkpoint.tag`), and a checkpoint is
+restored only while the reservation naming it is open: after a power loss the phase is at worst
+not rolled back (its own writes are transactions, old or new), never rolled back to another
+phase's state.
 
 Restoring is deliberately narrow and done by the state owner (`transitions.StoryState.restore`):
 the workflow state comes back (`RESTORED_KEYS`, the story body, the artifacts as they were,
@@ -43,6 +50,8 @@ MANIFEST = "manifest.json"
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A story's files as they were before a phase, to restore after an interrupted run."""
+
     story_id: str
     phase: str
     taken_at: str
@@ -57,6 +66,11 @@ class Checkpoint:
     @property
     def path(self) -> Path:
         return self.folder / f"{self.story_id}.json"
+
+    @property
+    def tag(self) -> str:
+        """What the attempt's reservation records of its checkpoint (`begin_action`)."""
+        return f"{self.phase}@{self.taken_at}"
 
     def saved(self, name: str) -> bytes:
         """The saved copy of `name` (KeyError when it holds none)."""
@@ -103,8 +117,9 @@ class Checkpoints:
         checkpoint = self._read(story_id)
         if checkpoint is None:
             return None
-        if Journal(self.store.ai_dir).read(self.store.folder(story_id).name).open is None:
-            self.discard(story_id)
+        open_ = Journal(self.store.ai_dir).read(self.store.folder(story_id).name).open
+        if open_ is None or open_.get("checkpoint", checkpoint.tag) != checkpoint.tag:
+            self.discard(story_id)  # nothing in flight, or another attempt's (power loss)
             return None
         return checkpoint
 
@@ -146,7 +161,7 @@ class Checkpoints:
             story_id, saved, artifacts, phase=checkpoint.phase, reason=reason
         )
 
-    def _write(self, checkpoint: Checkpoint) -> None:
+    def _write(self, checkpoint: Checkpoint, *, durable: bool = False) -> None:
         data = {
             "story_id": checkpoint.story_id,
             "phase": checkpoint.phase,
@@ -159,7 +174,7 @@ class Checkpoints:
         }
         self.root.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data) + "\n"  # ASCII: surrogate escapes survive the round trip
-        atomic_write_bytes(checkpoint.path, text.encode("ascii"))
+        atomic_write_bytes(checkpoint.path, text.encode("ascii"), durable=durable)
 
     def _earlier_layout(self, story_id: str) -> Checkpoint | None:
         """A checkpoint in the earlier layout: moved to the current one (so `discard` drops
@@ -173,7 +188,7 @@ class Checkpoints:
         except (OSError, ValueError, RecursionError, InvalidInputError):
             checkpoint = None
         if checkpoint is not None:
-            self._write(checkpoint)
+            self._write(checkpoint, durable=True)  # before the earlier copies are removed
         if folder.is_dir():
             with contextlib.suppress(FileNotFoundError):
                 (folder / MANIFEST).unlink()  # first: a half-removed checkpoint is never used

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.secrets import redact
+from ai_sdlc.secrets import redact, secret_values
 
 EVENTS_FILE = "events.jsonl"
 
@@ -29,11 +29,25 @@ def iso(moment: dt.datetime) -> str:
 
 
 def append_event(folder: Path, event: dict[str, Any]) -> None:
-    line = redact(json.dumps(event, ensure_ascii=False, default=str)) + "\n"
+    append_events(folder, [event])
+
+
+def append_events(folder: Path, events: list[dict[str, Any]]) -> None:
+    """The events of one transaction: each line redacted on its own (the environment's secrets
+    looked up once), all of them in one `write` (a crash tears at most the last line)."""
+    if not events:
+        return
+    secrets = secret_values()
+    text = "".join(
+        redact(json.dumps(event, ensure_ascii=False, default=str), secrets, environ={}) + "\n"
+        for event in events
+    )
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(folder / EVENTS_FILE, flags, 0o644)
     try:
-        os.write(fd, line.encode("utf-8"))
+        data = text.encode("utf-8")
+        while data:  # a regular file takes it in one write; a short write goes on from there
+            data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
 

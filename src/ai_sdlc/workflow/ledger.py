@@ -164,7 +164,8 @@ class Journal:
     def append(self, story_id: str, op: str, time: str, state: LedgerState) -> None:
         """One complete line, one `write` on an O_APPEND descriptor, then fsync."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"op": op, "time": time, **state.to_json()}, ensure_ascii=False)
+        # vars, not asdict: the same JSON (every field is plain data), without the deep copy
+        line = json.dumps({"op": op, "time": time, **vars(state)}, ensure_ascii=False)
         fd = os.open(
             self.path(story_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644
         )

@@ -148,6 +148,8 @@ class StoryRunner:
         self._prepared: dict[str, Prepared] = {}
         #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
         self._story: Story | None = None
+        #: The tag of the checkpoint taken for the phase in flight (its reservation names it).
+        self._checkpoint: str | None = None
         #: Usage of the call answered in this phase, not yet written (see `_take_usage`).
         self._pending: Usage | None = None
         self._phase_t0 = deps.monotonic()
@@ -225,6 +227,7 @@ class StoryRunner:
         if reason:
             self._block(story_id, reason)
         checkpoint = self.checkpoints.take(story_id, phase.value, taken_at=iso(self.deps.clock()))
+        self._checkpoint = checkpoint.tag
         try:
             try:
                 self._execute(story_id, phase)
@@ -530,9 +533,10 @@ class StoryRunner:
                 phase,
                 fields=prepared.fields,
                 event={"action": "workspace", "notice": prepared.notice},
+                checkpoint=self._checkpoint,
             )
         else:
-            ticket = self.owner.begin_action(story_id, phase)
+            ticket = self.owner.begin_action(story_id, phase, checkpoint=self._checkpoint)
         step, of = self._attempt_of(ticket.story, phase)
         self._emit(
             "phase_started", story_id, phase=phase.value, attempt=ticket.attempt, step=step, of=of

@@ -108,11 +108,14 @@ class Session:
         clock: Clock = utc_now,
         sleep: Callable[[float], None] = time.sleep,
         no_worktree: bool = False,
+        config: Config | None = None,
     ) -> Session:
+        """`config`: the project's, when the caller has just loaded it (else loaded here)."""
         from ai_sdlc.git.workspace import select_workspace
         from ai_sdlc.providers.selection import select_provider
 
-        config = load_config(store.root)
+        if config is None:
+            config = load_config(store.root)
         selection = select_provider(
             flag=provider_name, config=config, project_root=store.root, environ=environ
         )

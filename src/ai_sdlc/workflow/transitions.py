@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError
-from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
+from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text, fsync_dir
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story, StoryStore
 from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.assess import pending_gate
-from ai_sdlc.workflow.events import Clock, append_event, iso, utc_now
+from ai_sdlc.workflow.events import Clock, append_events, iso, utc_now
 from ai_sdlc.workflow.ledger import (
     API_RETRY,
     DEFAULT_GLOBAL_LIMIT,
@@ -140,6 +140,8 @@ class _Txn:
     now: str
     events: list[dict[str, Any]] = field(default_factory=list)
     blocked: str | None = None
+    #: An artifact was renamed into the story's folder without a folder fsync (see `_txn`).
+    unsynced: bool = False
 
 
 class StoryState:
@@ -194,10 +196,13 @@ class StoryState:
         *,
         fields: Mapping[str, Any] | None = None,
         event: Mapping[str, Any] | None = None,
+        checkpoint: str | None = None,
     ) -> Ticket:
         """Reserve one attempt of `phase` (counted if it fails or its process dies). `fields`
         and `event`: the story's workspace as `record_fields` takes them, recorded in the same
-        transaction (whether or not the story may act)."""
+        transaction (whether or not the story may act). `checkpoint`: the tag of the phase's
+        checkpoint (`Checkpoint.tag`), kept in the reservation so that only that checkpoint
+        is restored if the process dies."""
         with self._txn(story_id, "reserve") as txn:
             self._settle_stale(txn)
             if fields or event:
@@ -213,6 +218,8 @@ class StoryState:
                     "attempt": attempt,
                     "time": txn.now,
                 }
+                if checkpoint is not None:
+                    st.open["checkpoint"] = checkpoint
                 self._event(txn, "phase_started", phase=phase.value, attempt=attempt)
         self._raise_if_blocked(txn)
         return Ticket(
@@ -493,7 +500,8 @@ class StoryState:
                 after.prev_total, after.prev_breakdown = before.total, dict(before.breakdown)
                 self.journal.append(story.id, op, txn.now, after)
             self._written.pop(story.id, None)
-            story.after_write.append(lambda: _append_all(story.folder, txn.events))
+            story.after_write.append(lambda: self._sync_folder(txn))
+            story.after_write.append(lambda: append_events(story.folder, txn.events))
             story.after_write.append(lambda: self._remember(txn))
         for event in txn.events:
             if event["action"] == "recovery":
@@ -551,11 +559,20 @@ class StoryState:
         if lowered or st.total != file_total:
             self._write_view(txn)
 
+    @staticmethod
+    def _sync_folder(txn: _Txn) -> None:
+        """An artifact renamed into the story's folder in this transaction is made durable by
+        the folder fsync of the `story.md` write that follows it; only when `story.md` did not
+        change is the folder fsynced here (before the events claim the artifact)."""
+        if txn.unsynced and txn.story.written is None:
+            fsync_dir(txn.story.folder)
+
     def _remember(self, txn: _Txn) -> None:
-        """After the write, still under the lock: what the story now is (see `_unchanged`)."""
+        """After the write, still under the lock: what the story now is (see `_unchanged`);
+        the bytes just written are not read back."""
         story = txn.story
         try:
-            data = read_regular(story.path)
+            data = story.written if story.written is not None else read_regular(story.path)
             stamp = self._ledger_stamp(story)
         except (OSError, InvalidInputError):
             return  # nothing remembered: the next check is a transaction
@@ -743,7 +760,8 @@ class StoryState:
         txn.story.frontmatter["usage"] = totals
 
     def _write_artifact(self, txn: _Txn, name: str, text: str) -> None:
-        self.store.write_artifact(txn.story.id, name, text)
+        self.store.write_artifact(txn.story.id, name, text, sync_folder=False)
+        txn.unsynced = True  # the folder is fsynced once the transaction writes (`_txn`)
 
     def _write_patch(self, txn: _Txn, attempt: int, text: str) -> None:
         folder = txn.story.folder / "attempts"
@@ -781,11 +799,6 @@ def _snapshot(state: LedgerState) -> str:
     """The ledger state as canonical JSON: a deep copy's source and the "did it change" test
     in one encoding (`dataclasses.asdict` costs several times more)."""
     return json.dumps(vars(state), sort_keys=True, ensure_ascii=False)
-
-
-def _append_all(folder: Path, events: list[dict[str, Any]]) -> None:
-    for event in events:
-        append_event(folder, event)
 
 
 def _stamp(path: Path) -> _Stamp:

@@ -384,16 +384,16 @@ class Watch:
 
     def _still_being_written(self, path: str, seen: Signature | None) -> bool:
         """True when the file, written less than SETTLE_SECONDS ago, changes again within
-        that time or reads fine by then (a write in progress, perhaps finished between the scan
-        and this look); False when it stays unreadable as it is."""
+        that time, or when it reads fine by the time of this look (a write in progress when the
+        scan read it, finished since: on a busy machine the look may come well after the
+        write); False when it stays unreadable as it is."""
         if seen is None:
             return False
         age = self.wall_clock() - seen[2] / 1e9
-        if not 0 <= age < SETTLE_SECONDS:
-            return False
-        self.sleep(SETTLE_SECONDS - age)
-        if signature(path) != seen:
-            return True
+        if 0 <= age < SETTLE_SECONDS:
+            self.sleep(SETTLE_SECONDS - age)
+            if signature(path) != seen:
+                return True
         try:
             self.store.get(Path(path).parent.name)
         except AiSdlcError:
