@@ -267,6 +267,18 @@ def cli(project: Path) -> CliRunner:
     return call
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the processes the tests start, however the suite was launched.
+
+    A shell starts a background job (`make test &`, a CI step run that way) with SIGINT ignored,
+    and an ignored signal stays ignored across fork and exec: every `ai-sdlc` a test starts would
+    then ignore the Ctrl-C the test sends, as POSIX wants of a background job. A handled signal
+    is reset to its default on exec, so handling it here gives each child a normal Ctrl-C."""
+    del config
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """What `-n auto` (`make test`) means: two workers per core, at most cores + 4.
 

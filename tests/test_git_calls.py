@@ -335,23 +335,19 @@ def test_the_commit_sha_is_the_checkpoint_just_set_to_head(repo: Repo) -> None:
     ws = GitWorkspace(repo.root)
     story, path = prepared(ws, repo, sid)
     checkpoint = f"refs/ai-sdlc/checkpoints/{sid}"
-    (path / "a.py").write_text("a = 1\n")
-    first = ws.attempt_passed(story, path, attempt=1).commit
-    assert (
-        first
-        == git(path, "rev-parse", "HEAD").strip()
-        == git(path, "rev-parse", checkpoint).strip()
-    )
-    assert git(path, "log", "-1", "--format=%s") == f"feat({sid}): Add a greeting\n"
 
+    def commit(name: str, attempt: int) -> str | None:
+        """Commit a new file `name`: the sha returned is HEAD and the checkpoint."""
+        (path / name).write_text("x = 1\n")
+        sha = ws.attempt_passed(story, path, attempt=attempt).commit
+        head, point = (git(path, "rev-parse", ref).strip() for ref in ("HEAD", checkpoint))
+        assert sha == head == point
+        return sha
+
+    first = commit("a.py", 1)
+    assert git(path, "log", "-1", "--format=%s") == f"feat({sid}): Add a greeting\n"
     (common_dir(repo.root) / "reftable").mkdir()  # cannot be read from files: git is asked
-    (path / "b.py").write_text("b = 1\n")
-    second = ws.attempt_passed(story, path, attempt=2).commit
-    assert (
-        second
-        == git(path, "rev-parse", "HEAD").strip()
-        == git(path, "rev-parse", checkpoint).strip()
-    )
+    commit("b.py", 2)
     assert git(path, "rev-parse", "HEAD~1").strip() == first
 
 
