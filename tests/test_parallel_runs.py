@@ -4,6 +4,7 @@ real processes (the local executor), stories real files, the project a real git 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,41 @@ def test_graph_and_conflict_rules() -> None:
     plan = "Change `src/app/login.py` and ./tests/test_login.py. See docs/ and e.g. v1.2."
     assert conflicts.planned_paths(plan) >= {"src/app/login.py", "tests/test_login.py"}
     assert conflicts.overlap({"a.py", "b/c.py"}, {"b/c.py", "d.py"}) == ["b/c.py"]
+
+
+def test_a_batch_reads_its_own_stories_and_what_they_depend_on(tmp_path: Path) -> None:
+    """`run --batch` builds its graph from the named stories and their dependencies, however
+    deep, not from a listing of the whole backlog (20,000 stories cost a batch as much as one):
+    the listing cache is not even written. A met dependency outside the batch lets its story
+    run, an unmet one skips it, a missing one and a cycle outside the batch are refused."""
+    deps = {"S-0002": ["S-0001"], "S-0003": ["S-0002"], "S-0004": ["S-0009"]}
+    root = project(tmp_path, 4, deps)
+    first = root / ".ai-sdlc" / "stories" / "S-0001" / "story.md"
+    first.write_text(first.read_text().replace("status: backlog", "status: done"))
+    cache = root / ".ai-sdlc" / ".cache"
+    if cache.exists():
+        shutil.rmtree(cache)
+
+    ran = run_cli(root, "run", "--batch", "S-0003", "S-0002", "--json")
+    assert ran.returncode == 0, ran.output
+    assert frontmatter(root, "S-0002")["status"] == frontmatter(root, "S-0003")["status"] == "done"
+    assert not cache.exists()  # no listing: S-0004 and its missing dependency were never read
+    assert run_cli(root, "run", "--auto").returncode == 3  # a listing would have refused it
+
+    (tmp_path / "b").mkdir()
+    other = project(tmp_path / "b", 3, {"S-0002": ["S-0001"], "S-0003": ["S-0009"]})
+    skipped = run_cli(other, "run", "--batch", "S-0002", "--json")
+    assert skipped.returncode == 0, skipped.output
+    state = story_states(only_run(other))
+    assert state["S-0002"]["status"] == "skipped"
+    assert state["S-0002"]["reason"] == "depends on S-0001, which is backlog and not in this run"
+    refused = run_cli(other, "run", "--batch", "S-0003")
+    assert refused.returncode == 3
+    assert "S-0003 depends on S-0009, which does not exist" in refused.stderr
+
+    (tmp_path / "c").mkdir()
+    loop = project(tmp_path / "c", 3, {"S-0001": ["S-0002"], "S-0002": ["S-0003"]})
+    add_field(loop, "S-0003", "dependencies: [S-0002]")
+    cycle = run_cli(loop, "run", "--batch", "S-0001")
+    assert cycle.returncode == 3, cycle.output
+    assert "S-0002 → S-0003 → S-0002" in cycle.stderr

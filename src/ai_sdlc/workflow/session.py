@@ -5,7 +5,7 @@ policies, limits) and runs one story, the next recommended action, or a multi-st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -206,15 +206,16 @@ class Session:
 
             ray_spec = ray_spec_for(self)
         with run_lock(self.store.ai_dir, MULTI_RUN_LOCK, what="a multi-story run of this project"):
-            graph = self._graph()
             if resume or latest:
                 state = self._resumable(repo, resume)
+                graph = self._graph([s.story_id for s in state.stories])
                 self._check_graph(graph, [s.story_id for s in state.stories])
                 prepare_resume(state, self.store)
                 if jobs is not None:
                     state.jobs = jobs
                 repo.save(state, now=self.clock())
             else:
+                graph = self._graph(story_ids if epic is None else None)
                 state_or_none = self._new_run(repo, story_ids, graph, epic=epic, jobs=jobs)
                 if state_or_none is None:
                     return None
@@ -272,10 +273,28 @@ class Session:
         common["state"].executor = executor.name
         return ParallelRun(**common, executor=executor, jobs=jobs).execute()
 
-    def _graph(self) -> G.Graph:
+    def _graph(self, story_ids: Sequence[str] | None) -> G.Graph:
+        """The dependency graph a run needs: of every story (`--auto` and `--epic` choose among
+        them all), or of the named stories and what they depend on, transitively: a batch or a
+        resumed run reads its own stories, not a backlog of 20,000. A story that cannot be read
+        is left out, as a listing leaves it out (a dependency on it is then refused by name)."""
         from ai_sdlc.workflow import graph as G
 
-        return G.build((s.id, s.frontmatter) for s in self.store.list())
+        if story_ids is None:
+            return G.build((s.id, s.frontmatter) for s in self.store.list())
+        found: dict[str, Mapping[str, Any]] = {}
+        wanted = list(story_ids)
+        while wanted:
+            sid = wanted.pop()
+            if sid in found:
+                continue
+            try:
+                story = self.store.get(sid)
+            except AiSdlcError:
+                continue
+            found[story.id] = story.frontmatter
+            wanted.extend(G.node_of(story.id, story.frontmatter).dependencies)
+        return G.build(sorted(found.items()))
 
     def _check_graph(self, graph: G.Graph, ids: Sequence[str]) -> None:
         from ai_sdlc.workflow import graph as G
