@@ -16,14 +16,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# --no-compile: pip would compile every module of every dependency (half of the install's
-# CPU: Ray alone ships thousands); Python compiles what is imported, once, on first use.
 $(STAMP_RUN): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q --no-compile -e '.[demo]'
+	$(BIN)/python -m pip install -q -e '.[demo]'
 	touch $@
 
 $(STAMP_DEV): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q --no-compile -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(STAMP_RUN)
 
 ## demo: run the main job on the built-in offline `scripted` provider in a temp project
