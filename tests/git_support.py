@@ -11,10 +11,13 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.store import StoryStore
+from ai_sdlc.store.story import Story
 
 
 def git(cwd: Path, *args: str, input: str | None = None) -> str:
@@ -145,3 +148,21 @@ def gh_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GH_LOG", str(log))
     return log
+
+
+def story_of(repo: Repo, story_id: str) -> Story:
+    """The story as the store reads it now."""
+    return StoryStore(repo.root).get(story_id)
+
+
+def record(repo: Repo, story_id: str, fields: dict[str, Any]) -> Story:
+    """What the runner does with `Prepared.fields`: the story with them recorded (in memory;
+    writing story files is the store's and the runner's business)."""
+    story = story_of(repo, story_id)
+    return Story(story.id, story.path, {**dict(story.frontmatter), **fields})
+
+
+def prepared(repo: Repo, ws: GitWorkspace, story_id: str) -> tuple[Story, Path]:
+    """`ws.prepare` the story: the story with what it recorded, and its worktree."""
+    prep = ws.prepare(story_of(repo, story_id))
+    return record(repo, story_id, prep.fields), prep.path

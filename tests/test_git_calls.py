@@ -31,11 +31,10 @@ from ai_sdlc.git import worktrees
 from ai_sdlc.git.repo import RefFiles, RefSnapshot, UnknownRef
 from ai_sdlc.git.run import GitError
 from ai_sdlc.git.workspace import GitWorkspace
-from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
 from tests.conftest import run_cli
 from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import Repo, git, git_env, make_repo, repo
+from tests.git_support import Repo, git, git_env, make_repo, prepared, repo, story_of
 
 __all__ = ["git_env", "repo"]
 
@@ -97,17 +96,6 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
 # --- the answers behind fewer calls --------------------------------------------------------------
 
 
-def story_of(repo: Repo, story_id: str) -> Story:
-    return StoryStore(repo.root).get(story_id)
-
-
-def prepared(ws: GitWorkspace, repo: Repo, story_id: str) -> tuple[Story, Path]:
-    story = story_of(repo, story_id)
-    prep = ws.prepare(story)
-    recorded = Story(story.id, story.path, {**dict(story.frontmatter), **prep.fields})
-    return recorded, prep.path
-
-
 def test_new_story_starts_from_the_remote_head_not_the_checkouts_branch(repo: Repo) -> None:
     git(repo.root, "switch", "-q", "-c", "develop")
     (repo.root / "dev.txt").write_text("develop\n")
@@ -148,7 +136,7 @@ def test_a_remote_head_naming_a_deleted_branch_is_refused_as_before(repo: Repo) 
 def test_an_agent_cannot_hide_its_commit_by_moving_the_checkpoint(repo: Repo) -> None:
     sid = repo.story()
     ws = GitWorkspace(repo.root)
-    story, path = prepared(ws, repo, sid)
+    story, path = prepared(repo, ws, sid)
     base = git(path, "rev-parse", "HEAD").strip()
     # During a read-only phase the agent commits and points the checkpoint ref at its commit.
     (path / "sneaky.py").write_text("x = 1\n")
@@ -165,7 +153,7 @@ def test_an_agent_cannot_hide_its_commit_by_moving_the_checkpoint(repo: Repo) ->
 def test_changes_staged_back_to_head_make_no_empty_commit(repo: Repo) -> None:
     sid = repo.story()
     ws = GitWorkspace(repo.root)
-    story, path = prepared(ws, repo, sid)
+    story, path = prepared(repo, ws, sid)
     head = git(path, "rev-parse", "HEAD")
     original = (path / "README.md").read_text()
     (path / "README.md").write_text("staged by the agent\n")
@@ -181,7 +169,7 @@ def test_a_commit_falls_back_to_our_identity_only_without_user_email(
 ) -> None:
     sid = repo.story()
     ws = GitWorkspace(repo.root)
-    story, path = prepared(ws, repo, sid)
+    story, path = prepared(repo, ws, sid)
     (path / "a.py").write_text("a = 1\n")
     ws.attempt_passed(story, path, attempt=1)
     assert git(path, "log", "-1", "--format=%ae") == "test@example.com\n"
@@ -193,7 +181,7 @@ def test_a_commit_falls_back_to_our_identity_only_without_user_email(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("GIT_COMMITTER_EMAIL", raising=False)
     other = GitWorkspace(repo.root)  # a new run: `user.email` is read again
-    story, path = prepared(other, repo, sid)
+    story, path = prepared(repo, other, sid)
     (path / "b.py").write_text("b = 1\n")
     other.attempt_passed(story, path, attempt=2)
     assert git(path, "log", "-1", "--format=%an <%ae>") == "ai-sdlc <ai-sdlc@localhost>\n"
@@ -333,7 +321,7 @@ def test_git_is_asked_when_the_ref_store_is_not_plain_files(
 def test_the_commit_sha_is_the_checkpoint_just_set_to_head(repo: Repo) -> None:
     sid = repo.story()
     ws = GitWorkspace(repo.root)
-    story, path = prepared(ws, repo, sid)
+    story, path = prepared(repo, ws, sid)
     checkpoint = f"refs/ai-sdlc/checkpoints/{sid}"
 
     def commit(name: str, attempt: int) -> str | None:
@@ -367,7 +355,7 @@ def test_a_new_branch_gets_a_fresh_checkpoint_over_a_stale_one(repo: Repo) -> No
     git(root, "update-ref", f"refs/ai-sdlc/checkpoints/{sid}", stale)
 
     ws = GitWorkspace(root)
-    story, path = prepared(ws, repo, sid)
+    story, path = prepared(repo, ws, sid)
 
     start = git(root, "rev-parse", "main").strip()
     assert git(root, "rev-parse", f"refs/ai-sdlc/checkpoints/{sid}").strip() == start

@@ -13,31 +13,24 @@ from ai_sdlc.git.run import TransientRemoteError
 from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.git.staging import SecretsInWorkError
 from ai_sdlc.git.workspace import GitWorkspace, PublishError, select_workspace
-from ai_sdlc.store import StoryStore
-from ai_sdlc.store.story import Story
 from ai_sdlc.workflow.workspace import InPlace
 from tests.fakes.gh_support import gh_calls
-from tests.git_support import Repo, checkout_snapshot, gh_log, git, git_env, make_repo, repo
+from tests.git_support import (
+    Repo,
+    checkout_snapshot,
+    gh_log,
+    git,
+    git_env,
+    make_repo,
+    prepared,
+    record,
+    repo,
+    story_of,
+)
 
 __all__ = ["gh_log", "git_env", "repo"]
 
 pytestmark = pytest.mark.usefixtures("git_env")
-
-
-def story_of(repo: Repo, story_id: str) -> Any:
-    return StoryStore(repo.root).get(story_id)
-
-
-def record(repo: Repo, story_id: str, fields: dict[str, Any]) -> Any:
-    """What the runner does with `Prepared.fields`: the story with them recorded (in memory;
-    writing story files is the store's and the runner's business)."""
-    story = story_of(repo, story_id)
-    return Story(story.id, story.path, {**dict(story.frontmatter), **fields})
-
-
-def prepared(repo: Repo, ws: GitWorkspace, story_id: str) -> tuple[Any, Path]:
-    prep = ws.prepare(story_of(repo, story_id))
-    return record(repo, story_id, prep.fields), prep.path
 
 
 def committed_files(path: Path, rev: str = "HEAD") -> list[str]:

@@ -106,15 +106,16 @@ def commit_attempt(
     attempt: int,
     *,
     base: str | None = None,
-    identity: Callable[[Path], Mapping[str, str]] | None = None,
-    common_dir: Path | None = None,
+    identity: Callable[[Path], Mapping[str, str]],
+    common_dir: Path,
 ) -> str | None:
     """Commit the attempt's committable changes on the story branch; the new sha, or None when
     there was nothing to commit. Raises `SecretsInWorkError` before staging anything.
     `base`: the checkpoint when known; `identity`: what gives the environment for the commit
-    (`_identity`, asked only when there is something to commit); `common_dir`: the repository's
-    shared git folder, to read the new commit's sha from the checkpoint ref just written
-    (`update-ref <checkpoint> HEAD` resolves HEAD itself: no `rev-parse HEAD` before it)."""
+    (`identity_env` of the configured e-mail, asked only when there is something to commit);
+    `common_dir`: the repository's shared git folder, to read the new commit's sha from the
+    checkpoint ref just written (`update-ref <checkpoint> HEAD` resolves HEAD itself: no
+    `rev-parse HEAD` before it)."""
     base = checkpoint(top, story.id, base)
     snap = staging.snapshot(top)
     if snap.head != base:
@@ -126,13 +127,14 @@ def commit_attempt(
         return None
     staging.refuse_secrets(top, changes, paths)
     staging.stage(top, paths)
-    literal = [staging.literal(p) for p in paths]
     if (
         not _index_differs(changes, paths)
-        and git(top, "diff", "--cached", "--quiet", "--", *literal, check=False).ok
+        and git(
+            top, "diff", "--cached", "--quiet", "--", *map(staging.literal, paths), check=False
+        ).ok
     ):
         return None
-    env = dict((identity or _identity)(top))
+    env = dict(identity(top))
     # `--only` with exactly our paths: whatever else the agent staged itself (a swap file, its
     # own notes under `.ai-sdlc/`, which `status` does not even list) stays out of the commit.
     with tempfile.TemporaryDirectory(prefix="ai-sdlc-commit-") as tmp:
@@ -149,13 +151,9 @@ def commit_attempt(
             "--only",
             "--pathspec-from-file=-",
             "--pathspec-file-nul",
-            input="".join(f"{p}\0" for p in literal),
+            input=staging.pathspec_input(paths),
             env=env,
         )
-    if common_dir is None:
-        sha = head(top)
-        set_checkpoint(top, story.id, sha)
-        return sha
     # No agent runs between the commit and this: HEAD is the commit just made.
     set_checkpoint(top, story.id, "HEAD")
     made = repo.ref_sha(top, common_dir, checkpoint_ref(story.id))
@@ -178,13 +176,9 @@ def _index_differs(changes: list[staging.Change], paths: list[str]) -> bool:
     )
 
 
-def _identity(top: Path) -> dict[str, str]:
-    """Our name and e-mail only when the user has none configured (a commit would fail)."""
-    return identity_env(git(top, "config", "user.email", check=False).stdout.strip())
-
-
 def identity_env(user_email: str) -> dict[str, str]:
-    """The environment a commit needs given the configured `user.email` ("" when none)."""
+    """The environment a commit needs given the configured `user.email` ("" when none): our
+    name and e-mail only when the user has none (a commit would fail)."""
     if user_email:
         return {}
     return {k: v for k, v in FALLBACK_IDENTITY.items() if k not in os.environ}
@@ -209,7 +203,7 @@ def capture(top: Path, story_id: str, *, base: str | None = None) -> FailedDiff 
     with tempfile.TemporaryDirectory(prefix="ai-sdlc-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git(top, "read-tree", "HEAD", env=env)  # HEAD: commits the agent made count too
-        spec = "".join(f":(literal){p}\0" for p in paths if p not in secrets)
+        spec = staging.pathspec_input(p for p in paths if p not in secrets)
         if spec:
             add = ("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
             git(top, *add, input=spec, env=env)
@@ -251,7 +245,7 @@ def rollback(
     if paths is not None:
         if not paths:
             return
-        spec = tuple(f":(literal){p}" for p in paths)
+        spec = tuple(map(staging.literal, paths))
     git(top, "clean", "-f", "-d", "--quiet", "--", *spec)
 
 

@@ -232,11 +232,17 @@ def literal(path: str) -> str:
     return f":(literal){path}"
 
 
+def pathspec_input(paths: Iterable[str]) -> str:
+    """`paths`, each taken literally, as the standard input of `--pathspec-from-file=-
+    --pathspec-file-nul` (no length limit, unlike arguments)."""
+    return "".join(f"{literal(p)}\0" for p in paths)
+
+
 def stage(top: Path, paths: list[str]) -> None:
     """Stage exactly `paths` (additions, changes and deletions), each taken literally."""
     if not paths:
         return
-    spec = "".join(f"{literal(p)}\0" for p in paths)
+    spec = pathspec_input(paths)
     git(top, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
 
 
