@@ -225,9 +225,15 @@ def run_batch(project: Path, log: Path, count: int) -> StoryRun:
     return StoryRun(timing, lines.count("build"), len(lines), attempts)
 
 
-def start_up(project: Path, repeat: int) -> Timing:
-    """What the run command costs before it does anything: `ai-sdlc run --help`."""
-    argv = [*entry_point(), "--project", str(project), "run", "--help"]
+#: What a story run imports before it does anything (`ai-sdlc run <story>` is read without
+#: typer, so `run --help` no longer stands for it): the entry point and the run command.
+START_UP = "import ai_sdlc.cli.app, ai_sdlc.cli.fastrun, ai_sdlc.cli.run_command"
+
+
+def start_up(repeat: int) -> Timing:
+    """What the run command costs before it does anything: a fresh interpreter importing the
+    entry point and the run command's modules."""
+    argv = [sys.executable, "-c", START_UP]
     runs = [timed(argv)[0] for _ in range(repeat)]
     return Timing(statistics.median(t.cpu for t in runs), statistics.median(t.wall for t in runs))
 
@@ -279,7 +285,7 @@ def print_split(
     work = own - startup.cpu
     print("  where a story run's CPU goes (median; same runs through the console entry point):")
     print(f"    python -c pass (floor)                      {floor.cpu:6.3f} s")
-    print(f"    start-up to the run command (`run --help`)  {startup.cpu:6.3f} s")
+    print(f"    start-up: importing the run command         {startup.cpu:6.3f} s")
     print(f"    the run's own work in our process           {work:6.3f} s")
     print(f"    git and other child processes               {git:6.3f} s")
     print(f"    verification commands ({steps} x bare command)   {verify:6.3f} s")
@@ -299,7 +305,7 @@ def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Ti
         runs = [run_one(project, log, f"Measured story {i}") for i in range(repeat)]
         batch = run_batch(project, log, BATCH)
         splits = [split_run(project, log, f"Split story {i}", root) for i in range(repeat)]
-        startup = start_up(project, max(3, repeat))
+        startup = start_up(max(3, repeat))
         bare = bare_command(counter, root / "bare.log", max(5, repeat))
         floor = interpreter(max(5, repeat))
     cpu = statistics.median(r.timing.cpu for r in runs)
@@ -311,7 +317,7 @@ def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Ti
     print(f"  (verification runs, command processes, implement attempts) per run: {per_run}")
     batch_cpu = (batch.timing.cpu - batch.steps * bare.cpu) / BATCH
     print(
-        f"  for reference: `run --help` (start-up alone) cpu {startup.cpu:6.3f} s; "
+        f"  for reference: start-up alone cpu {startup.cpu:6.3f} s; "
         f"`run --batch` of {BATCH} stories: cpu {batch_cpu:.3f} s per story without its "
         f"{batch.steps} command processes"
     )

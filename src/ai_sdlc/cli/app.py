@@ -229,10 +229,16 @@ def _build_app() -> typer.Typer:
     ) -> None:
         if verbose and quiet:
             raise typer.BadParameter("use one of --verbose and --quiet", param_hint="'--quiet'")
-        STATE.verbosity = VERBOSE if verbose else QUIET if quiet else NORMAL
-        STATE.project, STATE.project_source = choose_project(project, STATE.command)
+        apply_global_options(project, verbose=verbose, quiet=quiet)
 
     return app
+
+
+def apply_global_options(project: Path | None, *, verbose: bool, quiet: bool) -> None:
+    """What the global options mean for every command (the root callback, and the hand-parsed
+    `run` line of `cli/fastrun.py`)."""
+    STATE.verbosity = VERBOSE if verbose else QUIET if quiet else NORMAL
+    STATE.project, STATE.project_source = choose_project(project, STATE.command)
 
 
 class Interrupted(BaseException):
@@ -404,10 +410,17 @@ def main() -> None:
     STATE.command = _command_name(argv)
     STATE.json_mode = _wants_json(argv)
     STATE.verbosity = NORMAL
+    from ai_sdlc.cli import fastrun
+
+    fast = fastrun.parse(argv) if STATE.command == "run" else None
     try:
-        register_commands(argv)
-        with _debug_logging(argv):
-            rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
+        if fast is not None:
+            with _debug_logging(argv):
+                rc = fastrun.invoke(fast)
+        else:
+            register_commands(argv)
+            with _debug_logging(argv):
+                rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
     except AiSdlcError as exc:
         fail(exc.message, hint=exc.hint, exit_code=int(exc.exit_code))
     except (KeyboardInterrupt, Interrupted):

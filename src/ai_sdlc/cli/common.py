@@ -1,42 +1,17 @@
-"""Pieces every command shares: the `--json` option, the terminal, the project's store."""
+"""Pieces every command shares: the terminal, the project's store, the provider check.
+
+No typer here: the hand-parsed `run` path (`cli/fastrun.py`) imports this module. The shared
+typer options are in `cli/options.py`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from ai_sdlc.cli.app import STATE, project_root
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import load_config
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.store import StoryStore
-
-#: The one output option: plain JSON on stdout instead of human output on stderr.
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print JSON on stdout instead of human output.")
-]
-#: The options `run` and `watch` share.
-JobsOption = Annotated[
-    int | None,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=1,
-        max=64,
-        help="Stories run at once in a multi-story run, each in a worker process "
-        "(default: run.jobs).",
-    ),
-]
-NoWorktreeOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-worktree",
-        help="Let agents work in the project folder itself (no worktree, branch, commits or "
-        "rollback; unsafe for unattended runs).",
-    ),
-]
 
 
 def checked_provider(name: str | None) -> str | None:

@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal, to_json
 from ai_sdlc.config import get_value, load_config, mask_setting, set_value, user_config_path
 from ai_sdlc.errors import UsageError

@@ -22,7 +22,8 @@ from typing import Any
 import typer
 
 from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import JsonOption, terminal
+from ai_sdlc.cli.common import terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential", re.IGNORECASE)

@@ -12,7 +12,8 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import AiSdlcError, UsageError
 
 import_app = typer.Typer(

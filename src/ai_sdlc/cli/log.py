@@ -18,7 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
 from ai_sdlc.workflow.events import EVENTS_FILE

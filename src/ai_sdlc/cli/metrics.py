@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import JsonOption, NotInitializedError, terminal
+from ai_sdlc.cli.common import NotInitializedError, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.resilience.report import metrics_report
 

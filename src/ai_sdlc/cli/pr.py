@@ -6,7 +6,8 @@ at the time, GitHub unreachable). Pushes and `gh` calls go through the `github` 
 
 from __future__ import annotations
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
 from ai_sdlc.config import load_config
 from ai_sdlc.git import repo, worktrees

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import BusyError
 from ai_sdlc.workflow.loops import FailureLoop

@@ -8,7 +8,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES

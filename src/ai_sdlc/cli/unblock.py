@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
 from ai_sdlc.config import load_config
 from ai_sdlc.workflow.transitions import StoryState

@@ -11,14 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import (
-    JobsOption,
-    JsonOption,
-    NoWorktreeOption,
-    checked_provider,
-    open_store,
-    terminal,
-)
+from ai_sdlc.cli.common import checked_provider, open_store, terminal
+from ai_sdlc.cli.options import JobsOption, JsonOption, NoWorktreeOption
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal

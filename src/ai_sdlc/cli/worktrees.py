@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import JsonOption, open_store, terminal
+from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import load_config
 from ai_sdlc.git.inventory import WorktreeState, story_worktrees
 from ai_sdlc.git.inventory import prune as prune_worktrees

@@ -6,7 +6,6 @@ start with the file, rule number, line and fix instead of surprising a test half
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -139,6 +138,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _suggest(word: object, choices: tuple[str, ...]) -> str:
+    import difflib  # only for a misspelt name
+
     close = difflib.get_close_matches(str(word), choices, n=1)
     return f"did you mean {close[0]!r}? " if close else ""
 

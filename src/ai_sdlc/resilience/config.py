@@ -8,7 +8,6 @@ got 'x'". Unknown keys get a did-you-mean suggestion.
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -270,6 +269,8 @@ def _check_keys(
 ) -> None:
     for name in given:
         if name not in allowed:
+            import difflib  # only for a misspelt name
+
             close = difflib.get_close_matches(str(name), allowed, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(allowed)}"
             raise InvalidInputError(f"unknown setting {key}.{name}", path=source, hint=hint)

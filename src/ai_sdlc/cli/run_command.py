@@ -1,0 +1,266 @@
+"""What `ai-sdlc run` does, without typer: checks the options, runs, renders, returns the exit
+code. `cli/run.py` declares the command for typer; `cli/fastrun.py` calls this directly for the
+common `ai-sdlc run <story>` line, so a story run never imports typer (~45 ms)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ai_sdlc.cli.common import checked_provider, open_store, terminal
+from ai_sdlc.cli.progress import Progress
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.config import load_config
+from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
+from ai_sdlc.providers.base import Phase
+from ai_sdlc.workflow.runner import StoryOutcome
+from ai_sdlc.workflow.session import DryRunPlan, Session, plan_dry_run
+
+if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
+    from ai_sdlc.workflow.multirun import RunReport
+
+
+def execute(
+    story_refs: list[str] | None = None,
+    *,
+    auto: bool = False,
+    batch: bool = False,
+    resume: str | None = None,
+    continue_: bool = False,
+    step: Phase | None = None,
+    dry_run: bool = False,
+    provider: str | None = None,
+    no_worktree: bool = False,
+    jobs: int | None = None,
+    epic: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    json: bool = False,
+) -> int:
+    """Run what the options ask for; the command's exit code (0, BLOCKED, INTERRUPTED). Errors
+    are raised as `AiSdlcError`s, which `main()` maps to their exit codes."""
+    out = terminal(json)
+    refs = list(story_refs or [])
+    if epic is not None and not batch and not refs and resume is None and not continue_:
+        auto = True
+    if (jobs is not None or epic is not None) and not (auto or batch or resume or continue_):
+        raise UsageError(
+            "--jobs and --epic apply to a multi-story run",
+            hint="use them with --auto, --batch ID..., --resume or --continue",
+        )
+    if executor is not None and executor not in ("local", "ray"):
+        raise UsageError(f"unknown executor '{executor}'", hint="use local or ray")
+    if (executor is not None or ray_address is not None) and not (
+        auto or batch or resume or continue_
+    ):
+        raise UsageError(
+            "--executor and --ray-address apply to a multi-story run",
+            hint="use them with --auto, --batch ID..., --resume or --continue",
+        )
+    if executor == "ray":
+        from ai_sdlc.workflow.ray_executor import require_ray
+
+        require_ray()
+    if epic is not None and (resume is not None or continue_):
+        raise UsageError("a resumed run keeps its stories: --epic cannot be changed")
+    _check_options(
+        refs, auto=auto, batch=batch, resume=resume, latest=continue_, step=step, dry_run=dry_run
+    )
+    if resume is not None:
+        from ai_sdlc.workflow.runstate import check_run_id
+
+        check_run_id(resume)
+    checked_provider(provider)
+    store = open_store(read_only=dry_run or provider == "dry-run", check_config=False)
+    config = load_config(store.root)  # checked as every command checks it, and loaded once
+    ids = [store.resolve(ref) for ref in refs]
+
+    if dry_run or provider == "dry-run":
+        plan = _dry_run_plan(
+            store, ids, auto=auto or batch, step=step, show_prompts=provider == "dry-run"
+        )
+        _render_plan(out, plan, json)
+        return 0
+
+    progress = Progress(out)
+    # The session's notices ("no AI provider is configured", ...) matter only once an agent
+    # phase starts: a run that stops before (unknown run id, a done story) does not show them.
+    pending: list[str] = []
+
+    def emit(event: dict[str, Any]) -> None:
+        if pending and event.get("event") == "phase_started":
+            for notice in pending:
+                out.warn(notice)
+            pending.clear()
+        progress.event(event)
+
+    session = Session.open(
+        store, provider_name=provider, emit=emit, no_worktree=no_worktree, config=config
+    )
+    pending.extend((session.notice or "").splitlines())
+    out.debug(describe_provider(session.provider.name, session.config))
+    if auto or batch or resume or continue_:
+        report = session.run_many(
+            story_ids=ids if batch else None,
+            resume=resume,
+            latest=continue_,
+            jobs=jobs,
+            epic=epic,
+            executor=executor,
+            ray_address=ray_address,
+        )
+        return _finish_multi(out, report, json)
+    outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
+    blocked = [o for o in outcomes if o.result == "blocked"]
+    if json:
+        out.ndjson({"event": "run_finished", "outcomes": [o.__dict__ for o in outcomes]})
+    _render_outcomes(out, outcomes)
+    if not outcomes:
+        out.info("Nothing to run: no story has an actionable next step.")
+    if blocked:
+        return int(ExitCode.BLOCKED)
+    return 0
+
+
+def describe_provider(name: str, config: Any) -> str:
+    """The `-v` line naming the effective provider and model."""
+    from ai_sdlc.providers.selection import resolve_model
+
+    model = resolve_model(name, config.section("ai"))
+    return f"provider {name}, model {model or 'the agent default'}"
+
+
+def _check_options(
+    refs: list[str],
+    *,
+    auto: bool,
+    batch: bool,
+    resume: str | None,
+    latest: bool,
+    step: Phase | None,
+    dry_run: bool,
+) -> None:
+    if resume is not None and latest:
+        raise UsageError("give --resume RUN_ID or --continue, not both")
+    if resume is not None or latest:
+        if refs or auto or batch or step or dry_run:
+            raise UsageError(
+                "--resume/--continue take no story, --auto, --batch, --step or --dry-run",
+                hint="the run remembers its stories",
+            )
+        return
+    if auto and batch:
+        raise UsageError("give --auto (every actionable story) or --batch ID..., not both")
+    if auto and refs:
+        raise UsageError(
+            "give a story or --auto, not both", hint="several stories as one run: --batch ID..."
+        )
+    if batch and not refs:
+        raise UsageError("--batch needs the story ids to run, e.g. --batch S-0001 S-0002")
+    if len(refs) > 1 and not batch:
+        raise UsageError("give one story, or several with --batch")
+    if step and (auto or batch):
+        raise UsageError("--step runs one phase of one story; it cannot be used with a run")
+    if step and not refs:
+        raise UsageError("--step needs a story")
+
+
+def _dry_run_plan(
+    store: Any, ids: list[str], *, auto: bool, step: Phase | None, show_prompts: bool
+) -> DryRunPlan:
+    if len(ids) <= 1:
+        return plan_dry_run(
+            store, story_id=ids[0] if ids else None, auto=auto, step=step, show_prompts=show_prompts
+        )
+    stories = []
+    for story_id in ids:
+        stories += plan_dry_run(
+            store, story_id=story_id, auto=True, step=None, show_prompts=show_prompts
+        ).stories
+    return DryRunPlan(stories)
+
+
+def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
+    for o in outcomes:
+        if o.result == "done":
+            out.success(f"{o.story_id}: done")
+        elif o.result == "waiting":
+            out.info(f"{o.story_id}: {o.reason}")
+        elif o.result == "blocked":
+            out.warn(f"{o.story_id}: blocked: {o.reason}")
+        elif o.result == "error":
+            out.error(f"{o.story_id}: {o.reason}")
+        elif o.result == "idle":
+            out.info(f"{o.story_id}: nothing to do ({o.reason})")
+        else:
+            out.info(f"{o.story_id}: {o.reason}")
+
+
+def _finish_multi(out: Terminal, report: RunReport | None, json: bool) -> int:
+    """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
+    interrupted (both resumable)."""
+    from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
+
+    if report is None:
+        if json:
+            out.ndjson({"event": "run_finished", "run": None, "outcomes": []})
+        out.info("Nothing to run: no story has an actionable next step.")
+        return 0
+    state = report.state
+    if json:
+        out.ndjson(
+            {
+                "event": "run_finished",
+                "run": state.to_json(),
+                "outcomes": [o.__dict__ for o in report.outcomes],
+                "diagnostic": str(report.diagnostic_path) if report.diagnostic_path else None,
+            }
+        )
+    else:
+        _render_outcomes(out, report.outcomes)
+        if report.loop is not None:
+            render_loop(out, report.loop, report.diagnostic_path)
+    command = continue_command(state.run_id)
+    stats = statistics_line(state.statistics)
+    if report.interrupted:
+        out.line(f"Run {state.run_id} interrupted; finished work is kept. {stats}")
+        out.line(f"To continue: {command}")
+        return int(ExitCode.INTERRUPTED)
+    if report.halted and state.stop_reason is not None:
+        for result in report.notifications:
+            if not result.ok:
+                out.warn(f"notification by {result.channel} failed: {result.detail}")
+        out.line(f"Run {state.run_id} stopped. {stats}")
+        # The reason once: a failure loop was just shown in full; a stop condition is said here.
+        why = (
+            "the failure loop above"
+            if report.loop is not None and not json
+            else state.stop_reason.message
+        )
+        raise RunHaltedError(
+            f"run {state.run_id} halted ({state.stop_reason.condition}): {why}",
+            hint=f"every finished story is kept; to continue: {command}",
+        )
+    out.success(f"Run {state.run_id} completed. {stats}")
+    return 0
+
+
+#: How the plan's reasons read under the phases: nothing after a plain run to the end (the
+#: phases listed are all that runs), and what `--step` means.
+_PLAN_NOTES = {"then: all phases complete": "", "--step": "only this phase (--step)"}
+
+
+def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:
+    if json:
+        out.json(plan.to_json())
+        return
+    out.line("Dry run: nothing will be changed.", style="bold")
+    if not plan.stories:
+        out.line("Nothing to run: no story has an actionable next step.")
+    for item in plan.stories:
+        line = f"{item.story_id}: " + (" → ".join(item.phases) if item.phases else item.reason)
+        out.line(line)
+        note = _PLAN_NOTES.get(item.reason, item.reason)
+        if item.phases and note:
+            out.line(f"  ({note})")
+        for prompt in item.prompts:
+            out.line(prompt)
