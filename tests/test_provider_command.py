@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -10,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from ai_sdlc.errors import InvalidInputError, StoryBlockedError
@@ -259,7 +259,7 @@ def test_an_agents_own_retries_are_reported_and_can_block(ws: Path, tmp_path: Pa
     p = CommandProvider(ws, {"command": {"preset": "codex"}}, environ=env)
     guard = RecordingGuard(limit=10)
     base = request(ws, Phase.REVIEW, guard=guard, prompt="## Your task (review)\n")
-    req = dataclasses.replace(base, on_backend_retry=guard.backend_retry)
+    req = msgspec.structs.replace(base, on_backend_retry=guard.backend_retry)
     assert p.execute(req).text.endswith("DECISION: APPROVED")
     assert [r["reason"].split(":")[0] for r in guard.recoveries] == [
         f"codex API retry {n}/5" for n in (1, 2, 3)
@@ -267,7 +267,7 @@ def test_an_agents_own_retries_are_reported_and_can_block(ws: Path, tmp_path: Pa
     assert guard.event_names().count("backend_retry") == 3
     # at the global limit the reporter raises; it propagates (the agent has exited)
     blocking = RecordingGuard(limit=2)
-    req = dataclasses.replace(base, guard=blocking, on_backend_retry=blocking.backend_retry)
+    req = msgspec.structs.replace(base, guard=blocking, on_backend_retry=blocking.backend_retry)
     with pytest.raises(StoryBlockedError):
         p.execute(req)
     assert len(blocking.recoveries) == 2

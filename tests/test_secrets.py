@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
+
+import pytest
 
 from ai_sdlc.secrets import redact, scrubbed_env, secret_values
 from tests.conftest import run_cli
@@ -21,6 +24,24 @@ def test_redact_masks_environment_secrets_and_token_shapes() -> None:
     assert "/home/dev" in out and out.endswith(" abc")  # not secrets: kept
     assert secret_values(env) == [OTHER]
     assert "MY_SERVICE_PASSWORD" not in scrubbed_env(env)
+
+
+def test_the_process_environment_is_read_again_whenever_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`secret_values()` keeps its answer for an unchanged environment: a secret set, changed
+    or removed afterwards is seen by the very next call."""
+    monkeypatch.delenv("AI_SDLC_TEST_TOKEN", raising=False)
+    before = secret_values()
+    assert OTHER not in before and redact(f"x {OTHER}") == f"x {OTHER}"
+    monkeypatch.setenv("AI_SDLC_TEST_TOKEN", OTHER)
+    assert OTHER in secret_values() and OTHER not in redact(f"x {OTHER}")
+    monkeypatch.setenv("AI_SDLC_TEST_TOKEN", OTHER + "-rotated")
+    assert OTHER + "-rotated" in secret_values() and OTHER not in secret_values()
+    secret_values().clear()  # a caller changing the list it got changes nothing
+    assert OTHER + "-rotated" in secret_values()
+    monkeypatch.delenv("AI_SDLC_TEST_TOKEN")
+    assert secret_values() == before
 
 
 def test_a_token_printed_by_verification_is_never_written(project: Path) -> None:
@@ -45,3 +66,21 @@ def test_a_token_printed_by_verification_is_never_written(project: Path) -> None
     )
     assert "tok=***" in written  # the failure itself is recorded
     assert TOKEN not in written and OTHER not in written
+
+
+def test_the_environment_copy_is_made_again_after_any_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ai_sdlc import environ
+
+    first = environ.current()
+    assert environ.current() is first and dict(first) == dict(os.environ)
+    with pytest.raises(TypeError):
+        first["X"] = "y"  # type: ignore[index]  # read-only
+    monkeypatch.setenv("AI_SDLC_TEST_VALUE", "one")
+    second = environ.current()
+    assert second is not first and second["AI_SDLC_TEST_VALUE"] == "one"
+    monkeypatch.setenv("AI_SDLC_TEST_VALUE", "two")
+    assert environ.current()["AI_SDLC_TEST_VALUE"] == "two"
+    monkeypatch.delenv("AI_SDLC_TEST_VALUE")
+    assert "AI_SDLC_TEST_VALUE" not in environ.current()

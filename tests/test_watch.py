@@ -229,9 +229,26 @@ def test_a_story_file_caught_mid_write_is_not_reported_but_a_broken_one_is(
     watch.wall_clock = lambda: first.stat().st_mtime_ns / 1e9 + SETTLE_SECONDS + 5
     watch._report_unreadable([torn, *StoryStore(root).scan().errors])
     assert len(events) == 1
+    # Half written when the watch took its signature, finished (still broken) by the time it
+    # looked, on a machine so busy that the look came after SETTLE_SECONDS: reported once,
+    # and not again by the next scan of the same, unchanged file.
+    half = "---\nid: S-0002\nstatus: [oo"
+    story.write_text(half)
+
+    def writer_finishes() -> float:
+        if story.read_text() == half:
+            story.write_text(half + "ps again\n---\n")
+        return story.stat().st_mtime_ns / 1e9 + SETTLE_SECONDS + 5
+
+    watch.wall_clock = writer_finishes
+    broken = InvalidInputError("broken", path=str(story))
+    watch._report_unreadable([broken])
+    assert len(events) == 2
+    watch._report_unreadable([broken])
+    assert len(events) == 2
     # An old broken file is reported at once, without waiting.
     slept.clear()
     watch.wall_clock = lambda: story.stat().st_mtime_ns / 1e9 + 60
     story.write_text("---\nid: S-0002\nstatus: [still oops\n---\n")
     watch.ready()
-    assert len(events) == 2 and slept == []
+    assert len(events) == 3 and slept == []

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import difflib
 import io
 import math
 import os
+import posixpath
 import re
 import shlex
+import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError, UsageError
 
@@ -99,8 +101,7 @@ def _is_number(v: Any) -> bool:
     return (isinstance(v, int | float)) and not isinstance(v, bool)
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(msgspec.Struct, frozen=True):
     """One config key: its default, the check a value must pass and what to say when it fails."""
 
     default: Any
@@ -425,9 +426,32 @@ def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
     home = env.get(USER_CONFIG_ENV)
     if home:
         return Path(home).expanduser() / "config.yaml"
-    import platformdirs
+    return user_config_dir(env) / "config.yaml"
 
-    return Path(platformdirs.user_config_dir("ai-sdlc", appauthor=False)) / "config.yaml"
+
+def user_config_dir(env: Mapping[str, str]) -> Path:
+    """The platform's per-user config folder for ai-sdlc. On Linux and the BSDs this is the
+    XDG rule, computed here: importing platformdirs costs about 15 ms, on every command."""
+    if sys.platform in ("win32", "darwin", "ios") or hasattr(sys, "getandroidapilevel"):
+        import platformdirs
+
+        return Path(platformdirs.user_config_dir("ai-sdlc", appauthor=False))
+    # XDG Base Directory spec: an unset, empty or relative $XDG_CONFIG_HOME means ~/.config.
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if posixpath.isabs(xdg):
+        return Path(xdg, "ai-sdlc")
+    return Path(_home_folder(env), ".config", "ai-sdlc")
+
+
+def _home_folder(env: Mapping[str, str]) -> str:
+    """$HOME when it is an absolute path, else the account's home from the password database
+    (a relative or empty HOME would put the config under the current folder)."""
+    home = env.get("HOME", "")
+    if posixpath.isabs(home):
+        return home.rstrip("/") or "/"
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir.rstrip("/") or "/"
 
 
 def mask_setting(dotted: str, value: Any) -> Any:
@@ -513,8 +537,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass
-class Config:
+class Config(msgspec.Struct):
     """The effective configuration of one project."""
 
     data: dict[str, Any]
@@ -764,6 +787,8 @@ def _shown_url(value: Any) -> str:
 
 
 def _suggest(word: str, choices: list[str]) -> str | None:
+    import difflib  # only for a misspelt key
+
     close = difflib.get_close_matches(word, choices, n=1)
     return f"did you mean '{close[0]}'?" if close else None
 
@@ -858,9 +883,9 @@ def parse_scalar(raw: str) -> Any:
 
 
 def _fast_document(path: Path) -> Any:
-    """The config as plain data through the fast YAML 1.2 loader; None when only the
-    round-trip loader can tell (it also words the precise error)."""
-    from ai_sdlc.store.fastload import NotFast, load
+    """The config as plain data through the fast YAML 1.2 loaders (the line scanner, else
+    libyaml); None when only the round-trip loader can tell (it also words the precise error)."""
+    from ai_sdlc.store.linescan import NotFast, load
 
     try:
         text = _read_text(path)
@@ -1144,7 +1169,7 @@ def _render(value: Any) -> str:
     """One YAML 1.2 flow value (JSON where a plain word would not read back the same)."""
     import json
 
-    from ai_sdlc.store.fastload import resolves_to_text
+    from ai_sdlc.store.yaml12 import resolves_to_text
 
     if value is None:
         return "null"

@@ -14,6 +14,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from ai_sdlc.environ import current as current_environ
+
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 SECRET_SHAPES = re.compile(
@@ -45,9 +47,25 @@ def is_secret_name(name: str) -> bool:
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of credential-like environment variables, longest first."""
-    source = os.environ if environ is None else environ
+    if environ is not None:
+        return _secret_values(environ)
+    global _process_secrets
+    # Every `redact` asks, dozens of times a run: matching every name each time cost ~1 ms.
+    # The answer is kept for as long as the environment's copy is the same object.
+    env = current_environ()
+    cached = _process_secrets
+    if cached is None or cached[0] is not env:
+        cached = _process_secrets = (env, _secret_values(env))
+    return list(cached[1])
+
+
+def _secret_values(source: Mapping[str, str]) -> list[str]:
     values = {v for k, v in source.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
     return sorted(values, key=len, reverse=True)
+
+
+#: (the environment copy they were read from, its secret values).
+_process_secrets: tuple[Mapping[str, str], list[str]] | None = None
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

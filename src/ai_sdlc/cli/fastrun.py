@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 #: The variable typer reads `--project` from when the option is not given.
 PROJECT_ENV = "AI_SDLC_PROJECT"
@@ -28,15 +29,14 @@ _RUN_FLAGS = {"--json": "json", "--no-worktree": "no_worktree"}
 _RUN_VALUES = {"--provider": "provider"}
 
 
-@dataclass
-class FastRun:
+class FastRun(msgspec.Struct):
     """A `run` line read without typer: the global options and `execute`'s keyword args."""
 
     project: Path | None = None
     verbose: bool = False
     quiet: bool = False
-    story_refs: list[str] = field(default_factory=list)
-    options: dict[str, Any] = field(default_factory=dict)
+    story_refs: list[str] = msgspec.field(default_factory=list)
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 def parse(argv: list[str], environ: Mapping[str, str] | None = None) -> FastRun | None:

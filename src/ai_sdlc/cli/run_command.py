@@ -112,7 +112,7 @@ def execute(
     outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
-        out.ndjson({"event": "run_finished", "outcomes": [o.__dict__ for o in outcomes]})
+        out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})
     _render_outcomes(out, outcomes)
     if not outcomes:
         out.info("Nothing to run: no story has an actionable next step.")
@@ -211,7 +211,7 @@ def _finish_multi(out: Terminal, report: RunReport | None, json: bool) -> int:
             {
                 "event": "run_finished",
                 "run": state.to_json(),
-                "outcomes": [o.__dict__ for o in report.outcomes],
+                "outcomes": [o.to_json() for o in report.outcomes],
                 "diagnostic": str(report.diagnostic_path) if report.diagnostic_path else None,
             }
         )

@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.git import repo, staging
 from ai_sdlc.git.run import GitError, git
@@ -184,8 +185,7 @@ def identity_env(user_email: str) -> dict[str, str]:
     return {k: v for k, v in FALLBACK_IDENTITY.items() if k not in os.environ}
 
 
-@dataclass(frozen=True)
-class FailedDiff:
+class FailedDiff(msgspec.Struct, frozen=True):
     patch: str
     summary: str
 

@@ -10,9 +10,10 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+import msgspec
 
 from ai_sdlc.git.run import REMOTE_TIMEOUT, Completed, GitError, failure, run
 from ai_sdlc.secrets import redact
@@ -36,8 +37,7 @@ def call_directly(fn: Callable[[], T], /) -> T:
     return fn()
 
 
-@dataclass(frozen=True)
-class Checks:
+class Checks(msgspec.Struct, frozen=True):
     passed: bool
     output: str
 

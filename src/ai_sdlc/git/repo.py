@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ai_sdlc.git.run import GitError, git
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(msgspec.Struct, frozen=True):
     """Where `path` sits in git: its work tree's top, the repository's shared git folder, and
     whether HEAD has a commit. Neither changes while a run uses the repository."""
 
@@ -53,8 +53,7 @@ def locate(path: Path) -> Location | None:
     )
 
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(msgspec.Struct, frozen=True):
     """One existing ref: its commit, the ref it points to when it is symbolic, and whether it
     is the branch checked out in the folder the question was asked in."""
 
@@ -297,8 +296,7 @@ def ref_sha(path: Path, common_dir: Path, name: str) -> str | None:
     return done.stdout.strip() if done.ok and done.stdout.strip() else None
 
 
-@dataclass(frozen=True)
-class ConfigFacts:
+class ConfigFacts(msgspec.Struct, frozen=True):
     """The two config values a run needs: `user.email` ("" when unset) and the remotes' URLs."""
 
     user_email: str

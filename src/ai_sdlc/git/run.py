@@ -9,13 +9,14 @@ rate limits) raise `TransientRemoteError`, which the `github` resilience policy 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
+from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.secrets import redact
 
@@ -74,8 +75,7 @@ class TransientRemoteError(ConnectionError):
         self.status_code = status_code
 
 
-@dataclass(frozen=True)
-class Completed:
+class Completed(msgspec.Struct, frozen=True):
     args: tuple[str, ...]
     returncode: int
     stdout: str
@@ -87,7 +87,7 @@ class Completed:
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _LOCATING_VARS}
+    env = {k: v for k, v in current_environ().items() if k not in _LOCATING_VARS}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["GH_PROMPT_DISABLED"] = "1"
     env["GH_NO_UPDATE_NOTIFIER"] = "1"

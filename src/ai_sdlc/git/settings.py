@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 DEFAULT_WORKTREES_DIR = ".ai-sdlc/worktrees"
 
 
-@dataclass(frozen=True)
-class GitSettings:
+class GitSettings(msgspec.Struct, frozen=True):
     #: One worktree and branch per story (off: agents work in the project folder).
     worktrees: bool = True
     #: Branch stories start from and PRs target; empty: the repository's default branch.

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import msgspec
 
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.git.run import git
@@ -50,8 +51,7 @@ SECRET_NAME_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", ".env.
 CONTENT_SCAN_LIMIT = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     """One entry of `git status --porcelain`: its two status letters and path(s)."""
 
     xy: str
@@ -86,8 +86,7 @@ class SecretsInWorkError(AiSdlcError):
         )
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """One `git status` of a work tree: its HEAD commit and its changes."""
 
     #: HEAD's sha, or None before the first commit.

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import GitError, git
@@ -24,8 +25,7 @@ _STORY_NAME = re.compile(r"(S-[0-9]{4,})(?:-|$)")
 _ONE_FIELD = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\]+")
 
 
-@dataclass(frozen=True)
-class Worktree:
+class Worktree(msgspec.Struct, frozen=True):
     """One entry of `git worktree list --porcelain`."""
 
     path: Path

@@ -10,10 +10,11 @@ from __future__ import annotations
 import abc
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
+
+import msgspec
 
 from ai_sdlc.errors import AiSdlcError, ExitCode
 
@@ -70,8 +71,7 @@ def direct_call(fn: Callable[[], T], /) -> T:
     return fn()
 
 
-@dataclass(frozen=True)
-class ProviderRequest:
+class ProviderRequest(msgspec.Struct, frozen=True):
     """Everything a provider needs for one phase call; built by the runner, never by a provider."""
 
     phase: Phase
@@ -86,14 +86,13 @@ class ProviderRequest:
     model: str | None = None
     #: Structured facts for the agent beyond the prompt, e.g. for review:
     #: {"verification_passed": bool, "workspace_changed": bool, "verification_output": str}.
-    context: Mapping[str, Any] = field(default_factory=dict)
+    context: Mapping[str, Any] = msgspec.field(default_factory=dict)
     guard: CallGuard = direct_call
     on_event: EventSink | None = None
     on_backend_retry: RetryReporter | None = None
 
 
-@dataclass
-class Usage:
+class Usage(msgspec.Struct):
     """Tokens and cost of one call, summed into the story's usage."""
 
     input_tokens: int = 0
@@ -111,15 +110,14 @@ class Usage:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
 
 
-@dataclass
-class ProviderResult:
+class ProviderResult(msgspec.Struct):
     """What a provider returns for one phase: the agent's text, usage and the files it wrote."""
 
     text: str
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = msgspec.field(default_factory=Usage)
     duration: float = 0.0
     #: Relative paths the provider wrote in the workspace (informational).
-    files_changed: list[str] = field(default_factory=list)
+    files_changed: list[str] = msgspec.field(default_factory=list)
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -185,8 +183,7 @@ class ProviderLimitError(ProviderError):
 # --- the base class -----------------------------------------------------------------------
 
 
-@dataclass
-class ProviderStatus:
+class ProviderStatus(msgspec.Struct):
     """What `ai-sdlc doctor` says of a provider."""
 
     name: str

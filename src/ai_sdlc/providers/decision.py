@@ -17,7 +17,8 @@ restate the instructions before answering). ``APPROVE``/``REJECT`` are read as
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 APPROVED = "APPROVED"
 REJECTED = "REJECTED"
@@ -39,8 +40,7 @@ _DECISION_LINE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class DecisionParts:
+class DecisionParts(msgspec.Struct, frozen=True):
     """A decided answer split in three: the text before the decision line, the decision, and
     the feedback after it (including anything after the decision word on the same line)."""
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Usage
@@ -25,8 +26,7 @@ from ai_sdlc.providers.base import Usage
 CHARS_PER_TOKEN = 4.0
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(msgspec.Struct, frozen=True):
     """USD per million tokens."""
 
     input_per_mtok: float

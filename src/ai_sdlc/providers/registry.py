@@ -15,15 +15,15 @@ import contextlib
 import importlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.providers.base import Provider, ProviderConfigError
 
 
-@dataclass(frozen=True)
-class ProviderSpec:
+class ProviderSpec(msgspec.Struct, frozen=True):
     """Where a provider lives and what it needs, so it is imported only when chosen."""
 
     name: str

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import TRANSIENT_KINDS, Phase, ProviderRequest
@@ -28,15 +29,13 @@ FAULT_KEYS = ("kind", "retry_after", "message")
 _PHASES = tuple(p.value for p in Phase)
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(msgspec.Struct, frozen=True):
     kind: str
     retry_after: float | None = None
     message: str | None = None
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     """One rule: when it matches (phase/story/attempt, `times` budget) and what the agent does."""
 
     number: int
@@ -61,8 +60,7 @@ class Rule:
         )
 
 
-@dataclass(frozen=True)
-class RuleSet:
+class RuleSet(msgspec.Struct, frozen=True):
     path: Path
     #: sha256 of the file's bytes (None when there is no file): served counts are keyed by it.
     digest: str | None

@@ -20,9 +20,10 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Phase, Provider, ProviderRequest
@@ -43,8 +44,7 @@ NO_AI_NOTICE = (
 )
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(msgspec.Struct, frozen=True):
     name: str
     #: Where the choice came from: "--provider", "AI_SDLC_PROVIDER", "config" or "auto".
     source: str
@@ -96,8 +96,7 @@ def _evidence(name: str, settings: Mapping[str, Any], environ: Mapping[str, str]
     return None
 
 
-@dataclass(frozen=True)
-class Detection:
+class Detection(msgspec.Struct, frozen=True):
     name: str
     why: str
     #: Providers the user asked for (a key is set) that cannot run: one clause each.

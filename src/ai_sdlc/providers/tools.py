@@ -27,9 +27,10 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
@@ -57,8 +58,7 @@ class AccessViolationError(ProviderError):
     kind = "access"
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(msgspec.Struct, frozen=True):
     """One tool as both APIs describe it: a name, a description, a JSON schema."""
 
     name: str
@@ -66,8 +66,7 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
-@dataclass
-class ToolOutcome:
+class ToolOutcome(msgspec.Struct):
     """The answer a tool call gives the model, and the file it changed (if any)."""
 
     text: str
@@ -158,8 +157,7 @@ class Workspace:
 # --- commands -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CommandPolicy:
+class CommandPolicy(msgspec.Struct, frozen=True):
     """Which argument lists `run_command` accepts, and how long/loud they may be."""
 
     allow: tuple[tuple[str, ...], ...]
@@ -288,15 +286,14 @@ COMMAND_TOOL = ToolSpec(
 )
 
 
-@dataclass
-class ToolBox:
+class ToolBox(msgspec.Struct):
     """The tools of one phase; `call` never raises for the model's mistakes."""
 
     workspace: Workspace
     access: Access
     commands: CommandPolicy | None = None
     max_read_chars: int = 100_000
-    files_changed: list[str] = field(default_factory=list)
+    files_changed: list[str] = msgspec.field(default_factory=list)
 
     @property
     def specs(self) -> list[ToolSpec]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeVar
+
+import msgspec
 
 from ai_sdlc.errors import RunHaltedError, StoryBlockedError
 from ai_sdlc.resilience.errors import CircuitBreakerOpenError
@@ -39,8 +40,7 @@ def _default_is_failure(exc: BaseException) -> bool:
     return not isinstance(exc, NEVER_FAILURES)
 
 
-@dataclass(frozen=True, slots=True)
-class CircuitBreakerConfig:
+class CircuitBreakerConfig(msgspec.Struct, frozen=True):
     """When to trip and how to recover. Every field has a usable default.
 
     Trips when, among the calls in the rolling window (the last `window_size` calls for
@@ -85,8 +85,7 @@ class CircuitBreakerConfig:
                 raise ValueError(message)
 
 
-@dataclass(frozen=True, slots=True)
-class BreakerSnapshot:
+class BreakerSnapshot(msgspec.Struct, frozen=True):
     """The part of a breaker's state that other processes must see."""
 
     state: CircuitState
@@ -95,8 +94,7 @@ class BreakerSnapshot:
     forced: bool
 
 
-@dataclass(frozen=True, slots=True)
-class BreakerStats:
+class BreakerStats(msgspec.Struct, frozen=True):
     """A breaker's counters for metrics and `status`."""
 
     calls: int

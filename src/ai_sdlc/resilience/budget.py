@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetConfig:
+class BudgetConfig(msgspec.Struct, frozen=True):
     """How many retries the budget allows: a share of calls, a floor per second, a burst."""
 
     ratio: float = 0.2
@@ -32,8 +32,7 @@ class BudgetConfig:
             raise ValueError("burst must be >= 1 (one retry)")
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetStats:
+class BudgetStats(msgspec.Struct, frozen=True):
     """The budget's counters for metrics."""
 
     calls: int

@@ -13,8 +13,9 @@ import subprocess
 import time
 import urllib.error
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import AiSdlcError, RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import (
@@ -37,8 +38,7 @@ QUOTA_MARKERS = ("quota", "billing", "spend", "credit", "usage_limit")
 _OVERLOADED_TYPES = frozenset({"overloaded_error", "overloaded"})
 
 
-@dataclass(frozen=True, slots=True)
-class Classification:
+class Classification(msgspec.Struct, frozen=True):
     """What one error means: `retryable` is the error's own nature, policies may narrow it."""
 
     retryable: bool

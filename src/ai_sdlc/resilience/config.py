@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, NoReturn
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import TRANSIENT_KINDS
@@ -108,8 +109,7 @@ DEFAULT_BUDGET: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(msgspec.Struct, frozen=True):
     """A named policy: how to retry, and the breaker around each attempt (None: no breaker)."""
 
     name: str
@@ -117,8 +117,7 @@ class Policy:
     breaker: CircuitBreakerConfig | None
 
 
-@dataclass(frozen=True)
-class ResilienceSettings:
+class ResilienceSettings(msgspec.Struct, frozen=True):
     """The policies and retry budget a run uses, read once from config."""
 
     policies: dict[str, Policy]

@@ -16,9 +16,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+import msgspec
 
 from ai_sdlc.errors import BusyError, InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
@@ -126,8 +127,7 @@ class StateDir:
             return data
 
 
-@dataclass(frozen=True, slots=True)
-class BreakerRecord:
+class BreakerRecord(msgspec.Struct, frozen=True):
     """One breaker as stored: state, wall-clock end of the open period, revision counter."""
 
     state: CircuitState

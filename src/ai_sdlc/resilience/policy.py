@@ -20,9 +20,10 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+import msgspec
 
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.resilience.backoff import RandomSource
@@ -68,8 +69,7 @@ class MetricsSink(Protocol):
     ) -> None: ...
 
 
-@dataclass
-class _Entry:
+class _Entry(msgspec.Struct):
     """One policy's live parts: its retry engine, breakers and metrics."""
 
     policy: Policy

@@ -12,8 +12,9 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Generic, Literal, NamedTuple, TypeVar, cast
+
+import msgspec
 
 from ai_sdlc.errors import RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import TRANSIENT_KINDS
@@ -45,8 +46,7 @@ ABORT_ERRORS: tuple[type[BaseException], ...] = (StoryBlockedError, RunHaltedErr
 DEFAULT_RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 429, 500, 502, 503, 504, 529})
 
 
-@dataclass(frozen=True)
-class RetryConfig:
+class RetryConfig(msgspec.Struct, frozen=True):
     """How to retry one kind of call. Every field has a sensible default."""
 
     #: Attempts in total, including the first call.
@@ -65,7 +65,7 @@ class RetryConfig:
     attempt_timeout: float | None = None
     #: Never start a sleep that would end after this many seconds from the first call.
     overall_timeout: float | None = None
-    classifier: Callable[[BaseException], Classification] = field(default=classify)
+    classifier: Callable[[BaseException], Classification] = msgspec.field(default=classify)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -95,8 +95,7 @@ class AttemptRecord(NamedTuple):
     error: BaseException | None
 
 
-@dataclass(slots=True)
-class RetryResult(Generic[T]):
+class RetryResult(msgspec.Struct, Generic[T]):
     """The outcome of `RetryEngine.execute`: never raises for the guarded call's errors."""
 
     success: bool

@@ -15,9 +15,10 @@ import contextlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 FORMAT = "ai-sdlc/story-cache"
 VERSION = 2  # 2: hostile-file limits and stricter values (old entries may now be invalid)
@@ -31,8 +32,7 @@ def stamp_of(result: os.stat_result) -> Stamp:
     return (result.st_mtime_ns, result.st_size, result.st_ino)
 
 
-@dataclass
-class Entry:
+class Entry(msgspec.Struct):
     """One story's cached frontmatter (or its error), valid while the file's stamp is unchanged."""
 
     stamp: Stamp

@@ -1,9 +1,11 @@
 """Read a story for a locked edit with one parse, and write its changes back exactly.
 
-Most story files are in the fast loader's subset: libyaml's C parser then yields, in one pass,
-the values (with ruamel's YAML 1.2 rules) and the node marks the splicer needs, and a write
-re-reads only the lines it wrote. Anything else (anchors, tags, tabs, raw Unicode line
-separators, an invalid file) takes ruamel's round-trip path, which also words the errors.
+Most story files are simple `key: value` lines that `linescan` reads without any YAML library,
+giving the values and the line map the splicer needs; other files in the fast loader's subset
+get both from one pass of libyaml's C parser (values with ruamel's YAML 1.2 rules, node
+marks). Either way a write re-reads only the lines it wrote. Anything else (anchors, tags,
+tabs, raw Unicode line separators, an invalid file) takes ruamel's round-trip path, which also
+words the errors.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.store import fastload, loading, schema, splice
+import msgspec
+
+from ai_sdlc.store import linescan, loading, schema, splice
 from ai_sdlc.store.storyfile import StoryText
 from ai_sdlc.store.values import to_plain
 
@@ -23,8 +26,7 @@ from ai_sdlc.store.values import to_plain
 _ODD_BREAKS = re.compile("[\x85\u2028\u2029]")
 
 
-@dataclass
-class Editable:
+class Editable(msgspec.Struct):
     """A story file parsed for editing."""
 
     text: StoryText
@@ -54,17 +56,28 @@ def load(path: Path, folder_id: str, data: bytes) -> Editable:
     shown = str(path)
     parts = loading.parts_of(data, shown)
     frontmatter = parts.frontmatter
+    try:
+        values, shape = linescan.load_for_edit(frontmatter)
+    except linescan.NotSimple:
+        pass
+    else:
+        if schema.find_problem(values, folder_id) is None:
+            mutable = OrderedDict((k, to_plain(v)) for k, v in values.items())
+            return Editable(parts, mutable, values, shape, fast=True)
+        return _load_reference(path, folder_id, data)  # same values: ruamel words the problem
     if not _ODD_BREAKS.search(frontmatter):
+        from ai_sdlc.store import fastload
+
         try:
             values, root = fastload.load_with_node(frontmatter)
         except fastload.NotFast:
             pass
         else:
             if isinstance(values, dict) and schema.find_problem(values, folder_id) is None:
-                shape = splice.layout(frontmatter, root, list(values))
-                if shape is not None:
+                layout = splice.layout(frontmatter, root, list(values))
+                if layout is not None:
                     mutable = OrderedDict((k, to_plain(v)) for k, v in values.items())
-                    return Editable(parts, mutable, values, shape, fast=True)
+                    return Editable(parts, mutable, values, layout, fast=True)
     return _load_reference(path, folder_id, data)
 
 
@@ -86,8 +99,8 @@ def _reference_reader(path: str) -> splice.Reader:
 def _fast_reader(path: str) -> splice.Reader:
     def read(text: str) -> Any:
         try:
-            return fastload.load(text)
-        except fastload.NotFast:
+            return linescan.load(text)
+        except linescan.NotFast:
             from ai_sdlc.store import roundtrip
 
             return roundtrip.load(text, path)

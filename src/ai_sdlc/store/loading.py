@@ -9,9 +9,10 @@ and alias-expansion limits (`untrusted.check_yaml`) before any YAML parser sees 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc import untrusted
 from ai_sdlc.errors import InvalidInputError
@@ -20,8 +21,7 @@ from ai_sdlc.store.storyfile import FIRST_LINE, StoryText
 from ai_sdlc.store.values import UnsupportedValueError, to_plain
 
 
-@dataclass
-class RoundTrip:
+class RoundTrip(msgspec.Struct):
     """A story file parsed for editing: exact text parts, ruamel data, plain snapshot."""
 
     text: StoryText
@@ -106,14 +106,16 @@ def problem_error(problem: schema.Problem, path: str, loaded: Any) -> InvalidInp
 
 
 def load_fast(path: Path | str, folder_id: str, data: bytes) -> tuple[dict[str, Any], bool]:
-    """(validated plain frontmatter, True when the fast loader produced it)."""
-    from ai_sdlc.store import fastload
+    """(validated plain frontmatter, True when a fast loader produced it: the line scanner for
+    simple files, else libyaml)."""
+    from ai_sdlc.store import linescan
+    from ai_sdlc.store.yaml12 import NotFast
 
     shown = str(path)
     parts = parts_of(data, shown)
     try:
-        plain = fastload.load(parts.frontmatter)
-    except fastload.NotFast:
+        plain = linescan.load(parts.frontmatter)
+    except NotFast:
         return load_roundtrip(Path(path), folder_id, data).plain, False
     if schema.find_problem(plain, folder_id) is not None:
         # Same values, so the same problem: the round-trip load reports it with its line.

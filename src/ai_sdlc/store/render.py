@@ -13,17 +13,14 @@ import math
 import re
 from typing import Any
 
-from yaml import ScalarNode
-from yaml.resolver import Resolver
-
-from ai_sdlc.store.fastload import resolves_to_text
+from ai_sdlc.store.yaml11 import reads_as_text
+from ai_sdlc.store.yaml12 import resolves_to_text
 
 
 class UnrenderableError(ValueError):
     """A value (usually a key) this renderer will not write; a full re-dump handles it."""
 
 
-_YAML11 = Resolver()
 _INDICATOR_START = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _FLOW_CHARS = frozenset(",[]{}:#")
 _ESCAPES = {
@@ -102,8 +99,7 @@ def plain_ok(text: str, *, flow: bool = False) -> bool:
         return False
     if flow and not _FLOW_CHARS.isdisjoint(text):
         return False
-    yaml11 = _YAML11.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    return yaml11 == "tag:yaml.org,2002:str" and resolves_to_text(text)
+    return reads_as_text(text) and resolves_to_text(text)
 
 
 def quote(text: str) -> str:

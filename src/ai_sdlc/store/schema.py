@@ -15,7 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 STATUSES: tuple[str, ...] = ("backlog", "ready", "in-progress", "done", "blocked")
 #: The one table of recovery kinds: kind → (singular, plural) as messages spell them, in the
@@ -47,8 +48,7 @@ MAX_COUNTER = 1_000_000_000
 ID_PATTERN = re.compile(r"S-([0-9]{4,})")
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True):
     """One thing wrong with a frontmatter; `field` None means the frontmatter as a whole."""
 
     field: str | None

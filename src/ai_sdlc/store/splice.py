@@ -12,7 +12,8 @@ lines after a value stay, and so does a comment at the end of a one-line value.
 Every result is checked before it is written. For a file in the fast loader's subset (no
 anchors, tags, tabs, raw Unicode line separators or keep-chomping block scalars) the untouched
 lines cannot read differently once neighbouring entries change, so only the written lines are
-parsed back (one small C parse); any other file is re-read whole with ruamel. Odd layouts
+parsed back (by `linescan`, else one small C parse); any other file is re-read whole with
+ruamel. Odd layouts
 (flow-style root, complex keys, aliases broken by the edit) fall back to a full re-render,
 checked the same way.
 """
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.store import render
 from ai_sdlc.store.storyfile import split_lines
@@ -38,8 +40,7 @@ class SpliceError(RuntimeError):
     """Neither splicing nor a full re-render produced text that loads back to the new values."""
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """Where one top-level key and its value are, in lines and columns of the frontmatter."""
 
     key: Any
@@ -53,8 +54,7 @@ class Entry:
     keep: bool  # the value is a keep-chomping block scalar (`|+`): it owns blank lines after it
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(msgspec.Struct, frozen=True):
     """Line map of a block-mapping frontmatter: its lines and one entry per key."""
 
     lines: list[str]
@@ -77,26 +77,39 @@ def layout(frontmatter: str, root: Any, keys: list[Any]) -> Layout | None:
         return None
     column = columns.pop() if columns else 0
     lines = split_lines(frontmatter)
-    starts = [k.start_mark.line for k, _ in pairs]
+    marks: list[Marks] = []
+    for key, (key_node, value_node) in zip(keys, pairs, strict=True):
+        start, end = value_node.start_mark, value_node.end_mark
+        marks.append(
+            (
+                key,
+                key_node.start_mark.line,
+                key_node.end_mark.column,
+                (start.line, start.column),
+                (end.line, end.column),
+                value_node.id != "scalar" and bool(value_node.flow_style),
+                _keeps_blank_lines(value_node, lines),
+            )
+        )
+    return from_marks(lines, marks, column)
+
+
+#: What a parser tells of one top-level key: (key, its line, the column after it, value start
+#: and end (line, column), value is a flow collection, value is a keep-chomping block scalar).
+Marks = tuple[Any, int, int, tuple[int, int], tuple[int, int], bool, bool]
+
+
+def from_marks(lines: list[str], marks: list[Marks], column: int) -> Layout:
+    """Line map from the marks of each top-level key (a node tree's, or `linescan`'s own)."""
+    starts = [mark[1] for mark in marks]
     entries = []
-    for index, (key_node, value_node) in enumerate(pairs):
+    for index, (key, line, key_end, value_start, value_end, flow, keep) in enumerate(marks):
         segment_end = starts[index + 1] if index + 1 < len(starts) else len(lines)
         content_end = segment_end
-        while content_end > starts[index] + 1 and _is_trailer(lines[content_end - 1], column):
+        while content_end > line + 1 and _is_trailer(lines[content_end - 1], column):
             content_end -= 1
-        start, end = value_node.start_mark, value_node.end_mark
         entries.append(
-            Entry(
-                key=keys[index],
-                line=starts[index],
-                content_end=content_end,
-                segment_end=segment_end,
-                key_end=key_node.end_mark.column,
-                value_start=(start.line, start.column),
-                value_end=(end.line, end.column),
-                flow=value_node.id != "scalar" and bool(value_node.flow_style),
-                keep=_keeps_blank_lines(value_node, lines),
-            )
+            Entry(key, line, content_end, segment_end, key_end, value_start, value_end, flow, keep)
         )
     return Layout(lines, entries, column)
 

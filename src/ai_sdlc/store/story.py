@@ -8,9 +8,10 @@ values (from the fast loader or the cache) and reads its body lazily. Only a sto
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store.schema import COUNTER_FIELDS, STATUSES
@@ -128,9 +129,8 @@ class Story:
             raise RuntimeError(f"cannot {action} outside `with store.edit({self.id!r})`")
 
 
-@dataclass
-class StoryScan:
+class StoryScan(msgspec.Struct):
     """Result of `StoryStore.scan()`: valid stories (sorted by id) and per-file errors."""
 
-    stories: list[Story] = field(default_factory=list)
-    errors: list[InvalidInputError] = field(default_factory=list)
+    stories: list[Story] = msgspec.field(default_factory=list)
+    errors: list[InvalidInputError] = msgspec.field(default_factory=list)

@@ -7,7 +7,8 @@ with only the frontmatter lines that changed (CRLF, BOM and the body untouched).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 
@@ -21,8 +22,7 @@ _CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\r?\Z)", re.MULTILINE)
 _BREAK = re.compile(r"\r\n|[\n\r\x85\u2028\u2029]")
 
 
-@dataclass(frozen=True)
-class StoryText:
+class StoryText(msgspec.Struct, frozen=True):
     bom: str
     open_line: str
     frontmatter: str
@@ -38,7 +38,7 @@ class StoryText:
         return self.bom + self.open_line + self.frontmatter + self.close_line + self.body
 
     def with_parts(self, *, frontmatter: str | None = None, body: str | None = None) -> StoryText:
-        return replace(
+        return msgspec.structs.replace(
             self,
             frontmatter=self.frontmatter if frontmatter is None else frontmatter,
             body=self.body if body is None else body,

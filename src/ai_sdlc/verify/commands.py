@@ -16,9 +16,10 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.secrets import redact
@@ -41,8 +42,7 @@ EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
 
 
-@dataclass(frozen=True)
-class StepResult:
+class StepResult(msgspec.Struct, frozen=True):
     """One verification command's outcome (build or test)."""
 
     name: str
@@ -57,8 +57,7 @@ class StepResult:
         return self.exit_code == 0 and not self.timed_out
 
 
-@dataclass(frozen=True)
-class VerificationResult:
+class VerificationResult(msgspec.Struct, frozen=True):
     """The verdict of one verification: the steps run and the failure, normalised to compare."""
 
     passed: bool
@@ -75,9 +74,10 @@ class VerificationResult:
         return next((step for step in self.steps if not step.passed), None)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = msgspec.structs.asdict(self)
         data["steps"] = [
-            {**asdict(step), "argv": list(step.argv), "passed": step.passed} for step in self.steps
+            {**msgspec.structs.asdict(step), "argv": list(step.argv), "passed": step.passed}
+            for step in self.steps
         ]
         return data
 

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
 
 EXCLUDED_DIRS = frozenset({".git", ".venv", "__pycache__", "node_modules", ".ai-sdlc"})
@@ -73,7 +74,7 @@ def _entry_digest(path: Path) -> bytes:
 def _git(
     root: Path, *args: str, ceiling: Path | None = None
 ) -> subprocess.CompletedProcess[bytes] | None:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
+    env = {k: v for k, v in current_environ().items() if k not in _GIT_REDIRECTS}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # never take index.lock while an agent may be using git
     if ceiling is not None:
         env["GIT_CEILING_DIRECTORIES"] = str(ceiling)

@@ -4,8 +4,9 @@ earlier artifacts, and on a retry the last failure's feedback) and which artifac
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.providers.base import Phase
 
@@ -51,8 +52,7 @@ SYSTEM_PROMPTS: dict[Phase, str] = {
 }
 
 
-@dataclass(frozen=True)
-class StoryView:
+class StoryView(msgspec.Struct, frozen=True):
     """What an agent may know of a story."""
 
     id: str

@@ -6,8 +6,9 @@ Looking at the board never blocks or changes a story; `assess` only reads.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.providers.base import Phase
 
@@ -27,8 +28,7 @@ PHASE_FLAG: dict[Phase, str] = {
 SEQUENCE = (Phase.REFINE, Phase.RESEARCH, Phase.PLAN, Phase.IMPLEMENT, Phase.REVIEW)
 
 
-@dataclass(frozen=True)
-class NextAction:
+class NextAction(msgspec.Struct, frozen=True):
     """`phase` is None when there is nothing to run; `reason` says why (or what runs)."""
 
     story_id: str

@@ -16,9 +16,10 @@ import functools
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
+
+import msgspec
 
 from ai_sdlc.errors import (
     AiSdlcError,
@@ -69,8 +70,7 @@ class Metrics(Protocol):
     def flush_if_due(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True):
     global_recovery: int = 10
     implementation_retries: int = 3
     review_rejections: int = 3
@@ -82,8 +82,7 @@ class Limits:
     run_cost_usd: float | None = None
 
 
-@dataclass
-class StoryOutcome:
+class StoryOutcome(msgspec.Struct):
     story_id: str
     #: "done", "blocked", "waiting", "stepped" (one --step ran), "idle" (nothing to do)
     result: str
@@ -91,9 +90,11 @@ class StoryOutcome:
     actions: int = 0
     recoveries: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        return msgspec.structs.asdict(self)
 
-@dataclass
-class RunnerDeps:
+
+class RunnerDeps(msgspec.Struct):
     """Everything the runner touches, injectable for tests."""
 
     store: StoryStore
@@ -101,8 +102,8 @@ class RunnerDeps:
     verifier: Verifier
     #: Content hash of the workspace (git-aware); session routes it through the github policy.
     fingerprint: Callable[[Path], str] = workspace_fingerprint
-    limits: Limits = field(default_factory=Limits)
-    gates: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = msgspec.field(default_factory=Limits)
+    gates: dict[str, Any] = msgspec.field(default_factory=dict)
     #: (story id, phase, record an api_retry) -> the guard every provider call runs under
     guard_factory: Callable[[str, Phase, Callable[..., None]], CallGuard] = (
         lambda _story, _phase, _record: direct_call
@@ -111,7 +112,7 @@ class RunnerDeps:
     #: Where each story's agents work (default: `InPlace` in `workspace` or the project).
     workspaces: Workspace | None = None
     #: The `ai` config section (model, prices) for usage estimates before a call.
-    ai_settings: dict[str, Any] = field(default_factory=dict)
+    ai_settings: dict[str, Any] = msgspec.field(default_factory=dict)
     emit: Emit = lambda _event: None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
@@ -83,14 +84,13 @@ def verification_commands(config: Config) -> list[tuple[str, str]]:
     ]
 
 
-@dataclass
-class Session:
+class Session(msgspec.Struct):
     store: StoryStore
     config: Config
     provider: Provider
     runner: StoryRunner
     notice: str | None = None
-    relay: _Relay = field(default_factory=lambda: _Relay(lambda _event: None))
+    relay: _Relay = msgspec.field(default_factory=lambda: _Relay(lambda _event: None))
     clock: Clock = utc_now
     sleep: Callable[[float], None] = time.sleep
     #: How it was opened (a parallel run's workers open the same way).
@@ -390,20 +390,18 @@ class ResumeRefusedError(AiSdlcError):
 # --- dry run ----------------------------------------------------------------------------------
 
 
-@dataclass
-class PlannedStory:
+class PlannedStory(msgspec.Struct):
     story_id: str
     phases: list[str]
     reason: str
-    prompts: list[str] = field(default_factory=list)
+    prompts: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class DryRunPlan:
+class DryRunPlan(msgspec.Struct):
     stories: list[PlannedStory]
 
     def to_json(self) -> dict[str, Any]:
-        return {"dry_run": True, "stories": [p.__dict__ for p in self.stories]}
+        return {"dry_run": True, "stories": [msgspec.structs.asdict(p) for p in self.stories]}
 
 
 def _simulate(fm: dict[str, Any], gates: dict[str, Any], limit: int) -> tuple[list[str], str]:

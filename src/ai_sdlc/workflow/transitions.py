@@ -30,9 +30,10 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
+
+import msgspec
 
 from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError
 from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text, fsync_dir
@@ -82,8 +83,7 @@ RESTORED_KEYS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Ticket:
+class Ticket(msgspec.Struct, frozen=True):
     """What `begin_action` hands the runner for one attempt."""
 
     story: Story
@@ -92,8 +92,7 @@ class Ticket:
     verified: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
-class RecoveryRecord:
+class RecoveryRecord(msgspec.Struct, frozen=True):
     story_id: str
     kind: str
     total: int
@@ -102,8 +101,7 @@ class RecoveryRecord:
     blocked: str | None = None
 
 
-@dataclass(frozen=True)
-class PhaseLimit:
+class PhaseLimit(msgspec.Struct, frozen=True):
     """A phase limit checked after a failed attempt is counted: `counter` > `limit` blocks."""
 
     counter: str
@@ -133,12 +131,11 @@ class _Written:
 _REMEMBERED = 64
 
 
-@dataclass
-class _Txn:
+class _Txn(msgspec.Struct):
     story: Story
     state: LedgerState
     now: str
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = msgspec.field(default_factory=list)
     blocked: str | None = None
     #: An artifact was renamed into the story's folder without a folder fsync (see `_txn`).
     unsynced: bool = False

@@ -324,7 +324,7 @@ class Watch:
                     "event": "watch_run_finished",
                     "run_id": state.run_id,
                     "status": state.run_status,
-                    "outcomes": [o.__dict__ for o in report.outcomes],
+                    "outcomes": [o.to_json() for o in report.outcomes],
                     "stop_reason": state.stop_reason.message if state.stop_reason else None,
                 }
             )
@@ -379,6 +379,8 @@ class Watch:
             if error.path and self._still_being_written(error.path, now[path]):
                 del now[path]  # its next change wakes the watch, which looks again
                 continue
+            if error.path:  # as it is now: the look above may have come after a write ended
+                now[path] = signature(error.path)
             self.emit({"event": "watch_story_unreadable", "path": path, "message": error.message})
         self.reported = now
 

@@ -10,24 +10,23 @@ the behaviour outside git or with `--no-worktree`) and the git worktree workspac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
 
-@dataclass(frozen=True)
-class Prepared:
+
+class Prepared(msgspec.Struct, frozen=True):
     """The folder a story's phases run in, and the fields to record in its frontmatter."""
 
     path: Path
     #: Frontmatter fields to set (`branch`, `worktree_path`), empty when nothing changes.
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = msgspec.field(default_factory=dict)
     #: One line for the user ("created worktree …", "resumed …"), or None.
     notice: str | None = None
 
 
-@dataclass(frozen=True)
-class AttemptRecord:
+class AttemptRecord(msgspec.Struct, frozen=True):
     """What became of one implementation attempt's changes."""
 
     #: The commit made for a passing attempt (None when nothing was committed).
@@ -38,11 +37,10 @@ class AttemptRecord:
     summary: str = ""
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(msgspec.Struct, frozen=True):
     """The result of the done step (push + pull request)."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = msgspec.field(default_factory=dict)
     #: "opened", "reused", "skipped", "merged", "failed"
     outcome: str = "skipped"
     message: str = ""
