@@ -32,6 +32,80 @@ RAY_ENV = {
     "RAY_DISABLE_IMPORT_WARNING": "1",
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
 }
+#: How the tests start a local Ray cluster: `ray start --head`, as a user does, with two CPUs, a
+#: free port, and without the processes a test cluster has no use for: the dashboard, the
+#: autoscaler's monitor, and the log monitor (it streams worker logs to drivers; every run sets
+#: log_to_driver=False). A cluster started by `ray.init()` in a driver process runs all three,
+#: plus a worker per CPU started at once for that driver, which never runs a task here (the
+#: `ai-sdlc` drivers that connect get the workers they need): ~1.5 s of CPU more per cluster.
+RAY_START = (
+    "start",
+    "--head",
+    "--port=0",
+    "--num-cpus=2",
+    "--include-dashboard=false",
+    "--disable-usage-stats",
+    "--no-monitor",
+    "--include-log-monitor=false",
+)
+
+
+def start_ray_cluster(temp: str, log: Path) -> tuple[str, int]:
+    """A local Ray cluster in a session of its own (so that `kill_session` ends every process of
+    it at once, as a machine loss would): its GCS address and the session id. `temp` must be a
+    short folder: Ray's socket paths under it must stay within 107 bytes."""
+    ray_cli = Path(sys.executable).with_name("ray")
+    with log.open("w") as output:
+        proc = subprocess.Popen(
+            [str(ray_cli), *RAY_START, f"--temp-dir={temp}"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **RAY_ENV},
+            start_new_session=True,
+        )
+        try:
+            # `ray start` returns once the head node runs; its processes stay, in its session
+            # (Linux reuses no pid while it names a live session, so the id stays theirs).
+            returncode = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            kill_session(proc.pid)
+            proc.wait()
+            raise AssertionError(
+                f"ray start still running after 120 s:\n{log.read_text()}"
+            ) from None
+    address_file = Path(temp) / "ray_current_cluster"
+    if returncode != 0 or not address_file.exists():
+        kill_session(proc.pid)
+        raise AssertionError(f"ray start failed ({returncode}):\n{log.read_text()}")
+    return address_file.read_text().strip(), proc.pid
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every live process of session `sid` (Ray's workers lead process groups of their own,
+    but stay in the session)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+def kill_session(sid: int) -> None:
+    for _ in range(50):
+        pids = session_pids(sid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
 
 #: A provider that keeps failing is retried at once and without end (only the recovery limit
 #: stops it), and no stop condition of the run ends it first.

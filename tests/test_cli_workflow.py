@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliRunner, run_cli
+from tests.conftest import CliRunner
 
 PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
 FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
@@ -44,14 +44,34 @@ def setup_python_project(
         cmd = shlex.join([sys.executable, "-m", "pytest"])
     else:
         cmd = shlex.join([sys.executable, "-c", CHECK])
-    assert run_cli(project, "config", "verify.test", cmd).returncode == 0
+    settings: dict[str, object] = {"verify.test": cmd}
     if fast_retries:
-        for key, value in (
-            ("resilience.policies.llm.initial_delay", "0.01"),
-            ("resilience.policies.llm.max_delay", "0.05"),
-        ):
-            result = run_cli(project, "config", key, value)
-            assert result.returncode == 0, result.output
+        settings["resilience.policies.llm.initial_delay"] = 0.01
+        settings["resilience.policies.llm.max_delay"] = 0.05
+    configure(project, settings)
+
+
+def configure(project: Path, settings: dict[str, object]) -> None:
+    """Set dotted config keys in one round-trip edit of .ai-sdlc/config.yaml, comments kept.
+    Set-up only: `ai-sdlc config KEY VALUE` (tested in test_config_layers) edits one key per
+    call, under its lock and with its validation, at ~25 ms a key; every run validates the
+    file it reads, so a bad value here still fails the test."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    path = project / ".ai-sdlc" / "config.yaml"
+    yaml = YAML(typ="rt")
+    doc = yaml.load(path.read_text(encoding="utf-8"))
+    for dotted, value in settings.items():
+        *parents, key = dotted.split(".")
+        node = doc
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                node[part] = CommentedMap()
+            node = node[part]
+        node[key] = value
+    with path.open("w", encoding="utf-8") as out:
+        yaml.dump(doc, out)
 
 
 def rules(project: Path, text: str) -> None:

@@ -22,15 +22,17 @@ SID = "S-0001"
 LIMIT_10 = "Global recovery limit exceeded (10/10)"
 AGENT = [sys.executable, str(Path(__file__).parent / "fakes" / "cli_agent.py")]
 
-#: The verify command: count the execution, optionally do something hostile, then fail.
+#: The verify command: count the execution, optionally do something hostile, then fail. (It
+#: starts for every verification: `re` and `subprocess` only in the actions that use them.)
 VERIFY_SCRIPT = r"""
-import os, re, signal, subprocess, sys
+import os, signal, sys
 counter, action = sys.argv[1], sys.argv[2]
 with open(counter, "a") as fh:
     fh.write("ran\n")
 if action == "kill-runner":
     os.kill(os.getppid(), signal.SIGKILL)
 elif action == "zero-counters":
+    import re
     story = sys.argv[3]
     with open(story, encoding="utf-8") as fh:
         text = fh.read()
@@ -40,6 +42,7 @@ elif action == "zero-counters":
     with open(story, "w", encoding="utf-8") as fh:
         fh.write(text)
 elif action == "git-checkout":
+    import subprocess
     subprocess.run(["git", "checkout", "--", ".ai-sdlc"], check=True)
 print("FAILED tests/test_calc.py::test_multiply - assert 9 == 20")
 sys.exit(1)

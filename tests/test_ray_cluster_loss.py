@@ -8,12 +8,8 @@ agents, workers) can be killed at once, the way a machine loss ends them."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +24,9 @@ from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import (
     RAY_ENV,
     frontmatter,
+    kill_session,
     only_run,
+    start_ray_cluster,
     stop_or_explain,
     story_events,
     write_config,
@@ -38,21 +36,11 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.usefixtures("git_env"),
     # Its own group: its cluster is its own, so it need not wait for the module cluster's tests
-    # of test_ray_executor.py (two local clusters run side by side: each `ray.init()` without an
-    # address starts a new one, on ports of its own).
+    # of test_ray_executor.py (two local clusters run side by side: each `ray start --head
+    # --port=0` starts a new one, on ports of its own).
     pytest.mark.xdist_group("ray-cluster-loss"),
 ]
 
-#: A local cluster in a process of its own: prints its GCS address, then waits to be killed.
-CLUSTER = """\
-import sys, time
-import ray
-info = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                configure_logging=False, _temp_dir=sys.argv[1])
-print(info.address_info["gcs_address"], flush=True)
-while True:
-    time.sleep(60)
-"""
 #: The verification of each story: says it started (`started-<worktree>`), then waits for
 #: `release` (the resumed run) or for its worker to die (the cluster killed).
 BLOCKER = """\
@@ -69,56 +57,17 @@ while not (marks / "release").exists():
 """
 
 
-def session_pids(sid: int) -> list[int]:
-    """Every live process of session `sid` (Ray's workers lead process groups of their own,
-    but stay in the session)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                pids.append(int(entry.name))
-    return pids
-
-
-def kill_session(sid: int) -> None:
-    for _ in range(50):
-        pids = session_pids(sid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def own_cluster(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """A Ray cluster for this test alone: its address and its session id."""
-    # A short folder: Ray's socket paths under it must stay within 107 bytes.
     temp = tempfile.mkdtemp(prefix="ai-sdlc-ray-")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CLUSTER, temp],
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "cluster.log").open("w"),
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, **RAY_ENV},
-        start_new_session=True,
-    )
     try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        assert ready, "the Ray cluster did not start within 60 s"
-        address = proc.stdout.readline().strip()
-        assert address, f"the Ray cluster process exited ({proc.poll()})"
-        yield address, proc.pid
+        address, sid = start_ray_cluster(temp, tmp_path / "cluster.log")
+        try:
+            yield address, sid
+        finally:
+            kill_session(sid)
     finally:
-        kill_session(proc.pid)
-        proc.wait(timeout=10)
         shutil.rmtree(temp, ignore_errors=True)
 
 

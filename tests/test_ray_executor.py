@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,15 +25,18 @@ from tests.runs_support import (
     ENDLESS_RETRIES,
     RAY_ENV,
     frontmatter,
+    kill_session,
     only_run,
+    start_ray_cluster,
     story_events,
     write_config,
     write_rules,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("git_env")]
-#: The tests that use Ray in this process (the module's local cluster, or `import ray`, 0.7 s):
-#: on one xdist worker (`--dist loadgroup` in the Makefile), so the cluster is started once.
+#: The tests that use the module's local cluster (a module fixture: one per xdist worker that
+#: runs such a test) or `import ray` in this process (0.7 s): on one xdist worker
+#: (`--dist loadgroup` in the Makefile), so the cluster is started once.
 #: The others are left out of the group, and the cluster-loss test (a cluster of its own, in
 #: test_ray_cluster_loss.py) is a group of its own: the Ray tests are not one serial chain.
 with_ray = pytest.mark.xdist_group("ray")
@@ -48,20 +53,15 @@ COUNTERS = (
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    os.environ.update(RAY_ENV)
-    import ray
-
-    info = ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _temp_dir=str(tmp_path_factory.mktemp("ray")),
-    )
+    temp = tempfile.mkdtemp(prefix="ai-sdlc-ray-")
     try:
-        yield str(info.address_info["gcs_address"])
+        address, sid = start_ray_cluster(temp, tmp_path_factory.mktemp("ray") / "cluster.log")
+        try:
+            yield address
+        finally:
+            kill_session(sid)
     finally:
-        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def on_ray(root: Path, address: str, *args: str, cache: Path) -> Any:
@@ -114,7 +114,7 @@ def branch_commits(origin: Path, branch: str) -> list[str]:
 #: A verification that fails while `broken.txt` exists (an implement attempt that breaks it).
 VERIFY = (
     f'verify:\n  test: "{sys.executable} -c '
-    '\'import pathlib,sys; sys.exit(1 if pathlib.Path(\\"broken.txt\\").exists() else 0)\'"\n'
+    '\'import os,sys; sys.exit(1 if os.path.exists(\\"broken.txt\\") else 0)\'"\n'
 )
 MIXED_RULES = (
     "rules:\n"

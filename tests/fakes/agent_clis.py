@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -283,6 +282,8 @@ def codex(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> in
 
 
 def aider(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> int:
+    import subprocess  # only aider asks git (each stand-in call is a process start)
+
     dry_run = "--dry-run" in argv
     top = subprocess.run(
         ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False

@@ -17,18 +17,19 @@ Options: --prompt-file F  read the prompt from F instead of stdin.
 
 from __future__ import annotations
 
-import json
+# Only what every call needs: this program starts once per provider call (hundreds of times per
+# suite), and json, subprocess and pathlib would triple its start-up; the modes that need one
+# import it themselves.
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 
 def _prompt(argv: list[str]) -> tuple[str, bool]:
     """(prompt, stdin_was_closed_or_empty)."""
     if "--prompt-file" in argv:
-        text = Path(argv[argv.index("--prompt-file") + 1]).read_text()
+        with open(argv[argv.index("--prompt-file") + 1], encoding="utf-8") as file:
+            text = file.read()
         data = sys.stdin.read()
         return text, data == ""
     data = sys.stdin.read()
@@ -39,8 +40,11 @@ def main() -> int:
     argv = sys.argv[1:]
     mode = argv[0]
     if mode == "hang":
+        import json
+        import subprocess
+
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        Path(argv[1]).write_text(json.dumps([os.getpid(), child.pid]))
+        _write(argv[1], json.dumps([os.getpid(), child.pid]))
         time.sleep(60)
         return 0
     prompt, stdin_empty = _prompt(argv)
@@ -50,7 +54,7 @@ def main() -> int:
         print(f"agent done: {prompt.splitlines()[0] if prompt else ''}")
         return 0
     if mode == "edit":
-        Path(argv[1]).write_text(argv[2])
+        _write(argv[1], argv[2])
         print(f"edited {argv[1]}")
         return 0
     if mode == "ratelimit":
@@ -62,6 +66,8 @@ def main() -> int:
     if mode == "exitcode":
         return int(argv[1])
     if mode == "report":
+        import json
+
         print(
             json.dumps(
                 {"argv": argv, "prompt": prompt, "stdin_empty": stdin_empty, "cwd": os.getcwd()}
@@ -75,22 +81,31 @@ def main() -> int:
 def _phase(phase: str, stop: str, marker: str, prompt: str) -> int:
     stop_phase, _, story = stop.partition("@")
     named = phase == stop_phase and (not story or f"# Story {story}:" in prompt)
-    if named and not Path(marker).exists():
-        partial = Path(f"{marker}.tmp")
-        partial.write_text(str(os.getpid()))
-        partial.replace(marker)  # the pid appears whole, only once this process is running
+    if named and not os.path.exists(marker):
+        _write(f"{marker}.tmp", str(os.getpid()))
+        os.replace(f"{marker}.tmp", marker)  # the pid appears whole, once this process runs
         time.sleep(60)
         return 0
     if phase in ("implement", "rework"):
-        done = Path("implemented.txt")
-        count = len(done.read_text().splitlines()) if done.exists() else 0
-        done.write_text("".join(f"change {i}\n" for i in range(count + 1)))
+        done = "implemented.txt"
+        count = len(_read(done).splitlines()) if os.path.exists(done) else 0
+        _write(done, "".join(f"change {i}\n" for i in range(count + 1)))
         print(f"implemented change {count}")
     elif phase in ("refine", "review"):
         print(f"{phase} done: looks right\n\nDECISION: APPROVED")
     else:
         print(f"## {phase.capitalize()}\n\nnothing surprising")
     return 0
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
 
 
 if __name__ == "__main__":
