@@ -56,8 +56,9 @@ bench: $(STAMP_DEV)
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -n 0 --hypothesis-show-statistics \
-		tests/test_store_properties.py tests/test_resilience_backoff.py \
-		tests/test_resilience_breaker.py tests/test_verify_normalise.py
+		tests/test_store_properties.py tests/test_store_linescan.py tests/test_cli_fastrun.py \
+		tests/test_resilience_backoff.py tests/test_resilience_breaker.py \
+		tests/test_verify_normalise.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
