@@ -72,8 +72,8 @@ def parse(argv: list[str], environ: Mapping[str, str] | None = None) -> FastRun 
         if word in _RUN_FLAGS:
             got.options[_RUN_FLAGS[word]] = True
         elif word in _RUN_VALUES or word.startswith(tuple(f"{o}=" for o in _RUN_VALUES)):
-            name, _, value = word.partition("=")
-            if not value:
+            name, equals, value = word.partition("=")
+            if not equals:
                 value = next(words, "")
             if not _plain_value(value):
                 return None
