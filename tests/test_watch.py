@@ -7,6 +7,7 @@ with a deadline (the daemon starts watching before its first scan, so no change 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -34,10 +35,14 @@ EXIT_WITHIN = 5.0
 
 
 def set_status(root: Path, sid: str, status: str) -> None:
+    """Move a story, as an editor that saves atomically does (a torn read of a file written
+    in place is its own test: a starved writer can leave one torn past the settle time)."""
     path = root / ".ai-sdlc" / "stories" / sid / "story.md"
     text = path.read_text()
     assert "\nstatus: backlog\n" in text
-    path.write_text(text.replace("\nstatus: backlog\n", f"\nstatus: {status}\n", 1))
+    staged = path.with_name(".story.md.edit")
+    staged.write_text(text.replace("\nstatus: backlog\n", f"\nstatus: {status}\n", 1))
+    os.replace(staged, path)
 
 
 def project(tmp_path: Path, count: int) -> Path:

@@ -61,6 +61,7 @@ from ai_sdlc.providers.tools import (
     snapshot,
     truncate,
 )
+from ai_sdlc.spawn import start_session
 
 READ_TOOLS = ("Read", "Glob", "Grep", "LS")
 EDIT_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
@@ -235,13 +236,12 @@ class ClaudeProvider(ConfiguredProvider):
 
     def _session(self, argv: list[str], request: ProviderRequest, deadline: Deadline) -> _Outcome:
         try:
-            proc = subprocess.Popen(
+            proc = start_session(
                 argv,
                 cwd=request.workspace,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
                 env=self._env(),
             )
         except OSError as exc:

@@ -66,6 +66,7 @@ from ai_sdlc.providers.tools import (
     kill_process_group,
     snapshot,
 )
+from ai_sdlc.spawn import start_session
 
 PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}")
 
@@ -375,13 +376,12 @@ class CommandProvider(ConfiguredProvider):
     ) -> AgentOutput:
         via_stdin = spec.prompt_via == "stdin"
         try:
-            proc = subprocess.Popen(
+            proc = start_session(
                 argv,
                 cwd=request.workspace,
                 stdin=subprocess.PIPE if via_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
                 env=dict(self.environ),
             )
         except OSError as exc:

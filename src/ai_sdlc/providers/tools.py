@@ -35,6 +35,7 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
 from ai_sdlc.secrets import scrubbed_env
+from ai_sdlc.spawn import start_session
 
 #: Folders a model or a scripted rule may read but never write, at any depth and in any letter
 #: case (`.AI-SDLC/` is the same folder on a case-insensitive file system).
@@ -195,13 +196,12 @@ def run_confined(
     argv: Sequence[str], *, cwd: Path, timeout: float, max_output_chars: int
 ) -> tuple[int | None, str]:
     """Run `argv` (no shell) in its own process group; (exit code or None on timeout, output)."""
-    proc = subprocess.Popen(
-        list(argv),
+    proc = start_session(
+        argv,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
         env=scrubbed_env(),
     )
     try:

@@ -23,6 +23,7 @@ import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.secrets import redact
+from ai_sdlc.spawn import start_session
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
 
 #: Bytes of output kept per step: the first fifth and the last four fifths.
@@ -189,14 +190,13 @@ def run_step(
     started = clock()
     argv = tuple(argv)
     try:
-        process = subprocess.Popen(
+        process = start_session(
             argv,
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
             close_fds=True,
         )
     except FileNotFoundError:
