@@ -6,11 +6,19 @@ every command: logging, secrets, inspect); on Windows it hands over to `filelock
 
 Semantics match what the callers relied on: a lock object is re-entrant within one thread
 (a counter), and two threads, or two lock objects, exclude each other like two processes do.
+
+While the main thread holds a lock, Ctrl-C (SIGINT, and SIGTERM when it has a Python handler)
+is held back and delivered the moment the last lock is let go (locks held for a whole run are
+made with `shield=False`). Python raises KeyboardInterrupt
+at any function entry, including the `release` a `finally` or `__exit__` is about to run; a
+lock left held that way made the run's own clean-up wait forever for it. A wait for a lock held
+by another process stays interruptible.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -18,9 +26,55 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 _POLL_SECONDS = 0.02
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Shield:
+    """The stop signals held back while the main thread holds locks (one count per lock)."""
+
+    depth: ClassVar[int] = 0
+    previous: ClassVar[dict[int, Any]] = {}
+    pending: ClassVar[list[tuple[int, Any]]] = []
+
+    @classmethod
+    def raise_up(cls) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            return False  # signals are handled in the main thread only
+        if cls.depth == 0:
+            for sig in _STOP_SIGNALS:
+                handler = signal.getsignal(sig)
+                if callable(handler):  # SIG_DFL / SIG_IGN: nothing raises in this process
+                    cls.previous[sig] = handler
+                    signal.signal(sig, _hold_back)
+        cls.depth += 1
+        return True
+
+    @classmethod
+    def lower(cls) -> None:
+        cls.depth -= 1
+        if cls.depth > 0:
+            return
+        for sig, handler in cls.previous.items():
+            signal.signal(sig, handler)
+        cls.deliver(clear=True)
+
+    @classmethod
+    def deliver(cls, *, clear: bool = False) -> None:
+        """Run the held-back signal's own handler (KeyboardInterrupt for Ctrl-C)."""
+        previous = cls.previous
+        if clear:
+            cls.previous = {}
+        if cls.pending:
+            signum, frame = cls.pending[0]
+            cls.pending = []
+            previous[signum](signum, frame)
+
+
+def _hold_back(signum: int, frame: Any) -> None:
+    _Shield.pending.append((signum, frame))
 
 
 class LockTimeout(TimeoutError):
@@ -32,11 +86,15 @@ class LockTimeout(TimeoutError):
 
 
 class SidecarLock:
-    """`with SidecarLock(path, timeout=5): ...`; timeout < 0 waits forever, 0 tries once."""
+    """`with SidecarLock(path, timeout=5): ...`; timeout < 0 waits forever, 0 tries once.
+    `shield=False` for a lock held for a long time (a whole run): Ctrl-C must not wait for it."""
 
-    def __init__(self, path: str | os.PathLike[str], timeout: float = -1) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], timeout: float = -1, *, shield: bool = True
+    ) -> None:
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.shield = shield
         self._local = threading.local()
         self._windows: Any = None
         if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
@@ -64,8 +122,15 @@ class SidecarLock:
         if depth:
             self._local.depth = depth + 1
             return
-        self._local.fd = _flock(self.path, wait)
+        shielded = self.shield and _Shield.raise_up()
+        try:
+            self._local.fd = _flock(self.path, wait)
+        except BaseException:
+            if shielded:
+                _Shield.lower()  # a held-back Ctrl-C is raised here
+            raise
         self._local.depth = 1
+        self._local.shielded = shielded
 
     def release(self) -> None:
         if self._windows is not None:  # pragma: no cover
@@ -78,6 +143,9 @@ class SidecarLock:
         if depth == 1:
             fd, self._local.fd = self._local.fd, None
             os.close(fd)  # closing the descriptor drops the flock
+            if getattr(self._local, "shielded", False):
+                self._local.shielded = False
+                _Shield.lower()  # a Ctrl-C held back meanwhile is raised now
 
     def __enter__(self) -> SidecarLock:
         self.acquire()
@@ -124,6 +192,8 @@ def _flock(path: str, timeout: float) -> int:
                 return fd
             except BlockingIOError:
                 pass
+            if _Shield.pending:
+                _Shield.deliver()  # Ctrl-C while waiting for another process: stop waiting
             if deadline is not None and time.monotonic() >= deadline:
                 raise LockTimeout(path)
             time.sleep(_POLL_SECONDS)

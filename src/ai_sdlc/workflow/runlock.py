@@ -26,7 +26,8 @@ def _lock_dir(ai_dir: Path) -> Path:
 def run_lock(ai_dir: Path, name: str, *, what: str) -> Iterator[None]:
     """Hold the run lock `name` (e.g. a story id) or raise BusyError at once."""
     folder = _lock_dir(ai_dir)
-    lock = SidecarLock(folder / f"run-{name}.lock", timeout=0)
+    # Held for the whole run: Ctrl-C must stop the run, not wait for the lock to be let go.
+    lock = SidecarLock(folder / f"run-{name}.lock", timeout=0, shield=False)
     pid_file = folder / f"run-{name}.pid"
     try:
         lock.acquire()
