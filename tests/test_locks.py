@@ -56,9 +56,9 @@ def test_another_thread_waits_for_the_holder(tmp_path: Path) -> None:
     assert outcome == ["refused", "acquired"]
 
 
-def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
-    path = tmp_path / "p.lock"
-    holder = subprocess.Popen(
+def holding_process(path: Path) -> subprocess.Popen[str]:
+    """Another process that takes the lock at `path` and keeps it until killed."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-c",
@@ -69,9 +69,19 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def assert_holding(holder: subprocess.Popen[str]) -> None:
+    """Wait until the other process says it holds the lock."""
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "held"
+
+
+def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "p.lock"
+    holder = holding_process(path)
     try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
+        assert_holding(holder)
         with pytest.raises(LockTimeout):
             SidecarLock(path, timeout=0.05).acquire()
         holder.kill()
@@ -126,17 +136,7 @@ def test_ctrl_c_while_a_lock_is_held_is_raised_once_it_is_let_go(tmp_path: Path)
 @pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_still_stops_a_wait_for_another_process(tmp_path: Path) -> None:
     path = tmp_path / "w.lock"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from ai_sdlc.locks import SidecarLock;"
-            f"SidecarLock({str(path)!r}).acquire(); print('held', flush=True); sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = holding_process(path)
 
     def ctrl_c_once_waiting(signum: int, frame: Any) -> None:
         if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:  # shield is up
@@ -146,8 +146,7 @@ def test_ctrl_c_still_stops_a_wait_for_another_process(tmp_path: Path) -> None:
 
     previous = signal.signal(signal.SIGALRM, ctrl_c_once_waiting)
     try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "held"
+        assert_holding(holder)
         signal.setitimer(signal.ITIMER_REAL, 0.02)
         with pytest.raises(KeyboardInterrupt):
             SidecarLock(path, timeout=60).acquire()

@@ -1,10 +1,10 @@
 """A decoded copy of the process environment, made again only when the environment changes.
 
 `os.environ` decodes every name and value on each full read, and a story run reads the whole
-environment for every git call and every redaction (about 40 times). `current()` returns one
-read-only copy while the environment's raw table is unchanged (a C-level dict comparison);
-`os.environ` keeps that table in `_data` (CPython, every platform). Any change made through
-`os.environ` (or `os.putenv`'s callers in the standard library) gives a fresh copy.
+environment for every git call, redaction, tool and verification command (about 40 times).
+`current()` returns one read-only copy while the environment's raw table is unchanged (a C-level
+dict comparison); `os.environ` keeps that table in `_data` (CPython, every platform). Any change
+made through `os.environ` (or `os.putenv`'s callers in the standard library) gives a fresh copy.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ Semantics match what the callers relied on: a lock object is re-entrant within o
 
 While the main thread holds a lock, Ctrl-C (SIGINT, and SIGTERM when it has a Python handler)
 is held back and delivered the moment the last lock is let go (locks held for a whole run are
-made with `shield=False`). Python raises KeyboardInterrupt
-at any function entry, including the `release` a `finally` or `__exit__` is about to run; a
-lock left held that way made the run's own clean-up wait forever for it. A wait for a lock held
-by another process stays interruptible.
+made with `shield=False`). Python raises KeyboardInterrupt at any function entry, including the
+`release` a `finally` or `__exit__` is about to run; a lock left held that way made the run's
+own clean-up wait forever for it. A wait for a lock held by another process stays
+interruptible.
 """
 
 from __future__ import annotations

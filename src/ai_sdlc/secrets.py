@@ -10,7 +10,6 @@ files, event logs, run state and error messages pass through `redact`.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -70,7 +69,7 @@ _process_secrets: tuple[Mapping[str, str], list[str]] | None = None
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment minus anything whose name looks like a credential."""
-    source = os.environ if environ is None else environ
+    source = current_environ() if environ is None else environ
     return {k: v for k, v in source.items() if not is_secret_name(k)}
 
 

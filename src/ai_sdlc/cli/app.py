@@ -107,7 +107,7 @@ PROJECT_MARKER = (".ai-sdlc", "stories")
 #: The commands that create a project where they are asked to instead of looking for one.
 _CREATES_PROJECT = frozenset({"init"})
 #: The environment variable of typer's shell completion for PROG_NAME.
-_COMPLETE_VAR = "_AI_SDLC_COMPLETE"
+COMPLETE_VAR = "_AI_SDLC_COMPLETE"
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 
@@ -296,7 +296,7 @@ def register_commands(argv: list[str] | None = None) -> None:
     """Register the command module that `argv` names (so `ai-sdlc status` does not import the
     runner, resilience or provider code), none for help/version/an unknown name, or every
     module when `argv` is None."""
-    if argv is None or _COMPLETE_VAR in os.environ:
+    if argv is None or COMPLETE_VAR in os.environ:
         wanted: tuple[str, ...] = COMMAND_MODULES
     else:
         name = _command_name(argv)

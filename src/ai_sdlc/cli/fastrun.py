@@ -23,6 +23,8 @@ from typing import Any
 
 import msgspec
 
+from ai_sdlc.cli.app import COMPLETE_VAR
+
 #: The variable typer reads `--project` from when the option is not given.
 PROJECT_ENV = "AI_SDLC_PROJECT"
 _RUN_FLAGS = {"--json": "json", "--no-worktree": "no_worktree"}
@@ -43,7 +45,7 @@ def parse(argv: list[str], environ: Mapping[str, str] | None = None) -> FastRun 
     """The line as a FastRun, or None when typer should read it. `argv` is after
     `hoist_global_options` (global options first)."""
     env = os.environ if environ is None else environ
-    if "_AI_SDLC_COMPLETE" in env:
+    if COMPLETE_VAR in env:
         return None
     got = FastRun()
     words = iter(argv)

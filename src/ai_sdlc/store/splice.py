@@ -13,9 +13,8 @@ Every result is checked before it is written. For a file in the fast loader's su
 anchors, tags, tabs, raw Unicode line separators or keep-chomping block scalars) the untouched
 lines cannot read differently once neighbouring entries change, so only the written lines are
 parsed back (by `linescan`, else one small C parse); any other file is re-read whole with
-ruamel. Odd layouts
-(flow-style root, complex keys, aliases broken by the edit) fall back to a full re-render,
-checked the same way.
+ruamel. Odd layouts (flow-style root, complex keys, aliases broken by the edit) fall back to a
+full re-render, checked the same way.
 """
 
 from __future__ import annotations

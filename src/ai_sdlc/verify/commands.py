@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.secrets import redact
 from ai_sdlc.spawn import start_session
@@ -106,7 +107,7 @@ def parse_commands(commands: Sequence[tuple[str, str]]) -> list[tuple[str, tuple
 
 def default_environment() -> dict[str, str]:
     """This process's environment without the AI backends' credentials."""
-    return {k: v for k, v in os.environ.items() if k not in SECRET_ENV_VARS}
+    return {k: v for k, v in current_environ().items() if k not in SECRET_ENV_VARS}
 
 
 def run_commands(
