@@ -29,7 +29,7 @@ import pytest
 from ai_sdlc.git import repo as git_repo
 from ai_sdlc.git import worktrees
 from ai_sdlc.git.repo import RefFiles, RefSnapshot, UnknownRef
-from ai_sdlc.git.run import GitError
+from ai_sdlc.git.run import HARDENING, GitError
 from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.store.story import Story
 from tests.conftest import run_cli
@@ -75,9 +75,14 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
     assert result.returncode == 0, result.output
     assert "status: done" in (project.root / ".ai-sdlc" / "stories" / sid / "story.md").read_text()
     assert [c[:2] for c in gh_calls(gh_log)].count(["pr", "create"]) == 1  # pushed, PR opened
-    calls = log.read_text().splitlines()
+    logged = log.read_text().splitlines()
     # The stand-in gh checks the push with `git ls-remote` (the real gh asks GitHub): not ours.
-    ours = [c for c in calls if not c.startswith("ls-remote ")]
+    ours = [c for c in logged if not c.startswith("ls-remote ")]
+    # Every call of ours runs without hooks or fsmonitor (issue 22); the rest of this test
+    # looks at the commands behind those options.
+    hardened = " ".join(HARDENING) + " "
+    assert all(c.startswith(hardened) for c in ours), "\n".join(ours)
+    ours = [_subcommand(c[len(hardened) :]) for c in ours]
     listing = "\n".join(f"  {c[:160]}" for c in ours)
     assert len(ours) <= GIT_CALLS_PER_STORY, (
         f"one story run made {len(ours)} git calls (budget {GIT_CALLS_PER_STORY}; each forks "
@@ -91,6 +96,14 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
     # checkpoint ref), the worktrees of a repository a new story is not yet in.
     asked = ("for-each-ref ", "rev-parse HEAD", "worktree list", "show-ref ")
     assert not [c for c in ours if c.startswith(asked)], listing
+
+
+def _subcommand(line: str) -> str:
+    """A logged call without the explicit git folder and work tree of a story worktree."""
+    words = line.split(" ")
+    while words and words[0].startswith(("--git-dir=", "--work-tree=")):
+        words.pop(0)
+    return " ".join(words)
 
 
 # --- the answers behind fewer calls --------------------------------------------------------------

@@ -36,6 +36,12 @@ FALLBACK_IDENTITY = {
 }
 
 
+#: Options of every `git diff` here: git's own diff of the real bytes, never a program the
+#: config names (`diff.external`, a `textconv` driver picked by the worktree's
+#: `.gitattributes`): nothing from the worktree runs, and the patch stays `git apply`-able.
+RAW_DIFF = ("--no-ext-diff", "--no-textconv", "--no-color")
+
+
 def checkpoint_ref(story_id: str) -> str:
     return f"refs/ai-sdlc/checkpoints/{story_id}"
 
@@ -131,7 +137,14 @@ def commit_attempt(
     if (
         not _index_differs(changes, paths)
         and git(
-            top, "diff", "--cached", "--quiet", "--", *map(staging.literal, paths), check=False
+            top,
+            "diff",
+            *RAW_DIFF,
+            "--cached",
+            "--quiet",
+            "--",
+            *map(staging.literal, paths),
+            check=False,
         ).ok
     ):
         return None
@@ -207,8 +220,8 @@ def capture(top: Path, story_id: str, *, base: str | None = None) -> FailedDiff 
         if spec:
             add = ("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
             git(top, *add, input=spec, env=env)
-        patch = git(top, "diff", "--cached", "--binary", "--no-color", base, env=env).stdout
-        numstat = git(top, "diff", "--cached", "--numstat", "-z", base, env=env).stdout
+        patch = git(top, "diff", *RAW_DIFF, "--cached", "--binary", base, env=env).stdout
+        numstat = git(top, "diff", *RAW_DIFF, "--cached", "--numstat", "-z", base, env=env).stdout
     summary = summarise(numstat)
     if secrets:
         summary += "; left out as secrets: " + ", ".join(sorted(secrets))

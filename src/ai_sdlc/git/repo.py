@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from ai_sdlc.git.run import GitError, git
+from ai_sdlc.git.run import GitError, git, pinned
 
 
 class Location(msgspec.Struct, frozen=True):
@@ -270,8 +270,12 @@ def _plain(name: str) -> bool:
 
 
 def _gitdir(top: Path) -> Path | None:
-    """The git folder of the work tree whose top is `top` (`.git` itself, or where a linked
-    worktree's `.git` file points); None when it cannot be told."""
+    """The git folder of the work tree whose top is `top`: a pinned story worktree's (see
+    `run.pin`; never what its `.git` file says), else `.git` itself or where a linked
+    worktree's `.git` file points; None when it cannot be told."""
+    found = pinned(top)
+    if found is not None:
+        return found[1] if found[0] == top else None
     dot_git = top / ".git"
     if dot_git.is_dir():
         return dot_git

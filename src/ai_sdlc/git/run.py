@@ -5,12 +5,21 @@ Variables that point git at another repository (`GIT_DIR`, `GIT_WORK_TREE`, `GIT
 `GIT_TERMINAL_PROMPT=0` and `GH_PROMPT_DISABLED=1` make a missing credential an error instead of
 a prompt that hangs an unattended run. Failures that may heal by waiting (network, HTTP 5xx,
 rate limits) raise `TransientRemoteError`, which the `github` resilience policy retries.
+
+Nothing an agent leaves behind steers these commands (issue 22): every `git` runs with
+`HARDENING` (no hook, no fsmonitor program, no `ext::` transport, whatever any config file
+says; the same settings reach the git processes `gh` starts, through `GIT_CONFIG_COUNT`), and a
+command run inside a story worktree names its git folder and work tree explicitly (`pin`): the
+git folder ai-sdlc found from the main repository, never the one the worktree's `.git` file
+names (an agent can rewrite that file to point at a git folder of its own).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -42,6 +51,21 @@ _LOCATING_VARS = (
     "GIT_NOGLOB_PATHSPECS",
     "GIT_ICASE_PATHSPECS",
 )
+
+#: Settings every git command ai-sdlc runs is given; the command line beats every config file
+#: (system, global, the repository's shared `config`, `config.worktree`), so an agent that
+#: plants hooks in `.git/hooks`, sets `core.hooksPath` or `core.fsmonitor` (a program git runs
+#: on `status`, `add`, `commit`), or points a remote at an `ext::` command gets none of them run.
+HARDENING_CONFIG = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("protocol.ext.allow", "never"),
+)
+HARDENING = tuple(o for key, value in HARDENING_CONFIG for o in ("-c", f"{key}={value}"))
+
+#: Story worktree tops → their git folder (see `pin`).
+_PINNED: dict[Path, Path] = {}
+_PIN_LOCK = threading.Lock()
 
 _TRANSIENT = re.compile(
     r"could not resolve host|connection (?:timed out|refused|reset)|timed out|"
@@ -95,7 +119,67 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["LC_ALL"] = "C"
     if extra:
         env.update(extra)
+    _add_hardening(env)
     return env
+
+
+def _add_hardening(env: dict[str, str]) -> None:
+    """`HARDENING_CONFIG` as `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n` (after any the user set):
+    git reads them like `-c`, and passes them on to every git it starts, and so do the git
+    commands `gh` runs in the repository (`gh pr create` asks `git status`)."""
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0") or "0")
+    except ValueError:
+        count = 0
+    if count < 0:
+        count = 0
+    for key, value in HARDENING_CONFIG:
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    env["GIT_CONFIG_COUNT"] = str(count)
+
+
+def pin(work_tree: Path, git_dir: Path) -> None:
+    """From now on, git commands run in (or below) the story worktree `work_tree` name
+    `--git-dir=<git_dir> --work-tree=<work_tree>`: `git_dir` is the worktree's folder under the
+    main repository's `worktrees/`, found by ai-sdlc there (`worktrees.git_dir_of`)."""
+    with _PIN_LOCK:
+        _PINNED[work_tree] = git_dir
+        _PINNED[_real(work_tree)] = git_dir
+
+
+def unpin(work_tree: Path) -> None:
+    with _PIN_LOCK:
+        _PINNED.pop(work_tree, None)
+        _PINNED.pop(_real(work_tree), None)
+
+
+def pinned(path: Path) -> tuple[Path, Path] | None:
+    """(work tree, git folder) of the pinned story worktree holding `path`, if any."""
+    if not _PINNED:
+        return None
+    with _PIN_LOCK:
+        for candidate in (path, _real(path)):
+            for folder in (candidate, *candidate.parents):
+                git_dir = _PINNED.get(folder)
+                if git_dir is not None:
+                    return folder, git_dir
+    return None
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def git_options(cwd: Path) -> tuple[str, ...]:
+    """The options every `git` run in `cwd` is given before its subcommand: `HARDENING`, and
+    the explicit git folder and work tree when `cwd` is in a pinned story worktree."""
+    found = pinned(cwd)
+    if found is None:
+        return HARDENING
+    work_tree, git_dir = found
+    return (*HARDENING, f"--git-dir={git_dir}", f"--work-tree={work_tree}")
 
 
 def run(
@@ -109,11 +193,14 @@ def run(
     remote: bool = False,
 ) -> Completed:
     """Run `argv` in `cwd`. `check` raises on a non-zero exit: `TransientRemoteError` when
-    `remote` and the message looks like a network/server failure, else `GitError`."""
+    `remote` and the message looks like a network/server failure, else `GitError`. A `git`
+    command gets `git_options(cwd)` before its own arguments (messages show the command as
+    given)."""
     args = tuple(argv)
+    full = (args[0], *git_options(cwd), *args[1:]) if args and args[0] == "git" else args
     try:
         proc = subprocess.run(
-            args,
+            full,
             cwd=cwd,
             env=clean_env(env),
             input=input,

@@ -107,6 +107,9 @@ def snapshot(top: Path, *, include_state: bool = False) -> Snapshot:
         "-z",
         "--untracked-files=all",
         "--no-renames",
+        # A submodule's own changes are not ours to commit (only its recorded commit is), and
+        # asking for them runs git inside it with the config and filters found there.
+        "--ignore-submodules=dirty",
         "--",
         *spec,
     )

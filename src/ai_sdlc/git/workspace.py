@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.git import attempts, repo, staging, worktrees
+from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
@@ -88,6 +88,10 @@ class GitWorkspace:
         #: The base branch once resolved: a story's pull request targets the branch it was
         #: started from, even if `origin/HEAD` or the checkout's branch changes meanwhile.
         self._base: str | None = None
+        #: Story → a commit of its branch whose history since the start point is known to keep
+        #: the commit rules (checked by `incoming`, or made by this process on such a commit):
+        #: `publish` checks the branch again unless its tip is this commit.
+        self._vetted: dict[str, str] = {}
         #: `user.email` and the remotes' URLs, read once (see `_config`).
         self._facts: repo.ConfigFacts | None = None
         #: The project folder's place inside the repository ("" when it is the top).
@@ -147,6 +151,7 @@ class GitWorkspace:
                         hint=f"switch it back: git -C {folder} switch {branch}",
                     )
                 head = tree.head
+                worktrees.pin_tree(self._common_dir, folder)
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
@@ -170,6 +175,7 @@ class GitWorkspace:
                 existing = refs.get(branch_ref)
                 if existing is not None:
                     worktrees.add(self.top, folder, branch, start=None)
+                    worktrees.pin_tree(self._common_dir, folder)
                     head = existing.sha
                     notice = f"recreated worktree {self._shown(folder)} from branch {branch}"
                 else:
@@ -180,11 +186,18 @@ class GitWorkspace:
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
                     worktrees.add(self.top, folder, branch, start=None)
+                    worktrees.pin_tree(self._common_dir, folder)
                     shown = self._shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                 dirty = False  # a worktree just checked out
         recorded = refs.get(cp_ref)
         recorded_sha = origin if origin is not None else recorded.sha if recorded else None
+        if origin is not None:
+            self._vetted[story.id] = origin
+        elif head:
+            # Commits the branch gained that this process did not make (an agent's own, left by
+            # a run killed after it committed) are checked before they are adopted.
+            self._vet(story, branch, folder, head, refs, fallback=recorded_sha)
         known = (head, recorded_sha) if head else None
         checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)
         self._checkpoints[story.id] = checkpoint
@@ -227,16 +240,19 @@ class GitWorkspace:
         attempts.rollback(top, story.id, changed, base=base)
 
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        base = self._checkpoints.get(story.id)
         sha = attempts.commit_attempt(
             self._own(path),
             story,
             attempt,
-            base=self._checkpoints.get(story.id),
+            base=base,
             identity=self._identity,
             common_dir=self._common_dir,
         )
         if sha is not None:
             self._checkpoints[story.id] = sha  # a child of the checkpoint: origins still hold
+            if base is not None and self._vetted.get(story.id) == base:
+                self._vetted[story.id] = sha  # our commit, on a checked history
         return AttemptRecord(commit=sha)
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
@@ -295,6 +311,9 @@ class GitWorkspace:
             )
         base = self.base_branch(refs)
         start, start_ref = self._start_point(base, refs)
+        if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
+            incoming.refuse(self.top, start_ref.sha, tip.sha, story_id=story.id, branch=branch)
+            self._vetted[story.id] = tip.sha
         if not self._surely_ahead(story.id, tip, start_ref):
             count = ("git", "rev-list", "--count", f"{start}..{branch}")
             if run(count, self.top).stdout.strip() == "0":
@@ -339,6 +358,27 @@ class GitWorkspace:
                 f"{story.id}: could not publish branch {branch}: {getattr(exc, 'message', exc)}",
                 hint=f"the work is committed on {branch}; run `{later}` to try again",
             ) from None
+
+    def _vet(
+        self,
+        story: Any,
+        branch: str,
+        folder: Path,
+        head: str,
+        refs: RefSnapshot,
+        *,
+        fallback: str | None,
+    ) -> None:
+        """Check the commits `head` has beyond the base branch (beyond `fallback`, the
+        recorded checkpoint, when the base cannot be resolved); raise `UnsafeCommitsError`."""
+        try:
+            start = self._start_point(self.base_branch(refs), refs)[1].sha
+        except GitError:
+            if fallback is None:
+                raise
+            start = fallback
+        incoming.refuse(folder, start, head, story_id=story.id, branch=branch)
+        self._vetted[story.id] = head
 
     def _push(self, branch: str) -> None:
         remote = self.settings.remote
@@ -470,10 +510,27 @@ class GitWorkspace:
         folder, or known from `prepare` (a worktree's top does not move while it exists)."""
         top = self._tops.get(path)
         if top is None or not top.is_dir():
-            top = repo.toplevel(path)
-            if top is None or top == self.top or top.parent != self.worktrees_root:
+            top = self._story_top(path)
+            if top is None:
                 raise GitError(f"{path} is not a story worktree under {self.worktrees_root}")
             self._tops[path] = top
+        return top
+
+    def _story_top(self, path: Path) -> Path | None:
+        """The story worktree holding `path` (a folder right under the worktrees folder that
+        the main repository lists as its worktree), pinned to its git folder; None otherwise.
+        Told by the main repository alone: the worktree's `.git` file is the agent's to
+        rewrite."""
+        try:
+            inside = path.resolve().relative_to(self.worktrees_root)
+        except (OSError, ValueError):
+            return None
+        if not inside.parts:
+            return None
+        top = self.worktrees_root / inside.parts[0]
+        if not top.is_dir() or worktrees.git_dir_of(self._common_dir, top) is None:
+            return None
+        worktrees.pin_tree(self._common_dir, top)
         return top
 
     def _shown(self, folder: Path) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from ai_sdlc.git.repo import read_git_file
-from ai_sdlc.git.run import GitError, git
+from ai_sdlc.git.run import GitError, git, pin, unpin
 from ai_sdlc.locks import SidecarLock
 from ai_sdlc.store.ids import slugify
 
@@ -110,6 +110,44 @@ def claimed(common_dir: Path, path: Path, branch_ref: str) -> bool | None:
     return False
 
 
+def git_dir_of(common_dir: Path, path: Path) -> Path | None:
+    """The git folder of the linked worktree at `path`, found in the main repository's
+    `worktrees/` (the entry whose `gitdir` file names `<path>/.git`): never read from the
+    worktree's own `.git` file, which an agent can rewrite. None when no entry names it."""
+    wanted = _canonical(path)
+    folder = common_dir / "worktrees"
+    first = folder / path.name  # git names the entry after the folder (plus a number if taken)
+    try:
+        with os.scandir(folder) as entries:
+            others = sorted(Path(e.path) for e in entries if Path(e.path) != first)
+    except OSError:
+        return None
+    for entry in (first, *others):
+        try:
+            text = read_git_file(entry / "gitdir").decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not text.endswith("\n") or "\n" in text[:-1]:
+            continue
+        dot_git = Path(text[:-1])
+        if not dot_git.is_absolute():  # `worktree.useRelativePaths`
+            dot_git = entry / dot_git
+        if _canonical(dot_git.parent) == wanted:
+            return entry
+    return None
+
+
+def pin_tree(common_dir: Path, path: Path) -> Path:
+    """Pin the story worktree at `path` to its git folder (`run.pin`): every later git command
+    in it names that folder and `path` explicitly. Refused when the main repository has no
+    worktree there."""
+    git_dir = git_dir_of(common_dir, path)
+    if git_dir is None:
+        raise GitError(f"{path} is not a git worktree of the repository at {common_dir}")
+    pin(path, git_dir)
+    return git_dir
+
+
 def _names(head: Path, ref: str) -> bool:
     return read_git_file(head) == f"ref: {ref}\n".encode()
 
@@ -184,6 +222,7 @@ def remove(top: Path, path: Path, *, force: bool = False) -> None:
     if force:
         args += ["--force", "--force"]
     git(top, *args, str(path))
+    unpin(path)
 
 
 def is_worktree_folder(path: Path) -> bool:

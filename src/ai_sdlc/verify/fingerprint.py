@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.git.run import git_options
 
 EXCLUDED_DIRS = frozenset({".git", ".venv", "__pycache__", "node_modules", ".ai-sdlc"})
 #: `git ls-files` pathspec: the workspace minus `EXCLUDED_DIRS` at any depth. Excluding them
@@ -80,7 +81,7 @@ def _git(
         env["GIT_CEILING_DIRECTORIES"] = str(ceiling)
     try:
         return subprocess.run(
-            ["git", *args],
+            ["git", *git_options(root), *args],  # no hook/fsmonitor; a story worktree pinned
             cwd=root,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from ai_sdlc.git import repo, worktrees
-from ai_sdlc.git.run import git
+from ai_sdlc.git.run import GitError, git
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_./-]*")
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,8}$")
@@ -38,17 +38,23 @@ def planned_paths(plan_text: str) -> set[str]:
 
 def changed_paths(project: Path, story_id: str) -> set[str]:
     """Files changed in `story_id`'s worktree since it left the base (empty when unknown)."""
-    top = repo.toplevel(project)
-    if top is None:
+    found = repo.locate(project)
+    if found is None:
         return set()
+    top = found.top
     tree = next((w for w in worktrees.listing(top) if w.story_id == story_id), None)
     if tree is None or not tree.path.is_dir():
+        return set()
+    try:  # its git folder as the main repository knows it, not as its `.git` file says
+        worktrees.pin_tree(found.common_dir, tree.path)
+    except GitError:
         return set()
     head = git(top, "rev-parse", "HEAD", check=False)
     base = git(tree.path, "merge-base", "HEAD", head.stdout.strip(), check=False)
     if not head.ok or not base.ok:
         return set()
-    diff = git(tree.path, "diff", "--name-only", base.stdout.strip(), check=False)
+    raw = ("--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")
+    diff = git(tree.path, "diff", *raw, "--name-only", base.stdout.strip(), check=False)
     untracked = git(
         tree.path, "ls-files", "--others", "--exclude-standard", ":(exclude).ai-sdlc", check=False
     )

@@ -50,7 +50,7 @@ from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
 from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
-from ai_sdlc.workflow.workspace import InPlace, Prepared, Workspace
+from ai_sdlc.workflow.workspace import InPlace, Prepared, UnsafeWorkError, Workspace
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every
 #: action either completes a phase or counts a recovery, so real runs end far sooner).
@@ -549,7 +549,10 @@ class StoryRunner:
         """The story's workspace, prepared once per `run` (and again if it disappeared)."""
         prepared = self._prepared.get(story.id)
         if prepared is None or not prepared.path.is_dir():
-            prepared = self.workspaces.prepare(story)
+            try:
+                prepared = self.workspaces.prepare(story)
+            except UnsafeWorkError as exc:
+                self._block(story.id, exc.message)
             self._prepared[story.id] = Prepared(prepared.path)  # fields/notice: once
         return prepared
 
@@ -795,7 +798,10 @@ class StoryRunner:
         story is done. Checks that fail under auto-merge send the story back to rework, counted
         like a rejected review."""
         path = self._prepare(story).path
-        finished = self.workspaces.finish(story, path)
+        try:
+            finished = self.workspaces.finish(story, path)
+        except UnsafeWorkError as exc:
+            self._block(story.id, exc.message)
         if finished.outcome == "failed":
             self._rework(
                 story.id,
