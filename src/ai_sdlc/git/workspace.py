@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
+from ai_sdlc.git import run as run_git
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
@@ -151,7 +152,7 @@ class GitWorkspace:
                         hint=f"switch it back: git -C {folder} switch {branch}",
                     )
                 head = tree.head
-                worktrees.pin_tree(self._common_dir, folder)
+                worktrees.restore_git_file(folder, worktrees.pin_tree(self._common_dir, folder))
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
@@ -238,6 +239,7 @@ class GitWorkspace:
         found = attempts.violations(top, story.id, base=base)
         changed = [p for p in found if not p.startswith("HEAD ")]
         attempts.rollback(top, story.id, changed, base=base)
+        self._restore_git_file(top)
 
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
         base = self._checkpoints.get(story.id)
@@ -253,6 +255,7 @@ class GitWorkspace:
             self._checkpoints[story.id] = sha  # a child of the checkpoint: origins still hold
             if base is not None and self._vetted.get(story.id) == base:
                 self._vetted[story.id] = sha  # our commit, on a checked history
+        self._restore_git_file(self._own(path))
         return AttemptRecord(commit=sha)
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
@@ -261,6 +264,7 @@ class GitWorkspace:
         diff = attempts.capture(top, story.id, base=base)
         if not self.settings.keep_failed_attempts:
             attempts.rollback(top, story.id, base=base)
+        self._restore_git_file(top)
         if diff is None:
             return AttemptRecord(summary="no files changed")
         return AttemptRecord(patch=diff.patch, summary=diff.summary)
@@ -515,6 +519,13 @@ class GitWorkspace:
                 raise GitError(f"{path} is not a story worktree under {self.worktrees_root}")
             self._tops[path] = top
         return top
+
+    def _restore_git_file(self, top: Path) -> None:
+        """After our own git is done with an attempt (it never reads the worktree's `.git`
+        file): undo an agent's rewrite of that file for the next agent and verification."""
+        pinned = run_git.pinned(top)
+        if pinned is not None and pinned[0] == top:
+            worktrees.restore_git_file(top, pinned[1])
 
     def _story_top(self, path: Path) -> Path | None:
         """The story worktree holding `path` (a folder right under the worktrees folder that
