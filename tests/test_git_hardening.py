@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.errors import ExitCode
+from ai_sdlc.git import incoming, staging
 from tests.conftest import run_cli
 from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import Repo, git, git_env, make_repo
+from tests.git_support import Repo, git, git_env, make_repo, repo
 
-__all__ = ["git_env"]
+__all__ = ["git_env", "repo"]
 
 pytestmark = [
     pytest.mark.usefixtures("git_env"),
@@ -165,3 +166,77 @@ def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path:
     assert ".env (secret file name)" in again.stderr
     assert "refs/heads/ai-sdlc/" not in project.remote_branches()
     assert project.pr_creates() == 0
+
+
+def test_an_agents_own_clean_commit_is_adopted_and_published(tmp_path: Path) -> None:
+    """The check refuses what breaks the rules, not agent commits as such."""
+    project = Project(tmp_path, "clean")
+    sid = project.sids[0]
+    env = {**project.env, "HOSTILE_STORY": sid}
+
+    killed = run_cli(project.root, "run", sid, env=env, subprocess=True)
+    assert killed.returncode == -9, killed.output
+    result = run_cli(project.root, "run", sid, env=env)
+
+    assert result.returncode == 0, result.output
+    assert "status: done" in project.frontmatter(sid)
+    worktree = next((project.root / ".ai-sdlc" / "worktrees").glob(f"{sid}-*"))
+    branch = f"ai-sdlc/{worktree.name}"
+    assert f"refs/heads/{branch}" in project.remote_branches()
+    assert project.pr_creates() == 1
+    pushed = git(project.root, *SAFE, "log", "--name-only", "--format=", f"main..{branch}")
+    assert "feature.txt" in pushed.split()
+
+
+# --- the rules, commit by commit (real git, `incoming.check`) ------------------------------------
+
+
+def _commit(repo: Repo, files: dict[str, str | None], message: str) -> str:
+    for name, text in files.items():
+        path = repo.root / name
+        if text is None:
+            git(repo.root, "rm", "-q", name)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        git(repo.root, "add", "-f", name)
+    git(repo.root, "commit", "-q", "--no-verify", "-m", message)
+    return git(repo.root, "rev-parse", "HEAD").strip()
+
+
+def test_every_commit_in_the_range_is_checked_not_only_the_tip(repo: Repo) -> None:
+    key = "AKIA" + "Z" * 16
+    start = git(repo.root, "rev-parse", "HEAD").strip()
+    added = _commit(repo, {".env": f"KEY={key}\n", "ok.txt": "fine\n"}, "add")
+    _commit(repo, {".env": None}, "remove it again")  # still in the history a push sends
+    git(repo.root, "switch", "-q", "-c", "side", start)
+    side = _commit(repo, {"lib/conf.py": f"KEY = '{key}'\n"}, "side")
+    git(repo.root, "switch", "-q", "main")
+    git(repo.root, "merge", "-q", "--no-edit", "--no-verify", "side")
+    state = _commit(repo, {".ai-sdlc/config.yaml": "limits: {}\n"}, "state")
+    scratch = _commit(repo, {"pkg/__pycache__/m.cpython-311.pyc": "x"}, "bytecode")
+    tip = _commit(repo, {".env.example": "KEY=\n", "docs.md": "words\n"}, "fine")
+
+    found = {(f.commit, f.path, f.reason) for f in incoming.check(repo.root, start, tip)}
+
+    assert found == {
+        (added, ".env", "secret file name"),
+        (side, "lib/conf.py", "credential-like content"),
+        (state, ".ai-sdlc/config.yaml", "ai-sdlc's own folder, never committed"),
+        (scratch, "pkg/__pycache__/m.cpython-311.pyc", "scratch file, never committed"),
+    }
+    assert incoming.check(repo.root, tip, tip) == []
+
+
+def test_content_is_read_up_to_the_scan_limit_blob_after_blob(repo: Repo) -> None:
+    """A blob larger than the limit is read no further (as files are), and the next blob in
+    the same `cat-file` stream is still read whole."""
+    key = "AKIA" + "Y" * 16
+    start = git(repo.root, "rev-parse", "HEAD").strip()
+    big = "a" * (staging.CONTENT_SCAN_LIMIT + 10) + f"\nKEY={key}\n"
+    _commit(repo, {"big.txt": big}, "big")
+    tip = _commit(repo, {"small.txt": f"{key}\n", "plain.txt": "nothing\n"}, "small")
+
+    found = [(f.path, f.reason) for f in incoming.check(repo.root, start, tip)]
+
+    assert found == [("small.txt", "credential-like content")]

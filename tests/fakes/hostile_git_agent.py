@@ -13,6 +13,7 @@ run its code, or to get a secret pushed. Issue 22, cases 3 and 4.
   secret   in implement, once: commit a `.env` holding an AWS key and a source file holding
            another (built at run time), move the story's checkpoint ref onto that commit, then
            SIGKILL the runner (its parent)
+  clean    the same with an ordinary file only (`feature.txt`): a commit the rules accept
 
 Every program it plants appends its name to `STATE/markers/<name>`: nothing must appear there.
 """
@@ -46,8 +47,8 @@ def main() -> int:
         plant_hooks(state, markers)
     elif mode == "gitfile" and phase in ("implement", "rework"):
         take_over_git_file(state, markers)  # a read-only phase doing it is a violation
-    elif mode == "secret" and phase == "implement" and not (state / "killed").exists():
-        commit_secret_and_die(state)
+    elif mode in ("secret", "clean") and phase == "implement" and not (state / "killed").exists():
+        commit_and_die(state, secret=mode == "secret")
     return behave(phase)
 
 
@@ -85,13 +86,15 @@ def take_over_git_file(state: Path, markers: Path) -> None:
     Path(".git").write_text(f"gitdir: {evil / '.git'}\n")
 
 
-def commit_secret_and_die(state: Path) -> None:
-    key_id = "AKIA" + "Q3XZ7" + "PLM2N4R6T8V"  # the shape of an AWS access key id
-    secret = "wJalr" + "XUtnFEMI" + "/K7MDENG/bPxRfiCYzEXAMPLEKEY"
-    Path(".env").write_text(f"AWS_ACCESS_KEY_ID={key_id}\nAWS_SECRET_ACCESS_KEY={secret}\n")
-    Path("settings.py").write_text(f'AWS_KEY = "{key_id}"\n')
+def commit_and_die(state: Path, *, secret: bool) -> None:
     Path("feature.txt").write_text("the agent's feature\n")
-    git("add", ".env", "settings.py", "feature.txt")
+    git("add", "feature.txt")
+    if secret:
+        key_id = "AKIA" + "Q3XZ7" + "PLM2N4R6T8V"  # the shape of an AWS access key id
+        value = "wJalr" + "XUtnFEMI" + "/K7MDENG/bPxRfiCYzEXAMPLEKEY"
+        Path(".env").write_text(f"AWS_ACCESS_KEY_ID={key_id}\nAWS_SECRET_ACCESS_KEY={value}\n")
+        Path("settings.py").write_text(f'AWS_KEY = "{key_id}"\n')
+        git("add", ".env", "settings.py")
     git("commit", "-q", "--no-verify", "-m", "add feature")
     story = os.environ.get("HOSTILE_STORY", "S-0001")
     git("update-ref", f"refs/ai-sdlc/checkpoints/{story}", "HEAD")  # hide it from adoption

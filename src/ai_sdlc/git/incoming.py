@@ -70,12 +70,15 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
         "--no-ext-diff",
         "--no-textconv",
         "-m",
+        "--topo-order",
+        "--reverse",  # parents first: a file is blamed on the commit that brought it
         "--format=commit %H",
         f"{start}..{tip}",
         "--",
     )
     findings: list[Finding] = []
     blobs: dict[str, tuple[str, str]] = {}  # blob → (commit, path), the first that added it
+    seen: set[tuple[str, str]] = set()  # (path, blob): a merge shows its side's files again
     commit = ""
     tokens = done.stdout.split("\0")
     i = 0
@@ -93,6 +96,9 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
         if len(fields) != 5 or fields[4].startswith("D"):
             continue
         mode, blob = fields[1], fields[3]
+        if (path, blob) in seen:
+            continue
+        seen.add((path, blob))
         reason = _path_rule(path)
         if reason:
             findings.append(Finding(commit, path, reason))
@@ -101,8 +107,7 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
     for blob in _secret_blobs(top, list(blobs)):
         commit, path = blobs[blob]
         findings.append(Finding(commit, path, "credential-like content"))
-    unique = {(f.commit, f.path): f for f in findings}
-    return list(unique.values())
+    return findings
 
 
 def refuse(top: Path, start: str, tip: str, *, story_id: str, branch: str) -> None:
