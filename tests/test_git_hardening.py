@@ -20,6 +20,7 @@ import pytest
 
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.git import incoming, staging
+from ai_sdlc.git import run as run_git
 from tests.conftest import run_cli
 from tests.fakes.gh_support import gh_calls, install_gh
 from tests.git_support import Repo, git, git_env, make_repo, repo
@@ -150,6 +151,7 @@ def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path:
     assert f"commit {agent_commit[:12]} adds .env (secret file name)" in said, said
     assert "adds settings.py (credential-like content)" in said, said
     assert "nothing was pushed" in said
+    assert f"git reset --hard {agent_commit[:12]}^" in said and f"ai-sdlc unblock {sid}" in said
     assert "AKIA" not in said and "wJalr" not in said  # named, never shown
     assert "status: blocked" in project.frontmatter(sid)
     blocked = [e for e in project.events(sid) if e["action"] == "blocked"]
@@ -240,3 +242,35 @@ def test_content_is_read_up_to_the_scan_limit_blob_after_blob(repo: Repo) -> Non
     found = [(f.path, f.reason) for f in incoming.check(repo.root, start, tip)]
 
     assert found == [("small.txt", "credential-like content")]
+
+
+def test_gits_started_by_other_programs_we_run_get_the_same_settings(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gh pr create` runs `git status` in the checkout: the settings reach it through the
+    environment, after any `GIT_CONFIG_COUNT` the user set (kept)."""
+    git(repo.root, "config", "core.hooksPath", "/tmp/agent-hooks")
+    git(repo.root, "config", "core.fsmonitor", "/tmp/agent-fsmonitor")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Env User")
+    script = (
+        "import subprocess\n"
+        "for key in ('core.hooksPath', 'core.fsmonitor', 'protocol.ext.allow', 'user.name'):\n"
+        "    done = subprocess.run(['git', 'config', '--get', key], capture_output=True, "
+        "text=True)\n"
+        "    print(key, done.stdout.strip())\n"
+    )
+
+    shown = run_git.run((sys.executable, "-c", script), repo.root).stdout.splitlines()
+
+    assert shown == [
+        f"core.hooksPath {os.devnull}",
+        "core.fsmonitor false",
+        "protocol.ext.allow never",
+        "user.name Env User",
+    ]
+    # And git itself, run by us, says the same.
+    assert run_git.git(repo.root, "config", "--get", "core.hooksPath").stdout.strip() == (
+        os.devnull
+    )

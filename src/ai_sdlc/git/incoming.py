@@ -39,7 +39,7 @@ class UnsafeCommitsError(UnsafeWorkError):
     """Commits on the story branch break the staging or secret rules: nothing was adopted or
     pushed. The message names commits and files, never their content."""
 
-    def __init__(self, story_id: str, branch: str, findings: list[Finding], *, where: Path):
+    def __init__(self, story_id: str, branch: str, findings: list[Finding]) -> None:
         self.findings = findings
         shown = findings[:SHOWN]
         listed = "; ".join(f"commit {f.commit[:12]} adds {f.path} ({f.reason})" for f in shown)
@@ -49,8 +49,8 @@ class UnsafeCommitsError(UnsafeWorkError):
         super().__init__(
             f"branch {branch} has commits ai-sdlc did not make that break its commit rules "
             f"(nothing was pushed): {listed}",
-            hint=f"drop them from the branch (e.g. `git -C {where} reset --hard {first[:12]}^` "
-            f"after saving what you need), then `ai-sdlc unblock {story_id}`",
+            hint=f"drop them from {branch} (in the story's worktree, after saving what you "
+            f"need: `git reset --hard {first[:12]}^`), then `ai-sdlc unblock {story_id}`",
         )
 
 
@@ -114,7 +114,7 @@ def refuse(top: Path, start: str, tip: str, *, story_id: str, branch: str) -> No
     """Raise `UnsafeCommitsError` when `check` finds anything."""
     findings = check(top, start, tip)
     if findings:
-        raise UnsafeCommitsError(story_id, branch, findings, where=top)
+        raise UnsafeCommitsError(story_id, branch, findings)
 
 
 def _path_rule(path: str) -> str:

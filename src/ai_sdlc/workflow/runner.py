@@ -552,7 +552,7 @@ class StoryRunner:
             try:
                 prepared = self.workspaces.prepare(story)
             except UnsafeWorkError as exc:
-                self._block(story.id, exc.message)
+                self._block(story.id, _with_hint(exc))
             self._prepared[story.id] = Prepared(prepared.path)  # fields/notice: once
         return prepared
 
@@ -801,7 +801,7 @@ class StoryRunner:
         try:
             finished = self.workspaces.finish(story, path)
         except UnsafeWorkError as exc:
-            self._block(story.id, exc.message)
+            self._block(story.id, _with_hint(exc))
         if finished.outcome == "failed":
             self._rework(
                 story.id,
@@ -888,6 +888,11 @@ def _verification_note(context: dict[str, Any]) -> str:
         return "The project's build and tests passed on this change."
     output = str(context.get("verification_output") or "").strip() or "(no output captured)"
     return f"The project's build or tests FAILED on this change:\n{output}"
+
+
+def _with_hint(exc: AiSdlcError) -> str:
+    """A block reason that says what to do, too."""
+    return f"{exc.message}; to go on: {exc.hint}" if exc.hint else exc.message
 
 
 def _describe(exc: BaseException) -> str:
