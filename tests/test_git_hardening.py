@@ -21,9 +21,10 @@ import pytest
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.git import incoming, staging
 from ai_sdlc.git import run as run_git
+from ai_sdlc.git.workspace import GitWorkspace
 from tests.conftest import run_cli
 from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import Repo, git, git_env, make_repo, repo
+from tests.git_support import Repo, git, git_env, make_repo, prepared, repo
 
 __all__ = ["git_env", "repo"]
 
@@ -274,3 +275,24 @@ def test_gits_started_by_other_programs_we_run_get_the_same_settings(
     assert run_git.git(repo.root, "config", "--get", "core.hooksPath").stdout.strip() == (
         os.devnull
     )
+
+
+def test_a_failed_attempts_patch_leaves_out_secrets_the_agent_committed(repo: Repo) -> None:
+    """The patch of a failed attempt covers the agent's own commits too (it is written to
+    `.ai-sdlc/`): a secret file they add is left out like an uncommitted one."""
+    sid = repo.story()
+    ws = GitWorkspace(repo.root)
+    story, path = prepared(repo, ws, sid)
+    password = "hunter2" + "-plain-words"  # no token shape: only its file name gives it away
+    (path / ".env").write_text(f"DB_PASSWORD={password}\n")
+    (path / "app.py").write_text("print('v2')\n")
+    git(path, "add", ".env", "app.py")
+    git(path, "commit", "-q", "-m", "agent's own commit")
+    (path / "notes.md").write_text("uncommitted\n")
+
+    record = ws.attempt_failed(story, path, attempt=1)
+
+    assert record.patch is not None and password not in record.patch
+    assert "app.py" in record.patch and "notes.md" in record.patch
+    assert ".env" not in record.patch
+    assert "left out as secrets: .env" in record.summary

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from ai_sdlc.git import repo, staging
+from ai_sdlc.git import incoming, repo, staging
 from ai_sdlc.git.run import GitError, git
 from ai_sdlc.secrets import redact
 
@@ -213,6 +213,13 @@ def capture(top: Path, story_id: str, *, base: str | None = None) -> FailedDiff 
     if not paths and snap.head == base:
         return None
     secrets = staging.secret_findings(top, [p for p in paths if (top / p).exists()])
+    limit: tuple[str, ...] = ()
+    if snap.head is not None and snap.head != base:
+        # Commits the agent made: what they add in secrets stays out of the patch too.
+        committed = [f.path for f in incoming.check(top, base, snap.head) if f.secret]
+        if committed:
+            limit = (":(top)", *(f":(top,exclude,literal){p}" for p in committed))
+            secrets.update(dict.fromkeys(committed, "committed by the agent"))
     with tempfile.TemporaryDirectory(prefix="ai-sdlc-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git(top, "read-tree", "HEAD", env=env)  # HEAD: commits the agent made count too
@@ -220,8 +227,9 @@ def capture(top: Path, story_id: str, *, base: str | None = None) -> FailedDiff 
         if spec:
             add = ("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
             git(top, *add, input=spec, env=env)
-        patch = git(top, "diff", *RAW_DIFF, "--cached", "--binary", base, env=env).stdout
-        numstat = git(top, "diff", *RAW_DIFF, "--cached", "--numstat", "-z", base, env=env).stdout
+        diff = ("diff", *RAW_DIFF, "--cached")
+        patch = git(top, *diff, "--binary", base, "--", *limit, env=env).stdout
+        numstat = git(top, *diff, "--numstat", "-z", base, "--", *limit, env=env).stdout
     summary = summarise(numstat)
     if secrets:
         summary += "; left out as secrets: " + ", ".join(sorted(secrets))

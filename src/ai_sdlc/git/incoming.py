@@ -29,10 +29,19 @@ SHOWN = 5
 _FILE_MODES = ("100644", "100755")
 
 
+#: The reasons that say a file holds a secret (the others: it is never committed).
+SECRET_NAME = "secret file name"
+SECRET_CONTENT = "credential-like content"
+
+
 class Finding(msgspec.Struct, frozen=True):
     commit: str
     path: str
     reason: str
+
+    @property
+    def secret(self) -> bool:
+        return self.reason in (SECRET_NAME, SECRET_CONTENT)
 
 
 class UnsafeCommitsError(UnsafeWorkError):
@@ -106,7 +115,7 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
             blobs[blob] = (commit, path)
     for blob in _secret_blobs(top, list(blobs)):
         commit, path = blobs[blob]
-        findings.append(Finding(commit, path, "credential-like content"))
+        findings.append(Finding(commit, path, SECRET_CONTENT))
     return findings
 
 
@@ -124,7 +133,7 @@ def _path_rule(path: str) -> str:
     if staging.is_scratch(path):
         return "scratch file, never committed"
     if staging.secret_name(path):
-        return "secret file name"
+        return SECRET_NAME
     return ""
 
 
