@@ -127,8 +127,14 @@ def test_a_rewritten_worktree_git_file_steers_nothing(tmp_path: Path) -> None:
     assert f"refs/heads/{branch}" in project.remote_branches()
     assert project.pr_creates() == 1
     assert not git(evil, *SAFE, "for-each-ref").strip()  # no commit, no branch there
-    # Left as the agent wrote it, a plain `git status` in the worktree runs its program.
+    # Left as the agent wrote it: `ai-sdlc worktrees` still reads the real repository...
     (worktree / ".git").write_text(f"gitdir: {evil / '.git'}\n")
+    listed = run_cli(project.root, "worktrees", "--json", env=project.env)
+    assert listed.returncode == 0, listed.output
+    (entry,) = json.loads(listed.stdout)["worktrees"]
+    assert (entry["state"], entry["ahead"]) == ("clean", 1), entry
+    assert project.marks() == {}, project.marks()
+    # ... while a plain `git status` in the worktree runs the agent's program.
     git(worktree, "status", "--short")
     assert "fsmonitor" in project.marks()
 

@@ -32,20 +32,25 @@ class WorktreeState:
 
 
 def repository_top(root: Path) -> Path:
-    top = repo.toplevel(root)
-    if top is None:
+    return _location(root).top
+
+
+def _location(root: Path) -> repo.Location:
+    found = repo.locate(root)
+    if found is None:
         raise GitError(
             f"{root} is not inside a git repository: there are no story worktrees",
             hint="story worktrees exist only in git repositories (git init, first commit)",
         )
-    return top
+    return found
 
 
 def story_worktrees(
     root: Path, settings: GitSettings, status_of: Callable[[str], str]
 ) -> list[WorktreeState]:
     """Every worktree under the project's worktrees folder that belongs to a story."""
-    top = repository_top(root)
+    found = _location(root)
+    top = found.top
     folder = settings.worktrees_root(root).resolve()
     base = settings.base_branch or _default(top, settings.remote)
     base_ref = _base_ref(top, base, settings.remote) if base else None
@@ -62,6 +67,7 @@ def story_worktrees(
                 )
             )
             continue
+        worktrees.pin_tree(found.common_dir, tree.path)  # not what its `.git` file says
         changed = staging.committable(staging.status(tree.path))
         counts = repo.ahead_behind(tree.path, base_ref) if base_ref else None
         out.append(
