@@ -302,3 +302,27 @@ def test_a_failed_attempts_patch_leaves_out_secrets_the_agent_committed(repo: Re
     assert "app.py" in record.patch and "notes.md" in record.patch
     assert ".env" not in record.patch
     assert "left out as secrets: .env" in record.summary
+
+
+@pytest.mark.parametrize("damage", ["deleted", "rewritten", "symlinked"])
+def test_a_worktree_whose_git_file_an_agent_damaged_is_resumed(
+    repo: Repo, tmp_path: Path, damage: str
+) -> None:
+    sid = repo.story()
+    story, path = prepared(repo, GitWorkspace(repo.root), sid)
+    (path / "work.txt").write_text("an earlier run's work\n")
+    dot_git = path / ".git"
+    expected = dot_git.read_text()
+    dot_git.unlink()
+    if damage == "rewritten":
+        dot_git.write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
+    elif damage == "symlinked":
+        (tmp_path / "fake").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
+        dot_git.symlink_to(tmp_path / "fake")
+
+    prep = GitWorkspace(repo.root).prepare(story)  # a new run
+
+    assert prep.path == path
+    assert prep.notice and prep.notice.startswith("resumed worktree"), prep.notice
+    assert not dot_git.is_symlink() and dot_git.read_text() == expected
+    assert (path / "work.txt").exists()

@@ -139,6 +139,10 @@ class GitWorkspace:
         branch, folder = self.location(story)
         self._keep_out_of_checkout()
         with self._worktrees_serialised():
+            if folder.is_dir():  # a `.git` file an agent deleted or rewrote: put it back first
+                admin = worktrees.git_dir_of(self._common_dir, folder)
+                if admin is not None:
+                    worktrees.restore_git_file(folder, admin)
             cp_ref = attempts.checkpoint_ref(story.id)
             refs = RefSnapshot(self.top, self._common_dir)
             trees = self._new_story_trees(branch, folder, refs) or worktrees.listing(self.top)
@@ -152,7 +156,7 @@ class GitWorkspace:
                         hint=f"switch it back: git -C {folder} switch {branch}",
                     )
                 head = tree.head
-                worktrees.restore_git_file(folder, worktrees.pin_tree(self._common_dir, folder))
+                worktrees.pin_tree(self._common_dir, folder)
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
