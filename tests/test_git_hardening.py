@@ -158,7 +158,9 @@ def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path:
     assert f"commit {agent_commit[:12]} adds .env (secret file name)" in said, said
     assert "adds settings.py (credential-like content)" in said, said
     assert "nothing was pushed" in said
-    assert f"git reset --hard {agent_commit[:12]}^" in said and f"ai-sdlc unblock {sid}" in said
+    reset = f"git -C {worktree} reset --hard {agent_commit[:12]}^"
+    move = f"git -C {worktree} update-ref refs/ai-sdlc/checkpoints/{sid} HEAD"
+    assert reset in said and move in said and f"ai-sdlc unblock {sid}" in said, said
     assert "AKIA" not in said and "wJalr" not in said  # named, never shown
     assert "status: blocked" in project.frontmatter(sid)
     blocked = [e for e in project.events(sid) if e["action"] == "blocked"]
@@ -175,6 +177,18 @@ def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path:
     assert ".env (secret file name)" in again.stderr
     assert "refs/heads/ai-sdlc/" not in project.remote_branches()
     assert project.pr_creates() == 0
+
+    # Doing what the hint says lets the story go on, and what is pushed holds no secret.
+    git(worktree, *SAFE, "reset", "-q", "--hard", f"{agent_commit}^")
+    git(worktree, *SAFE, "update-ref", f"refs/ai-sdlc/checkpoints/{sid}", "HEAD")
+    assert run_cli(project.root, "unblock", sid, env=env).returncode == 0
+    done = run_cli(project.root, "run", sid, env=env)
+    assert done.returncode == 0, done.output
+    assert "status: done" in project.frontmatter(sid)
+    assert f"refs/heads/{branch}" in project.remote_branches()
+    assert project.pr_creates() == 1
+    pushed = git(project.origin, "log", "--name-only", "--format=", f"main..{branch}").split()
+    assert "implemented.txt" in pushed and ".env" not in pushed and "settings.py" not in pushed
 
 
 def test_an_agents_own_clean_commit_is_adopted_and_published(tmp_path: Path) -> None:

@@ -48,18 +48,22 @@ class UnsafeCommitsError(UnsafeWorkError):
     """Commits on the story branch break the staging or secret rules: nothing was adopted or
     pushed. The message names commits and files, never their content."""
 
-    def __init__(self, story_id: str, branch: str, findings: list[Finding]) -> None:
+    def __init__(
+        self, story_id: str, branch: str, findings: list[Finding], *, worktree: Path
+    ) -> None:
         self.findings = findings
         shown = findings[:SHOWN]
         listed = "; ".join(f"commit {f.commit[:12]} adds {f.path} ({f.reason})" for f in shown)
         if len(findings) > SHOWN:
             listed += f"; … and {len(findings) - SHOWN} more"
         first = findings[0].commit
+        checkpoint = f"refs/ai-sdlc/checkpoints/{story_id}"
         super().__init__(
             f"branch {branch} has commits ai-sdlc did not make that break its commit rules "
             f"(nothing was pushed): {listed}",
-            hint=f"drop them from {branch} (in the story's worktree, after saving what you "
-            f"need: `git reset --hard {first[:12]}^`), then `ai-sdlc unblock {story_id}`",
+            hint=f"save what you need, drop the commits (`git -C {worktree} reset --hard "
+            f"{first[:12]}^` and `git -C {worktree} update-ref {checkpoint} HEAD`), then "
+            f"`ai-sdlc unblock {story_id}`",
         )
 
 
@@ -119,11 +123,12 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
     return findings
 
 
-def refuse(top: Path, start: str, tip: str, *, story_id: str, branch: str) -> None:
-    """Raise `UnsafeCommitsError` when `check` finds anything."""
+def refuse(top: Path, start: str, tip: str, *, story_id: str, branch: str, worktree: Path) -> None:
+    """Raise `UnsafeCommitsError` when `check` finds anything (`worktree`: the story's, for
+    the hint)."""
     findings = check(top, start, tip)
     if findings:
-        raise UnsafeCommitsError(story_id, branch, findings)
+        raise UnsafeCommitsError(story_id, branch, findings, worktree=worktree)
 
 
 def _path_rule(path: str) -> str:

@@ -320,7 +320,10 @@ class GitWorkspace:
         base = self.base_branch(refs)
         start, start_ref = self._start_point(base, refs)
         if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
-            incoming.refuse(self.top, start_ref.sha, tip.sha, story_id=story.id, branch=branch)
+            folder = self.location(story)[1]
+            incoming.refuse(
+                self.top, start_ref.sha, tip.sha, story_id=story.id, branch=branch, worktree=folder
+            )
             self._vetted[story.id] = tip.sha
         if not self._surely_ahead(story.id, tip, start_ref):
             count = ("git", "rev-list", "--count", f"{start}..{branch}")
@@ -385,7 +388,7 @@ class GitWorkspace:
             if fallback is None:
                 raise
             start = fallback
-        incoming.refuse(folder, start, head, story_id=story.id, branch=branch)
+        incoming.refuse(folder, start, head, story_id=story.id, branch=branch, worktree=folder)
         self._vetted[story.id] = head
 
     def _push(self, branch: str) -> None:
