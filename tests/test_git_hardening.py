@@ -24,9 +24,9 @@ from ai_sdlc.git import run as run_git
 from ai_sdlc.git.workspace import GitWorkspace
 from tests.conftest import run_cli
 from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import Repo, git, git_env, make_repo, prepared, repo
+from tests.git_support import Repo, gh_log, git, git_env, make_repo, prepared, repo
 
-__all__ = ["git_env", "repo"]
+__all__ = ["gh_log", "git_env", "repo"]
 
 pytestmark = [
     pytest.mark.usefixtures("git_env"),
@@ -340,3 +340,29 @@ def test_a_worktree_whose_git_file_an_agent_damaged_is_resumed(
     assert prep.notice and prep.notice.startswith("resumed worktree"), prep.notice
     assert not dot_git.is_symlink() and dot_git.read_text() == expected
     assert (path / "work.txt").exists()
+
+
+def test_base_commits_the_local_branch_lost_are_not_taken_for_the_storys(
+    repo: Repo, gh_log: Path
+) -> None:
+    """The user commits a story file (under `.ai-sdlc/`, which no story commit may add) and a
+    test certificate to `main`, pushes, a story starts there, then the local `main` is rewound:
+    those commits are still the base's (on `origin/main`), not the story's."""
+    (repo.root / ".ai-sdlc" / "notes.md").write_text("the team's notes\n")
+    (repo.root / "fixture.pem").write_text("not a real certificate\n")
+    git(repo.root, "add", "-f", ".ai-sdlc/notes.md", "fixture.pem")
+    git(repo.root, "commit", "-q", "-m", "notes and a fixture")
+    git(repo.root, "push", "-q", "origin", "main")
+    sid = repo.story()
+    ws = GitWorkspace(repo.root)
+    story, path = prepared(repo, ws, sid)
+    (path / "hello.py").write_text("print('hello')\n")
+    assert ws.attempt_passed(story, path, attempt=1).commit
+    git(repo.root, "reset", "-q", "--keep", "HEAD~1")
+
+    again = GitWorkspace(repo.root)  # a new run: everything beyond the base is checked
+    story, path = prepared(repo, again, sid)
+    done = again.finish(story, path)
+
+    assert done.outcome == "opened", done.message
+    assert [c[:2] for c in gh_calls(gh_log)].count(["pr", "create"]) == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -67,11 +68,12 @@ class UnsafeCommitsError(UnsafeWorkError):
         )
 
 
-def check(top: Path, start: str, tip: str) -> list[Finding]:
-    """What breaks the rules among the files the commits `start..tip` add or change (each
-    commit against each of its parents: a secret added then removed is still in the history
-    a push sends). `top`: a work tree of the repository."""
-    if start == tip:
+def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
+    """What breaks the rules among the files the commits `tip` has and none of `since` has
+    (`since..tip`) add or change, each commit against each of its parents: a secret added then
+    removed is still in the history a push sends. `top`: a work tree of the repository."""
+    bases = [since] if isinstance(since, str) else list(since)
+    if tip in bases:
         return []
     done = git(
         top,
@@ -86,7 +88,9 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
         "--topo-order",
         "--reverse",  # parents first: a file is blamed on the commit that brought it
         "--format=commit %H",
-        f"{start}..{tip}",
+        tip,
+        "--not",
+        *bases,
         "--",
     )
     findings: list[Finding] = []
@@ -123,10 +127,18 @@ def check(top: Path, start: str, tip: str) -> list[Finding]:
     return findings
 
 
-def refuse(top: Path, start: str, tip: str, *, story_id: str, branch: str, worktree: Path) -> None:
+def refuse(
+    top: Path,
+    since: str | Sequence[str],
+    tip: str,
+    *,
+    story_id: str,
+    branch: str,
+    worktree: Path,
+) -> None:
     """Raise `UnsafeCommitsError` when `check` finds anything (`worktree`: the story's, for
     the hint)."""
-    findings = check(top, start, tip)
+    findings = check(top, since, tip)
     if findings:
         raise UnsafeCommitsError(story_id, branch, findings, worktree=worktree)
 

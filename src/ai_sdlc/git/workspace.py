@@ -321,8 +321,9 @@ class GitWorkspace:
         start, start_ref = self._start_point(base, refs)
         if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
             folder = self.location(story)[1]
+            since = self._base_commits(base, refs)
             incoming.refuse(
-                self.top, start_ref.sha, tip.sha, story_id=story.id, branch=branch, worktree=folder
+                self.top, since, tip.sha, story_id=story.id, branch=branch, worktree=folder
             )
             self._vetted[story.id] = tip.sha
         if not self._surely_ahead(story.id, tip, start_ref):
@@ -383,13 +384,24 @@ class GitWorkspace:
         """Check the commits `head` has beyond the base branch (beyond `fallback`, the
         recorded checkpoint, when the base cannot be resolved); raise `UnsafeCommitsError`."""
         try:
-            start = self._start_point(self.base_branch(refs), refs)[1].sha
+            since = self._base_commits(self.base_branch(refs), refs)
         except GitError:
             if fallback is None:
                 raise
-            start = fallback
-        incoming.refuse(folder, start, head, story_id=story.id, branch=branch, worktree=folder)
+            since = [fallback]
+        incoming.refuse(folder, since, head, story_id=story.id, branch=branch, worktree=folder)
         self._vetted[story.id] = head
+
+    def _base_commits(self, base: str, refs: RefSnapshot) -> list[str]:
+        """The commits of the base branch, local and remote-tracking (what the story branch
+        has beyond both is the story's own); `GitError` when neither exists."""
+        remote = self.settings.remote
+        names = (f"refs/heads/{base}", f"refs/remotes/{remote}/{base}")
+        refs.ask(*names)
+        found = [ref.sha for ref in map(refs.get, names) if ref is not None]
+        if not found:
+            self._start_point(base, refs)  # raises its "does not exist" error
+        return found
 
     def _push(self, branch: str) -> None:
         remote = self.settings.remote
