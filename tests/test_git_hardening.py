@@ -366,3 +366,17 @@ def test_base_commits_the_local_branch_lost_are_not_taken_for_the_storys(
 
     assert done.outcome == "opened", done.message
     assert [c[:2] for c in gh_calls(gh_log)].count(["pr", "create"]) == 1
+
+
+def test_a_secret_in_an_agents_commit_message_is_refused_too(repo: Repo) -> None:
+    start = git(repo.root, "rev-parse", "HEAD").strip()
+    (repo.root / "ok.txt").write_text("fine\n")
+    git(repo.root, "add", "ok.txt")
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    git(repo.root, "commit", "-q", "-m", f"use {token} for the API")
+    tip = git(repo.root, "rev-parse", "HEAD").strip()
+
+    (found,) = incoming.check(repo.root, start, tip)
+
+    assert str(found) == f"commit {tip[:12]} message (credential-like content)"
+    assert token not in str(found)

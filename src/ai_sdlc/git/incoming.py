@@ -37,12 +37,17 @@ SECRET_CONTENT = "credential-like content"
 
 class Finding(msgspec.Struct, frozen=True):
     commit: str
+    #: The file, or "" for the commit's message.
     path: str
     reason: str
 
     @property
     def secret(self) -> bool:
-        return self.reason in (SECRET_NAME, SECRET_CONTENT)
+        return bool(self.path) and self.reason in (SECRET_NAME, SECRET_CONTENT)
+
+    def __str__(self) -> str:
+        what = f"adds {self.path}" if self.path else "message"
+        return f"commit {self.commit[:12]} {what} ({self.reason})"
 
 
 class UnsafeCommitsError(UnsafeWorkError):
@@ -54,7 +59,7 @@ class UnsafeCommitsError(UnsafeWorkError):
     ) -> None:
         self.findings = findings
         shown = findings[:SHOWN]
-        listed = "; ".join(f"commit {f.commit[:12]} adds {f.path} ({f.reason})" for f in shown)
+        listed = "; ".join(map(str, shown))
         if len(findings) > SHOWN:
             listed += f"; … and {len(findings) - SHOWN} more"
         first = findings[0].commit
@@ -87,7 +92,7 @@ def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
         "-m",
         "--topo-order",
         "--reverse",  # parents first: a file is blamed on the commit that brought it
-        "--format=commit %H",
+        "--format=commit %H%n%B",
         tip,
         "--not",
         *bases,
@@ -103,7 +108,9 @@ def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
         token = tokens[i].lstrip("\n")
         i += 1
         if token.startswith("commit "):
-            commit = token[len("commit ") :]
+            commit, _, message = token[len("commit ") :].partition("\n")
+            if redact(message) != message:  # pushed with the commit, like its files
+                findings.append(Finding(commit, "", SECRET_CONTENT))
             continue
         if not token.startswith(":") or i >= len(tokens):
             continue
