@@ -380,3 +380,28 @@ def test_a_secret_in_an_agents_commit_message_is_refused_too(repo: Repo) -> None
 
     assert str(found) == f"commit {tip[:12]} message (credential-like content)"
     assert token not in str(found)
+
+
+def test_a_git_lfs_repository_gets_its_large_files_pushed_without_the_hook(
+    repo: Repo, gh_log: Path, tmp_path: Path
+) -> None:
+    """Hooks are off for our push, Git LFS's `pre-push` hook among them: its work is asked of
+    git-lfs directly, before the push (a stand-in `git-lfs` on PATH records it)."""
+    log = tmp_path / "lfs.log"
+    stand_in = tmp_path / "bin" / "git-lfs"
+    stand_in.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
+    stand_in.chmod(0o755)
+    sid = repo.story()
+    ws = GitWorkspace(repo.root)
+    story, path = prepared(repo, ws, sid)
+    (path / "hello.py").write_text("print('hello')\n")
+    assert ws.attempt_passed(story, path, attempt=1).commit
+    assert ws.finish(story, path).outcome == "opened"
+    assert not log.exists()  # not an LFS repository: git-lfs is not asked
+
+    (repo.root / ".git" / "lfs").mkdir()
+    (path / "more.py").write_text("print('more')\n")
+    assert ws.attempt_passed(story, path, attempt=2).commit
+    assert ws.finish(story, path).outcome == "reused"
+
+    assert log.read_text() == f"push origin refs/heads/ai-sdlc/{sid}-add-a-greeting\n"

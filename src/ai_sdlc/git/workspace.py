@@ -406,6 +406,11 @@ class GitWorkspace:
     def _push(self, branch: str) -> None:
         remote = self.settings.remote
         refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+        if (self._common_dir / "lfs").is_dir():
+            # Our push runs no hook, so Git LFS's `pre-push` hook does not upload the branch's
+            # large files: ask git-lfs to, as that hook would have.
+            lfs = ("git", "lfs", "push", remote, f"refs/heads/{branch}")
+            self.guard(lambda: run(lfs, self.top, remote=True, timeout=REMOTE_TIMEOUT))
         self.guard(
             lambda: run(
                 ("git", "push", "--quiet", "--set-upstream", remote, refspec),
