@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc.config import SCHEMA
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.git import incoming, staging
 from ai_sdlc.git import run as run_git
@@ -61,6 +62,9 @@ class Project:
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
             f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
             f"verify:\n  build: {check}\n  test: {check}\n"
+            # These tests show what ai-sdlc's git holds off on its own: the agent must be able
+            # to plant what it plants, so no sandbox (where there is one) stops it first.
+            + ("sandbox:\n  enabled: false\n" if "sandbox.enabled" in SCHEMA else "")
         )
 
     def marks(self) -> dict[str, str]:
