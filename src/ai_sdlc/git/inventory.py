@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,25 +33,20 @@ class WorktreeState:
 
 
 def repository_top(root: Path) -> Path:
-    return _location(root).top
-
-
-def _location(root: Path) -> repo.Location:
-    found = repo.locate(root)
-    if found is None:
+    top = repo.toplevel(root)
+    if top is None:
         raise GitError(
             f"{root} is not inside a git repository: there are no story worktrees",
             hint="story worktrees exist only in git repositories (git init, first commit)",
         )
-    return found
+    return top
 
 
 def story_worktrees(
     root: Path, settings: GitSettings, status_of: Callable[[str], str]
 ) -> list[WorktreeState]:
     """Every worktree under the project's worktrees folder that belongs to a story."""
-    found = _location(root)
-    top = found.top
+    top = repository_top(root)
     folder = settings.worktrees_root(root).resolve()
     base = settings.base_branch or _default(top, settings.remote)
     base_ref = _base_ref(top, base, settings.remote) if base else None
@@ -67,7 +63,7 @@ def story_worktrees(
                 )
             )
             continue
-        worktrees.pin_tree(found.common_dir, tree.path)  # not what its `.git` file says
+        _pin(top, tree.path)  # its git folder as the main repository knows it
         changed = staging.committable(staging.status(tree.path))
         counts = repo.ahead_behind(tree.path, base_ref) if base_ref else None
         out.append(
@@ -83,6 +79,20 @@ def story_worktrees(
             )
         )
     return sorted(out, key=lambda w: w.story)
+
+
+def _pin(top: Path, path: Path) -> None:
+    """Pin the story worktree at `path` (`worktrees.pin_tree`): what an agent wrote in its
+    `.git` file does not decide which repository is asked about it."""
+    worktrees.pin_tree(_common_dir(top), path)
+
+
+@functools.lru_cache(maxsize=8)
+def _common_dir(top: Path) -> Path:
+    found = repo.locate(top)
+    if found is None:
+        raise GitError(f"{top} is no longer a git repository")
+    return found.common_dir
 
 
 @dataclass(frozen=True)
