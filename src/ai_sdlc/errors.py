@@ -88,6 +88,12 @@ class StoryBlockedError(AiSdlcError):
         self.story_id = story_id
 
 
+class UnsafeWorkError(AiSdlcError):
+    """The story's work must not go further as it stands (commits on its branch break the
+    staging or secret rules): the runner blocks the story with this message, uncounted;
+    nothing was adopted or published."""
+
+
 class RunHaltedError(AiSdlcError):
     """A run-level stop condition halted a multi-story run (resumable)."""
 

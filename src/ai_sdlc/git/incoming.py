@@ -19,10 +19,10 @@ from typing import IO
 
 import msgspec
 
+from ai_sdlc.errors import UnsafeWorkError
 from ai_sdlc.git import staging
 from ai_sdlc.git.run import LOCAL_TIMEOUT, GitError, clean_env, git, git_options
 from ai_sdlc.secrets import redact
-from ai_sdlc.workflow.workspace import UnsafeWorkError
 
 #: Findings named in the message before "… and N more".
 SHOWN = 5

@@ -26,6 +26,7 @@ from ai_sdlc.errors import (
     ProviderUnavailableError,
     RunHaltedError,
     StoryBlockedError,
+    UnsafeWorkError,
 )
 from ai_sdlc.providers.base import (
     CallGuard,
@@ -50,7 +51,7 @@ from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
 from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
-from ai_sdlc.workflow.workspace import InPlace, Prepared, UnsafeWorkError, Workspace
+from ai_sdlc.workflow.workspace import InPlace, Prepared, Workspace
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every
 #: action either completes a phase or counts a recovery, so real runs end far sooner).

@@ -15,14 +15,6 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ai_sdlc.errors import AiSdlcError
-
-
-class UnsafeWorkError(AiSdlcError):
-    """The story's work must not go further as it stands (commits on its branch break the
-    staging or secret rules): the runner blocks the story with this message, uncounted;
-    nothing was adopted or published."""
-
 
 class Prepared(msgspec.Struct, frozen=True):
     """The folder a story's phases run in, and the fields to record in its frontmatter."""
