@@ -4,8 +4,8 @@ agent leaves in the repository or the worktree runs inside ai-sdlc's own git (ho
 made itself is checked like ai-sdlc's own before anything is adopted or pushed.
 
 The agent is `tests/fakes/hostile_git_agent.py` behind the `command` provider; every program it
-plants appends to a marker file, and each test also shows with a plain `git` that the planted
-program does run when nothing stops it (so a missing marker means something).
+plants appends to a marker file, and the tests that look for markers also show with a plain
+`git` that the planted program does run when nothing stops it (so no marker means something).
 """
 
 from __future__ import annotations
