@@ -90,6 +90,11 @@ git:                           # in a git repository: one worktree and branch pe
   keep_failed_attempts: false  # true: leave a failed attempt's changes instead of rolling back
   draft: false                 # open pull requests as drafts
   auto_merge: false            # wait for the PR's checks, then squash-merge it
+
+sandbox:                       # agents, tools and verify commands write only to their worktree
+  enabled: true                # (Linux Landlock; see docs/sandbox.md). `run --no-sandbox`: off
+  required: true               # run --auto / watch refuse to start where no sandbox is available
+  writable: []                 # more folders they may write, e.g. ["~/.m2", "~/.gradle"]
 """
 
 
@@ -186,6 +191,10 @@ def _opt_command_line(v: Any) -> bool:
     return True
 
 
+def _path_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v)
+
+
 def _opt_command(v: Any) -> bool:
     return (
         v is None
@@ -266,11 +275,15 @@ SCHEMA: dict[str, Setting] = {
     "git.keep_failed_attempts": Setting(False, _bool, "true or false"),
     "git.draft": Setting(False, _bool, "true or false"),
     "git.auto_merge": Setting(False, _bool, "true or false"),
+    "sandbox.enabled": Setting(True, _bool, "true or false"),
+    "sandbox.required": Setting(True, _bool, "true or false"),
+    "sandbox.writable": Setting([], _path_list, 'a list of folders, e.g. ["~/.m2"]'),
 }
 
 #: Settings an environment variable may make stricter but never looser: the recovery limits, the
-#: phase timeout and the budgets (lower is stricter; null means no budget) and the stage gates
-#: (true is stricter). A cloned repository or a CI variable must not switch a guardrail off.
+#: phase timeout and the budgets (lower is stricter; null means no budget), the stage gates and
+#: the sandbox switches (true is stricter). A cloned repository or a CI variable must not switch
+#: a guardrail off.
 GUARDRAILS: tuple[str, ...] = (
     "limits.global_recovery",
     "limits.implementation_retries",
@@ -282,6 +295,8 @@ GUARDRAILS: tuple[str, ...] = (
     "limits.run_cost_usd",
     "gates.before_implementation",
     "gates.before_done",
+    "sandbox.enabled",
+    "sandbox.required",
 )
 
 #: `ai.<provider>.base_url` keys checked here (the providers read them; a bad scheme would
@@ -824,7 +839,7 @@ def _env_names(environ: Mapping[str, str]) -> dict[str, str]:
 
 def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
-    if dotted.startswith("gates."):
+    if dotted.startswith(("gates.", "sandbox.")):
         return bool(project) and not wanted
     if wanted is None:  # no limit at all
         return project is not None

@@ -6,6 +6,11 @@ forks and then waits for the exec: a Ctrl-C arriving in that wait raises out of 
 after the child was created, so the caller never holds the object it would kill, and the child
 (an agent, with its own children) runs on after the run has exited. `start_session` kills such a
 child's group before the exception goes on.
+
+A new session also means no controlling terminal: the child cannot open `/dev/tty`, nor push
+keystrokes into the user's terminal with TIOCSTI. Given a `sandbox` policy, the child runs
+through the sandbox launcher (see `ai_sdlc.sandbox`) with a private temp folder, removed when
+the `Popen` object goes away (or at exit).
 """
 
 from __future__ import annotations
@@ -14,17 +19,30 @@ import contextlib
 import os
 import signal
 import subprocess
+import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ai_sdlc.sandbox.policy import SandboxPolicy
 
 
-def start_session(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+def start_session(
+    argv: Sequence[str], *, sandbox: SandboxPolicy | None = None, **kwargs: Any
+) -> subprocess.Popen[bytes]:
     """`subprocess.Popen(argv, start_new_session=True, **kwargs)`, leaving no child behind
-    when anything (KeyboardInterrupt included) is raised while it starts."""
+    when anything (KeyboardInterrupt included) is raised while it starts; confined by
+    `sandbox` when one is given (a missing program raises FileNotFoundError as Popen does)."""
+    tmpdir = None
+    if sandbox is not None:
+        launch = sandbox.launch(argv, env=kwargs.get("env"), cwd=kwargs.get("cwd"))
+        argv, kwargs["env"], tmpdir = launch.argv, launch.env, launch.tmpdir
     proc: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
     try:
         subprocess.Popen.__init__(proc, list(argv), start_new_session=True, **kwargs)
     except BaseException:
+        if tmpdir is not None:
+            _remove_tree(tmpdir)
         pid = getattr(proc, "pid", None)
         if isinstance(pid, int) and pid > 0:
             # The child leads its own group: kill it with whatever it started, then reap it.
@@ -33,4 +51,12 @@ def start_session(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         raise
+    if tmpdir is not None:
+        weakref.finalize(proc, _remove_tree, tmpdir)
     return proc
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -5,7 +5,7 @@ spends on a whole story run. This parser accepts only a narrow form whose meanin
 doubt, and hands everything else to typer:
 
     ai-sdlc [-C DIR | --project DIR | --project=DIR | -CDIR] [-v | -q] run STORY
-            [--json] [--no-worktree] [--provider NAME | --provider=NAME]
+            [--json] [--no-worktree] [--no-sandbox] [--provider NAME | --provider=NAME]
 
 (global options may also follow `run`; `main()` has already moved them in front). One story,
 each option known and spelled out, values that do not look like options. Anything else (help,
@@ -27,7 +27,7 @@ from ai_sdlc.cli.app import COMPLETE_VAR
 
 #: The variable typer reads `--project` from when the option is not given.
 PROJECT_ENV = "AI_SDLC_PROJECT"
-_RUN_FLAGS = {"--json": "json", "--no-worktree": "no_worktree"}
+_RUN_FLAGS = {"--json": "json", "--no-worktree": "no_worktree", "--no-sandbox": "no_sandbox"}
 _RUN_VALUES = {"--provider": "provider"}
 
 

@@ -23,6 +23,14 @@ JobsOption = Annotated[
         "(default: run.jobs).",
     ),
 ]
+NoSandboxOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-sandbox",
+        help="Run agents and verification commands without the write sandbox (they can then "
+        "change anything you can, the ledger and config included; see docs/sandbox.md).",
+    ),
+]
 NoWorktreeOption = Annotated[
     bool,
     typer.Option(

@@ -27,6 +27,7 @@ WARNING = {
     "story_skipped",
     "story_deferred",
     "run_stopping",
+    "sandbox_unavailable",
 }
 
 
@@ -102,6 +103,11 @@ class Progress:
             return (
                 f"[{story}] no verification configured (verify.build / verify.test): "
                 "nothing was built or tested"
+            )
+        if name == "sandbox_unavailable":
+            return (
+                f"[{story}] no sandbox ({e.get('reason')}): agents and verification commands "
+                "can write anywhere you can (see docs/sandbox.md)"
             )
         if name == "verification_finished":
             return f"[{story}] verification {'passed' if e.get('passed') else 'failed'}"

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.options import JobsOption, JsonOption, NoWorktreeOption
+from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.run_command import execute
 from ai_sdlc.providers.base import Phase
 
@@ -49,6 +49,7 @@ def run(
         typer.Option("--provider", help="scripted, dry-run, openai, anthropic, claude, command."),
     ] = None,
     no_worktree: NoWorktreeOption = False,
+    no_sandbox: NoSandboxOption = False,
     jobs: JobsOption = None,
     epic: Annotated[
         str | None,
@@ -83,6 +84,7 @@ def run(
         dry_run=dry_run,
         provider=provider,
         no_worktree=no_worktree,
+        no_sandbox=no_sandbox,
         jobs=jobs,
         epic=epic,
         executor=executor,

@@ -30,6 +30,7 @@ def execute(
     dry_run: bool = False,
     provider: str | None = None,
     no_worktree: bool = False,
+    no_sandbox: bool = False,
     jobs: int | None = None,
     epic: str | None = None,
     executor: str | None = None,
@@ -94,11 +95,18 @@ def execute(
         progress.event(event)
 
     session = Session.open(
-        store, provider_name=provider, emit=emit, no_worktree=no_worktree, config=config
+        store,
+        provider_name=provider,
+        emit=emit,
+        no_worktree=no_worktree,
+        config=config,
+        no_sandbox=no_sandbox,
     )
     pending.extend((session.notice or "").splitlines())
     out.debug(describe_provider(session.provider.name, session.config))
     if auto or batch or resume or continue_:
+        assert session.sandbox is not None
+        session.sandbox.check_unattended(no_sandbox=no_sandbox, command=_multi_command(auto))
         report = session.run_many(
             story_ids=ids if batch else None,
             resume=resume,
@@ -119,6 +127,10 @@ def execute(
     if blocked:
         return int(ExitCode.BLOCKED)
     return 0
+
+
+def _multi_command(auto: bool) -> str:
+    return "ai-sdlc run --auto" if auto else "a multi-story run"
 
 
 def describe_provider(name: str, config: Any) -> str:

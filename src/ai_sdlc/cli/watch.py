@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from ai_sdlc.cli.common import checked_provider, open_store, terminal
-from ai_sdlc.cli.options import JobsOption, JsonOption, NoWorktreeOption
+from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal
@@ -48,6 +48,7 @@ def watch(
         typer.Option("--provider", help="scripted, openai, anthropic, claude, command."),
     ] = None,
     no_worktree: NoWorktreeOption = False,
+    no_sandbox: NoSandboxOption = False,
     json: JsonOption = False,
 ) -> None:
     """Run stories as they become ready: a foreground daemon, or once with --once."""
@@ -56,12 +57,17 @@ def watch(
     if provider is not None and provider.strip().lower() == "dry-run":
         raise UsageError("watch runs stories; for a plan use 'ai-sdlc run --auto --dry-run'")
     store = open_store()
+    _check_sandbox(store, no_sandbox)
     progress = Progress(out)
     notices: set[str] = set()
 
     def run_stories(ids: list[str]) -> RunReport | None:
         session = Session.open(
-            store, provider_name=provider, emit=progress.event, no_worktree=no_worktree
+            store,
+            provider_name=provider,
+            emit=progress.event,
+            no_worktree=no_worktree,
+            no_sandbox=no_sandbox,
         )
         for notice in (session.notice or "").splitlines():
             if notice not in notices:
@@ -83,6 +89,15 @@ def watch(
     with _signals(stop):
         result = core.once() if once else core.serve()
     _finish(out, result, once=once)
+
+
+def _check_sandbox(store: Any, no_sandbox: bool) -> None:
+    """Refuse to start watching where no sandbox can confine the runs (sandbox.required)."""
+    from ai_sdlc.config import load_config
+    from ai_sdlc.sandbox import Sandbox
+
+    sandbox = Sandbox.from_config(load_config(store.root), root=store.root)
+    sandbox.check_unattended(no_sandbox=no_sandbox, command="ai-sdlc watch")
 
 
 def _finish(out: Terminal, result: WatchResult, *, once: bool) -> None:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import msgspec
 
 from ai_sdlc.errors import AiSdlcError, ExitCode
+from ai_sdlc.sandbox.policy import SandboxPolicy
 
 
 class Phase(StrEnum):
@@ -90,6 +91,9 @@ class ProviderRequest(msgspec.Struct, frozen=True):
     guard: CallGuard = direct_call
     on_event: EventSink | None = None
     on_backend_retry: RetryReporter | None = None
+    #: Confines every process the provider starts for this call (None: unconfined; the
+    #: runner sets it from the session's sandbox, see `ai_sdlc.sandbox`).
+    sandbox: SandboxPolicy | None = None
 
 
 class Usage(msgspec.Struct):

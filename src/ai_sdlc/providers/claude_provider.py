@@ -243,6 +243,7 @@ class ClaudeProvider(ConfiguredProvider):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env(),
+                sandbox=request.sandbox,
             )
         except OSError as exc:
             raise ProviderConfigError(f"cannot start claude: {exc.strerror or exc}") from None

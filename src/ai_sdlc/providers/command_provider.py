@@ -383,6 +383,7 @@ class CommandProvider(ConfiguredProvider):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=dict(self.environ),
+                sandbox=request.sandbox,
             )
         except OSError as exc:
             raise ProviderConfigError(

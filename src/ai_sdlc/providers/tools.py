@@ -34,6 +34,7 @@ import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
+from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import scrubbed_env
 from ai_sdlc.spawn import start_session
 
@@ -193,9 +194,15 @@ def truncate(text: str, limit: int) -> str:
 
 
 def run_confined(
-    argv: Sequence[str], *, cwd: Path, timeout: float, max_output_chars: int
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    max_output_chars: int,
+    sandbox: SandboxPolicy | None = None,
 ) -> tuple[int | None, str]:
-    """Run `argv` (no shell) in its own process group; (exit code or None on timeout, output)."""
+    """Run `argv` (no shell) in its own process group, in `sandbox` when given; (exit code or
+    None on timeout, output)."""
     proc = start_session(
         argv,
         cwd=cwd,
@@ -203,6 +210,7 @@ def run_confined(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=scrubbed_env(),
+        sandbox=sandbox,
     )
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -293,6 +301,8 @@ class ToolBox(msgspec.Struct):
     access: Access
     commands: CommandPolicy | None = None
     max_read_chars: int = 100_000
+    #: Confines `run_command`'s processes (the request's sandbox).
+    sandbox: SandboxPolicy | None = None
     files_changed: list[str] = msgspec.field(default_factory=list)
 
     @property
@@ -466,6 +476,7 @@ class ToolBox(msgspec.Struct):
                 cwd=self.workspace.root,
                 timeout=timeout,
                 max_output_chars=self.commands.max_output_chars,
+                sandbox=self.sandbox,
             )
         except FileNotFoundError:
             raise ToolRefused(f"{argv[0]!r} is not installed here") from None
@@ -532,6 +543,7 @@ def toolbox_for(request: ProviderRequest, settings: Mapping[str, Any]) -> ToolBo
         workspace=Workspace(request.workspace),
         access=request.access,
         commands=command_policy(settings, request.phase),
+        sandbox=request.sandbox,
     )
 
 

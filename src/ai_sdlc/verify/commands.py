@@ -23,6 +23,7 @@ import msgspec
 
 from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import redact
 from ai_sdlc.spawn import start_session
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
@@ -118,10 +119,12 @@ def run_commands(
     env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    sandbox: SandboxPolicy | None = None,
 ) -> VerificationResult:
     """Run `(name, command line)` steps in `cwd` until one fails; `timeout` is per step.
 
     `env` is the complete environment of the commands (None: ours minus `SECRET_ENV_VARS`).
+    `sandbox` confines every step (see `ai_sdlc.sandbox`; None: unconfined).
     `clock` only measures durations; deadlines always use the real monotonic clock.
     """
     parsed = parse_commands(commands)
@@ -138,6 +141,7 @@ def run_commands(
             env=environment,
             clock=clock,
             max_output=max_output,
+            sandbox=sandbox,
         )
         steps.append(step)
         if not step.passed:
@@ -186,6 +190,7 @@ def run_step(
     env: Mapping[str, str],
     clock: Callable[[], float] = time.monotonic,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    sandbox: SandboxPolicy | None = None,
 ) -> StepResult:
     """Run one command (no shell, stdin closed, own session) and capture its bounded output."""
     started = clock()
@@ -199,6 +204,7 @@ def run_step(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             close_fds=True,
+            sandbox=sandbox,
         )
     except FileNotFoundError:
         message = f"[ai-sdlc] cannot run {argv[0]!r}: executable not found on PATH"

@@ -114,6 +114,8 @@ class WorkerSpec:
     #: environment of the moment the server started).
     environ: dict[str, str]
     cwd: str
+    #: `run --no-sandbox`: the workers' children run unconfined too.
+    no_sandbox: bool = False
 
 
 #: Imported once by the fork server, so each worker starts without re-importing them.
@@ -367,7 +369,11 @@ def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, sl
 
     store = StoryStore(Path(spec.project))
     session = Session.open(
-        store, provider_name=spec.provider, emit=lambda _event: None, no_worktree=spec.no_worktree
+        store,
+        provider_name=spec.provider,
+        emit=lambda _event: None,
+        no_worktree=spec.no_worktree,
+        no_sandbox=spec.no_sandbox,
     )
     runner = session.runner
     link = _Link(token, outbox, replies, stop, runner)

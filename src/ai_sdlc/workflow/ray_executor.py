@@ -870,4 +870,5 @@ def ray_spec_for(session: Any) -> RaySpec:
         scripted_rules=rules.read_bytes() if rules.is_file() else None,
         environ={k: v for k, v in os.environ.items() if k.startswith(SHIPPED_ENV_PREFIXES)},
         cache_dir=config.get("run.ray.cache_dir"),
+        no_sandbox=session.no_sandbox,
     )

@@ -73,6 +73,8 @@ class RaySpec:
     environ: dict[str, str] = field(default_factory=dict)
     #: Where workers keep their clones (default: ~/.cache/ai-sdlc/ray).
     cache_dir: str | None = None
+    #: `run --no-sandbox`: the workers' children run unconfined too.
+    no_sandbox: bool = False
 
 
 # --- the link to the coordinator ---------------------------------------------------------------
@@ -634,7 +636,9 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: Any) -> A
     state_folder = project / ".ai-sdlc" / "state"
     sync_file(state_folder / BREAKERS_FILE, None)
     store = StoryStore(project)
-    session = Session.open(store, provider_name=spec.provider, emit=lambda _event: None)
+    session = Session.open(
+        store, provider_name=spec.provider, emit=lambda _event: None, no_sandbox=spec.no_sandbox
+    )
     runner = session.runner
     link = _timed_link(_Link)(token, ends, ends, _NeverSet(), runner)
     link.breakers_file = state_folder / BREAKERS_FILE

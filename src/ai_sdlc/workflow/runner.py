@@ -42,6 +42,7 @@ from ai_sdlc.providers.base import (
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED, split_decision
 from ai_sdlc.providers.pricing import estimate_call
 from ai_sdlc.providers.tools import AccessViolationError
+from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
@@ -126,6 +127,10 @@ class RunnerDeps(msgspec.Struct):
     #: Flushed when each story's run ends (also when it stops, is blocked or halted) and after
     #: a phase when due; None: the calls' metrics are written by whoever owns them.
     metrics: Metrics | None = None
+    #: The sandbox policy of the children (agents, tools) working in a workspace; None: none.
+    sandbox: Callable[[Path], SandboxPolicy | None] = lambda _workspace: None
+    #: Why children run without the sandbox the config asks for (said once per story).
+    sandbox_missing: str | None = None
 
 
 class StoryRunner:
@@ -146,6 +151,8 @@ class StoryRunner:
         self._live = Usage()
         #: Stories told "no verification configured" in this run (said once).
         self._unverified: set[str] = set()
+        #: Stories told "no sandbox available" in this run (said once).
+        self._unsandboxed: set[str] = set()
         #: Workspaces prepared during the current `run` of each story.
         self._prepared: dict[str, Prepared] = {}
         #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
@@ -647,6 +654,7 @@ class StoryRunner:
             on_backend_retry=lambda delay, reason: self._backend_retry(
                 story_id, phase, delay, reason
             ),
+            sandbox=self._sandbox(story_id, path),
         )
         self._live = Usage()
         try:
@@ -754,6 +762,7 @@ class StoryRunner:
                 self._unverified.add(story_id)
                 self._emit("verification_skipped", story_id, phase=phase.value)
             return VerificationResult(passed=True, steps=())
+        self._sandbox(story_id, path)  # the verifier applies the same policy
         self._emit("verification_started", story_id, phase=phase.value)
         verdict = self.deps.verifier(path)
         self._emit(
@@ -764,6 +773,16 @@ class StoryRunner:
             steps=[s.name for s in verdict.steps],
         )
         return verdict
+
+    def _sandbox(self, story_id: str, path: Path) -> SandboxPolicy | None:
+        """The sandbox of `path`'s children; where the config wants one and none is
+        available, the story's log and the display are told once per run."""
+        missing = self.deps.sandbox_missing
+        if missing is not None and story_id not in self._unsandboxed:
+            self._unsandboxed.add(story_id)
+            self._emit("sandbox_unavailable", story_id, reason=missing)
+            self.owner.note(story_id, "sandbox_unavailable", reason=missing)
+        return self.deps.sandbox(path)
 
     def _recover(self, story_id: str, kind: str, phase: Phase, **details: Any) -> None:
         """Count a recovery before it runs (raises StoryBlockedError at the global limit)."""

@@ -14,6 +14,7 @@ import msgspec
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
+from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, workspace_fingerprint
 from ai_sdlc.workflow.assess import NextAction, assess, recommend
@@ -96,6 +97,10 @@ class Session(msgspec.Struct):
     #: How it was opened (a parallel run's workers open the same way).
     provider_name: str | None = None
     no_worktree: bool = False
+    #: `--no-sandbox`: children run unconfined on purpose.
+    no_sandbox: bool = False
+    #: The sandbox of this session's children (see `ai_sdlc.sandbox`).
+    sandbox: Sandbox | None = None
 
     @classmethod
     def open(
@@ -109,8 +114,10 @@ class Session(msgspec.Struct):
         sleep: Callable[[float], None] = time.sleep,
         no_worktree: bool = False,
         config: Config | None = None,
+        no_sandbox: bool = False,
     ) -> Session:
-        """`config`: the project's, when the caller has just loaded it (else loaded here)."""
+        """`config`: the project's, when the caller has just loaded it (else loaded here).
+        `no_sandbox`: agents and verification commands run unconfined (`--no-sandbox`)."""
         from ai_sdlc.git.workspace import select_workspace
         from ai_sdlc.providers.selection import select_provider
 
@@ -125,10 +132,15 @@ class Session(msgspec.Struct):
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
         commands = verification_commands(config)
         timeout = float(config.get("verify.timeout"))
+        sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
+
+        def confine(workspace: Path) -> SandboxPolicy | None:
+            return None if no_sandbox else sandbox.policy_for(workspace)
 
         def verifier(workspace: Path) -> VerificationResult:
+            policy = confine(workspace)
             return guards.verification(
-                lambda: run_commands(commands, cwd=workspace, timeout=timeout)
+                lambda: run_commands(commands, cwd=workspace, timeout=timeout, sandbox=policy)
             )
 
         workspaces, isolation = select_workspace(
@@ -149,11 +161,24 @@ class Session(msgspec.Struct):
             clock=clock,
             before_phase=relay.before_phase,
             metrics=guards.manager,
+            sandbox=confine,
+            sandbox_missing=sandbox.missing_reason(no_sandbox=no_sandbox),
         )
         runner = StoryRunner(deps)
         notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
         return cls(
-            store, config, provider, runner, notice, relay, clock, sleep, provider_name, no_worktree
+            store,
+            config,
+            provider,
+            runner,
+            notice,
+            relay,
+            clock,
+            sleep,
+            provider_name,
+            no_worktree,
+            no_sandbox,
+            sandbox,
         )
 
     def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
@@ -254,6 +279,7 @@ class Session(msgspec.Struct):
             project=str(self.store.root),
             provider=self.provider_name,
             no_worktree=self.no_worktree,
+            no_sandbox=self.no_sandbox,
             environ=dict(os.environ),
             cwd=os.getcwd(),
         )

@@ -1,0 +1,107 @@
+"""Sandbox backends: how a command line is wrapped so that it runs confined.
+
+A backend answers two questions: is it usable here (`available`), and what argument list runs
+`argv` under a policy (`wrap`). Only Linux Landlock is implemented; a macOS backend would wrap
+the command in `sandbox-exec -p <profile>` (a Seatbelt profile that allows everything but
+`file-write*` outside the policy's writable roots) and slot in through `select_backend`.
+
+`AI_SDLC_SANDBOX=off` makes every backend unavailable: a diagnostic switch (is the sandbox what
+breaks this tool?) that also lets tests exercise the "no sandbox here" path through the real
+CLI. It can never widen a sandbox in force; it only takes the run down the unavailable path,
+which `run --auto`/`watch` refuse by default (`sandbox.required`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+
+#: The diagnostic switch: `off` (or `0`, `false`, `no`) makes no backend available.
+SANDBOX_ENV = "AI_SDLC_SANDBOX"
+_OFF = frozenset({"off", "0", "false", "no"})
+LAUNCHER = Path(__file__).with_name("launcher.py")
+
+
+class Availability(msgspec.Struct, frozen=True):
+    """Whether a backend can confine processes here, and a one-line detail for people."""
+
+    usable: bool
+    detail: str
+    abi: int | None = None
+
+
+class Backend(Protocol):
+    """A way of running a command confined to a policy's writable roots."""
+
+    name: str
+
+    def available(self) -> Availability: ...
+
+    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        """The argument list that runs `argv` (argv[0] already resolved to an executable
+        path; the original argv[0] is `argv[1:]`'s first word) writing only beneath
+        `writable`."""
+        ...
+
+
+class LandlockBackend:
+    """Linux Landlock (kernel 5.13+), applied by `launcher.py` before it execs the command."""
+
+    name = "landlock"
+
+    def available(self) -> Availability:
+        return _landlock_availability()
+
+    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
+        for path in writable:
+            launcher += ["--rw", path]
+        return [*launcher, "--", *argv]
+
+
+@cache
+def _landlock_availability() -> Availability:
+    """Asked once per process: the kernel does not change under us."""
+    if not sys.platform.startswith("linux"):
+        return Availability(False, f"no sandbox backend for {sys.platform} (Landlock is Linux)")
+    from ai_sdlc.sandbox import landlock
+
+    try:
+        abi = landlock.abi_version()
+    except OSError as exc:
+        return Availability(False, f"the kernel has no usable Landlock ({exc.strerror})")
+    scoped = "; signals and abstract sockets scoped" if abi >= 6 else ""
+    return Availability(True, f"Landlock ABI {abi}{scoped}", abi)
+
+
+class Unavailable:
+    """No backend: every question answers why."""
+
+    name = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def available(self) -> Availability:
+        return Availability(False, self.reason)
+
+    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        raise RuntimeError(f"no sandbox backend: {self.reason}")
+
+
+def select_backend(environ: Mapping[str, str]) -> Backend:
+    """The backend for this platform (an `Unavailable` one says why there is none)."""
+    switch = environ.get(SANDBOX_ENV, "").strip().lower()
+    if switch in _OFF:
+        return Unavailable(f"turned off by {SANDBOX_ENV}={environ[SANDBOX_ENV]} (a diagnostic)")
+    if sys.platform.startswith("linux"):
+        landlock = LandlockBackend()
+        if landlock.available().usable:
+            return landlock
+        return Unavailable(landlock.available().detail)
+    return Unavailable(f"no sandbox backend for {sys.platform} yet (macOS sandbox-exec planned)")

@@ -1,0 +1,227 @@
+"""What a sandboxed child may write, built from the project's config, and how it is launched.
+
+Writable: the story's workspace (its worktree), a private temp folder per child (TMPDIR, TMP
+and TEMP point at it), the per-tool state folders in `TOOL_STATE_DIRS` that exist, `/dev/null`
+and `/dev/shm`, and the folders listed in `sandbox.writable`. Everything else is read-only,
+notably the main checkout, its `.ai-sdlc/` (stories, ledger, config) and the repository's git
+folder: Landlock rules allow by hierarchy, so a worktree inside the main checkout
+(`.ai-sdlc/worktrees/<id>`) is writable while its parents are not.
+
+`sandbox_policy_for(workspace, config)` is the one call a caller needs: the policy (or None
+when the sandbox is off or unavailable) to pass as `start_session(..., sandbox=policy)`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.errors import AiSdlcError, ExitCode, InvalidInputError
+from ai_sdlc.sandbox.backend import SANDBOX_ENV, Availability, Backend, select_backend
+
+#: Folders CLI agents and build tools keep their state in (logins, caches, history). Writable
+#: when they exist; one that does not exist is not created (run the tool once outside, or
+#: create the folder). Claude Code also gets `CLAUDE_CONFIG_DIR` (see `CLAUDE_DIR_ENV`).
+TOOL_STATE_DIRS: tuple[str, ...] = ("~/.claude", "~/.codex", "~/.gemini", "~/.cache", "~/.npm")
+#: Claude Code writes `~/.claude.json` (and renames temp files beside it) in $HOME unless this
+#: names its folder: set to `~/.claude` for sandboxed children unless the user already set it.
+CLAUDE_DIR_ENV = "CLAUDE_CONFIG_DIR"
+#: Devices and shared memory every program may write: the bit bucket, and POSIX semaphores and
+#: shared memory (Python's multiprocessing locks live in /dev/shm).
+SYSTEM_WRITABLE: tuple[str, ...] = ("/dev/null", "/dev/shm")
+TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
+
+
+class SandboxRequiredError(AiSdlcError):
+    """An unattended run was asked for where no sandbox can be applied."""
+
+    exit_code = ExitCode.FAILURE
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A command line ready for `Popen`: the wrapped argv, its environment, its temp folder."""
+
+    argv: list[str]
+    env: dict[str, str]
+    tmpdir: str
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """The writable roots of one workspace's children, and the backend that enforces them."""
+
+    backend: Backend
+    writable: tuple[str, ...]
+    #: Variables set in every sandboxed child's environment (e.g. CLAUDE_CONFIG_DIR).
+    env: tuple[tuple[str, str], ...] = ()
+
+    def launch(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Any = None
+    ) -> Launch:
+        """Resolve the program (as `Popen` would: FileNotFoundError/PermissionError when it
+        cannot run), make the child's private temp folder and wrap the command line."""
+        from ai_sdlc.environ import current
+
+        environment = dict(current() if env is None else env)
+        executable = resolve_executable(argv[0], environment, cwd)
+        tmpdir = tempfile.mkdtemp(prefix="ai-sdlc-tmp-")
+        try:
+            for name in TEMP_VARS:
+                environment[name] = tmpdir
+            for name, value in self.env:
+                environment.setdefault(name, value)
+            wrapped = self.backend.wrap([executable, *argv], [*self.writable, tmpdir])
+        except BaseException:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        return Launch(wrapped, environment, tmpdir)
+
+
+def resolve_executable(program: str, env: Mapping[str, str], cwd: Any = None) -> str:
+    """The file `execvpe(program)` would run with `env`'s PATH (from `cwd` for a relative
+    path with a slash), or the error `Popen` raises when there is none."""
+    if os.sep in program:
+        path = program if os.path.isabs(program) or cwd is None else os.path.join(cwd, program)
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+        return os.path.abspath(path)
+    found = shutil.which(program, path=os.pathsep.join(os.get_exec_path(dict(env))))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    return os.path.abspath(found)
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """The `sandbox` config section."""
+
+    enabled: bool = True
+    required: bool = True
+    writable: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config: Any) -> SandboxSettings:
+        raw = config.get("sandbox.writable") or []
+        return cls(
+            enabled=bool(config.get("sandbox.enabled", True)),
+            required=bool(config.get("sandbox.required", True)),
+            writable=tuple(str(p) for p in raw),
+        )
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The sandbox of a session: settings, backend, and the roots common to every workspace."""
+
+    settings: SandboxSettings
+    backend: Backend
+    availability: Availability
+    #: Writable roots besides the workspace and the temp folder (existing, resolved).
+    shared: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    #: Tool state folders left out because they do not exist (for doctor).
+    missing: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_config(
+        cls, config: Any, *, root: Path, environ: Mapping[str, str] | None = None
+    ) -> Sandbox:
+        """Raises InvalidInputError when a `sandbox.writable` folder does not exist."""
+        from ai_sdlc.environ import current
+
+        env = current() if environ is None else environ
+        settings = SandboxSettings.from_config(config)
+        backend = select_backend(env)
+        home = Path(env.get("HOME") or Path.home())
+        shared: list[str] = []
+        missing: list[str] = []
+        extra_env: list[tuple[str, str]] = []
+        claude_dir = env.get(CLAUDE_DIR_ENV)
+        if not claude_dir:
+            claude_dir = str(home / ".claude")
+            extra_env.append((CLAUDE_DIR_ENV, claude_dir))
+        candidates = [_expand(d, home) for d in TOOL_STATE_DIRS]
+        candidates.append(Path(claude_dir))
+        for path in candidates:
+            if path.exists():
+                shared.append(os.path.realpath(path))
+            else:
+                missing.append(str(path))
+        shared += [p for p in SYSTEM_WRITABLE if os.path.exists(p)]
+        for raw in settings.writable:
+            path = _expand(raw, home)
+            if not path.is_absolute():
+                path = root / path
+            if not path.exists():
+                raise InvalidInputError(
+                    f"config key sandbox.writable: {raw!r} does not exist ({path})",
+                    hint="create the folder, or remove it from sandbox.writable",
+                )
+            shared.append(os.path.realpath(path))
+        return cls(
+            settings,
+            backend,
+            backend.available(),
+            tuple(dict.fromkeys(shared)),
+            tuple(extra_env),
+            tuple(dict.fromkeys(missing)),
+        )
+
+    @property
+    def in_force(self) -> bool:
+        return self.settings.enabled and self.availability.usable
+
+    def writable_roots(self, workspace: Path) -> tuple[str, ...]:
+        return (os.path.realpath(workspace), *self.shared)
+
+    def policy_for(self, workspace: Path) -> SandboxPolicy | None:
+        """The policy of `workspace`'s children; None when the sandbox is off or missing."""
+        if not self.in_force:
+            return None
+        return SandboxPolicy(self.backend, self.writable_roots(workspace), self.env)
+
+    def missing_reason(self, *, no_sandbox: bool = False) -> str | None:
+        """Why children will run unconfined although the config wants a sandbox (None when
+        one is in force, or when it was turned off on purpose: `--no-sandbox`, enabled:
+        false)."""
+        if no_sandbox or not self.settings.enabled or self.availability.usable:
+            return None
+        return self.availability.detail
+
+    def check_unattended(self, *, no_sandbox: bool, command: str) -> None:
+        """`run --auto` and `watch` refuse to start without a sandbox unless told."""
+        reason = self.missing_reason(no_sandbox=no_sandbox)
+        if reason is None or not self.settings.required:
+            return
+        raise SandboxRequiredError(
+            f"no sandbox is available ({reason}): {command} would let agents and verification "
+            "commands write anywhere you can (the ledger, the config, the git folder)",
+            hint=f"run it where Landlock works (Linux 5.13+; `ai-sdlc doctor` shows why), or "
+            f"accept the risk: {command} --no-sandbox, or sandbox.required: false"
+            + (f" (and unset {SANDBOX_ENV})" if SANDBOX_ENV in reason else ""),
+        )
+
+
+def _expand(raw: str, home: Path) -> Path:
+    if raw == "~" or raw.startswith("~/"):
+        return home / raw[2:]
+    return Path(raw)
+
+
+def sandbox_policy_for(
+    workspace: Path, config: Any, *, environ: Mapping[str, str] | None = None
+) -> SandboxPolicy | None:
+    """The sandbox policy for children working in `workspace` under `config` (the project's
+    `Config`), or None when the sandbox is off or unavailable here. Pass the result to
+    `ai_sdlc.spawn.start_session(argv, sandbox=policy, ...)`."""
+    root = Path(config.path).parent.parent  # <root>/.ai-sdlc/config.yaml
+    return Sandbox.from_config(config, root=root, environ=environ).policy_for(workspace)
