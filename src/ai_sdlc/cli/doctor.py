@@ -121,11 +121,13 @@ def build_report(
     problems: list[str] = []
     config_invalid = False
     effective: dict[str, Any] = {}
+    sandbox: dict[str, Any] = {}
     try:
         config = load_config(root, environ=env)
         settings: dict[str, Any] = config.section("ai")
         limits = config.section("limits")
         effective = config.effective()
+        sandbox = sandbox_report(root, config, env)
     except AiSdlcError as exc:
         from ai_sdlc.secrets import redact
 
@@ -153,6 +155,7 @@ def build_report(
             "notice": notice,
         },
         "providers": rows,
+        "sandbox": sandbox,
         "environment": environment,
         "config": {
             "ai": redact_config(settings),
@@ -171,6 +174,41 @@ def build_report(
     }
 
 
+def sandbox_report(root: Path, config: Any, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The sandbox a run would apply here: in force or not and why, and its writable roots
+    (for a story's worktree, shown as `<worktree>`)."""
+    from ai_sdlc.sandbox import Sandbox
+
+    sandbox = Sandbox.from_config(config, root=root, environ=environ)
+    report: dict[str, Any] = {
+        "in_force": sandbox.in_force,
+        "enabled": sandbox.settings.enabled,
+        "required": sandbox.settings.required,
+        "backend": sandbox.backend.name,
+        "abi": sandbox.availability.abi,
+        "detail": sandbox.availability.detail,
+        "writable": ["<worktree>", "<private temp folder>", *sandbox.shared],
+        "missing_state_folders": list(sandbox.missing),
+    }
+    if not sandbox.settings.enabled:
+        report["detail"] = "turned off by sandbox.enabled: false"
+    return report
+
+
+def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
+    if not sandbox:
+        return
+    if sandbox["in_force"]:
+        out.line(f"sandbox: ✓ {sandbox['backend']} ({sandbox['detail']})")
+        out.line("  writable: " + ", ".join(sandbox["writable"]))
+        if sandbox["missing_state_folders"]:
+            out.line("  not present (not writable): " + ", ".join(sandbox["missing_state_folders"]))
+    else:
+        required = " (run --auto and watch refuse to start)" if sandbox["required"] else ""
+        out.line(f"sandbox: ✗ none: {sandbox['detail']}{required}")
+    out.line("")
+
+
 def _render_text(out: Any, report: dict[str, Any]) -> None:
     from ai_sdlc.cli.terminal import to_json
 
@@ -179,6 +217,7 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
     if sel["notice"]:
         out.warn(sel["notice"])
     out.line("")
+    _render_sandbox(out, report["sandbox"])
     out.line("providers:")
     for row in report["providers"]:
         mark = "ok " if row["usable"] else "-- "
