@@ -36,6 +36,7 @@ except OSError as exc:  # pragma: no cover - the CI and dev kernels have Landloc
     NO_LANDLOCK = f"this kernel has no usable Landlock ({exc.strerror})"
 else:
     NO_LANDLOCK = ""
+pytestmark = pytest.mark.usefixtures("git_env")
 needs_landlock = pytest.mark.skipif(ABI == 0, reason=NO_LANDLOCK or "Landlock available")
 
 SID = "S-0001"
@@ -116,14 +117,18 @@ attempt("remove ledger", lambda: os.remove(ledger))
 attempt("rm -rf .ai-sdlc/state", rm_state)
 attempt("raise limits.global_recovery", raise_limit)
 attempt("write story.md", append(story, "\ntotal_recovery_attempts: 0\n"))
-attempt("plant .git/hooks/post-checkout", append(os.path.join(hooks, "post-checkout"), "#!/bin/sh\n"))
+hook = os.path.join(hooks, "post-checkout")
+attempt("plant .git/hooks/post-checkout", append(hook, "#!/bin/sh\n"))
 attempt("git config core.hooksPath", hooks_path)
 attempt("write through a symlink", through_symlink)
 attempt("write through a hard link", through_hard_link)
 attempt("move README.md into the worktree", steal_readme)
-attempt("write the temp folder", append(os.path.join(os.environ.get("TMPDIR", "/tmp"), "scratch"), "ok"))
+scratch = os.path.join(os.environ.get("TMPDIR", "/tmp"), "scratch")
+attempt("write the temp folder", append(scratch, "ok"))
 if role == "agent" and phase in ("implement", "rework"):
     attempt("write the worktree", append("work.txt", phase + "\n"))
+    status = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
+    records.append({"role": role, "attack": "git status", "outcome": status.stdout.strip()})
 if role != "grandchild":
     done = subprocess.run([sys.executable, __file__, "grandchild", phase, root, reports])
     records.append({"role": role, "attack": "grandchild ran", "outcome": str(done.returncode)})
@@ -228,9 +233,7 @@ def flat(result: CliResult) -> str:
 
 # --- with the sandbox ---------------------------------------------------------------------------
 @needs_landlock
-def test_every_attack_of_an_agent_and_a_verify_command_is_denied(
-    tmp_path: Path, git_env: None
-) -> None:
+def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
     before = outside_worktree(root)
     hooks = sorted(os.listdir(root / ".git" / "hooks"))
@@ -245,7 +248,7 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(
     attacks = [
         r for r in tried if r["attack"] not in ("write the temp folder", "write the worktree")
     ]
-    attacks = [r for r in attacks if r["attack"] != "grandchild ran"]
+    attacks = [r for r in attacks if r["attack"] not in ("grandchild ran", "git status")]
     assert len({r["attack"] for r in attacks}) == 10
     escaped = [r for r in attacks if not r["outcome"].startswith("denied")]
     assert not escaped, escaped
@@ -254,6 +257,9 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(
     allowed = [r for r in tried if r["attack"] in ("write the temp folder", "write the worktree")]
     assert {r["attack"] for r in allowed} == {"write the temp folder", "write the worktree"}
     assert all(r["outcome"] == "done" for r in allowed), allowed
+    # git works read-only in the worktree (status sees the agent's change; it cannot stage).
+    statuses = [r["outcome"] for r in tried if r["attack"] == "git status"]
+    assert statuses and all(s == "?? work.txt" for s in statuses), statuses
     grandchildren = [r for r in tried if r["attack"] == "grandchild ran"]
     assert grandchildren and all(r["outcome"] == "0" for r in grandchildren)
 
@@ -274,29 +280,25 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(
 
 
 @needs_landlock
-def test_a_second_run_after_unblock_still_counts_from_the_intact_ledger(
-    tmp_path: Path, git_env: None
-) -> None:
-    """The attacks ran 20 times in the first run; the ledger a plain unblock reads is whole."""
+def test_after_the_attacks_a_plain_unblock_buys_nothing(tmp_path: Path) -> None:
+    """The ledger the next run reads is the one ai-sdlc wrote (appended to, never rewritten):
+    after a plain unblock the story is blocked again at once, and nothing more runs."""
     root, reports, _ = project(tmp_path)
     assert run(root, "run", SID).returncode == 5
     ledger = ledger_lines(root)
+    ran = len(attempts(reports))
     assert run_cli(root, "unblock", SID).returncode == 0
     again = run(root, "run", SID)
     assert again.returncode == 5, again.output
     assert LIMIT_10 in flat(again)
-    assert ledger_lines(root)[: len(ledger)] == ledger  # appended to, never rewritten
+    assert len(attempts(reports)) == ran  # no agent, no verification
+    assert ledger_lines(root)[: len(ledger)] == ledger
     assert frontmatter(root)["total_recovery_attempts"] == 10
-    assert all(
-        r["outcome"].startswith("denied")
-        for r in attempts(reports)
-        if r["attack"] not in ("write the temp folder", "write the worktree", "grandchild ran")
-    )
 
 
-# --- without it -----------------------------------------------------------------------------------
+# --- without it -----------------------------------------------------------------------------
 def test_without_a_sandbox_the_attacks_are_real_and_a_single_run_says_so_once(
-    tmp_path: Path, git_env: None
+    tmp_path: Path,
 ) -> None:
     """The control: the same script, the sandbox forced off, changes the config and plants
     the hook; the run warned once (stderr and the story's events)."""
@@ -315,7 +317,7 @@ def test_without_a_sandbox_the_attacks_are_real_and_a_single_run_says_so_once(
     assert (root / ".git" / "hooks" / "post-checkout").exists()
 
 
-def test_unattended_runs_refuse_to_start_without_a_sandbox(tmp_path: Path, git_env: None) -> None:
+def test_unattended_runs_refuse_to_start_without_a_sandbox(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
     off = {"AI_SDLC_SANDBOX": "off"}
     for args in (("run", "--auto"), ("run", "--batch", SID), ("watch", "--once")):
@@ -333,17 +335,15 @@ def test_unattended_runs_refuse_to_start_without_a_sandbox(tmp_path: Path, git_e
     assert attempts(reports)
 
 
-def test_sandbox_required_false_lets_an_unattended_run_start_with_a_warning(
-    tmp_path: Path, git_env: None
-) -> None:
-    root, reports, _ = project(tmp_path)
+def test_sandbox_required_false_lets_an_unattended_run_start_with_a_warning(tmp_path: Path) -> None:
+    root, _, _ = project(tmp_path)
     assert run_cli(root, "config", "sandbox.required", "false").returncode == 0
     result = run(root, "run", "--auto", AI_SDLC_SANDBOX="off")
     assert result.returncode == 6, result.output
     assert len([ln for ln in result.stderr.splitlines() if "no sandbox (" in ln]) == 1
 
 
-def test_the_environment_cannot_switch_the_sandbox_off(tmp_path: Path, git_env: None) -> None:
+def test_the_environment_cannot_switch_the_sandbox_off(tmp_path: Path) -> None:
     """`sandbox.enabled` and `sandbox.required` are guardrails: an AI_SDLC_SANDBOX__* variable
     may not loosen them (only the diagnostic AI_SDLC_SANDBOX=off, which runs --auto refuses)."""
     root, _, _ = project(tmp_path)
@@ -351,3 +351,32 @@ def test_the_environment_cannot_switch_the_sandbox_off(tmp_path: Path, git_env: 
         result = run(root, "run", SID, **{name: "false"})
         assert result.returncode == 3, result.output
         assert f"would loosen the guardrail {name[8:].lower().replace('__', '.')}" in flat(result)
+
+
+# --- doctor and config ------------------------------------------------------------------------
+def test_doctor_shows_the_sandbox_in_force_and_its_absence(tmp_path: Path) -> None:
+    root, reports, _ = project(tmp_path)
+    shown = run_cli(root, "doctor")
+    line = next(ln for ln in shown.stderr.splitlines() if ln.startswith("sandbox:"))
+    if ABI:
+        assert line.startswith(f"sandbox: ✓ landlock (Landlock ABI {ABI}")
+        writable = next(ln for ln in shown.stderr.splitlines() if "writable:" in ln)
+        assert "<worktree>" in writable and str(reports) in writable
+    data = json.loads(run_cli(root, "doctor", "--json").stdout)["sandbox"]
+    assert data["in_force"] is bool(ABI)
+    assert data["writable"][:2] == ["<worktree>", "<private temp folder>"]
+    off = run_cli(root, "doctor", env={"AI_SDLC_SANDBOX": "off"})
+    line = next(ln for ln in off.stderr.splitlines() if ln.startswith("sandbox:"))
+    assert line == (
+        "sandbox: ✗ none: turned off by AI_SDLC_SANDBOX=off (a diagnostic) "
+        "(run --auto and watch refuse to start)"
+    )
+
+
+def test_a_missing_writable_folder_is_a_clear_config_error(tmp_path: Path) -> None:
+    root, reports, _ = project(tmp_path)
+    reports.rmdir()
+    result = run(root, "run", SID)
+    assert result.returncode == 3, result.output
+    assert f"config key sandbox.writable: {str(reports)!r} does not exist" in flat(result)
+    assert "Traceback" not in result.output
