@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess as _subprocess
@@ -47,6 +48,12 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal
 
 
 _EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-config-")
+#: The suite's stand-in agents and verify commands record what they do (counters, pid markers)
+#: in the test's temp folder, outside the story's worktree, where the sandbox (on by default)
+#: denies writes. The suite widens it to the temp root (the sandbox stays in force: every child
+#: still goes through the launcher); tests/test_sandbox*.py set their own list, the real default.
+SANDBOX_WIDENED = {"AI_SDLC_SANDBOX__WRITABLE": f"[{json.dumps(tempfile.gettempdir())}]"}
+os.environ.update(SANDBOX_WIDENED)  # for tests that open a session in this process
 
 
 def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -60,6 +67,7 @@ def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     full_env["AI_SDLC_PROVIDER"] = "scripted"
     # Never the developer's own user config (~/.config/ai-sdlc): an empty folder of our own.
     full_env["AI_SDLC_CONFIG_HOME"] = _EMPTY_CONFIG_HOME
+    full_env.update(SANDBOX_WIDENED)
     if env:
         full_env.update(env)
     return full_env

@@ -198,8 +198,11 @@ def project(tmp_path: Path, *, template: list[str] | None = None) -> tuple[Path,
 
 
 def run(root: Path, *args: str, **env: str) -> CliResult:
-    """`ai-sdlc` with the configured command agent (the suite's default is `scripted`)."""
-    return run_cli(root, *args, env={"AI_SDLC_PROVIDER": "command", **env})
+    """`ai-sdlc` with the configured command agent (the suite's default is `scripted`) and the
+    project's own `sandbox.writable` (the suite widens it to the temp root through the
+    environment, see conftest: replaced here by the project file's list)."""
+    narrow = {"AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(root.parent / "reports")])}
+    return run_cli(root, *args, env={"AI_SDLC_PROVIDER": "command", **narrow, **env})
 
 
 def attempts(reports: Path) -> list[dict[str, Any]]:
@@ -356,16 +359,16 @@ def test_the_environment_cannot_switch_the_sandbox_off(tmp_path: Path) -> None:
 # --- doctor and config ------------------------------------------------------------------------
 def test_doctor_shows_the_sandbox_in_force_and_its_absence(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
-    shown = run_cli(root, "doctor")
+    shown = run(root, "doctor")
     line = next(ln for ln in shown.stderr.splitlines() if ln.startswith("sandbox:"))
     if ABI:
         assert line.startswith(f"sandbox: ✓ landlock (Landlock ABI {ABI}")
         writable = next(ln for ln in shown.stderr.splitlines() if "writable:" in ln)
         assert "<worktree>" in writable and str(reports) in writable
-    data = json.loads(run_cli(root, "doctor", "--json").stdout)["sandbox"]
+    data = json.loads(run(root, "doctor", "--json").stdout)["sandbox"]
     assert data["in_force"] is bool(ABI)
     assert data["writable"][:2] == ["<worktree>", "<private temp folder>"]
-    off = run_cli(root, "doctor", env={"AI_SDLC_SANDBOX": "off"})
+    off = run(root, "doctor", AI_SDLC_SANDBOX="off")
     line = next(ln for ln in off.stderr.splitlines() if ln.startswith("sandbox:"))
     assert line == (
         "sandbox: ✗ none: turned off by AI_SDLC_SANDBOX=off (a diagnostic) "

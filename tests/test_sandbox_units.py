@@ -206,7 +206,8 @@ def test_the_agent_loops_run_command_is_confined(tmp_path: Path) -> None:
 @needs_landlock
 def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> None:
     """The API other parts (worktree set-up commands) use: the worktree and the configured
-    folders writable, the checkout and its `.ai-sdlc/` not."""
+    folders writable, the checkout and its `.ai-sdlc/` not. (The config is read without the
+    environment: the suite widens the sandbox through it, see conftest.)"""
     root = tmp_path / "proj"
     StoryStore(root).init()
     extra = tmp_path / "m2"
@@ -214,7 +215,7 @@ def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> No
     (root / ".ai-sdlc" / "config.yaml").write_text(f"sandbox:\n  writable: [{str(extra)!r}]\n")
     worktree = root / ".ai-sdlc" / "worktrees" / "S-0001-x"
     worktree.mkdir(parents=True)
-    policy = sandbox_policy_for(worktree, load_config(root))
+    policy = sandbox_policy_for(worktree, load_config(root, environ={}))
     assert policy is not None
     assert policy.writable[0] == str(worktree.resolve())
     assert str(extra.resolve()) in policy.writable
@@ -227,7 +228,10 @@ def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> No
     assert seen == {"a": "written", "b": "written", "c": os.strerror(13), "d": os.strerror(13)}
     # Off: no policy at all (children then run unconfined, and a run says so).
     (root / ".ai-sdlc" / "config.yaml").write_text("sandbox:\n  enabled: false\n")
-    assert sandbox_policy_for(worktree, load_config(root)) is None
+    assert sandbox_policy_for(worktree, load_config(root, environ={})) is None
     assert (
-        sandbox_policy_for(worktree, load_config(root), environ={"AI_SDLC_SANDBOX": "off"}) is None
+        sandbox_policy_for(
+            worktree, load_config(root, environ={}), environ={"AI_SDLC_SANDBOX": "off"}
+        )
+        is None
     )

@@ -94,7 +94,7 @@ git:                           # in a git repository: one worktree and branch pe
 sandbox:                       # agents, tools and verify commands write only to their worktree
   enabled: true                # (Linux Landlock; see docs/sandbox.md). `run --no-sandbox`: off
   required: true               # run --auto / watch refuse to start where no sandbox is available
-  writable: []                 # more folders they may write, e.g. ["~/.m2", "~/.gradle"]
+  writable: []                 # more folders they may write, e.g. ["~/.gradle", "~/.cargo"]
 """
 
 
