@@ -52,6 +52,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/bench_edit.py
 	$(BIN)/python bench/bench_parallel.py
 	$(BIN)/python bench/bench_cluster.py
+	$(BIN)/python bench/bench_sandbox.py
 
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)

@@ -1,0 +1,130 @@
+"""The sandbox's cost per process: the same command started with and without the Landlock
+sandbox, alternately, in the same run (median of N each).
+
+Three kinds of child, through the code paths a run uses:
+- a verification step (`run_commands`, as `verify.test`): `true`, and `python -c pass`;
+- an agent call (`CommandProvider.execute`, the `command` provider): a small CLI agent that
+  reads its prompt on stdin, writes a file in the workspace and answers.
+
+Printed per kind: the median wall time unsandboxed and sandboxed (ms), the difference, and
+the ratio. Target: the sandbox adds <= 50 ms per process (PASS/FAIL); an agent call itself
+takes seconds. What the difference is made of: the launcher (`python -I -S launcher.py`, a
+Python start-up with no site-packages), three Landlock system calls, and one more `exec`.
+
+    python bench/bench_sandbox.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ai_sdlc.providers.base import Access, Phase, ProviderRequest
+from ai_sdlc.providers.command_provider import CommandProvider
+from ai_sdlc.sandbox import landlock
+from ai_sdlc.sandbox.backend import LandlockBackend
+from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.verify import run_commands
+
+#: Added wall time per sandboxed process, in seconds.
+TARGET = 0.050
+AGENT = """
+import sys
+prompt = sys.stdin.read()
+with open("answer.txt", "w") as fh:
+    fh.write(prompt[:100])
+print("implemented: " + prompt.splitlines()[0])
+"""
+
+
+def timed(fn: Callable[[], object], times: list[float]) -> None:
+    """Run `fn` once and append its wall time in ms."""
+    start = time.perf_counter()
+    fn()
+    times.append((time.perf_counter() - start) * 1000)
+
+
+def verification(workspace: Path, line: str, policy: SandboxPolicy | None) -> Callable[[], None]:
+    def run() -> None:
+        result = run_commands([("test", line)], cwd=workspace, timeout=60, sandbox=policy)
+        assert result.passed, result.failure_output
+
+    return run
+
+
+def agent_call(workspace: Path, script: Path, policy: SandboxPolicy | None) -> Callable[[], None]:
+    provider = CommandProvider(
+        workspace,
+        {"command": {"template": [sys.executable, str(script)], "prompt_via": "stdin"}},
+        environ=dict(os.environ),
+    )
+    request = ProviderRequest(
+        phase=Phase.IMPLEMENT,
+        prompt="Add a greeting\n\nWrite answer.txt.",
+        system_prompt="",
+        workspace=workspace,
+        access=Access.EDIT,
+        timeout=60,
+        story_id="S-0001",
+        sandbox=policy,
+    )
+
+    def run() -> None:
+        result = provider.execute(request)
+        assert result.text.startswith("implemented"), result.text
+
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    try:
+        abi = landlock.abi_version()
+    except OSError as exc:
+        print(f"no Landlock on this kernel ({exc.strerror}): nothing to measure")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        script = Path(tmp) / "agent.py"
+        script.write_text(AGENT)
+        policy = SandboxPolicy(LandlockBackend(), (str(workspace),))
+        kinds = {
+            "verify `true`": lambda p: verification(workspace, "true", p),
+            "verify `python -c pass`": lambda p: verification(
+                workspace, f"{sys.executable} -c pass", p
+            ),
+            "agent call (command provider)": lambda p: agent_call(workspace, script, p),
+        }
+        print(f"Sandbox cost per process (Landlock ABI {abi}, median of {args.runs}, alternating)")
+        print(f"{'':32} {'plain':>9} {'sandboxed':>10} {'added':>9} {'ratio':>6}")
+        worst = 0.0
+        for name, make in kinds.items():
+            plain_fn, boxed_fn = make(None), make(policy)
+            plain_fn(), boxed_fn()  # warm up: caches, imports
+            plain: list[float] = []
+            boxed: list[float] = []
+            for _ in range(args.runs):
+                timed(plain_fn, plain)
+                timed(boxed_fn, boxed)
+            p, b = statistics.median(plain), statistics.median(boxed)
+            worst = max(worst, b - p)
+            print(f"{name:32} {p:7.1f}ms {b:8.1f}ms {b - p:+7.1f}ms {b / p:5.2f}x")
+        verdict = "PASS" if worst <= TARGET * 1000 else "FAIL"
+        print(
+            f"most added per process: {worst:.1f} ms (target <= {TARGET * 1000:.0f} ms): {verdict}"
+        )
+        print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
