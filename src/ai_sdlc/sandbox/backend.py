@@ -69,6 +69,8 @@ def _landlock_availability() -> Availability:
     """Asked once per process: the kernel does not change under us."""
     if not sys.platform.startswith("linux"):
         return Availability(False, f"no sandbox backend for {sys.platform} (Landlock is Linux)")
+    if not LAUNCHER.is_file() or not sys.executable:  # e.g. a zipped or frozen install
+        return Availability(False, f"the sandbox launcher cannot be run ({LAUNCHER})")
     from ai_sdlc.sandbox import landlock
 
     try:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ai_sdlc.errors import AiSdlcError, ExitCode, InvalidInputError
 from ai_sdlc.sandbox.backend import SANDBOX_ENV, Availability, Backend, select_backend
@@ -44,8 +43,7 @@ class SandboxRequiredError(AiSdlcError):
     exit_code = ExitCode.FAILURE
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(msgspec.Struct, frozen=True):
     """A command line ready for `Popen`: the wrapped argv, its environment, its temp folder."""
 
     argv: list[str]
@@ -53,8 +51,7 @@ class Launch:
     tmpdir: str
 
 
-@dataclass(frozen=True)
-class SandboxPolicy:
+class SandboxPolicy(msgspec.Struct, frozen=True):
     """The writable roots of one workspace's children, and the backend that enforces them."""
 
     backend: Backend
@@ -67,6 +64,9 @@ class SandboxPolicy:
     ) -> Launch:
         """Resolve the program (as `Popen` would: FileNotFoundError/PermissionError when it
         cannot run), make the child's private temp folder and wrap the command line."""
+        import shutil  # (a run that starts no child never imports these)
+        import tempfile
+
         from ai_sdlc.environ import current
 
         environment = dict(current() if env is None else env)
@@ -87,6 +87,8 @@ class SandboxPolicy:
 def resolve_executable(program: str, env: Mapping[str, str], cwd: Any = None) -> str:
     """The file `execvpe(program)` would run with `env`'s PATH (from `cwd` for a relative
     path with a slash), or the error `Popen` raises when there is none."""
+    import shutil
+
     if os.sep in program:
         path = program if os.path.isabs(program) or cwd is None else os.path.join(cwd, program)
         if not os.path.exists(path):
@@ -100,8 +102,7 @@ def resolve_executable(program: str, env: Mapping[str, str], cwd: Any = None) ->
     return os.path.abspath(found)
 
 
-@dataclass(frozen=True)
-class SandboxSettings:
+class SandboxSettings(msgspec.Struct, frozen=True):
     """The `sandbox` config section."""
 
     enabled: bool = True
@@ -118,8 +119,7 @@ class SandboxSettings:
         )
 
 
-@dataclass(frozen=True)
-class Sandbox:
+class Sandbox(msgspec.Struct, frozen=True):
     """The sandbox of a session: settings, backend, and the roots common to every workspace."""
 
     settings: SandboxSettings
@@ -129,7 +129,7 @@ class Sandbox:
     shared: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     #: Tool state folders left out because they do not exist (for doctor).
-    missing: tuple[str, ...] = field(default=())
+    missing: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
