@@ -18,7 +18,7 @@ from ai_sdlc.config import load_config
 from ai_sdlc.providers.tools import run_confined
 from ai_sdlc.sandbox import landlock, sandbox_policy_for
 from ai_sdlc.sandbox.backend import LandlockBackend
-from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.spawn import start_session
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import run_commands
@@ -34,7 +34,7 @@ needs_landlock = pytest.mark.skipif(ABI == 0, reason="this kernel has no usable 
 TTY_HELPER = r"""
 import json, os, subprocess, sys
 from ai_sdlc.sandbox.backend import LandlockBackend
-from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.spawn import start_session
 out, scratch = sys.argv[1:3]
 os.close(os.open(os.ttyname(0), os.O_RDWR))  # a session leader's first tty: its terminal
@@ -235,3 +235,24 @@ def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> No
         )
         is None
     )
+
+
+def test_a_tool_state_folder_holding_the_project_is_not_writable(tmp_path: Path) -> None:
+    """A Ray worker's clone lives in ~/.cache/ai-sdlc/ray by default: granting ~/.cache would
+    grant the clone's ledger, config and git folder. Such a folder is left out."""
+    home = tmp_path / "home"
+    root = home / ".cache" / "ai-sdlc" / "ray" / "proj"
+    StoryStore(root).init()
+    (home / ".npm").mkdir()
+    environ = {"HOME": str(home)}
+    sandbox = Sandbox.from_config(load_config(root, environ={}), root=root, environ=environ)
+    assert sandbox.holding_project == (str(home / ".cache"),)
+    assert str((home / ".npm").resolve()) in sandbox.shared
+    assert not any(str(home / ".cache") in p for p in sandbox.shared)
+    if ABI:
+        policy = sandbox.policy_for(root)
+        assert policy is not None
+        proc = start_session(
+            _write_probe(home / ".cache" / "f"), cwd=root, stdout=subprocess.PIPE, sandbox=policy
+        )
+        assert proc.communicate()[0].decode().strip() == os.strerror(13)

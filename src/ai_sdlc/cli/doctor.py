@@ -189,6 +189,8 @@ def sandbox_report(root: Path, config: Any, environ: Mapping[str, str]) -> dict[
         "detail": sandbox.availability.detail,
         "writable": ["<worktree>", "<private temp folder>", *sandbox.shared],
         "missing_state_folders": list(sandbox.missing),
+        "state_folders_holding_the_project": list(sandbox.holding_project),
+        "writable_holding_the_project": list(sandbox.exposing),
     }
     if not sandbox.settings.enabled:
         report["detail"] = "turned off by sandbox.enabled: false"
@@ -203,6 +205,14 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
         out.line("  writable: " + ", ".join(sandbox["writable"]))
         if sandbox["missing_state_folders"]:
             out.line("  not present (not writable): " + ", ".join(sandbox["missing_state_folders"]))
+        if sandbox["state_folders_holding_the_project"]:
+            held = ", ".join(sandbox["state_folders_holding_the_project"])
+            out.line(f"  holding this project (not writable): {held}")
+        for raw in sandbox["writable_holding_the_project"]:
+            out.warn(
+                f"sandbox.writable {raw!r} holds this project: agents and verification commands "
+                "can write its .ai-sdlc/ (ledger, config) and git folder"
+            )
     else:
         required = " (run --auto and watch refuse to start)" if sandbox["required"] else ""
         out.line(f"sandbox: ✗ none: {sandbox['detail']}{required}")

@@ -130,6 +130,11 @@ class Sandbox(msgspec.Struct, frozen=True):
     env: tuple[tuple[str, str], ...] = ()
     #: Tool state folders left out because they do not exist (for doctor).
     missing: tuple[str, ...] = ()
+    #: Tool state folders left out because they hold the project (e.g. a Ray worker's clone
+    #: in ~/.cache): writing them would reach the project's ledger, config and git folder.
+    holding_project: tuple[str, ...] = ()
+    #: `sandbox.writable` folders that hold the project (the user's choice; doctor warns).
+    exposing: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -144,6 +149,9 @@ class Sandbox(msgspec.Struct, frozen=True):
         home = Path(env.get("HOME") or Path.home())
         shared: list[str] = []
         missing: list[str] = []
+        holding: list[str] = []
+        exposing: list[str] = []
+        project = Path(os.path.realpath(root))
         extra_env: list[tuple[str, str]] = []
         claude_dir = env.get(CLAUDE_DIR_ENV)
         if not claude_dir:
@@ -152,10 +160,12 @@ class Sandbox(msgspec.Struct, frozen=True):
         candidates = [_expand(d, home) for d in TOOL_STATE_DIRS]
         candidates.append(Path(claude_dir))
         for path in candidates:
-            if path.exists():
-                shared.append(os.path.realpath(path))
-            else:
+            if not path.exists():
                 missing.append(str(path))
+            elif project.is_relative_to(os.path.realpath(path)):
+                holding.append(str(path))
+            else:
+                shared.append(os.path.realpath(path))
         shared += [p for p in SYSTEM_WRITABLE if os.path.exists(p)]
         for raw in settings.writable:
             path = _expand(raw, home)
@@ -167,6 +177,8 @@ class Sandbox(msgspec.Struct, frozen=True):
                     hint="create the folder, or remove it from sandbox.writable",
                 )
             shared.append(os.path.realpath(path))
+            if project.is_relative_to(os.path.realpath(path)):
+                exposing.append(raw)
         return cls(
             settings,
             backend,
@@ -174,6 +186,8 @@ class Sandbox(msgspec.Struct, frozen=True):
             tuple(dict.fromkeys(shared)),
             tuple(extra_env),
             tuple(dict.fromkeys(missing)),
+            tuple(dict.fromkeys(holding)),
+            tuple(exposing),
         )
 
     @property
