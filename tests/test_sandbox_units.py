@@ -256,3 +256,28 @@ def test_a_tool_state_folder_holding_the_project_is_not_writable(tmp_path: Path)
             _write_probe(home / ".cache" / "f"), cwd=root, stdout=subprocess.PIPE, sandbox=policy
         )
         assert proc.communicate()[0].decode().strip() == os.strerror(13)
+
+
+@needs_landlock
+def test_claude_code_gets_its_config_folder(tmp_path: Path) -> None:
+    """Claude Code writes ~/.claude.json in $HOME unless CLAUDE_CONFIG_DIR names its folder:
+    sandboxed children get ~/.claude (writable), or the folder the user already chose."""
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    mine = tmp_path / "my-claude"
+    mine.mkdir()
+    root = tmp_path / "proj"
+    StoryStore(root).init()
+    config = load_config(root, environ={})
+    code = "import os; print(os.environ.get('CLAUDE_CONFIG_DIR'))"
+    for environ, expected in (
+        ({"HOME": str(home)}, str(home / ".claude")),
+        ({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(mine)}, str(mine)),
+    ):
+        policy = sandbox_policy_for(root, config, environ=environ)
+        assert policy is not None
+        assert os.path.realpath(expected) in policy.writable
+        proc = start_session(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, env=environ, sandbox=policy
+        )
+        assert proc.communicate()[0].decode().strip() == expected

@@ -19,7 +19,7 @@ Why Landlock applied by a launcher (measured on Linux 6.18, Landlock ABI 7, see 
 - So a tiny launcher (`launcher.py`, run with `python -I -S`) restricts itself and `execv`s the
   command: ~10-25 ms per process, against agent calls that take seconds.
 
-Backends are pluggable (`backend.Backend`: `available()` and `wrap(argv, writable)`): a macOS
+Backends are pluggable (`backend.Backend`: `available()` and `wrap(argv, policy)`): a macOS
 `sandbox-exec` backend would wrap the command line in a Seatbelt profile the same way. Only
 Linux Landlock is implemented; elsewhere the sandbox is unavailable, said once by a single
 run, and refused by `run --auto`/`watch` unless `--no-sandbox` or `sandbox.required: false`.

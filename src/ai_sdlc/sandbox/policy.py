@@ -77,7 +77,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 environment[name] = tmpdir
             for name, value in self.env:
                 environment.setdefault(name, value)
-            wrapped = self.backend.wrap([executable, *argv], [*self.writable, tmpdir])
+            mine = msgspec.structs.replace(self, writable=(*self.writable, tmpdir))
+            wrapped = self.backend.wrap([executable, *argv], mine)
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise
