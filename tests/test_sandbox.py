@@ -60,7 +60,8 @@ def attempt(name, action):
         outcome = "done"
     except OSError as exc:
         outcome = "denied: " + (exc.strerror or str(exc))
-    records.append({"role": role, "attack": name, "outcome": outcome})
+    tmp = os.environ.get("TMPDIR")
+    records.append({"role": role, "attack": name, "outcome": outcome, "tmp": tmp})
 
 def truncate_ledger():
     with open(ledger, "r+") as fh:
@@ -278,8 +279,16 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
     lines = ledger_lines(root)
     assert json.loads(lines[-1])["total"] == 10
     assert not any(e["action"] == "sandbox_unavailable" for e in story_events(root))
-    # The private temp folders are gone with their processes.
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("ai-sdlc-tmp-*/scratch"))
+    # Each agent and verify process had a private temp folder of its own (its grandchild
+    # inherits it), gone with the process.
+    temps = [r["tmp"] for r in tried if r["attack"] == "write the temp folder"]
+    own = [
+        r["tmp"]
+        for r in tried
+        if r["attack"] == "write the temp folder" and r["role"] != "grandchild"
+    ]
+    assert len(set(own)) == len(own) and set(temps) == set(own)
+    assert all(Path(f).name.startswith("ai-sdlc-tmp-") and not Path(f).exists() for f in own)
 
 
 @needs_landlock
