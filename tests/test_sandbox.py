@@ -332,12 +332,17 @@ def test_without_a_sandbox_the_attacks_are_real_and_a_single_run_says_so_once(
 def test_unattended_runs_refuse_to_start_without_a_sandbox(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
     off = {"AI_SDLC_SANDBOX": "off"}
-    for args in (("run", "--auto"), ("run", "--batch", SID), ("watch", "--once")):
+    for args, command in (
+        (("run", "--auto"), "ai-sdlc run --auto"),
+        (("run", "--batch", SID), "ai-sdlc run --batch"),
+        (("watch", "--once"), "ai-sdlc watch"),
+    ):
         refused = run(root, *args, **off)
         assert refused.returncode == 1, (args, refused.output)
         message = flat(refused)
         assert "no sandbox is available (turned off by AI_SDLC_SANDBOX=off" in message
-        assert "--no-sandbox" in message and "sandbox.required: false" in message
+        assert f"accept the risk: {command} --no-sandbox" in message
+        assert "sandbox.required: false" in message
     assert not attempts(reports)  # nothing ran
     assert frontmatter(root)["status"] == "backlog"
     # Told to, it runs: --no-sandbox, without a warning (the choice was explicit).

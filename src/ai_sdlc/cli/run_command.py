@@ -106,7 +106,8 @@ def execute(
     out.debug(describe_provider(session.provider.name, session.config))
     if auto or batch or resume or continue_:
         assert session.sandbox is not None
-        session.sandbox.check_unattended(no_sandbox=no_sandbox, command=_multi_command(auto))
+        which = "--auto" if auto else "--batch" if batch else "--resume" if resume else "--continue"
+        session.sandbox.check_unattended(no_sandbox=no_sandbox, command=f"ai-sdlc run {which}")
         report = session.run_many(
             story_ids=ids if batch else None,
             resume=resume,
@@ -127,10 +128,6 @@ def execute(
     if blocked:
         return int(ExitCode.BLOCKED)
     return 0
-
-
-def _multi_command(auto: bool) -> str:
-    return "ai-sdlc run --auto" if auto else "a multi-story run"
 
 
 def describe_provider(name: str, config: Any) -> str:
