@@ -1,16 +1,17 @@
 """Issue 22, the sandbox, through the real CLI on a real git project.
 
 A hostile `command` agent and a hostile `verify.test` (the same small script) try, every time
-they run, what issue 22 found an agent can do to escape the recovery limit: truncate or remove
-the story's ledger, `rm -rf .ai-sdlc/state`, raise `limits.global_recovery` in the config, plant
-`.git/hooks/post-checkout`, set `core.hooksPath` in the shared git config, write through a
-symlink or a hard link planted in the worktree, move a main-checkout file into the worktree, and
-do the same from a grandchild. Each attempt is written to a report folder the config makes
-writable (`sandbox.writable`), so the test reads what was denied. With the sandbox, every attempt
-is denied, everything outside the worktree is unchanged (checksummed), the agent's own work in
-the worktree (inside the main checkout) succeeds, and the story ends blocked at the limit with an
-honest count. With `AI_SDLC_SANDBOX=off` the same script succeeds (the attacks are real), a
-single run says once that there is no sandbox, and `run --auto`/`watch` refuse to start.
+they run, what issue 22 found an agent can do to escape the recovery limit: truncate, extend or
+remove the story's ledger, `rm -rf .ai-sdlc/state`, raise `limits.global_recovery` in the
+config, edit `story.md`, plant `.git/hooks/post-checkout`, set `core.hooksPath` in the shared
+git config, write through a symlink or a hard link planted in the worktree, move a main-checkout
+file into the worktree, and do the same from a grandchild. Each attempt is written to a report
+folder the config makes writable (`sandbox.writable`), so the test reads what was denied. With
+the sandbox, every attempt is denied, everything outside the worktree is unchanged
+(checksummed), the agent's own work in the worktree (inside the main checkout) succeeds, and the
+story ends blocked at the limit with an honest count. With `AI_SDLC_SANDBOX=off` the same
+script succeeds (the attacks are real), a single run says once that there is no sandbox, and
+`run --auto`/`watch` refuse to start.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def raise_limit():
         fh.write(text + "\nlimits:\n  global_recovery: 1000\n")
 
 attempt("truncate ledger", truncate_ledger)
+attempt("append a ledger line", append(ledger, '{"seq": 9999, "total": 0}\n'))
 attempt("remove ledger", lambda: os.remove(ledger))
 attempt("rm -rf .ai-sdlc/state", rm_state)
 attempt("raise limits.global_recovery", raise_limit)
@@ -253,7 +255,7 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
         r for r in tried if r["attack"] not in ("write the temp folder", "write the worktree")
     ]
     attacks = [r for r in attacks if r["attack"] not in ("grandchild ran", "git status")]
-    assert len({r["attack"] for r in attacks}) == 10
+    assert len({r["attack"] for r in attacks}) == 11
     escaped = [r for r in attacks if not r["outcome"].startswith("denied")]
     assert not escaped, escaped
     # What the sandbox allows still works: the private temp folder, and the worktree, which
