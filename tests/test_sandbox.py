@@ -401,3 +401,29 @@ def test_a_missing_writable_folder_is_a_clear_config_error(tmp_path: Path) -> No
     assert result.returncode == 3, result.output
     assert f"config key sandbox.writable: {str(reports)!r} does not exist" in flat(result)
     assert "Traceback" not in result.output
+
+
+@needs_landlock
+def test_outside_git_the_project_folder_is_the_workspace_and_the_rest_is_read_only(
+    tmp_path: Path,
+) -> None:
+    """In-place runs (no git): the workspace is the project folder itself, so the sandbox cannot
+    shield its `.ai-sdlc/` (the ledger catches lowered counters there), but nothing outside the
+    project can be written."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert run_cli(root, "init").returncode == 0
+    assert run_cli(root, "add", "Add multiply").returncode == 0
+    outside = tmp_path / "outside.txt"
+    code = (
+        "import sys\nopen('inside.txt', 'w').write('x')\n"
+        "try:\n    open(sys.argv[1], 'w').write('x')\nexcept OSError as exc:\n"
+        "    print('outside:', exc.strerror)\nsys.exit(1)\n"
+    )
+    line = shlex.join([sys.executable, "-c", code, str(outside)])
+    assert run_cli(root, "config", "verify.test", line).returncode == 0
+    result = run_cli(root, "run", SID, env={"AI_SDLC_SANDBOX__WRITABLE": "[]"})
+    assert result.returncode == 5, result.output
+    assert "outside: Permission denied" in result.stderr
+    assert not outside.exists()
+    assert (root / "inside.txt").exists()
