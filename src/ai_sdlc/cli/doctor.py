@@ -28,7 +28,13 @@ from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential", re.IGNORECASE)
 _ENV_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-_ENV_PLAIN = ("AI_SDLC_PROVIDER", "AI_SDLC_MODEL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+_ENV_PLAIN = (
+    "AI_SDLC_PROVIDER",
+    "AI_SDLC_MODEL",
+    "AI_SDLC_SANDBOX",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+)
 _BUILT_IN = {
     "scripted": "built in: offline, simulated answers (no AI involved)",
     "dry-run": "built in: prints prompts, calls nothing",
