@@ -13,10 +13,19 @@ made with `shield=False`). Python raises KeyboardInterrupt at any function entry
 `release` a `finally` or `__exit__` is about to run; a lock left held that way made the run's
 own clean-up wait forever for it. A wait for a lock held by another process stays
 interruptible.
+
+Lock files can be deleted under us (`git clean -xfd` removes the git-ignored `.ai-sdlc/.locks`).
+A flock belongs to an inode: once the file is gone, the next process creates a new one and
+"holds the same lock" too. So a flock only counts once the locked descriptor is still the file
+at its path (same device and inode; otherwise the new file is locked instead), and on Linux the
+lock is also the path's *name*: an abstract Unix socket bound under a name derived from the
+path, which no file deletion can free (the kernel frees it when its holder dies).
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import signal
 import sys
@@ -141,8 +150,9 @@ class SidecarLock:
             return
         self._local.depth = depth - 1
         if depth == 1:
-            fd, self._local.fd = self._local.fd, None
-            os.close(fd)  # closing the descriptor drops the flock
+            held, self._local.fd = self._local.fd, None
+            for fd in held:
+                os.close(fd)  # closing the descriptors drops the flock and the name
             if getattr(self._local, "shielded", False):
                 self._local.shielded = False
                 _Shield.lower()  # a Ctrl-C held back meanwhile is raised now
@@ -178,25 +188,100 @@ def held(lock: SidecarLock, *, busy: str, hint: str) -> Iterator[None]:
         lock.release()
 
 
-def _flock(path: str, timeout: float) -> int:
-    """Open `path` (created if missing, with its folder) and hold an exclusive flock on it."""
+def _flock(path: str, timeout: float) -> tuple[int, ...]:
+    """Hold `path`: its name (Linux: an abstract socket, see `_name_lock`) and an exclusive
+    flock on the file (created if missing, with its folder); the descriptors to close."""
     import fcntl
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     deadline = None if timeout < 0 else time.monotonic() + timeout
+    name = _name_lock(path)
+    fd = -1
     try:
         while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                pass
+            if name is not None and not name.held:
+                name.try_bind()
+            if name is None or name.held:
+                if fd < 0:
+                    fd = _open_lock_file(path)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pass
+                else:
+                    if _still_at(fd, path):
+                        return (fd,) if name is None else (fd, name.sock.detach())
+                    # Deleted or replaced (e.g. `git clean -xfd`) between our open and our
+                    # flock: a lock on an orphaned inode excludes nobody. Lock the new file.
+                    os.close(fd)
+                    fd = -1
+                    continue
             if _Shield.pending:
                 _Shield.deliver()  # Ctrl-C while waiting for another process: stop waiting
             if deadline is not None and time.monotonic() >= deadline:
                 raise LockTimeout(path)
             time.sleep(_POLL_SECONDS)
     except BaseException:  # a timeout, an interrupt while waiting, an OS error
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+        if name is not None:
+            name.close()
         raise
+
+
+class _NameLock:
+    """A lock on a lock file's *path*, not its inode (Linux): a bound abstract Unix socket whose
+    name is derived from the path. Deleting lock files (`git clean -xfd` on `.ai-sdlc/`) while
+    one is held lets a second process create and flock a new file; it cannot bind the same
+    name. The kernel frees the name when the holder dies, like a flock."""
+
+    def __init__(self, address: bytes) -> None:
+        import socket
+
+        self.address = address
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.held = False
+
+    def try_bind(self) -> None:
+        try:
+            self.sock.bind(self.address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+        else:
+            self.held = True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _name_lock(path: str) -> _NameLock | None:
+    """The path's name lock (None where abstract sockets do not exist: not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    folder, base = os.path.split(os.path.abspath(path))
+    key = f"{os.getuid()}:{os.path.realpath(folder)}/{base}".encode("utf-8", "surrogateescape")
+    digest = hashlib.sha256(key).hexdigest()[:40]
+    try:
+        return _NameLock(b"\0ai-sdlc-lock-" + digest.encode("ascii"))
+    except OSError:
+        return None
+
+
+def _open_lock_file(path: str) -> int:
+    """The lock file opened (created, with its folder, if missing)."""
+    for _ in range(9):
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:  # its folder is missing, or was removed meanwhile
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def _still_at(fd: int, path: str) -> bool:
+    """True when the locked descriptor is still the file at `path` (same device and inode)."""
+    try:
+        here = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (here.st_dev, here.st_ino)

@@ -1,0 +1,128 @@
+"""Locks that lose their file mid-run (`git clean -xfd` removes the git-ignored `.ai-sdlc/.locks`):
+a lock is only held once the file it locked is still the one at its path, so no two writers
+ever hold "the same" lock on two different inodes, and no update is lost or crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.locks import LockTimeout, SidecarLock
+from tests.store_support import make_project, minimal, write_story
+
+WRITERS = 4
+APPENDS = 50
+
+_WRITER = """
+import sys
+import time
+from pathlib import Path
+from ai_sdlc.store import StoryStore
+from ai_sdlc.workflow.transitions import StoryState
+
+owner = StoryState(StoryStore(Path(sys.argv[1])), limit=1000)
+Path(sys.argv[2]).write_text("ready")
+while not Path(sys.argv[3]).exists():
+    time.sleep(0.002)
+for _ in range(int(sys.argv[4])):
+    owner.record_recovery("S-0001", "api_retry")
+"""
+
+_DELETER = """
+import os, sys
+from pathlib import Path
+locks, started, stop = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+deleted = 0
+started.write_text("ready")
+while not stop.exists():
+    try:
+        names = os.listdir(locks)
+    except FileNotFoundError:
+        continue
+    for name in names:
+        try:
+            os.unlink(locks / name)
+            deleted += 1
+        except FileNotFoundError:
+            pass
+print(deleted)
+"""
+
+
+def test_a_lock_whose_file_is_deleted_while_held_still_excludes(tmp_path: Path) -> None:
+    path = tmp_path / "x.lock"
+    with SidecarLock(path, timeout=0):
+        os.unlink(path)  # `git clean -xfd` while held: a second locker makes a new file...
+        with pytest.raises(LockTimeout):
+            SidecarLock(path, timeout=0).acquire()  # ...but cannot take the lock
+        other = subprocess.run(
+            [sys.executable, "-c", _TRY_ONCE, str(path)], capture_output=True, text=True
+        )
+        assert other.stdout == "refused\n", other.stderr
+    with SidecarLock(path, timeout=0):  # let go: free again, at the new file
+        assert path.exists()
+
+
+_TRY_ONCE = """
+import sys
+from ai_sdlc.locks import LockTimeout, SidecarLock
+try:
+    SidecarLock(sys.argv[1], timeout=0).acquire()
+    print("acquired")
+except LockTimeout:
+    print("refused")
+"""
+
+
+def test_lock_files_deleted_during_a_run_lose_no_update(tmp_path: Path) -> None:
+    store = make_project(tmp_path, [])
+    write_story(store, "S-0001", minimal())
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    writers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _WRITER,
+                str(tmp_path),
+                f"{tmp_path}/w{i}",
+                str(go),
+                str(APPENDS),
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(WRITERS)
+    ]
+    stop = tmp_path / "stop"
+    deleter = subprocess.Popen(
+        [sys.executable, "-c", _DELETER, str(store.locks_dir), str(tmp_path / "d"), str(stop)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    for marker in [tmp_path / f"w{i}" for i in range(WRITERS)] + [tmp_path / "d"]:
+        while not marker.exists():
+            for proc in [*writers, deleter]:
+                assert proc.poll() is None or proc.returncode == 0, proc.args
+    go.write_text("go")
+    errors = [proc.communicate(timeout=300)[1] for proc in writers]
+    stop.write_text("stop")
+    deleted = int(deleter.communicate(timeout=60)[0])
+    assert [proc.returncode for proc in writers] == [0] * WRITERS, "\n".join(errors)
+    assert not any("FileNotFoundError" in e for e in errors), errors
+    assert deleted > 0  # the lock files really were deleted under the writers
+    text = (store.stories_dir / "S-0001" / "story.md").read_text()
+    assert f"total_recovery_attempts: {WRITERS * APPENDS}\n" in text
+    ledger = store.ai_dir / "state" / "ledger" / "S-0001.jsonl"
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    recoveries = [e for e in entries if e.get("op") == "recovery"]
+    assert len(recoveries) == WRITERS * APPENDS
+    assert recoveries[-1]["total"] == WRITERS * APPENDS
+    assert sorted(e["total"] for e in recoveries) == list(range(1, WRITERS * APPENDS + 1))
