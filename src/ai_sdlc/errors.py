@@ -6,6 +6,9 @@ stderr and its exit code, never a traceback.
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from enum import IntEnum
 
 
@@ -104,3 +107,56 @@ class BusyError(AiSdlcError):
     """Another process holds the run lock for this story."""
 
     exit_code = ExitCode.FAILURE
+
+
+class DiskFullError(AiSdlcError):
+    """A write failed for want of space (ENOSPC), quota (EDQUOT) or a failing disk (EIO).
+
+    Nothing a run writes is lost by it: every journal line is whole or absent, and an attempt
+    in flight is counted (now, or by the next run when even that write could not be made)."""
+
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, path: str, reason: str = "No space left on device") -> None:
+        super().__init__(
+            f"disk full: {path}",
+            hint=f"{reason}; free some space on that file system, then run the command again",
+        )
+        self.path = path
+
+
+#: errno values that mean the disk cannot take the write (EDQUOT is missing on Windows).
+DISK_ERRNOS = frozenset(
+    e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO) if e is not None
+)
+_DISK_TEXT = re.compile(r"No space left on device|Disk quota exceeded|Input/output error")
+_QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
+
+
+def disk_full(exc: BaseException, where: str | os.PathLike[str] = ".") -> DiskFullError | None:
+    """`exc` as a `DiskFullError` when it (or what it was raised from) is a failed write of a
+    full disk: an OSError with one of `DISK_ERRNOS`, or a git command whose error says so (the
+    path it names, else `where`). None otherwise; other errors keep their own message (our own
+    errors are followed only through an explicit `raise ... from`)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DiskFullError):
+            return current
+        if isinstance(current, OSError) and current.errno in DISK_ERRNOS:
+            path = current.filename if current.filename is not None else where
+            return DiskFullError(os.fsdecode(path), current.strerror or str(current))
+        if type(current).__name__ == "GitError":
+            text = str(current)
+            found = _DISK_TEXT.search(text)
+            if found:
+                named = _QUOTED_PATH.search(text)
+                return DiskFullError(named.group(1) if named else os.fspath(where), found[0])
+        if isinstance(current, AiSdlcError):
+            # Our own error says what happened, unless it was raised *from* a full disk
+            # (`raise ProviderRequestError(...) from exc` around a write).
+            current = current.__cause__
+            continue
+        current = current.__cause__ or current.__context__
+    return None

@@ -5,11 +5,15 @@ Atomic file replacement: readers see the old file or the new one, never a torn w
 The temp file lives in the target's folder (os.replace is atomic only within one file system),
 gets the target's permission bits back (mkstemp creates 0600), and is fsynced before the rename;
 the folder is fsynced after it so the rename itself survives a crash.
+
+Appends to a journal (`append_whole`) are whole lines or nothing: a torn tail is cut before the
+next append, a failed append is cut back. Every write checks for short writes (`write_all`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -53,11 +57,12 @@ def atomic_write_bytes(
         mode = _default_mode()
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
+        try:
+            write_all(fd, data, path)
             if durable:
-                os.fsync(handle.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
@@ -66,6 +71,67 @@ def atomic_write_bytes(
         raise
     if durable and sync_folder:
         fsync_dir(path.parent)
+
+
+def write_all(fd: int, data: bytes, path: str | os.PathLike[str]) -> None:
+    """Write all of `data`, going on after a short write; a write that makes no progress (a
+    full disk reports ENOSPC on the next call; a zero-length write is the same) raises, naming
+    `path` (an `os.write` error names no file)."""
+    view = memoryview(data)
+    while view:
+        try:
+            done = os.write(fd, view)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
+        if done <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path))
+        view = view[done:]
+
+
+def append_whole(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Append `data` (whole lines) to `path` so that it ends up there whole or not at all.
+
+    A torn tail (a line without its newline: a crash or a failed write mid-append) is cut off
+    first, so the new lines are never glued to it; a write that fails part-way (ENOSPC after a
+    short write) is cut back to where it started before the error is raised. Callers hold the
+    file's lock (or are its only writer): the cut-back assumes nobody appended meanwhile."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        size = _cut_torn_tail(fd, path)
+        try:
+            write_all(fd, data, path)
+            if durable:
+                os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _cut_torn_tail(fd: int, path: Path) -> int:
+    """Truncate the file after its last newline when it does not end with one; its new size."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            end = start + found + 1
+            break
+        end = start
+    try:
+        os.ftruncate(fd, end)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
+    return end
+
+
+_TAIL_CHUNK = 64 * 1024
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:

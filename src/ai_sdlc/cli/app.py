@@ -404,7 +404,7 @@ def main() -> None:
     if _asks_for_version_only(argv):
         sys.stdout.write(f"{PROG_NAME} {__version__}\n")
         sys.exit(0)
-    from ai_sdlc.errors import AiSdlcError, ExitCode
+    from ai_sdlc.errors import AiSdlcError, ExitCode, disk_full
 
     argv = hoist_global_options(argv)
     STATE.command = _command_name(argv)
@@ -422,6 +422,7 @@ def main() -> None:
             with _debug_logging(argv):
                 rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
     except AiSdlcError as exc:
+        exc = disk_full(exc, STATE.project) or exc  # a git command that hit a full disk
         fail(exc.message, hint=exc.hint, exit_code=int(exc.exit_code))
     except (KeyboardInterrupt, Interrupted):
         fail("interrupted", exit_code=int(ExitCode.INTERRUPTED))
@@ -431,6 +432,9 @@ def main() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(int(ExitCode.FAILURE))
     except Exception as exc:  # click usage errors and aborts come through here
+        full = disk_full(exc, STATE.project)  # ENOSPC/EDQUOT/EIO anywhere: no traceback
+        if full is not None:
+            fail(full.message, hint=full.hint, exit_code=int(full.exit_code))
         _handle_click_exception(exc)
     sys.exit(rc if isinstance(rc, int) else 0)
 

@@ -1,18 +1,20 @@
 """The per-story event log `.ai-sdlc/stories/<id>/events.jsonl`: one JSON object per line.
 
-Appends are single `write` calls on an O_APPEND descriptor, so concurrent writers never
-interleave inside a line. Readers skip a torn last line (a crash mid-append).
+Appends are single `write` calls on an O_APPEND descriptor, made by the story's lock holder (or
+a run's coordinator), whole or not at all (`fsutil.append_whole`: a torn tail is cut before the
+next append, a failed one cut back). Readers skip a torn line, and recover an event glued after
+one. Every line is redacted here, whoever the caller.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc.fsutil import append_whole
 from ai_sdlc.secrets import redact, secret_values
 
 EVENTS_FILE = "events.jsonl"
@@ -42,14 +44,7 @@ def append_events(folder: Path, events: list[dict[str, Any]]) -> None:
         redact(json.dumps(event, ensure_ascii=False, default=str), secrets, environ={}) + "\n"
         for event in events
     )
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(folder / EVENTS_FILE, flags, 0o644)
-    try:
-        data = text.encode("utf-8")
-        while data:  # a regular file takes it in one write; a short write goes on from there
-            data = data[os.write(fd, data) :]
-    finally:
-        os.close(fd)
+    append_whole(folder / EVENTS_FILE, text.encode("utf-8"))
 
 
 def read_events(folder: Path) -> Iterator[dict[str, Any]]:
@@ -66,6 +61,23 @@ def read_events(folder: Path) -> Iterator[dict[str, Any]]:
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError:
-                continue
+                value = _glued(raw)
             if isinstance(value, dict):
                 yield value
+
+
+def _glued(raw: str) -> Any:
+    """The event at the end of a line that holds a torn one before it (written by an older
+    version, which did not cut a torn tail before appending), or None."""
+    decoder = json.JSONDecoder()
+    start = raw.find("{", 1)
+    while start > 0:
+        try:
+            value, end = decoder.raw_decode(raw, start)
+        except json.JSONDecodeError:
+            pass
+        else:
+            if end == len(raw):
+                return value
+        start = raw.find("{", start + 1)
+    return None

@@ -351,9 +351,12 @@ def worker_main(
     except KeyboardInterrupt:
         finish("interrupted", reason="interrupted (Ctrl-C)")
     except BaseException as exc:  # the coordinator must always hear back
-        from ai_sdlc.errors import AiSdlcError
+        from ai_sdlc.errors import AiSdlcError, disk_full
 
-        if isinstance(exc, AiSdlcError):
+        full = disk_full(exc, spec.project)
+        if full is not None:  # ENOSPC/EDQUOT/EIO: said as such, not as a crash
+            finish("outcome", "error", full.message)
+        elif isinstance(exc, AiSdlcError):
             finish("outcome", "error", exc.message)
         else:
             last = traceback.format_exception_only(type(exc), exc)[-1].strip()

@@ -27,6 +27,7 @@ from ai_sdlc.errors import (
     RunHaltedError,
     StoryBlockedError,
     UnsafeWorkError,
+    disk_full,
 )
 from ai_sdlc.providers.base import (
     CallGuard,
@@ -52,7 +53,7 @@ from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
 from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
-from ai_sdlc.workflow.workspace import InPlace, Prepared, Workspace
+from ai_sdlc.workflow.workspace import AttemptRecord, InPlace, Prepared, Workspace
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every
 #: action either completes a phase or counts a recovery, so real runs end far sooner).
@@ -252,8 +253,12 @@ class StoryRunner:
             raise
         except BaseException as exc:
             why = "interrupted" if isinstance(exc, KeyboardInterrupt) else _describe(exc)
-            with contextlib.suppress(AiSdlcError):
-                self.owner.release(story_id, phase, why)
+            if disk_full(exc) is None:
+                with contextlib.suppress(AiSdlcError):
+                    self.owner.release(story_id, phase, why)
+            # else: a full disk failed the attempt, it did not end it; it stays reserved (and
+            # counted by the next action, as a crashed attempt is), whether or not this
+            # process could still have written a release.
             self._roll_back(checkpoint, why)
             raise
         self.checkpoints.discard(story_id)
@@ -348,7 +353,16 @@ class StoryRunner:
                 "Implementation is not making progress: two attempts failed with the same "
                 f"error and changed nothing. Last failure: {_first_line(summary)}"
             )
-        record = self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
+        # The attempt failed: it is counted whatever happens next. Saving its changes (a patch
+        # written to disk, the worktree put back) can itself fail on a full disk; then it is
+        # counted first and the failure raised after.
+        unsaved: Exception | None = None
+        try:
+            record = self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
+        except Exception as exc:
+            if disk_full(exc) is None:
+                raise
+            unsaved, record = exc, AttemptRecord()
         feedback = summary + (
             f"\n\nThe failed attempt changed: {record.summary}" if record.summary else ""
         )
@@ -374,6 +388,8 @@ class StoryRunner:
                 ),
             ),
         )
+        if unsaved is not None:
+            raise unsaved
 
     def _attempt_passed(
         self,

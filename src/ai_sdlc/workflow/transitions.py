@@ -299,8 +299,6 @@ class StoryState:
             txn.state.verified = None
             if artifact is not None:
                 self._write_artifact(txn, *artifact)
-            if patch is not None:
-                self._write_patch(txn, *patch)
             self._event(
                 txn,
                 "phase",
@@ -322,6 +320,8 @@ class StoryState:
                         why = limit.message(count)
                 if why is not None:
                     self._block(txn, why, "phase_limit")
+        if patch is not None:  # after the count is settled: a full disk cannot un-count it
+            self._write_patch(txn, *patch)
         self._raise_if_blocked(txn)
         return self._record(txn, kind)
 
