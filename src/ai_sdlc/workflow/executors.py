@@ -37,6 +37,8 @@ import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
+import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +143,9 @@ class LocalExecutor:
         self._inbox: Any = self._ctx.Queue()
         self._stop: Any = self._ctx.Event()
         self._slots: Any = self._ctx.BoundedSemaphore(max(1, verify_slots))
+        # The coordinator's lifeline: only this process holds the sending end, so a worker's
+        # receiving end reads end-of-file the moment the coordinator dies, however it dies.
+        self._lifeline, self._lifeline_end = self._ctx.Pipe(duplex=False)
         self._procs: dict[int, Any] = {}
         self._replies: dict[int, Any] = {}
         self._handles: dict[int, Handle] = {}
@@ -153,7 +158,16 @@ class LocalExecutor:
         replies = self._ctx.Queue()
         proc = self._ctx.Process(
             target=worker_main,
-            args=(self.spec, story_id, token, self._inbox, replies, self._stop, self._slots),
+            args=(
+                self.spec,
+                story_id,
+                token,
+                self._inbox,
+                replies,
+                self._stop,
+                self._slots,
+                self._lifeline,
+            ),
             name=f"ai-sdlc-{story_id}",
             daemon=True,
         )
@@ -245,7 +259,8 @@ class _Link:
         self.stop = stop
         self.runner = runner
         self.baseline: dict[str, Any] = _usage_dict(runner.run_usage)
-        self.parent = os.getppid()
+        #: Set by the lifeline watcher when the coordinator is gone.
+        self.lost = threading.Event()
 
     def send(self, kind: str, payload: Any) -> None:
         self.outbox.put((self.token, kind, payload))
@@ -260,7 +275,7 @@ class _Link:
                 answer: Answer = self.replies.get(timeout=_ASK_POLL)
                 return answer
             except queue_mod.Empty:
-                if os.getppid() != self.parent:  # the coordinator is gone: stop here
+                if self.lost.is_set():  # the coordinator is gone: stop here
                     raise StopRequested("the coordinator of the run is gone") from None
 
     def usage_delta(self) -> dict[str, Any]:
@@ -329,6 +344,7 @@ def worker_main(
     replies: Any,
     stop: Any,
     slots: Any,
+    lifeline: Any = None,
 ) -> None:
     """A worker process: open a session on the project, run one story, report the result."""
     with contextlib.suppress(OSError):
@@ -338,6 +354,14 @@ def worker_main(
     with contextlib.suppress(OSError):
         os.chdir(spec.cwd)
     link: _Link | None = None
+    lost = threading.Event()
+    if lifeline is not None:
+        threading.Thread(
+            target=_watch_lifeline,
+            args=(lifeline, lost, stop, outbox),
+            name="lifeline",
+            daemon=True,
+        ).start()
 
     def finish(kind: str, result: str | None = None, reason: str = "") -> None:
         usage = link.usage_delta() if link is not None else {}
@@ -347,6 +371,7 @@ def worker_main(
 
     try:
         link = _open(spec, token, outbox, replies, stop, slots)
+        link.lost = lost
         finish(*_run(link, story_id))
     except KeyboardInterrupt:
         finish("interrupted", reason="interrupted (Ctrl-C)")
@@ -364,6 +389,31 @@ def worker_main(
     finally:
         outbox.close()
         outbox.join_thread()
+
+
+#: Seconds a worker whose coordinator died has to wind down (its phase rolled back, its agent
+#: or verification command ended) before it ends itself at once.
+LOST_GRACE = 30.0
+
+
+def _watch_lifeline(lifeline: Any, lost: threading.Event, stop: Any, outbox: Any) -> None:
+    """Wait for the coordinator's death (end-of-file on the lifeline), then end this worker as
+    a Ctrl-C would: the phase in flight is rolled back and its children ended (the attempt is
+    released, as on Ctrl-C). Not `getppid`
+    (a worker's parent is the fork server, which may outlive the coordinator) and not
+    `PR_SET_PDEATHSIG` (same reason; Linux only)."""
+    try:
+        while True:
+            lifeline.recv_bytes()  # nothing is ever sent: this returns only on end-of-file
+    except (EOFError, OSError):
+        pass
+    lost.set()
+    outbox.cancel_join_thread()  # nobody reads the results any more: never wait to send them
+    if not stop.is_set():  # else the coordinator stopped or interrupted us already: no second
+        with contextlib.suppress(OSError):
+            os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(LOST_GRACE)
+    os._exit(1)
 
 
 def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, slots: Any) -> _Link:
