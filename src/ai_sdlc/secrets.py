@@ -103,6 +103,23 @@ def mask_urls(text: str) -> str:
     return _URL.sub(lambda m: mask_url(m.group(0)), text)
 
 
+def redact_title(title: object) -> str:
+    """A story title as it may leave the story file (commit subject, PR title and body, branch
+    and worktree name, report): one line, with the redaction the PR body gets."""
+    return redact(" ".join(str(title or "").split()))
+
+
+def redact_tree(value: object) -> object:
+    """`value` (JSON-like data) with every string in it redacted (keys left as they are)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(v) for v in value]
+    return value
+
+
 def redact(
     text: str, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None
 ) -> str:

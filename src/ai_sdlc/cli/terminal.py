@@ -3,6 +3,9 @@
 Human output and errors go to stderr (rich when a terminal is attached, plain text otherwise,
 no colour under NO_COLOR); machine output (`--json`) goes to stdout as plain JSON or NDJSON.
 
+Everything written to either stream is redacted on its way out (`RedactingStream`): callers
+never need to remember to.
+
 Verbosity (`-q` / `-v`): quiet keeps errors and results (`error`, `success`, `line`, `render`,
 stdout) and drops notes, warnings and progress (`info`, `warn`, `progress`, `status`); verbose
 adds `debug` lines, including whatever the core logs on the `ai_sdlc` logger at DEBUG level.
@@ -42,6 +45,32 @@ def to_json(value: Any, *, indent: int | None = None) -> str:
     return json.dumps(value, default=_json_default, ensure_ascii=False, indent=indent)
 
 
+class RedactingStream:
+    """A text stream that masks secrets in everything written through it: the terminal layer's
+    one seam, so no progress line, error, debug line, table or `--json` event reaches a stream
+    with a secret in it, whoever formatted it. (rich writes each printed renderable, and the
+    live status each refresh, in one `write`; our own lines are one `write` each.)"""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class Terminal:
     def __init__(
         self,
@@ -53,8 +82,8 @@ class Terminal:
     ) -> None:
         self.json_mode = json_mode
         self.verbosity = verbosity
-        self._stdout = stdout if stdout is not None else sys.stdout
-        self._stderr = stderr if stderr is not None else sys.stderr
+        self._stdout: IO[str] = RedactingStream(stdout if stdout is not None else sys.stdout)  # type: ignore[assignment]
+        self._stderr: IO[str] = RedactingStream(stderr if stderr is not None else sys.stderr)  # type: ignore[assignment]
         self.is_tty = self._stderr.isatty()
         self._console: Console | None = None
 
@@ -116,7 +145,7 @@ class Terminal:
     def debug(self, text: str) -> None:
         """Only with `-v`: what was decided and why (provider, model, project, policy)."""
         if self.verbose:
-            self.line(f"debug: {redact(text)}", style="dim")
+            self.line(f"debug: {text}", style="dim")
 
     @contextmanager
     def debug_logging(self) -> Iterator[None]:
@@ -143,7 +172,6 @@ class Terminal:
             logger.setLevel(level)
 
     def error(self, text: str, *, hint: str | None = None) -> None:
-        text = redact(text)
         self.line(f"error: {text}", style="bold red")
         if hint:
             self.line(f"  hint: {hint}")
@@ -182,5 +210,5 @@ class Terminal:
 
     def error_event(self, message: str, *, hint: str | None, exit_code: int) -> None:
         """The last line of a failed `--json` command: why it stopped, as NDJSON."""
-        event = {"event": "error", "message": redact(message), "hint": hint}
+        event = {"event": "error", "message": message, "hint": hint}
         self.ndjson({**event, "exit_code": exit_code})

@@ -23,7 +23,7 @@ import msgspec
 
 from ai_sdlc.git import incoming, repo, staging
 from ai_sdlc.git.run import GitError, git
-from ai_sdlc.secrets import redact
+from ai_sdlc.secrets import redact, redact_title
 
 #: Files listed by name in a failed attempt's summary before "… and N more".
 SUMMARY_FILES = 10
@@ -93,7 +93,7 @@ def adopt_head(
 
 def commit_message(story: Any, attempt: int) -> str:
     fm: Mapping[str, Any] = story.frontmatter
-    title = " ".join(str(fm.get("title", "")).split()) or story.id
+    title = redact_title(fm.get("title", "")) or story.id
     total = int(fm.get("total_recovery_attempts") or 0)
     trailers = [
         f"AI-SDLC-Story: {story.id}",

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from ai_sdlc.git.run import REMOTE_TIMEOUT, Completed, GitError, failure, run
-from ai_sdlc.secrets import redact
+from ai_sdlc.secrets import redact, redact_title
 
 T = TypeVar("T")
 
@@ -133,14 +133,14 @@ def plan_summary(story_folder: Path) -> str | None:
 
 
 def pr_title(story: Any) -> str:
-    title = " ".join(str(story.frontmatter.get("title", "")).split())
+    title = redact_title(story.frontmatter.get("title", ""))
     return f"{story.id}: {title}" if title else story.id
 
 
 def pr_body(story: Any, *, verification: str, breakdown: str) -> str:
     """The PR description: the story, its plan, how it was verified, what recovery it took."""
     fm: Mapping[str, Any] = story.frontmatter
-    parts = [f"**{story.id}**: {' '.join(str(fm.get('title', '')).split())}"]
+    parts = [f"**{story.id}**: {redact_title(fm.get('title', ''))}"]
     plan = plan_summary(story.folder)
     if plan:
         parts.append("## Plan\n\n" + plan)

@@ -16,6 +16,7 @@ import msgspec
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import GitError, git, pin, unpin
 from ai_sdlc.locks import SidecarLock
+from ai_sdlc.secrets import redact_title
 from ai_sdlc.store.ids import slugify
 
 BRANCH_PREFIX = "ai-sdlc/"
@@ -45,7 +46,7 @@ class Worktree(msgspec.Struct, frozen=True):
 
 def story_name(story_id: str, slug: str | None) -> str:
     """`S-0001-add-login`: the branch suffix and the worktree folder's name."""
-    clean = slugify(slug or "") if slug else ""
+    clean = slugify(redact_title(slug)) if slug else ""  # a slug made before titles were redacted
     return f"{story_id}-{clean}" if clean and clean != "story" else story_id
 
 

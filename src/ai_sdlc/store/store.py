@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.errors import InvalidInputError, StoryNotFoundError, UsageError
+from ai_sdlc.secrets import redact, redact_title
 from ai_sdlc.store import ids, schema
 from ai_sdlc.store.cache import Stamp, StoryCache, stamp_of
 from ai_sdlc.store.story import Story, StoryScan
@@ -192,7 +193,7 @@ class StoryStore:
     def write_artifact(
         self, story_id: str, name: str, text: str, *, sync_folder: bool = True
     ) -> Path:
-        """Atomically write an artifact (never `story.md`: that goes through `edit`).
+        """Atomically write an artifact (never `story.md`: that goes through `edit`), redacted.
         `sync_folder=False`: the caller fsyncs the story's folder (an `edit` writing `story.md`
         does), so one folder fsync makes both renames durable."""
         from ai_sdlc import fsutil
@@ -200,7 +201,9 @@ class StoryStore:
         if name == STORY_FILE:
             raise UsageError("story.md is written through StoryStore.edit, not as an artifact")
         path = self.artifact_path(story_id, name)
-        fsutil.atomic_write_bytes(path, text.encode("utf-8"), sync_folder=sync_folder)
+        # Artifacts are agent text (research, plan, review): redacted here, whoever writes them.
+        data = redact(text).encode("utf-8")
+        fsutil.atomic_write_bytes(path, data, sync_folder=sync_folder)
         return path
 
     def replace_unreadable(self, story_id: str, data: bytes) -> None:
@@ -437,7 +440,7 @@ class StoryStore:
             fields: list[tuple[str, Any]] = [
                 ("id", folder.name),
                 ("title", clean_title),
-                ("slug", ids.slugify(clean_title)),
+                ("slug", ids.slugify(redact_title(clean_title))),  # names the branch
                 ("priority", priority),
                 ("status", status),
                 ("type", type),

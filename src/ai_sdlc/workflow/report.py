@@ -18,9 +18,10 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ai_sdlc.errors import AiSdlcError
+from ai_sdlc.secrets import redact_title, redact_tree
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.events import read_events
 from ai_sdlc.workflow.ledger import KIND_LABELS
@@ -86,7 +87,7 @@ def load_inputs(
         except (AiSdlcError, OSError):
             story = None
         if story is not None:
-            inputs.title = story.title
+            inputs.title = redact_title(story.title)
             usage = story.frontmatter.get("usage")
             inputs.usage = dict(usage) if isinstance(usage, Mapping) else {}
         inputs.events = list(read_events(store.folder(s.story_id)))
@@ -465,8 +466,10 @@ def report_for(
     conditions: StopConditions,
     now: dt.datetime,
 ) -> dict[str, Any]:
-    """Read and build in one call (what the CLI uses)."""
+    """Read and build in one call (what the CLI uses). Every string in it is redacted here,
+    the one way into both the JSON and the HTML report (titles, reasons, feedback)."""
     repo = RunRepository(ai_dir)
-    return build_report(
+    data = build_report(
         load_inputs(store, repo, state, global_limit=global_limit, conditions=conditions, now=now)
     )
+    return cast(dict[str, Any], redact_tree(data))

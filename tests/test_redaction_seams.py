@@ -1,0 +1,131 @@
+"""Issue 22, cases 9 and 10 through the real CLI: one redaction at every way out.
+
+Secrets are fed in the ways they really arrive: an `sk-proj-…` token and the value of an
+environment variable named like a password in a review's feedback (agent text), a Bearer token in
+a provider's error messages (an auth failure, then server errors that are retried), and a token
+in the story's title. Then every stream of every command, every file under the project (the
+story file, a copy of what the user wrote, aside), the git history and branch names of the
+project and its origin, and the pull request `gh` was asked to open are searched for them.
+
+The fake secrets are built at run time, so the repository's own secret scan never sees one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult, run_cli
+from tests.fakes.gh_support import gh_calls, install_gh
+from tests.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+SID = "S-0001"
+TOKEN = "sk-" + "proj-" + "Q7w" * 8  # agent text
+PASSWORD = "Tr0ub4dor" + "-and-" + "staple-77"  # the value of DEPLOY_PASSWORD, in agent text
+BEARER = "eyJ" + "hbGciOi" * 4  # a provider's error message: "Bearer <this>"
+TITLE_TOKEN = "sk-" + "proj-" + "T1tle" * 5  # in the story's title
+AGENT_SECRETS = (TOKEN, PASSWORD, BEARER)
+
+#: Files that are the user's own story (or a copy of it): the title they typed stays there.
+USER_COPIES = ("story.md", "checkpoints", ".cache")
+
+
+def rules() -> str:
+    feedback = f"The key {TOKEN} is hard-coded; the deploy password {PASSWORD} is logged too."
+    return (
+        "rules:\n"
+        "  - phase: research\n    times: 1\n"
+        f"    fault: {{kind: auth, message: 'upstream said: Authorization: Bearer {BEARER}'}}\n"
+        "  - phase: research\n    times: 2\n"
+        f"    fault: {{kind: server, message: '503 from the proxy for Bearer {BEARER}'}}\n"
+        "  - phase: review\n    times: 1\n    decision: REJECTED\n"
+        f"    feedback: {json.dumps(feedback)}\n"
+    )
+
+
+def leaks(text: str, *, title_too: bool = True) -> list[str]:
+    found = [s for s in AGENT_SECRETS if s in text]
+    if title_too and TITLE_TOKEN in text:
+        found.append(TITLE_TOKEN)
+    return found
+
+
+def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path)
+    root = repo.root
+    bin_dir = tmp_path / "bin"
+    install_gh(bin_dir)
+    gh_log = tmp_path / "gh.log"
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_GH_LOG": str(gh_log),
+        "DEPLOY_PASSWORD": PASSWORD,
+        "AI_SDLC_PROVIDER": "",
+    }
+    sid = repo.story(f"Fix the login {TITLE_TOKEN} leak")
+    assert sid == SID
+    repo.commit_all("add the story")
+    passing = shlex.join([sys.executable, "-c", "pass"])
+    (root / ".ai-sdlc" / "config.yaml").write_text(f"verify:\n  test: {json.dumps(passing)}\n")
+    (root / ".ai-sdlc" / "scripted.yaml").write_text(rules())
+
+    results: list[CliResult] = []
+
+    def cli(*args: str, subprocess: bool = False) -> CliResult:
+        result = run_cli(root, *args, env=env, timeout=180, subprocess=subprocess)
+        results.append(result)
+        return result
+
+    first = cli("run", SID, subprocess=True)  # the provider's auth failure: exit 4
+    assert first.returncode == 4, first.output
+    assert "***" in first.stderr  # the error line was there, masked
+    second = cli("run", "--auto", "--json")  # server errors retried, a review sent back, done
+    assert second.returncode == 0, second.output
+    progress = [json.loads(line) for line in second.stdout.splitlines()]
+    assert any(e.get("event") == "recovery" for e in progress), second.stdout
+    assert "(rework)" not in second.stderr  # --json: progress is on stdout
+    fm = json.loads(cli("show", SID, "--json").stdout)["frontmatter"]
+    assert fm["status"] == "done", fm
+    assert fm["recovery_breakdown"] == {"api_retry": 2, "rework": 1}
+    cli("log", SID)
+    cli("log", SID, "--json")
+    cli("status")
+    cli("runs")
+    report = root / "report.html"
+    assert cli("report", "--html", str(report)).returncode == 0
+    assert cli("report", "--json").returncode == 0
+    verbose = cli("-v", "run", SID)  # debug lines too
+    assert verbose.returncode == 0, verbose.output
+
+    # Both streams of every command.
+    for result in results:
+        assert not leaks(result.stdout + result.stderr), result.output
+    # Every file under the project, its git folder included (loose objects are compressed:
+    # the history is searched below).
+    rules_file = root / ".ai-sdlc" / "scripted.yaml"  # the scripted agent itself: the source
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p != rules_file):
+        text = path.read_bytes().decode("utf-8", "replace")
+        copy = any(part in USER_COPIES for part in path.relative_to(root).parts)
+        assert not leaks(text, title_too=not copy), path
+    assert report.exists() and "Fix the login *** leak" in report.read_text()
+    # Commit subjects, branch and worktree names, in the project and on its origin.
+    for where in (root, repo.origin):
+        assert where is not None
+        history = git(where, "log", "--all", "--format=%s%n%b")
+        refs = git(where, "for-each-ref", "--format=%(refname)")
+        assert not leaks(history + refs), history + refs
+    assert f"feat({SID}): Fix the login *** leak" in git(root, "log", "--all", "--format=%s")
+    # The pull request: title and body.
+    creates = [c for c in gh_calls(gh_log) if c[:2] == ["pr", "create"]]
+    assert len(creates) == 1
+    assert not leaks(json.dumps(creates[0])), creates[0]
+    assert creates[0][creates[0].index("--title") + 1] == f"{SID}: Fix the login *** leak"
