@@ -37,24 +37,29 @@ AGENT_SECRETS = (TOKEN, PASSWORD, BEARER)
 USER_COPIES = ("story.md", "checkpoints", ".cache")
 
 
+PLAN = f"# Plan\n\nRotate {TOKEN} first (it is in the logs).\n"
+
+
 def rules() -> str:
     feedback = f"The key {TOKEN} is hard-coded; the deploy password {PASSWORD} is logged too."
     return (
         "rules:\n"
-        "  - phase: research\n    times: 1\n"
+        "  - phase: research\n    times: 2\n"
         f"    fault: {{kind: auth, message: 'upstream said: Authorization: Bearer {BEARER}'}}\n"
         "  - phase: research\n    times: 2\n"
         f"    fault: {{kind: server, message: '503 from the proxy for Bearer {BEARER}'}}\n"
+        "  - phase: plan\n"
+        f"    respond: {json.dumps(PLAN)}\n"
         "  - phase: review\n    times: 1\n    decision: REJECTED\n"
         f"    feedback: {json.dumps(feedback)}\n"
     )
 
 
 def leaks(text: str, *, title_too: bool = True) -> list[str]:
-    found = [s for s in AGENT_SECRETS if s in text]
-    if title_too and TITLE_TOKEN in text:
-        found.append(TITLE_TOKEN)
-    return found
+    """The secrets found in `text`, in any case (a branch name is lower-cased)."""
+    folded = text.lower()
+    wanted = (*AGENT_SECRETS, TITLE_TOKEN) if title_too else AGENT_SECRETS
+    return [s for s in wanted if s.lower() in folded]
 
 
 def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
@@ -75,7 +80,9 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     assert sid == SID
     repo.commit_all("add the story")
     passing = shlex.join([sys.executable, "-c", "pass"])
-    (root / ".ai-sdlc" / "config.yaml").write_text(f"verify:\n  test: {json.dumps(passing)}\n")
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"verify:\n  test: {json.dumps(passing)}\nrun:\n  cooldown_seconds: 0\n"
+    )
     (root / ".ai-sdlc" / "scripted.yaml").write_text(rules())
 
     results: list[CliResult] = []
@@ -88,7 +95,9 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     first = cli("run", SID, subprocess=True)  # the provider's auth failure: exit 4
     assert first.returncode == 4, first.output
     assert "***" in first.stderr  # the error line was there, masked
-    second = cli("run", "--auto", "--json")  # server errors retried, a review sent back, done
+    # In a run: the auth failure again (its state records the error), then server errors
+    # retried, a review sent back, done.
+    second = cli("run", "--auto", "--json")
     assert second.returncode == 0, second.output
     progress = [json.loads(line) for line in second.stdout.splitlines()]
     assert any(e.get("event") == "recovery" for e in progress), second.stdout
@@ -116,6 +125,9 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
         text = path.read_bytes().decode("utf-8", "replace")
         copy = any(part in USER_COPIES for part in path.relative_to(root).parts)
         assert not leaks(text, title_too=not copy), path
+        if path.name == "story.md":  # the user's title stays, but the slug (the branch) is ours
+            slug = [ln for ln in text.splitlines() if ln.startswith("slug:")]
+            assert slug and not leaks(slug[0]), slug
     assert report.exists() and "Fix the login *** leak" in report.read_text()
     # Commit subjects, branch and worktree names, in the project and on its origin.
     for where in (root, repo.origin):

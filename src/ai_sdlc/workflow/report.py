@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ai_sdlc.errors import AiSdlcError
-from ai_sdlc.secrets import redact_title, redact_tree
+from ai_sdlc.secrets import redact_tree
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.events import read_events
 from ai_sdlc.workflow.ledger import KIND_LABELS
@@ -87,7 +87,7 @@ def load_inputs(
         except (AiSdlcError, OSError):
             story = None
         if story is not None:
-            inputs.title = redact_title(story.title)
+            inputs.title = story.title
             usage = story.frontmatter.get("usage")
             inputs.usage = dict(usage) if isinstance(usage, Mapping) else {}
         inputs.events = list(read_events(store.folder(s.story_id)))
