@@ -141,3 +141,10 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     assert len(creates) == 1
     assert not leaks(json.dumps(creates[0])), creates[0]
     assert creates[0][creates[0].index("--title") + 1] == f"{SID}: Fix the login *** leak"
+
+
+def test_a_slug_made_before_titles_were_redacted_names_no_branch_with_it() -> None:
+    from ai_sdlc.git.worktrees import branch_for
+
+    old_slug = f"fix-the-login-{TITLE_TOKEN.lower()}-leak"
+    assert branch_for(SID, old_slug) == f"ai-sdlc/{SID}-fix-the-login"  # the token is masked

@@ -44,7 +44,6 @@ from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED, spl
 from ai_sdlc.providers.pricing import estimate_call
 from ai_sdlc.providers.tools import AccessViolationError
 from ai_sdlc.sandbox.policy import SandboxPolicy
-from ai_sdlc.secrets import redact
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
 from ai_sdlc.workflow import ledger as L
@@ -826,7 +825,8 @@ class StoryRunner:
     def _block(
         self, story_id: str, reason: str, *, artifact: tuple[str, str] | None = None
     ) -> NoReturn:
-        self._emit("story_blocked", story_id, reason=redact(reason))
+        # Redacted where it goes out (terminal, event log, run state), like every event.
+        self._emit("story_blocked", story_id, reason=reason)
         self.owner.block(story_id, reason, artifact=artifact)
 
     def _finish(self, story: Story) -> bool:
