@@ -25,6 +25,7 @@ path, which no file deletion can free (the kernel frees it when its holder dies)
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import signal
@@ -258,13 +259,18 @@ def _name_lock(path: str) -> _NameLock | None:
     """The path's name lock (None where abstract sockets do not exist: not Linux)."""
     if not sys.platform.startswith("linux"):
         return None
-    folder, base = os.path.split(os.path.abspath(path))
-    key = f"{os.getuid()}:{os.path.realpath(folder)}/{base}".encode("utf-8", "surrogateescape")
-    digest = hashlib.sha256(key).hexdigest()[:40]
     try:
-        return _NameLock(b"\0ai-sdlc-lock-" + digest.encode("ascii"))
+        return _NameLock(_name_address(os.path.abspath(path)))
     except OSError:
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def _name_address(path: str) -> bytes:
+    """The abstract socket address naming `path` (its folder resolved, for this user)."""
+    folder, base = os.path.split(path)
+    key = f"{os.getuid()}:{os.path.realpath(folder)}/{base}".encode("utf-8", "surrogateescape")
+    return b"\0ai-sdlc-lock-" + hashlib.sha256(key).hexdigest()[:40].encode("ascii")
 
 
 def _open_lock_file(path: str) -> int:
