@@ -148,3 +148,16 @@ def test_a_slug_made_before_titles_were_redacted_names_no_branch_with_it() -> No
 
     old_slug = f"fix-the-login-{TITLE_TOKEN.lower()}-leak"
     assert branch_for(SID, old_slug) == f"ai-sdlc/{SID}-fix-the-login"  # the token is masked
+
+
+def test_the_diagnostic_writer_redacts_whatever_it_is_given(tmp_path: Path) -> None:
+    from ai_sdlc.workflow.runstate import RunRepository
+
+    repo = RunRepository(tmp_path / ".ai-sdlc")
+    run_id = "20261125T120000Z-abcdef"
+    repo.folder(run_id).mkdir(parents=True)
+    path = repo.write_diagnostic(
+        run_id, {"stories": [{"last_error": f"401: Bearer {BEARER}", "reason": TOKEN}]}
+    )
+    text = path.read_text()
+    assert not leaks(text) and text.count("***") == 2, text
