@@ -255,10 +255,16 @@ class StoryRunner:
             if disk_full(exc) is None:
                 with contextlib.suppress(AiSdlcError):
                     self.owner.release(story_id, phase, why)
-            # else: a full disk failed the attempt, it did not end it; it stays reserved (and
-            # counted by the next action, as a crashed attempt is), whether or not this
-            # process could still have written a release.
-            self._roll_back(checkpoint, why)
+                self._roll_back(checkpoint, why)
+                raise
+            # A full disk failed the attempt, it did not end it: it stays reserved (counted by
+            # the next action, as a crashed attempt is). Rolled back as after a crash: only
+            # while that reservation is open (a failure already settled, perhaps blocking the
+            # story, is not undone because a later write of the same phase failed).
+            with contextlib.suppress(Exception):
+                cut_short = self.checkpoints.interrupted(story_id)
+                if cut_short is not None:
+                    self._roll_back(cut_short, why)
             raise
         self.checkpoints.discard(story_id)
         if self.deps.metrics is not None:
