@@ -12,6 +12,7 @@ the writes that fail, or are cut short, differ from run to run.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shlex
@@ -134,7 +135,7 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     seqs = [e["seq"] for e in entries]
     assert seqs == sorted(set(seqs))  # no entry written twice, none glued to another
     # No entry lost: each one starts from the figures the one before it ended with.
-    assert all(b["prev_total"] == a["total"] for a, b in zip(entries, entries[1:], strict=False))
+    assert all(b["prev_total"] == a["total"] for a, b in itertools.pairwise(entries))
     increments = [e["total"] - e["prev_total"] for e in entries]
     assert all(step in (0, 1) for step in increments)
     assert sum(increments) == 10
