@@ -199,8 +199,9 @@ def _flock(path: str, timeout: float) -> tuple[int, ...]:
     fd = -1
     try:
         while True:
-            if name is not None and not name.held:
-                name.try_bind()
+            if name is not None and not name.held and not name.try_bind():
+                name.close()  # abstract sockets refused here: the flock alone, as elsewhere
+                name = None
             if name is None or name.held:
                 if fd < 0:
                     fd = _open_lock_file(path)
@@ -242,14 +243,15 @@ class _NameLock:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.held = False
 
-    def try_bind(self) -> None:
+    def try_bind(self) -> bool:
+        """Bind the name if free (`held` tells); False when this system refuses the binding
+        for another reason than the name being taken."""
         try:
             self.sock.bind(self.address)
         except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-        else:
-            self.held = True
+            return exc.errno == errno.EADDRINUSE
+        self.held = True
+        return True
 
     def close(self) -> None:
         self.sock.close()
