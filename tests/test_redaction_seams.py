@@ -50,7 +50,9 @@ def rules() -> str:
         f"    fault: {{kind: server, message: '503 from the proxy for Bearer {BEARER}'}}\n"
         "  - phase: plan\n"
         f"    respond: {json.dumps(PLAN)}\n"
-        "  - phase: review\n    times: 1\n    decision: REJECTED\n"
+        "  - phase: review\n    story: S-0001\n    times: 1\n    decision: REJECTED\n"
+        f"    feedback: {json.dumps(feedback)}\n"
+        "  - phase: review\n    story: S-0002\n    times: 1\n    decision: REJECTED\n"
         f"    feedback: {json.dumps(feedback)}\n"
     )
 
@@ -78,6 +80,7 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     }
     sid = repo.story(f"Fix the login {TITLE_TOKEN} leak")
     assert sid == SID
+    assert repo.story("Second story") == "S-0002"
     repo.commit_all("add the story")
     passing = shlex.join([sys.executable, "-c", "pass"])
     (root / ".ai-sdlc" / "config.yaml").write_text(
@@ -96,15 +99,21 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     assert first.returncode == 4, first.output
     assert "***" in first.stderr  # the error line was there, masked
     # In a run: the auth failure again (its state records the error), then server errors
-    # retried, a review sent back, done.
-    second = cli("run", "--auto", "--json")
+    # retried, a review sent back (its feedback on the recovery line), done.
+    second = cli("run", "--batch", SID)
     assert second.returncode == 0, second.output
-    progress = [json.loads(line) for line in second.stdout.splitlines()]
-    assert any(e.get("event") == "recovery" for e in progress), second.stdout
-    assert "(rework)" not in second.stderr  # --json: progress is on stdout
+    assert "recovery 3/10 (rework): The key *** is hard-coded; the deploy password ***" in (
+        second.stderr
+    ), second.stderr
+    assert "crashed (upstream said: Authorization: ***)" in second.stderr, second.stderr
     fm = json.loads(cli("show", SID, "--json").stdout)["frontmatter"]
     assert fm["status"] == "done", fm
     assert fm["recovery_breakdown"] == {"api_retry": 2, "rework": 1}
+    third = cli("run", "S-0002", "--json")  # the same feedback, as --json progress
+    assert third.returncode == 0, third.output
+    progress = [json.loads(line) for line in third.stdout.splitlines()]
+    reworks = [e for e in progress if e.get("recovery_kind") == "rework"]
+    assert reworks and "The key *** is hard-coded" in reworks[0]["reason"], third.stdout
     cli("log", SID)
     cli("log", SID, "--json")
     cli("status")
@@ -138,8 +147,8 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     assert f"feat({SID}): Fix the login *** leak" in git(root, "log", "--all", "--format=%s")
     # The pull request: title and body.
     creates = [c for c in gh_calls(gh_log) if c[:2] == ["pr", "create"]]
-    assert len(creates) == 1
-    assert not leaks(json.dumps(creates[0])), creates[0]
+    assert len(creates) == 2
+    assert not leaks(json.dumps(creates)), creates
     assert creates[0][creates[0].index("--title") + 1] == f"{SID}: Fix the login *** leak"
 
 
