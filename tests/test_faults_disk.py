@@ -180,3 +180,33 @@ def test_a_failed_append_is_cut_back(tmp_path: Path, small_disk: Path) -> None:
     os.unlink(small_disk / "fill")
     append_event(folder, {"action": "b"})
     assert [e["action"] for e in read_events(folder)] == ["a", "b"]
+
+
+def test_what_counts_as_a_full_disk() -> None:
+    import errno
+
+    from ai_sdlc.errors import StoryBlockedError, disk_full
+    from ai_sdlc.git.run import GitError
+    from ai_sdlc.providers.base import ProviderRequestError
+
+    quota = disk_full(OSError(errno.EDQUOT, "Disk quota exceeded", "/p/.ai-sdlc/x"))
+    assert quota is not None and quota.message == "disk full: /p/.ai-sdlc/x"
+    failing = disk_full(OSError(errno.EIO, "Input/output error", "/p/y"), "/p")
+    assert failing is not None and "check that disk" in str(failing.hint)
+    git_said = GitError(
+        "git add failed: error: unable to create '/p/.git/index.lock': No space left on device"
+    )
+    found = disk_full(git_said, "/p")
+    assert found is not None and found.path == "/p/.git/index.lock"
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as exc:
+            raise ProviderRequestError("cannot write 'a.py' in the workspace") from exc
+    except ProviderRequestError as wrapped:
+        assert disk_full(wrapped, "/p") is not None  # raised *from* a full disk: it is one
+    # A verification that printed "No space left on device" is a failed verification.
+    blocked = StoryBlockedError("Implementation failed: No space left on device", story_id="S-1")
+    assert disk_full(blocked) is None
+    assert disk_full(OSError(errno.EACCES, "Permission denied", "/p")) is None
+    assert disk_full(ValueError("No space left on device")) is None

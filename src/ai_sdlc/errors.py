@@ -118,10 +118,12 @@ class DiskFullError(AiSdlcError):
     exit_code = ExitCode.FAILURE
 
     def __init__(self, path: str, reason: str = "No space left on device") -> None:
-        super().__init__(
-            f"disk full: {path}",
-            hint=f"{reason}; free some space on that file system, then run the command again",
+        fix = (
+            "check that disk (the system log says more)"
+            if "Input/output" in reason
+            else "free some space (or quota) on that file system"
         )
+        super().__init__(f"disk full: {path}", hint=f"{reason}; {fix}, then run the command again")
         self.path = path
 
 
