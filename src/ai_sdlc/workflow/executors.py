@@ -145,7 +145,7 @@ class LocalExecutor:
         self._slots: Any = self._ctx.BoundedSemaphore(max(1, verify_slots))
         # The coordinator's lifeline: only this process holds the sending end, so a worker's
         # receiving end reads end-of-file the moment the coordinator dies, however it dies.
-        self._lifeline, self._lifeline_end = self._ctx.Pipe(duplex=False)
+        self._lifeline, self._lifeline_end = self._ctx.Pipe(duplex=False)  # the end is kept
         self._procs: dict[int, Any] = {}
         self._replies: dict[int, Any] = {}
         self._handles: dict[int, Handle] = {}
@@ -399,9 +399,8 @@ LOST_GRACE = 30.0
 def _watch_lifeline(lifeline: Any, lost: threading.Event, stop: Any, outbox: Any) -> None:
     """Wait for the coordinator's death (end-of-file on the lifeline), then end this worker as
     a Ctrl-C would: the phase in flight is rolled back and its children ended (the attempt is
-    released, as on Ctrl-C). Not `getppid`
-    (a worker's parent is the fork server, which may outlive the coordinator) and not
-    `PR_SET_PDEATHSIG` (same reason; Linux only)."""
+    released, as on Ctrl-C). Not `getppid` (a worker's parent is the fork server, which may
+    outlive the coordinator) and not `PR_SET_PDEATHSIG` (same reason; Linux only)."""
     try:
         while True:
             lifeline.recv_bytes()  # nothing is ever sent: this returns only on end-of-file
