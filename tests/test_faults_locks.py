@@ -126,3 +126,20 @@ def test_lock_files_deleted_during_a_run_lose_no_update(tmp_path: Path) -> None:
     assert len(recoveries) == WRITERS * APPENDS
     assert recoveries[-1]["total"] == WRITERS * APPENDS
     assert sorted(e["total"] for e in recoveries) == list(range(1, WRITERS * APPENDS + 1))
+
+
+def test_a_flock_counts_only_on_the_file_still_at_its_path(tmp_path: Path) -> None:
+    """The re-check every flock gets (the only one where abstract sockets do not exist)."""
+    from ai_sdlc.locks import _still_at
+
+    path = tmp_path / "r.lock"
+    path.write_text("")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _still_at(fd, str(path))
+        os.unlink(path)
+        assert not _still_at(fd, str(path))  # deleted
+        path.write_text("")
+        assert not _still_at(fd, str(path))  # replaced by another file
+    finally:
+        os.close(fd)
