@@ -257,14 +257,11 @@ class StoryRunner:
                     self.owner.release(story_id, phase, why)
                 self._roll_back(checkpoint, why)
                 raise
-            # A full disk failed the attempt, it did not end it: it stays reserved (counted by
-            # the next action, as a crashed attempt is). Rolled back as after a crash: only
-            # while that reservation is open (a failure already settled, perhaps blocking the
-            # story, is not undone because a later write of the same phase failed).
-            with contextlib.suppress(Exception):
-                cut_short = self.checkpoints.interrupted(story_id)
-                if cut_short is not None:
-                    self._roll_back(cut_short, why)
+            # A full disk failed the attempt, it did not end it: nothing more is written now
+            # (a release, a roll-back: each would meet the full disk again, half-done). The
+            # next run takes over as after a crash: it counts the attempt if it is still
+            # reserved, and restores the checkpoint only then (a failure already settled,
+            # perhaps blocking the story, is not undone because a later write failed).
             raise
         self.checkpoints.discard(story_id)
         if self.deps.metrics is not None:
