@@ -134,11 +134,11 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     assert 10 - disk_full_runs <= verifications <= 10
     seqs = [e["seq"] for e in entries]
     assert seqs == sorted(set(seqs))  # no entry written twice, none glued to another
-    # No entry lost: each one starts from the figures the one before it ended with.
-    assert all(b["prev_total"] == a["total"] for a, b in itertools.pairwise(entries))
-    increments = [e["total"] - e["prev_total"] for e in entries]
-    assert all(step in (0, 1) for step in increments)
-    assert sum(increments) == 10
+    # No count lost: each entry starts from at least the figures the one before it ended with
+    # (an entry whose append met the full disk may be missing, its count carried by the next),
+    # and none counts more than one recovery at once.
+    for a, b in itertools.pairwise(entries):
+        assert b["prev_total"] >= a["total"] and b["total"] - b["prev_total"] in (0, 1), (a, b)
     show = run_cli(root, "show", SID, "--json")
     fm = json.loads(show.stdout)["frontmatter"]
     assert fm["total_recovery_attempts"] == 10
