@@ -114,12 +114,12 @@ def append_whole(path: Path, data: bytes, *, durable: bool = False) -> None:
 def _cut_torn_tail(fd: int, path: Path) -> int:
     """Truncate the file after its last newline when it does not end with one; its new size."""
     size = os.fstat(fd).st_size
-    if not size or os.pread(fd, 1, size - 1) == b"\n":
+    if not size or _read_at(fd, 1, size - 1) == b"\n":
         return size
     end = size
     while end > 0:
         start = max(0, end - _TAIL_CHUNK)
-        found = os.pread(fd, end - start, start).rfind(b"\n")
+        found = _read_at(fd, end - start, start).rfind(b"\n")
         if found >= 0:
             end = start + found + 1
             break
@@ -132,6 +132,15 @@ def _cut_torn_tail(fd: int, path: Path) -> int:
 
 
 _TAIL_CHUNK = 64 * 1024
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    """`os.pread`, or a seek and a read where it is missing (Windows; appends ignore the
+    position anyway)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
