@@ -210,3 +210,47 @@ def test_what_counts_as_a_full_disk() -> None:
     assert disk_full(blocked) is None
     assert disk_full(OSError(errno.EACCES, "Permission denied", "/p")) is None
     assert disk_full(ValueError("No space left on device")) is None
+
+
+#: Count the execution; the first time, leave the worktree's index locked (as a crashed git
+#: would), so putting the failed attempt's worktree back fails; then fail.
+LOCK_INDEX = r"""
+import os, subprocess, sys
+counter = sys.argv[1]
+with open(counter, "a") as fh:
+    fh.write("ran\n")
+if sum(1 for _ in open(counter)) == 1:
+    git_dir = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    open(os.path.join(git_dir, "index.lock"), "w").close()
+print("FAILED tests/test_calc.py::test_multiply - assert 9 == 20")
+sys.exit(1)
+"""
+
+
+@pytest.mark.usefixtures("git_env")
+def test_a_failed_attempt_whose_changes_cannot_be_put_back_is_still_counted(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path, remote=False)
+    root = repo.root
+    repo.story("Add multiply")
+    repo.commit_all("add the story")
+    script = tmp_path / "lock_index.py"
+    script.write_text(LOCK_INDEX)
+    counter = tmp_path / "verifications.txt"
+    command = shlex.join([sys.executable, str(script), str(counter)])
+    assert run_cli(root, "config", "verify.test", command).returncode == 0
+    first = run_cli(root, "run", SID)
+    assert first.returncode == 1, first.output
+    assert "index.lock" in first.stderr and "internal error" not in first.stderr, first.output
+    assert len(counter.read_text().splitlines()) == 1
+    fm = json.loads(run_cli(root, "show", SID, "--json").stdout)["frontmatter"]
+    assert fm["total_recovery_attempts"] == 1  # counted before the roll-back failed
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+    for lock in (root / ".git" / "worktrees").glob("*/index.lock"):
+        lock.unlink()
+    again = run_cli(root, "run", SID)  # goes on from there: the next failures count on top
+    assert again.returncode == 5, again.output
+    fm = json.loads(run_cli(root, "show", SID, "--json").stdout)["frontmatter"]
+    assert fm["total_recovery_attempts"] == len(counter.read_text().splitlines())

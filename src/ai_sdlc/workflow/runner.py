@@ -230,7 +230,8 @@ class StoryRunner:
     def _execute_checkpointed(self, story_id: str, phase: Phase) -> None:
         """Run one phase from a checkpoint: if it crashes or is interrupted, its attempt is
         released uncounted and the story's workflow state goes back to the checkpoint (the
-        recovery accounting stays). A guardrail block is an outcome, not a crash. A process
+        recovery accounting stays) — unless the attempt was settled before (its transaction
+        stands). A guardrail block is an outcome, not a crash. A process
         that dies mid-phase leaves its attempt reserved: the next run counts it."""
         reason = self.deps.before_phase(story_id, phase)
         if reason:
@@ -253,9 +254,13 @@ class StoryRunner:
         except BaseException as exc:
             why = "interrupted" if isinstance(exc, KeyboardInterrupt) else _describe(exc)
             if disk_full(exc) is None:
+                settled = self._settled(checkpoint)
                 with contextlib.suppress(AiSdlcError):
                     self.owner.release(story_id, phase, why)
-                self._roll_back(checkpoint, why)
+                if settled:  # the attempt ended (passed, or failed and counted) before this:
+                    self.checkpoints.discard(story_id)  # what it wrote stands
+                else:
+                    self._roll_back(checkpoint, why)
                 raise
             # A full disk failed the attempt, it did not end it: nothing more is written now
             # (a release, a roll-back: each would meet the full disk again, half-done). The
@@ -266,6 +271,17 @@ class StoryRunner:
         self.checkpoints.discard(story_id)
         if self.deps.metrics is not None:
             self.deps.metrics.flush_if_due()
+
+    def _settled(self, checkpoint: Checkpoint) -> bool:
+        """True when the attempt this checkpoint was taken for is no longer reserved: it was
+        settled (and perhaps blocked the story) before the phase went wrong, so rolling the
+        workflow state back would undo a finished transaction (as `Checkpoints.interrupted`
+        decides after a crash)."""
+        try:
+            open_ = self.owner.ledger(checkpoint.story_id).open
+        except Exception:
+            return False  # cannot tell: roll back, as always
+        return open_ is None or open_.get("checkpoint", checkpoint.tag) != checkpoint.tag
 
     def _roll_back_interrupted_phase(self, story_id: str) -> None:
         """A checkpoint left by a run that died mid-phase (SIGKILL, power loss): restore it."""
@@ -356,14 +372,12 @@ class StoryRunner:
                 f"error and changed nothing. Last failure: {_first_line(summary)}"
             )
         # The attempt failed: it is counted whatever happens next. Saving its changes (a patch
-        # written to disk, the worktree put back) can itself fail on a full disk; then it is
-        # counted first and the failure raised after.
+        # written to disk, the worktree put back) can itself fail (a full disk, git); then it
+        # is counted first and the failure raised after.
         unsaved: Exception | None = None
         try:
             record = self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
         except Exception as exc:
-            if disk_full(exc) is None:
-                raise
             unsaved, record = exc, AttemptRecord()
         feedback = summary + (
             f"\n\nThe failed attempt changed: {record.summary}" if record.summary else ""
