@@ -53,6 +53,9 @@ verify:
   test: null
   timeout: 600        # seconds per command
   max_parallel: null  # verification commands at once across a parallel run; null: CPU count
+  baseline: true      # verify the story's untouched base first (floor; stop if it cannot run)
+  protected: null     # test files kept as they were (globs); null: the detected test files
+  junit: null         # a JUnit XML report the test command writes, read for the test counts
 
 limits:                        # guardrails: an AI_SDLC_LIMITS__* variable may lower, never raise
   global_recovery: 10          # every recovery of every kind counts; the story blocks here
@@ -260,6 +263,15 @@ SCHEMA: dict[str, Setting] = {
     ),
     "run.done_means": Setting(
         "done", lambda v: v in ("done", "pr", "merged"), "one of done, pr, merged"
+    ),
+    "verify.baseline": Setting(True, _bool, "true or false"),
+    "verify.protected": Setting(
+        None,
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+        'a list of glob patterns (e.g. ["tests/", "*_test.go"]), [] for none, or null',
+    ),
+    "verify.junit": Setting(
+        None, _opt_str, "a path (relative to the project) of a JUnit XML report, or null"
     ),
     "verify.max_parallel": Setting(
         None, lambda v: v is None or _between(1, 256)(v), "an integer between 1 and 256, or null"

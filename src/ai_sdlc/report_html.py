@@ -566,6 +566,7 @@ def _story_section(story: Mapping[str, Any]) -> str:
         else ""
     )
     more = f"<p class='sub'>{left_out} older events left out.</p>" if left_out else ""
+    reason += _tests_line(story.get("tests"))
     return (
         f'<details class="story" id="story-{esc(sid)}" data-story="{esc(sid)}">'
         f"<summary>{esc(sid)} · {esc(story.get('title'))} "
@@ -576,6 +577,25 @@ def _story_section(story: Mapping[str, Any]) -> str:
         f"<th>ended</th><th>worker</th></tr>{phases}</table>"
         f"<h3>Events</h3>{more}{_events_table(events)}</div></details>"
     )
+
+
+def _tests_line(tests: Any) -> str:
+    """The passing attempt's test counts against the base's, and the story's opt-out."""
+    if not isinstance(tests, Mapping):
+        return ""
+
+    def shown(counts: Any) -> str:
+        if not isinstance(counts, Mapping):
+            return "unknown"
+        return (
+            f"{esc(counts.get('passed'))} passed, {esc(counts.get('failed'))} failed, "
+            f"{esc(counts.get('skipped'))} skipped"
+        )
+
+    line = f"<b>Tests:</b> {shown(tests.get('counts'))} (base: {shown(tests.get('base_counts'))})"
+    if tests.get("allow_test_changes"):
+        line += " · <b>test changes allowed</b> (allow_test_changes: true)"
+    return f"<p>{line}</p>"
 
 
 def _run_events(report: Mapping[str, Any]) -> str:

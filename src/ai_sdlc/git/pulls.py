@@ -144,6 +144,11 @@ def pr_body(story: Any, *, verification: str, breakdown: str) -> str:
     plan = plan_summary(story.folder)
     if plan:
         parts.append("## Plan\n\n" + plan)
+    if fm.get("allow_test_changes") is True:
+        verification += (
+            "\n\n**Test changes allowed** (`allow_test_changes: true` in the story): the base's "
+            "tests were not re-run against this change; review every test change."
+        )
     parts.append("## Verification\n\n" + verification)
     total = int(fm.get("total_recovery_attempts") or 0)
     parts.append(f"## Recovery\n\n{total} recovery attempt{'s' if total != 1 else ''}: {breakdown}")

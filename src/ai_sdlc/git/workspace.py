@@ -234,6 +234,18 @@ class GitWorkspace:
             return None
         return [worktrees.Worktree(self.top, branch=refs.head)]
 
+    def base_commit(self, story: Any, path: Path) -> str | None:
+        """The commit the story's branch started from (its merge base with the base branch):
+        what the judge compares the story's tests and counts against."""
+        origin = self._origins.get(story.id)
+        if origin is not None:
+            return origin
+        top = self._own(path)
+        refs = RefSnapshot(self.top, self._common_dir)
+        _start, start_ref = self._start_point(self.base_branch(refs), refs)
+        found = run(("git", "merge-base", "HEAD", start_ref.sha), top, check=False)
+        return (found.stdout.strip() or None) if found.returncode == 0 else None
+
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return attempts.violations(self._own(path), story.id, base=self._checkpoints.get(story.id))
 

@@ -26,6 +26,8 @@ from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import redact
 from ai_sdlc.spawn import start_session
+from ai_sdlc.verify.counts import TestCounts, parse_counts
+from ai_sdlc.verify.failures import failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
 
 #: Bytes of output kept per step: the first fifth and the last four fifths.
@@ -54,6 +56,9 @@ class StepResult(msgspec.Struct, frozen=True):
     duration: float
     output: str
     timed_out: bool = False
+    #: False when the command could not be started at all (no such executable, not allowed
+    #: to run it): a configuration error, never the change's fault.
+    started: bool = True
 
     @property
     def passed(self) -> bool:
@@ -71,6 +76,12 @@ class VerificationResult(msgspec.Struct, frozen=True):
     normalised_failure: str = ""
     #: Stable hash of `normalised_failure` ("" when passed): equal for the same failure.
     signature: str = ""
+    #: One line naming the failing test and its assertion ("" when passed or not readable).
+    reason: str = ""
+    #: Passed/failed/skipped tests read from the steps' output (None: no summary recognised).
+    counts: TestCounts | None = None
+    #: What `verify.judge` checked on top (base counts, protected files), for the record.
+    judged: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def failed_step(self) -> StepResult | None:
@@ -78,6 +89,7 @@ class VerificationResult(msgspec.Struct, frozen=True):
 
     def to_dict(self) -> dict[str, Any]:
         data = msgspec.structs.asdict(self)
+        data["counts"] = self.counts.to_dict() if self.counts is not None else None
         data["steps"] = [
             {**msgspec.structs.asdict(step), "argv": list(step.argv), "passed": step.passed}
             for step in self.steps
@@ -153,8 +165,21 @@ def run_commands(
                 failure_output=step.output + status_line(step),
                 normalised_failure=normalised,
                 signature=failure_signature(normalised),
+                reason=failure_reason(step.output),
+                counts=step_counts(steps),
             )
-    return VerificationResult(passed=True, steps=tuple(steps))
+    return VerificationResult(passed=True, steps=tuple(steps), counts=step_counts(steps))
+
+
+def step_counts(steps: Sequence[StepResult]) -> TestCounts | None:
+    """The test counts of all steps together (None when no step printed a summary)."""
+    found = [c for c in (parse_counts(step.output) for step in steps) if c is not None]
+    if not found:
+        return None
+    total = found[0]
+    for counts in found[1:]:
+        total = total + counts
+    return total
 
 
 def status_line(step: StepResult) -> str:
@@ -238,7 +263,7 @@ def _not_started(
     name: str, argv: tuple[str, ...], code: int, message: str, duration: float
 ) -> StepResult:
     hint = f"{message} (check verify.{name} in .ai-sdlc/config.yaml)"
-    return StepResult(name, argv, code, max(0.0, duration), hint)
+    return StepResult(name, argv, code, max(0.0, duration), hint, started=False)
 
 
 def _pump(process: subprocess.Popen[bytes], buffer: _HeadTail, timeout: float) -> bool:

@@ -241,6 +241,7 @@ def _story(
         by_kind[kind] = by_kind.get(kind, 0) + 1
     total, breakdown = _budget(events, inputs.events)
     kept = events[-MAX_STORY_EVENTS:]
+    tests = next((e["tests"] for e in reversed(events) if isinstance(e.get("tests"), dict)), None)
     return {
         "id": s.story_id,
         "title": inputs.title,
@@ -260,6 +261,8 @@ def _story(
         "usage": _usage(inputs, window),
         "events": [_with_offset(e, window) for e in kept],
         "events_left_out": len(events) - len(kept),
+        #: The passing attempt's test counts (and the base's), protected files, opt-out.
+        "tests": tests,
     }
 
 

@@ -23,6 +23,7 @@ import msgspec
 
 from ai_sdlc.errors import (
     AiSdlcError,
+    InvalidInputError,
     ProviderUnavailableError,
     RunHaltedError,
     StoryBlockedError,
@@ -46,6 +47,7 @@ from ai_sdlc.providers.tools import AccessViolationError
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
+from ai_sdlc.verify.judge import Judge, not_started
 from ai_sdlc.workflow import ledger as L
 from ai_sdlc.workflow.agents import ARTIFACT_OF, build_prompt, story_view
 from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
@@ -121,6 +123,8 @@ class RunnerDeps(msgspec.Struct):
     #: False when no `verify.build`/`verify.test` is configured: nothing is verified, the run
     #: says so once and the review is told (never "verification passed").
     verification_configured: bool = True
+    #: The baseline, pass-count floor and protected tests (`verify.judge`); None: not judged.
+    judge: Judge | None = None
     #: Between two actions, before a phase: a returned reason blocks the story (multi-story
     #: runs count bounces here); raising stops the story before the phase starts.
     before_phase: Callable[[str, Phase], str | None] = lambda _story, _phase: None
@@ -161,6 +165,9 @@ class StoryRunner:
         self._checkpoint: str | None = None
         #: Usage of the call answered in this phase, not yet written (see `_take_usage`).
         self._pending: Usage | None = None
+        #: What the judge checked on the passing verification in flight, by story (recorded
+        #: with the attempt as `verified`).
+        self._judged: dict[str, dict[str, Any]] = {}
         self._phase_t0 = deps.monotonic()
 
     @property
@@ -384,13 +391,14 @@ class StoryRunner:
         )
         limit = self.deps.limits.implementation_retries
         self._emit_phase(story_id, phase, "failed", ticket.attempt, workspace_changed=changed)
+        reason = verdict.reason or _first_line(summary)
         self._fail(
             story_id,
             phase,
             L.IMPLEMENTATION_RETRY,
             outcome="failed",
             feedback=feedback,
-            reason=_first_line(summary),
+            reason=reason,
             signature=verdict.signature,
             workspace_changed=changed,
             stalled=stalled,
@@ -400,7 +408,7 @@ class StoryRunner:
                 limit,
                 lambda n: (
                     f"Implementation failed verification {_n(n, 'time')} "
-                    f"(limit {_n(limit, 'retry', 'retries')}): {_first_line(summary)}"
+                    f"(limit {_n(limit, 'retry', 'retries')}): {reason}"
                 ),
             ),
         )
@@ -421,6 +429,7 @@ class StoryRunner:
             record = self.workspaces.attempt_passed(ticket.story, path, attempt=ticket.attempt)
         except AiSdlcError as exc:
             self._block(story_id, f"The passing attempt could not be committed: {exc.message}")
+        judged = self._judged.pop(story_id, {})
         changes: dict[str, Any] = {"implementation_complete": True, "rework_pending": DELETE}
         if ticket.story.counter("implementation_retry_count"):
             changes["implementation_retry_count"] = 0
@@ -435,10 +444,12 @@ class StoryRunner:
                 "fingerprint": fingerprint,
                 "passed": True,
                 "workspace_changed": changed,
+                **judged,
             },
             workspace_changed=changed,
             files_changed=files_changed,
             commit=record.commit,
+            **({"tests": judged["judged"]} if judged else {}),
         )
         self._emit_phase(story_id, phase, "passed", ticket.attempt, commit=record.commit)
 
@@ -454,6 +465,7 @@ class StoryRunner:
             if verdict.passed
             else summarise_failure(verdict.failure_output),
             "workspace_changed": bool(verified.get("workspace_changed", True)),
+            **self._review_tests(ticket, path),
         }
         result = self._call_agent(
             ticket, path, phase, context=context, verification=_verification_note(context)
@@ -578,6 +590,7 @@ class StoryRunner:
             )
         else:
             ticket = self.owner.begin_action(story_id, phase, checkpoint=self._checkpoint)
+        self._baseline(ticket.story, prepared.path)
         step, of = self._attempt_of(ticket.story, phase)
         self._emit(
             "phase_started", story_id, phase=phase.value, attempt=ticket.attempt, step=step, of=of
@@ -796,7 +809,7 @@ class StoryRunner:
             return VerificationResult(passed=True, steps=())
         self._sandbox(story_id, path)  # the verifier applies the same policy
         self._emit("verification_started", story_id, phase=phase.value)
-        verdict = self.deps.verifier(path)
+        verdict = self._judge(story_id, path, self.deps.verifier(path))
         self._emit(
             "verification_finished",
             story_id,
@@ -815,6 +828,71 @@ class StoryRunner:
             self._emit("sandbox_unavailable", story_id, reason=missing)
             self.owner.note(story_id, "sandbox_unavailable", reason=missing)
         return self.deps.sandbox(path)
+
+    # --- the judge (verify.judge): baseline, pass-count floor, protected tests ---------------
+    def _baseline(self, story: Story, path: Path) -> None:
+        """Before any agent call: put back test files a killed run left in their base
+        versions, and verify the story's untouched base once (raises InvalidInputError, exit
+        3, when it cannot be verified: the attempt is released, no recovery counted)."""
+        judge = self.deps.judge
+        if judge is None or not self.deps.verification_configured:
+            return
+        restored = judge.recover(path)
+        if restored:
+            self._emit("protected_restored", story.id, paths=restored)
+        base = self.workspaces.base_commit(story, path)
+        if base is None or not judge.settings.baseline or judge.known(path, base) is not None:
+            return
+        self._emit("baseline_started", story.id, base=base)
+        baseline = judge.baseline(path, base, self.deps.verifier)
+        if baseline is not None:
+            self._emit(
+                "baseline_finished",
+                story.id,
+                passed=baseline.passed,
+                counts=baseline.counts.to_dict() if baseline.counts else None,
+                failing=list(baseline.failing[:20]),
+            )
+
+    def _judge(self, story_id: str, path: Path, verdict: VerificationResult) -> VerificationResult:
+        """The verification's verdict, judged: a command that cannot be started is a config
+        error (exit 3, never retried); a pass lowering the floor or weakening a base test
+        fails."""
+        cannot = not_started(verdict)
+        if cannot is not None:
+            raise InvalidInputError(
+                f"verification cannot run: {cannot}",
+                hint="fix verify.build / verify.test in .ai-sdlc/config.yaml (no recovery "
+                "was counted)",
+            )
+        judge = self.deps.judge
+        if judge is None:
+            return verdict
+        story = self._story if self._story and self._story.id == story_id else None
+        story = story or self.store.get(story_id)
+        base = self.workspaces.base_commit(story, path)
+        allowed = story.frontmatter.get("allow_test_changes") is True
+        judged = judge.judge(path, base, verdict, self.deps.verifier, allow_test_changes=allowed)
+        if judged.judged:
+            self._judged[story_id] = {"judged": judged.judged}
+        return judged
+
+    def _review_tests(self, ticket: Ticket, path: Path) -> dict[str, Any]:
+        """What the review is told about the tests: the counts (and the base's), the opt-out,
+        the attempt's test changes against the base."""
+        judge = self.deps.judge
+        story = ticket.story
+        allowed = story.frontmatter.get("allow_test_changes") is True
+        judged = dict((ticket.verified or {}).get("judged") or {})
+        if judge is None:
+            return {"allow_test_changes": allowed}
+        base = self.workspaces.base_commit(story, path)
+        return {
+            "allow_test_changes": allowed,
+            "test_counts": judged.get("counts"),
+            "base_test_counts": judged.get("base_counts"),
+            "tests_diff": judge.tests_diff(path, base),
+        }
 
     def _recover(self, story_id: str, kind: str, phase: Phase, **details: Any) -> None:
         """Count a recovery before it runs (raises StoryBlockedError at the global limit)."""
@@ -938,9 +1016,39 @@ def _verification_note(context: dict[str, Any]) -> str:
             "tested. Judge the change by reading it, and say so in your review."
         )
     if context.get("verification_passed"):
-        return "The project's build and tests passed on this change."
-    output = str(context.get("verification_output") or "").strip() or "(no output captured)"
-    return f"The project's build or tests FAILED on this change:\n{output}"
+        note = "The project's build and tests passed on this change."
+    else:
+        output = str(context.get("verification_output") or "").strip() or "(no output captured)"
+        note = f"The project's build or tests FAILED on this change:\n{output}"
+    return note + _tests_note(context)
+
+
+def _tests_note(context: dict[str, Any]) -> str:
+    """The counts, the story's opt-out of protected tests, and the test diff, for the review."""
+    parts: list[str] = []
+    counts, base = context.get("test_counts"), context.get("base_test_counts")
+    if isinstance(counts, dict):
+        line = f"Tests: {_counts(counts)}"
+        if isinstance(base, dict):
+            line += f" (at the story's base: {_counts(base)})"
+        parts.append(line + ".")
+    if context.get("allow_test_changes"):
+        parts.append(
+            "This story allows test changes (allow_test_changes: true): the base's tests were "
+            "NOT re-run against it. Check that every test change below is what the story asks "
+            "for, not a test weakened to pass."
+        )
+    diff = str(context.get("tests_diff") or "").strip()
+    if diff:
+        parts.append(f"Test changes against the story's base:\n{diff}")
+    return "".join(f"\n\n{part}" for part in parts)
+
+
+def _counts(counts: dict[str, Any]) -> str:
+    return (
+        f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+        f"{counts.get('skipped', 0)} skipped"
+    )
 
 
 def _with_hint(exc: AiSdlcError) -> str:

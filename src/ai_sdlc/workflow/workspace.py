@@ -53,6 +53,10 @@ class Workspace(Protocol):
         """Create or resume the story's folder (called before every phase)."""
         ...
 
+    def base_commit(self, story: Any, path: Path) -> str | None:
+        """The commit the story's work started from (None: no such commit to compare with)."""
+        ...
+
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         """Paths a read-only phase changed (ignoring `.ai-sdlc/`, ignored files and the
         agents' known scratch files); empty when the phase kept its hands off."""
@@ -86,6 +90,9 @@ class InPlace:
 
     def prepare(self, story: Any) -> Prepared:
         return Prepared(self.root)
+
+    def base_commit(self, story: Any, path: Path) -> str | None:
+        return None  # the user's own folder: no untouched base to compare with
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return []

@@ -1,0 +1,382 @@
+"""Verification an agent cannot game: a baseline on the story's base, a pass-count floor and the
+base's tests run against the change.
+
+Before a story's first implementation attempt the verification commands run once on its
+untouched base (`baseline`, cached per base commit and verification config under
+`.ai-sdlc/state/baselines/`). The story stops there, before any agent call and with no recovery
+counted (exit 3), when the base cannot be verified at all: a command that cannot be started
+(or that exits 126/127, a shell's "not found"), a failing build step. A failing *test* step is
+the expected start of a test-first story: the failing tests are recorded and the attempt must
+make them pass.
+
+Every attempt that passes its own verification is then judged (`judge`):
+- the pass-count floor: at least as many tests pass as passed or failed at the base (those that
+  failed must now pass), and no more are skipped; a test summary that disappeared fails too;
+- tests kept as they were: the base's version of every protected file the attempt changed or
+  deleted is put back for one more verification against the attempt's code; a base test that
+  no longer passes fails the attempt. A story with `allow_test_changes: true` skips this.
+A project without a base commit (no git worktree) gets neither.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.fsutil import atomic_write_text
+from ai_sdlc.git.run import clean_env
+from ai_sdlc.verify import protect
+from ai_sdlc.verify.commands import VerificationResult
+from ai_sdlc.verify.counts import TestCounts, parse_junit
+from ai_sdlc.verify.failures import failing_tests, failure_reason
+from ai_sdlc.verify.normalise import failure_signature, normalise_failure
+
+Verifier = Callable[[Path], VerificationResult]
+#: Bumped when what a cached baseline holds changes.
+BASELINE_FORMAT = 1
+#: Exit codes of a command a shell could not find (127) or not execute (126).
+NOT_RUNNABLE = (126, 127)
+
+
+class JudgeSettings(msgspec.Struct, frozen=True):
+    """The `verify` config the judge needs."""
+
+    commands: tuple[tuple[str, str], ...] = ()
+    protected: tuple[str, ...] = protect.DEFAULT_PROTECTED
+    junit: str | None = None
+    baseline: bool = True
+
+    @classmethod
+    def from_config(cls, config: Any, commands: Sequence[tuple[str, str]]) -> JudgeSettings:
+        protected = config.get("verify.protected")
+        return cls(
+            commands=tuple(commands),
+            protected=protect.DEFAULT_PROTECTED if protected is None else tuple(protected),
+            junit=config.get("verify.junit") or None,
+            baseline=bool(config.get("verify.baseline")),
+        )
+
+
+class Baseline(msgspec.Struct, frozen=True):
+    """The verification of a story's untouched base."""
+
+    base: str
+    passed: bool
+    counts: TestCounts | None = None
+    #: The tests that fail at the base (a test-first story's new tests).
+    failing: tuple[str, ...] = ()
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "passed": self.passed,
+            "counts": self.counts.to_dict() if self.counts else None,
+            "failing": list(self.failing),
+            "reason": self.reason,
+        }
+
+
+def not_started(verdict: VerificationResult) -> str | None:
+    """Why the failed step's command could not be started by us at all, or None."""
+    step = verdict.failed_step
+    if step is None or step.started:
+        return None
+    return _first(step.output)
+
+
+def _first(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
+
+
+class Judge:
+    """Baselines and judgements for the stories of one project (`state`: `.ai-sdlc/state`)."""
+
+    def __init__(self, settings: JudgeSettings, state: Path) -> None:
+        self.settings = settings
+        self.state = state
+        self._baselines: dict[str, Baseline] = {}
+        self._prefixes: dict[Path, str] = {}
+
+    # --- the baseline -----------------------------------------------------------------------
+    def baseline(self, path: Path, base: str | None, verify: Verifier) -> Baseline | None:
+        """The base's verification (cached); raises InvalidInputError (exit 3) when the base
+        cannot be verified at all. None: no base commit, or `verify.baseline: false`."""
+        if base is None or not self.settings.baseline or not self.settings.commands:
+            return None
+        found = self.known(path, base)
+        if found is not None:
+            return found
+        key = self._key(base, path)
+        if _at(path, base):
+            verdict = self._run(path, verify)
+        else:
+            verdict = self._in_temporary_tree(path, base, verify)
+        stop = _stop_reason(verdict)
+        if stop is not None:
+            raise InvalidInputError(
+                f"verification fails before any change: {stop}",
+                hint="the story's base (untouched) must build and its test command must run: "
+                "fix verify.build / verify.test or the project, then run again (no agent was "
+                "called and no recovery counted)",
+            )
+        output = verdict.failure_output
+        baseline = Baseline(
+            base,
+            verdict.passed,
+            verdict.counts,
+            tuple(failing_tests(output)) if not verdict.passed else (),
+            (verdict.reason or _first(output)) if not verdict.passed else "",
+        )
+        self._baselines[key] = baseline
+        self._save(key, baseline)
+        return baseline
+
+    def known(self, path: Path, base: str) -> Baseline | None:
+        """The base's baseline when it was already taken (in this process or cached)."""
+        if not self.settings.baseline or not self.settings.commands:
+            return None
+        key = self._key(base, path)
+        found = self._baselines.get(key) or self._load(key)
+        if found is not None:
+            self._baselines[key] = found
+        return found
+
+    def _key(self, base: str, path: Path) -> str:
+        prefix = self._prefixes.get(path)
+        if prefix is None:
+            prefix = self._prefixes[path] = _git_text(path, "rev-parse", "--show-prefix") or ""
+        data = [BASELINE_FORMAT, base, prefix, list(self.settings.commands), self.settings.junit]
+        return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
+
+    def _load(self, key: str) -> Baseline | None:
+        try:
+            data = json.loads((self.state / "baselines" / f"{key}.json").read_text("utf-8"))
+            return Baseline(
+                str(data["base"]),
+                bool(data["passed"]),
+                TestCounts.from_dict(data.get("counts")),
+                tuple(str(n) for n in data.get("failing") or ()),
+                str(data.get("reason") or ""),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _save(self, key: str, baseline: Baseline) -> None:
+        folder = self.state / "baselines"
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / f"{key}.json", json.dumps(baseline.to_dict(), indent=1))
+
+    def _in_temporary_tree(self, path: Path, base: str, verify: Verifier) -> VerificationResult:
+        """The base checked out on its own (the story's worktree has moved on since)."""
+        prefix = _git_text(path, "rev-parse", "--show-prefix") or ""
+        tree = self.state / "baseline-trees" / base[:16]
+        _git_text(path, "worktree", "remove", "--force", "--force", str(tree))
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        if _git_text(path, "worktree", "add", "--detach", "--quiet", str(tree), base) is None:
+            raise InvalidInputError(f"cannot check out the story's base {base[:12]} to verify it")
+        try:
+            return self._run(tree / prefix, verify)
+        finally:
+            _git_text(path, "worktree", "remove", "--force", "--force", str(tree))
+            shutil.rmtree(tree, ignore_errors=True)
+
+    # --- judging an attempt -----------------------------------------------------------------
+    def recover(self, path: Path) -> list[str]:
+        """Put back test files a killed run left in their base versions."""
+        return protect.restore_pending(path, self.state / "protected")
+
+    def judge(
+        self,
+        path: Path,
+        base: str | None,
+        verdict: VerificationResult,
+        verify: Verifier,
+        *,
+        allow_test_changes: bool = False,
+    ) -> VerificationResult:
+        """`verdict` (the attempt's own verification), failed when the attempt lowered the
+        pass-count floor or changed a protected test so that the base's version fails."""
+        verdict = self._with_junit(path, verdict)
+        baseline = self.baseline(path, base, verify) if base is not None else None
+        if baseline is None or base is None or not verdict.passed:
+            return verdict
+        judged: dict[str, Any] = {
+            "base": base,
+            "base_counts": baseline.counts.to_dict() if baseline.counts else None,
+            "counts": verdict.counts.to_dict() if verdict.counts else None,
+            "allow_test_changes": allow_test_changes,
+        }
+        if not allow_test_changes:
+            files, sections = protect.protected_changes(path, base, self.settings.protected)
+            judged["protected_changed"] = files + sections
+            if sections:
+                return _failed(
+                    verdict,
+                    f"{sections[0]}: the story's change edits the project's test configuration "
+                    "(protected; a story that must change it sets allow_test_changes: true)",
+                    judged,
+                )
+            if files:
+                with protect.base_versions_in_place(path, base, files, self.state / "protected"):
+                    again = self._run(path, verify)
+                judged["base_tests_counts"] = again.counts.to_dict() if again.counts else None
+                if not again.passed:
+                    return _failed(verdict, _weakened(files, again), judged, again)
+                floor = _floor(baseline, again)
+                if floor:
+                    return _failed(verdict, f"with the base's tests put back, {floor}", judged)
+        floor = _floor(baseline, verdict)
+        if floor:
+            return _failed(verdict, floor, judged)
+        return msgspec.structs.replace(verdict, judged=judged)
+
+    def tests_diff(self, path: Path, base: str | None) -> str:
+        """The attempt's test changes against `base` ("" when none or unknown)."""
+        if base is None:
+            return ""
+        return (
+            protect.run_quietly(lambda: protect.tests_diff(path, base, self.settings.protected))
+            or ""
+        )
+
+    # --- running ----------------------------------------------------------------------------
+    def _run(self, path: Path, verify: Verifier) -> VerificationResult:
+        report = self._junit_path(path)
+        if report is not None:
+            report.unlink(missing_ok=True)
+        return self._with_junit(path, verify(path))
+
+    def _junit_path(self, path: Path) -> Path | None:
+        return path / self.settings.junit if self.settings.junit else None
+
+    def _with_junit(self, path: Path, verdict: VerificationResult) -> VerificationResult:
+        report = self._junit_path(path)
+        if report is None:
+            return verdict
+        return msgspec.structs.replace(verdict, counts=parse_junit(report))
+
+
+def _at(path: Path, base: str) -> bool:
+    """The work tree is the base, untouched: HEAD is `base` and nothing differs from it."""
+    head = _git_text(path, "rev-parse", "HEAD")
+    if head is None or head.strip() != base:
+        return False
+    status = _git_text(path, "status", "--porcelain", "--untracked-files=normal", "--", ".")
+    return status is not None and not status.strip()
+
+
+def _git_text(path: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=path,
+            env=clean_env({"GIT_OPTIONAL_LOCKS": "0"}),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=protect.GIT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _stop_reason(verdict: VerificationResult) -> str | None:
+    """Why a base's failed verification means the story cannot start (None: a test step that
+    fails, the expected start of a test-first story)."""
+    step = verdict.failed_step
+    if step is None:
+        return None
+    first = verdict.reason or _first(step.output)
+    if not step.started:
+        return _first(step.output)
+    if step.timed_out:
+        return f"step {step.name!r} timed out: {first}"
+    if step.exit_code in NOT_RUNNABLE:
+        return (
+            f"step {step.name!r} exited {step.exit_code} (a command was not found or not "
+            f"executable): {_first(step.output)}"
+        )
+    if step.name != "test":
+        return f"step {step.name!r} failed (exit {step.exit_code}): {first}"
+    if step.exit_code in (3, 4) and "pytest" in " ".join(step.argv) and verdict.counts is None:
+        return f"pytest could not run (exit {step.exit_code}: usage or internal error): {first}"
+    return None
+
+
+def _floor(baseline: Baseline, verdict: VerificationResult) -> str:
+    """The pass-count floor, or "" when it holds."""
+    base, now = baseline.counts, verdict.counts
+    if base is None:
+        return ""
+    if now is None:
+        return (
+            f"no test summary could be read from this attempt's verification, while the base "
+            f"reported {base.shown()}"
+        )
+    needed = base.passed + base.failed
+    if now.passed < needed:
+        failing = f" and {base.failed} failing (which must now pass)" if base.failed else ""
+        return (
+            f"pass-count floor: {now.passed} tests passed, the base had {base.passed} passing"
+            f"{failing}: at least {needed} must pass ({now.shown()})"
+        )
+    if now.skipped > base.skipped:
+        return (
+            f"pass-count floor: skipped tests rose from {base.skipped} to {now.skipped} "
+            f"({now.shown()})"
+        )
+    return ""
+
+
+def _weakened(files: list[str], again: VerificationResult) -> str:
+    """'tests/test_mul.py: the story's change removes or weakens test_mul (…)'."""
+    names = failing_tests(again.failure_output)
+    detail = again.reason or failure_reason(again.failure_output) or _first(again.failure_output)
+    by_file: dict[str, list[str]] = {}
+    for name in names:
+        file, _, test = name.partition("::")
+        if file in files:
+            by_file.setdefault(file, []).append(test or Path(file).name)
+    if by_file:
+        file, tests = next(iter(by_file.items()))
+        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+        return f"{file}: the story's change removes or weakens {shown} (base version: {detail})"
+    listed = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (
+        f"{listed}: the story's change removes or weakens these tests; their base version "
+        f"fails against it: {detail}"
+    )
+
+
+def _failed(
+    verdict: VerificationResult,
+    reason: str,
+    judged: dict[str, Any],
+    again: VerificationResult | None = None,
+) -> VerificationResult:
+    output = f"[ai-sdlc] {reason}\n"
+    if again is not None:
+        output += "\nThe base's version of the changed tests, run against this change:\n"
+        output += again.failure_output
+    normalised = normalise_failure(output)
+    return msgspec.structs.replace(
+        verdict,
+        passed=False,
+        failure_output=output,
+        normalised_failure=normalised,
+        signature=failure_signature(normalised),
+        reason=reason,
+        judged={**judged, "failed": reason},
+    )

@@ -1,0 +1,264 @@
+"""Tests kept as they were: which of the base's test files an attempt changed, and running
+the base's versions of them against the attempt's code.
+
+Patterns are gitignore-like: one without a `/` matches a file name (or a folder name, written
+`name/`) in any folder; one with a `/` is anchored at the project folder. The base versions are
+put in place for one verification and the agent's versions put back afterwards; the agent's
+versions are saved first (`.ai-sdlc/state/protected/<key>/`, with a manifest written last), so a
+run killed in between loses nothing: `restore_pending` puts them back before anything else.
+"""
+
+from __future__ import annotations
+
+import configparser
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
+from ai_sdlc.git.run import clean_env
+
+T = TypeVar("T")
+
+#: `verify.protected` when unset: the test folders and files, and the test configuration, that
+#: the project already has (only files that exist at the story's base are ever protected).
+DEFAULT_PROTECTED: tuple[str, ...] = (
+    "tests/",
+    "test/",
+    "__tests__/",
+    "spec/",
+    "test_*.py",
+    "*_test.*",
+    "*.test.*",
+    "*.spec.*",
+    "conftest.py",
+    "pytest.ini",
+    "jest.config.*",
+    "vitest.config.*",
+    ".mocharc*",
+)
+#: Shared files whose test section is protected (the rest of the file is the project's to
+#: change: dependencies, metadata): file → how to read the section.
+_SECTIONS = {
+    "pyproject.toml": "[tool.pytest.ini_options]",
+    "setup.cfg": "[tool:pytest]",
+    "tox.ini": "[pytest]",
+    "package.json": '"jest"',
+}
+GIT_TIMEOUT = 120.0
+
+
+@functools.cache
+def _compile(pattern: str) -> re.Pattern[str]:
+    folder = pattern.endswith("/")
+    body = pattern.strip("/")
+    anchored = "/" in body
+    out = ""
+    index = 0
+    while index < len(body):
+        if body.startswith("**/", index):
+            out += "(?:.*/)?"
+            index += 3
+        elif body.startswith("**", index):
+            out += ".*"
+            index += 2
+        elif body[index] == "*":
+            out += "[^/]*"
+            index += 1
+        elif body[index] == "?":
+            out += "[^/]"
+            index += 1
+        else:
+            out += re.escape(body[index])
+            index += 1
+    prefix = "" if anchored else "(?:.*/)?"
+    suffix = "/.*" if folder else ""
+    return re.compile(f"{prefix}{out}{suffix}")
+
+
+def matches(path: str, patterns: Sequence[str]) -> bool:
+    """Whether the project-relative posix `path` is covered by one of `patterns`."""
+    return any(_compile(p).fullmatch(path) for p in patterns if p.strip())
+
+
+def _git(cwd: Path, *args: str) -> bytes:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=clean_env({"GIT_OPTIONAL_LOCKS": "0"}),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=GIT_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip()
+        raise OSError(f"git {args[0]} failed in {cwd}: {message}")
+    return done.stdout
+
+
+def changed_files(path: Path, base: str) -> list[tuple[str, str]]:
+    """(status letter, project-relative path) of every file that differs from `base` in the
+    work tree at `path` (committed or not; renames as a delete and an add)."""
+    out = _git(path, "diff", "--no-renames", "--name-status", "-z", "--relative", base, "--")
+    fields = [os.fsdecode(f) for f in out.split(b"\0") if f]
+    return [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+
+def base_version(path: Path, base: str, relative: str) -> bytes | None:
+    """The file's bytes at `base` (None when it did not exist there)."""
+    try:
+        return _git(path, "show", f"{base}:./{relative}")
+    except OSError:
+        return None
+
+
+def protected_changes(
+    path: Path, base: str, patterns: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """(base files covered by `patterns` the attempt changed or deleted, shared files whose test
+    section it changed)."""
+    files: list[str] = []
+    sections: list[str] = []
+    for status, relative in changed_files(path, base):
+        if status == "A":
+            continue  # new: not the base's
+        if matches(relative, patterns):
+            files.append(relative)
+        elif Path(relative).name in _SECTIONS and _section_changed(path, base, relative):
+            sections.append(f"{relative} {_SECTIONS[Path(relative).name]}")
+    return files, sections
+
+
+def _section(name: str, data: bytes | None) -> Any:
+    if data is None:
+        return None
+    text = data.decode("utf-8", "replace")
+    try:
+        if name == "pyproject.toml":
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        if name == "package.json":
+            loaded = json.loads(text)
+            return loaded.get("jest") if isinstance(loaded, dict) else None
+        parser = configparser.RawConfigParser()
+        parser.read_string(text)
+        section = "tool:pytest" if name == "setup.cfg" else "pytest"
+        return dict(parser[section]) if parser.has_section(section) else None
+    except (ValueError, configparser.Error):
+        return "unreadable"
+
+
+def _section_changed(path: Path, base: str, relative: str) -> bool:
+    name = Path(relative).name
+    before = _section(name, base_version(path, base, relative))
+    try:
+        now: bytes | None = (path / relative).read_bytes()
+    except OSError:
+        now = None
+    return before is not None and _section(name, now) != before
+
+
+@contextmanager
+def base_versions_in_place(
+    path: Path, base: str, relatives: Sequence[str], state: Path
+) -> Iterator[None]:
+    """The base's versions of `relatives` in the work tree for the body of the `with`; the
+    agent's versions (or their absence) are saved in `state` first and always put back."""
+    saved = state / _key(path)
+    restore_pending(path, state)
+    if saved.exists():
+        shutil.rmtree(saved)
+    saved.mkdir(parents=True)
+    manifest: dict[str, Any] = {"worktree": str(path), "files": {}}
+    for index, relative in enumerate(relatives):
+        target = path / relative
+        entry: dict[str, Any] = {"copy": None, "mode": None}
+        if target.is_file() and not target.is_symlink():
+            copy = saved / str(index)
+            shutil.copy2(target, copy)
+            entry = {"copy": str(index), "mode": target.stat().st_mode & 0o7777}
+        manifest["files"][relative] = entry
+    atomic_write_text(saved / "manifest.json", json.dumps(manifest))  # the point of no loss
+    try:
+        for relative in relatives:
+            data = base_version(path, base, relative)
+            target = path / relative
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if target.is_symlink() or target.is_dir():
+                    target.unlink()
+            atomic_write_bytes(target, data)
+        yield
+    finally:
+        restore_pending(path, state)
+
+
+def restore_pending(path: Path, state: Path) -> list[str]:
+    """Put back the agent's versions saved by a `base_versions_in_place` that did not finish
+    (the process was killed); returns the paths restored."""
+    saved = state / _key(path)
+    manifest_file = saved / "manifest.json"
+    if not manifest_file.is_file():
+        if saved.exists():
+            shutil.rmtree(saved, ignore_errors=True)  # saved, never put in place
+        return []
+    manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    restored: list[str] = []
+    for relative, entry in dict(manifest.get("files") or {}).items():
+        target = path / relative
+        copy = entry.get("copy")
+        if copy is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+        else:
+            atomic_write_bytes(target, (saved / copy).read_bytes())
+            os.chmod(target, int(entry.get("mode") or 0o644))
+        restored.append(relative)
+    manifest_file.unlink()
+    shutil.rmtree(saved, ignore_errors=True)
+    return restored
+
+
+def _key(path: Path) -> str:
+    return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+
+
+def tests_diff(path: Path, base: str, patterns: Sequence[str], limit: int = 4000) -> str:
+    """The attempt's diff of test files (changed, deleted or new) against `base`, at most
+    `limit` characters (for the review prompt and the report)."""
+    tests = [rel for _status, rel in changed_files(path, base) if matches(rel, patterns)]
+    listed = _git(path, "ls-files", "-z", "--others", "--exclude-standard", "--", ".")
+    new = [os.fsdecode(f) for f in listed.split(b"\0") if f]
+    new = [rel for rel in new if matches(rel, patterns)]
+    if not tests and not new:
+        return ""
+    text = ""
+    if tests:
+        text += _git(path, "diff", "--relative", base, "--", *tests).decode("utf-8", "replace")
+    for relative in new:
+        with contextlib.suppress(OSError):
+            body = (path / relative).read_text(encoding="utf-8", errors="replace")
+            text += f"new file {relative}:\n{body}\n"
+    return text if len(text) <= limit else text[: limit - 30] + "\n[... test diff truncated ...]\n"
+
+
+def run_quietly(fn: Callable[[], T]) -> T | None:
+    """`fn()`, or None when git could not answer (no diff to show is better than a crash)."""
+    try:
+        return fn()
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -1,0 +1,221 @@
+"""Issue 23 end to end, through the real CLI: a git project with a test-first failing
+`tests/test_mul.py`, real pytest as the judge, and a `command` agent (tests/fakes/judge_agent.py)
+that is honest or games the test. Gaming never reaches `done` and every such attempt is
+counted; a base that cannot be verified stops before any agent call; a story may opt out of
+protected tests, and says so in its pull request and the run report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.store import StoryStore
+from tests.conftest import CliResult, run_cli
+from tests.fakes.gh_support import gh_calls, install_gh
+from tests.git_support import git, git_env, make_repo
+
+__all__ = ["git_env"]
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+AGENT = Path(__file__).parent / "fakes" / "judge_agent.py"
+TITLE = "Multiply numbers"
+FILES = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_add.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    # Written first, failing at the base: `mul` does not exist yet (a collection error).
+    "tests/test_mul.py": "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+    'addopts = "-q -p no:cacheprovider"\n',
+}
+PYTEST = shlex.join([sys.executable, "-m", "pytest"])
+
+
+class Project:
+    def __init__(self, tmp_path: Path) -> None:
+        self.repo = make_repo(tmp_path)
+        self.root = self.repo.root
+        for name, text in FILES.items():
+            (self.root / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / name).write_text(text)
+        self.repo.commit_all("calc with a failing test for mul")
+        self.sid = self.repo.story(TITLE)
+        self.log = tmp_path / "agent.log"
+        self.bin = tmp_path / "bin"
+        install_gh(self.bin)
+        self.gh_log = tmp_path / "gh.log"
+        self.env = {
+            "AI_SDLC_PROVIDER": "command",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_GH_LOG": str(self.gh_log),
+        }
+
+    def configure(self, mode: str, *, test: str = PYTEST, build: str | None = None) -> None:
+        template = [sys.executable, str(AGENT), "{phase}", mode, str(self.log)]
+        template += ["--prompt-file", "{prompt_file}"]
+        verify = f"  test: {json.dumps(test)}\n"
+        if build is not None:
+            verify += f"  build: {json.dumps(build)}\n"
+        (self.root / ".ai-sdlc" / "config.yaml").write_text(
+            "ai:\n  provider: command\n  command:\n"
+            f"    template: {json.dumps(template)}\n"
+            f"verify:\n{verify}"
+            "limits:\n  implementation_retries: 1\n"
+        )
+
+    def run(self, *args: str) -> CliResult:
+        return run_cli(self.root, "run", *args, env=self.env, timeout=120)
+
+    def frontmatter(self) -> dict[str, object]:
+        return dict(StoryStore(self.root).get(self.sid).frontmatter)
+
+    def events(self) -> list[dict[str, object]]:
+        log = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+    def agent_calls(self) -> list[str]:
+        return self.log.read_text().split() if self.log.exists() else []
+
+    def branch(self) -> str:
+        return str(self.frontmatter()["branch"])
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+GAMES = {
+    "delete": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "skip": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "weaken": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "conftest": "pass-count floor: 0 tests passed, the base had 0 passing and 1 failing",
+}
+
+
+@pytest.mark.parametrize("mode", list(GAMES))
+def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project, mode: str) -> None:
+    project.configure(mode)
+
+    result = project.run(project.sid)
+
+    assert result.returncode == 5, result.output  # blocked at the implementation retry limit
+    fm = project.frontmatter()
+    assert fm["status"] == "blocked"
+    # both attempts (limit 1 retry) were counted as implementation retries, nothing else
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert fm["total_recovery_attempts"] == 2
+    reasons = [
+        str(e["reason"])
+        for e in project.events()
+        if e.get("action") == "recovery" and e.get("recovery_kind") == "implementation_retry"
+    ]
+    assert len(reasons) == 2
+    assert all(r.startswith(GAMES[mode]) for r in reasons), reasons
+    assert GAMES[mode] in str(fm["blocked_reason"])
+    # the reviewer (who approves anything) was never asked; nothing was committed
+    assert "review" not in project.agent_calls()
+    assert git(project.root, "rev-list", "--count", f"main..{project.branch()}").strip() == "0"
+    worktree = project.root / str(fm["worktree_path"])
+    assert (worktree / "tests" / "test_mul.py").read_text() == FILES["tests/test_mul.py"]
+    assert not (worktree / "conftest.py").exists()
+
+
+def test_an_honest_agent_reaches_done_and_the_review_sees_the_counts(project: Project) -> None:
+    project.configure("honest")
+
+    result = project.run(project.sid)
+
+    assert result.returncode == 0, result.output
+    fm = project.frontmatter()
+    assert fm["status"] == "done"
+    assert int(fm.get("total_recovery_attempts") or 0) == 0
+    assert git(project.root, "show", f"{project.branch()}:calc.py").endswith("return a * b\n")
+    review = Path(str(project.log) + ".review").read_text()
+    assert "Tests: 2 passed, 0 failed, 0 skipped" in review
+    assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
+    assert "allow_test_changes" not in review
+    # the baseline ran once, on the untouched base, and is cached for the next story
+    baselines = list((project.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
+    assert len(baselines) == 1
+    cached = json.loads(baselines[0].read_text())
+    assert cached["failing"] == ["tests/test_mul.py"]
+    assert cached["counts"]["failed"] == 1
+    started = [e for e in project.events() if e.get("action") == "phase"]
+    assert started, "the story's phases were logged"
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        (
+            {"build": shlex.join([sys.executable, "-c", "raise SystemExit('build broken')"])},
+            "verification fails before any change: step 'build' failed (exit 1): build broken",
+        ),
+        (
+            {"test": "no-such-test-runner-xyz -q"},
+            "verification fails before any change: [ai-sdlc] cannot run "
+            "'no-such-test-runner-xyz': executable not found on PATH",
+        ),
+    ],
+    ids=["build-fails", "executable-missing"],
+)
+def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(
+    project: Project, settings: dict[str, str], said: str
+) -> None:
+    project.configure("honest", **settings)
+
+    result = project.run(project.sid)
+
+    assert result.returncode == 3, result.output
+    assert said in result.stderr
+    assert "Traceback" not in result.output
+    assert project.agent_calls() == []  # the agent was never started
+    fm = project.frontmatter()
+    assert int(fm.get("total_recovery_attempts") or 0) == 0
+    assert fm["status"] != "blocked"
+    # no failing baseline is cached: once the project is fixed, the story runs
+    assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
+    project.configure("honest")
+    assert project.run(project.sid).returncode == 0
+    assert project.frontmatter()["status"] == "done"
+
+
+def test_a_story_allowed_to_change_tests_says_so_in_its_pr_and_report(project: Project) -> None:
+    project.configure("delete")
+    story = project.root / ".ai-sdlc" / "stories" / project.sid / "story.md"
+    text = story.read_text()
+    story.write_text(text.replace("\n---\n", "\nallow_test_changes: true\n---\n", 1))
+
+    result = project.run("--auto")
+
+    assert result.returncode == 0, result.output
+    fm = project.frontmatter()
+    assert fm["status"] == "done"
+    assert int(fm.get("total_recovery_attempts") or 0) == 0
+    branch = project.branch()
+    assert "tests/test_mul.py" not in git(project.root, "ls-tree", "-r", "--name-only", branch)
+    review = Path(str(project.log) + ".review").read_text()
+    assert "This story allows test changes (allow_test_changes: true)" in review
+    assert "Test changes against the story's base:" in review
+    assert "-    assert mul(2, 3) == 6" in review
+    creates = [c for c in gh_calls(project.gh_log) if c[:2] == ["pr", "create"]]
+    assert len(creates) == 1
+    body = creates[0][creates[0].index("--body") + 1]
+    assert "**Test changes allowed** (`allow_test_changes: true` in the story)" in body
+    report = run_cli(project.root, "report", "--json", env=project.env)
+    assert report.returncode == 0, report.output
+    (story_report,) = json.loads(report.stdout)["stories"]
+    assert story_report["tests"]["allow_test_changes"] is True
+    assert story_report["tests"]["counts"] == {
+        "passed": 1,
+        "failed": 0,
+        "skipped": 0,
+        "runner": "pytest",
+    }
