@@ -111,6 +111,21 @@ class Progress:
             )
         if name == "verification_finished":
             return f"[{story}] verification {'passed' if e.get('passed') else 'failed'}"
+        if name == "baseline_started":
+            return f"[{story}] verifying the untouched base {str(e.get('base', ''))[:12]} first"
+        if name == "baseline_finished":
+            counts = e.get("counts") or {}
+            shown = (
+                f": {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+                f"{counts.get('skipped', 0)} skipped"
+                if counts
+                else ""
+            )
+            failing = e.get("failing") or []
+            fails = f" (failing before the change: {', '.join(failing[:3])})" if failing else ""
+            return f"[{story}] base verified{shown}{fails}"
+        if name == "protected_restored":
+            return f"[{story}] put back the agent's test files: {', '.join(e.get('paths') or [])}"
         if name == "recovery":
             kind = str(e.get("recovery_kind", "")).replace("_", " ")
             extra = ""

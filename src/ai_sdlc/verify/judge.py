@@ -104,7 +104,6 @@ class Judge:
         self.settings = settings
         self.state = state
         self._baselines: dict[str, Baseline] = {}
-        self._prefixes: dict[Path, str] = {}
 
     # --- the baseline -----------------------------------------------------------------------
     def baseline(self, path: Path, base: str | None, verify: Verifier) -> Baseline | None:
@@ -151,10 +150,9 @@ class Judge:
         return found
 
     def _key(self, base: str, path: Path) -> str:
-        prefix = self._prefixes.get(path)
-        if prefix is None:
-            prefix = self._prefixes[path] = _git_text(path, "rev-parse", "--show-prefix") or ""
-        data = [BASELINE_FORMAT, base, prefix, list(self.settings.commands), self.settings.junit]
+        # One cache per project (its own `.ai-sdlc/state`): the project's folder in the
+        # repository is implied.
+        data = [BASELINE_FORMAT, base, list(self.settings.commands), self.settings.junit]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
 
     def _load(self, key: str) -> Baseline | None:
@@ -268,11 +266,13 @@ class Judge:
 
 def _at(path: Path, base: str) -> bool:
     """The work tree is the base, untouched: HEAD is `base` and nothing differs from it."""
-    head = _git_text(path, "rev-parse", "HEAD")
-    if head is None or head.strip() != base:
+    status = _git_text(
+        path, "status", "--porcelain=v2", "--branch", "--untracked-files=normal", "--", "."
+    )
+    if status is None:
         return False
-    status = _git_text(path, "status", "--porcelain", "--untracked-files=normal", "--", ".")
-    return status is not None and not status.strip()
+    lines = status.splitlines()
+    return f"# branch.oid {base}" in lines and all(ln.startswith("# ") for ln in lines)
 
 
 def _git_text(path: Path, *args: str) -> str | None:

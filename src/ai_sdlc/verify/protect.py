@@ -237,22 +237,28 @@ def _key(path: Path) -> str:
     return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
 
 
+def pathspecs(patterns: Sequence[str]) -> list[str]:
+    """`patterns` as git pathspecs relative to the project folder (same matches)."""
+    specs: list[str] = []
+    for pattern in patterns:
+        body = pattern.strip().strip("/")
+        if not body:
+            continue
+        anchored = "/" in body
+        spec = body if anchored else f"**/{body}"
+        if pattern.strip().endswith("/"):
+            spec += "/**"
+        specs.append(f":(glob){spec}")
+    return specs
+
+
 def tests_diff(path: Path, base: str, patterns: Sequence[str], limit: int = 4000) -> str:
-    """The attempt's diff of test files (changed, deleted or new) against `base`, at most
-    `limit` characters (for the review prompt and the report)."""
-    tests = [rel for _status, rel in changed_files(path, base) if matches(rel, patterns)]
-    listed = _git(path, "ls-files", "-z", "--others", "--exclude-standard", "--", ".")
-    new = [os.fsdecode(f) for f in listed.split(b"\0") if f]
-    new = [rel for rel in new if matches(rel, patterns)]
-    if not tests and not new:
+    """The change's diff of test files against `base` (committed or not), at most `limit`
+    characters (for the review prompt). One git call."""
+    specs = pathspecs(patterns)
+    if not specs:
         return ""
-    text = ""
-    if tests:
-        text += _git(path, "diff", "--relative", base, "--", *tests).decode("utf-8", "replace")
-    for relative in new:
-        with contextlib.suppress(OSError):
-            body = (path / relative).read_text(encoding="utf-8", errors="replace")
-            text += f"new file {relative}:\n{body}\n"
+    text = _git(path, "diff", "--relative", base, "--", *specs).decode("utf-8", "replace")
     return text if len(text) <= limit else text[: limit - 30] + "\n[... test diff truncated ...]\n"
 
 
