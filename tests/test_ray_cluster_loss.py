@@ -41,13 +41,17 @@ pytestmark = [
     pytest.mark.xdist_group("ray-cluster-loss"),
 ]
 
-#: The verification of each story: says it started (`started-<worktree>`), then waits for
-#: `release` (the resumed run) or for its worker to die (the cluster killed).
+#: The verification of each story's implementation (the first, the baseline on the untouched
+#: base, passes): says it started (`started-<worktree>`), then waits for `release` (the
+#: resumed run) or for its worker to die (the cluster killed).
 BLOCKER = """\
 import os, pathlib, sys, time
 marks = pathlib.Path(sys.argv[1])
 parent = os.getppid()
 name = pathlib.Path.cwd().name
+if not (marks / f"baseline-{name}").exists():
+    (marks / f"baseline-{name}").write_text("")
+    sys.exit(0)
 (marks / f".{name}").write_text(str(parent))
 (marks / f".{name}").rename(marks / f"started-{name}")
 while not (marks / "release").exists():

@@ -211,10 +211,14 @@ def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, clust
     assert links == {"mailbox"}
 
 
-#: The first verification of S-0001 tells the test its worker's pid, then waits to be killed.
+#: The first verification of S-0001's implementation (the one before is the baseline on its
+#: untouched base) tells the test its worker's pid, then waits to be killed.
 SLEEPER = """\
 import os, pathlib, sys, time
 marks = pathlib.Path(sys.argv[1])
+if "S-0001" in os.getcwd() and not (marks / "baseline").exists():
+    (marks / "baseline").write_text("")
+    sys.exit(0)
 if "S-0001" in os.getcwd() and not (marks / "pid").exists():
     parent = os.getppid()
     (marks / "pid.tmp").write_text(str(parent))
