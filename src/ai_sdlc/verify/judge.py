@@ -14,7 +14,9 @@ Every attempt that passes its own verification is then judged (`judge`):
   failed must now pass), and no more are skipped; a test summary that disappeared fails too;
 - tests kept as they were: the base's version of every protected file the attempt changed or
   deleted is put back for one more verification against the attempt's code; a base test that
-  no longer passes fails the attempt. A story with `allow_test_changes: true` skips this.
+  no longer passes fails the attempt.
+A story with `allow_test_changes: true` (its frontmatter: a human's explicit choice) skips both;
+its counts and test diff are still shown to the review, in the pull request and the report.
 A project without a base commit (no git worktree) gets neither.
 """
 
@@ -233,7 +235,7 @@ class Judge:
                 floor = _floor(baseline, again)
                 if floor:
                     return _failed(verdict, f"with the base's tests put back, {floor}", judged)
-        floor = _floor(baseline, verdict)
+        floor = "" if allow_test_changes else _floor(baseline, verdict)
         if floor:
             return _failed(verdict, floor, judged)
         return msgspec.structs.replace(verdict, judged=judged)
@@ -310,7 +312,7 @@ def _stop_reason(verdict: VerificationResult) -> str | None:
         )
     if step.name != "test":
         return f"step {step.name!r} failed (exit {step.exit_code}): {first}"
-    if step.exit_code in (3, 4) and "pytest" in " ".join(step.argv) and verdict.counts is None:
+    if step.exit_code in (3, 4) and "pytest" in " ".join(step.argv):
         return f"pytest could not run (exit {step.exit_code}: usage or internal error): {first}"
     return None
 
