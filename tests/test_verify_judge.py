@@ -219,3 +219,17 @@ def test_a_story_allowed_to_change_tests_says_so_in_its_pr_and_report(project: P
         "skipped": 0,
         "runner": "pytest",
     }
+
+
+def test_allow_test_changes_must_be_a_boolean(project: Project) -> None:
+    project.configure("delete")
+    story = project.root / ".ai-sdlc" / "stories" / project.sid / "story.md"
+    story.write_text(
+        story.read_text().replace("\n---\n", "\nallow_test_changes: yes please\n---\n", 1)
+    )
+
+    result = project.run(project.sid)
+
+    assert result.returncode == 3, result.output
+    assert "`allow_test_changes` must be true or false" in result.stderr
+    assert project.agent_calls() == []

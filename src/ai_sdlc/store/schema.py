@@ -235,6 +235,9 @@ _CHECKS: dict[str, Check] = {
     "blocked_reason": lambda f, v: _text(f, v, nullable=True),
     "blocked_at": lambda f, v: _when(f, v, nullable=True),
     "recovery_breakdown": _breakdown,
+    #: The story's opt-out of protected tests (see `verify.judge`): a real boolean, never a
+    #: word that reads as yes.
+    "allow_test_changes": _flag,
     **{name: _flag for name in FLAG_FIELDS},
     **{name: _counter for name in COUNTER_FIELDS},
 }

@@ -873,6 +873,7 @@ class StoryRunner:
         base = self.workspaces.base_commit(story, path)
         allowed = story.frontmatter.get("allow_test_changes") is True
         judged = judge.judge(path, base, verdict, self.deps.verifier, allow_test_changes=allowed)
+        self._judged.pop(story_id, None)
         if judged.judged:
             self._judged[story_id] = {"judged": judged.judged}
         return judged
