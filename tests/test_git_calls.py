@@ -41,9 +41,9 @@ __all__ = ["git_env", "repo"]
 pytestmark = pytest.mark.usefixtures("git_env")
 
 #: Git calls one story run (backlog → done, one passing attempt, push + PR) may make: 16, and
-#: the judge's 3 (is the base untouched for its baseline; which base test files the attempt
-#: changed; the test diff the review is shown).
-GIT_CALLS_PER_STORY = 19
+#: the judge's 4 (is the base untouched for its baseline; what the baseline's run wrote there, to
+#: undo; which base test files the attempt changed; the test diff the review is shown).
+GIT_CALLS_PER_STORY = 20
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:
@@ -91,8 +91,8 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
         f"a process): ask git less, or raise the budget with a reason.\n{listing}"
     )
     # The checks that must stay: one `status` after each agent phase (refine, research, plan,
-    # implement, review), the judge's one before its baseline, and the commit itself.
-    assert sum(c.startswith("status ") for c in ours) == 6, listing
+    # implement, review), the judge's two around its baseline, and the commit itself.
+    assert sum(c.startswith("status ") for c in ours) == 7, listing
     assert sum(" commit --quiet --no-verify " in c for c in ours) == 1, listing
     # Answered without a process: refs (read from files), the new commit's sha (from the
     # checkpoint ref), the worktrees of a repository a new story is not yet in.

@@ -270,7 +270,7 @@ def test_junit_report_gives_the_counts(tmp_path: Path) -> None:
     baseline = judge.baseline(root, base, verify)  # type: ignore[arg-type]
     assert baseline is not None and baseline.counts is not None
     assert (baseline.counts.passed, baseline.counts.runner) == (3, "junit")
-    (root / "report.xml").unlink()
+    assert not (root / "report.xml").exists()  # read, then removed: never committed
     count.write_text("2")  # one test fewer passes
     (root / "x.txt").write_text("changed\n")
     judged = judge.judge(root, base, verify(root), verify)  # type: ignore[arg-type,operator]
@@ -285,3 +285,25 @@ def test_a_base_whose_pytest_cannot_run_stops(tmp_path: Path) -> None:
     judge = Judge(JudgeSettings(commands=(("test", command),)), tmp_path / "state")
     with pytest.raises(InvalidInputError, match="verification fails before any change: pytest"):
         judge.baseline(root, base, verifier(command))  # type: ignore[arg-type]
+
+
+def test_what_the_baseline_writes_into_the_untouched_worktree_is_undone(tmp_path: Path) -> None:
+    """The baseline runs before a read-only phase: files its tests write there (a report, a
+    rewritten fixture) must not be blamed on that phase's agent. Ignored files stay."""
+    root = repo_with(
+        tmp_path, {"sub/data.txt": "base\n", "sub/.gitignore": "*.log\n", "sub/x.txt": "x\n"}
+    )
+    base = git(root, "rev-parse", "HEAD").strip()
+    writes = (
+        "from pathlib import Path; Path('out/report.txt').parent.mkdir();"
+        "Path('out/report.txt').write_text('r'); Path('data.txt').write_text('changed');"
+        "Path('run.log').write_text('log')"
+    )
+    command = shlex.join([sys.executable, "-c", writes])
+    judge = Judge(JudgeSettings(commands=(("test", command),)), tmp_path / "state")
+    sub = root / "sub"
+    baseline = judge.baseline(sub, base, verifier(command))  # type: ignore[arg-type]
+    assert baseline is not None and baseline.passed
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (sub / "data.txt").read_text() == "base\n"
+    assert (sub / "run.log").exists()  # ignored: left alone

@@ -86,6 +86,8 @@ class GitWorkspace:
         #: Story → the commit its branch was created from in this process, kept while the
         #: story's checkpoint descends from it (so `publish` knows the branch is ahead).
         self._origins: dict[str, str] = {}
+        #: Story → the commit its branch forked from, as `base_commit` found it.
+        self._bases: dict[str, str] = {}
         #: The base branch once resolved: a story's pull request targets the branch it was
         #: started from, even if `origin/HEAD` or the checkout's branch changes meanwhile.
         self._base: str | None = None
@@ -237,14 +239,17 @@ class GitWorkspace:
     def base_commit(self, story: Any, path: Path) -> str | None:
         """The commit the story's branch started from (its merge base with the base branch):
         what the judge compares the story's tests and counts against."""
-        origin = self._origins.get(story.id)
+        origin = self._origins.get(story.id) or self._bases.get(story.id)
         if origin is not None:
             return origin
         top = self._own(path)
         refs = RefSnapshot(self.top, self._common_dir)
         _start, start_ref = self._start_point(self.base_branch(refs), refs)
         found = run(("git", "merge-base", "HEAD", start_ref.sha), top, check=False)
-        return (found.stdout.strip() or None) if found.returncode == 0 else None
+        base = (found.stdout.strip() or None) if found.returncode == 0 else None
+        if base is not None:  # the fork point does not move while this process runs it
+            self._bases[story.id] = base
+        return base
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return attempts.violations(self._own(path), story.id, base=self._checkpoints.get(story.id))

@@ -118,7 +118,10 @@ class Judge:
             return found
         key = self._key(base, path)
         if _at(path, base):
-            verdict = self._run(path, verify)
+            try:
+                verdict = self._run(path, verify)
+            finally:
+                _clean(path)
         else:
             verdict = self._in_temporary_tree(path, base, verify)
         stop = _stop_reason(verdict)
@@ -263,7 +266,9 @@ class Judge:
         report = self._junit_path(path)
         if report is None:
             return verdict
-        return msgspec.structs.replace(verdict, counts=parse_junit(report))
+        counts = parse_junit(report)
+        report.unlink(missing_ok=True)  # ours, read: never committed as the agent's work
+        return msgspec.structs.replace(verdict, counts=counts)
 
 
 def _at(path: Path, base: str) -> bool:
@@ -277,7 +282,26 @@ def _at(path: Path, base: str) -> bool:
     return f"# branch.oid {base}" in lines and all(ln.startswith("# ") for ln in lines)
 
 
-def _git_text(path: Path, *args: str) -> str | None:
+def _clean(path: Path) -> None:
+    """Undo what the base's verification wrote into the work tree (it was the untouched base
+    before: nothing there is anyone's work), so that the phase the baseline ran before (a
+    read-only one) is not blamed for it. Ignored files (caches, build output) stay."""
+    status = _git_text(
+        path, "status", "--porcelain", "-z", "--untracked-files=all", "--", ".", strip=False
+    )
+    if not status:
+        return
+    entries = [e for e in status.split("\0") if len(e) > 3]
+    # porcelain paths are relative to the repository's top, whatever the folder
+    untracked = [f":(top,literal){e[3:]}" for e in entries if e.startswith("?? ")]
+    tracked = [f":(top,literal){e[3:]}" for e in entries if not e.startswith("?? ")]
+    if untracked:
+        _git_text(path, "clean", "-f", "-q", "--", *untracked)
+    if tracked:
+        _git_text(path, "checkout", "-q", "HEAD", "--", *tracked)
+
+
+def _git_text(path: Path, *args: str, strip: bool = True) -> str | None:
     try:
         done = subprocess.run(
             ["git", *args],
@@ -291,7 +315,9 @@ def _git_text(path: Path, *args: str) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() if strip else done.stdout
 
 
 def _stop_reason(verdict: VerificationResult) -> str | None:
