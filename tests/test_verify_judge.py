@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -233,3 +234,60 @@ def test_allow_test_changes_must_be_a_boolean(project: Project) -> None:
     assert result.returncode == 3, result.output
     assert "`allow_test_changes` must be true or false" in result.stderr
     assert project.agent_calls() == []
+
+
+def test_without_a_worktree_a_verify_command_that_cannot_start_is_a_config_error(
+    project: Project,
+) -> None:
+    """No base to verify first (`--no-worktree`): the implementation's own verification finds
+    the executable missing; that is exit 3 at once, the attempt released, never retried."""
+    project.configure("honest", test="no-such-test-runner-xyz -q")
+
+    result = project.run(project.sid, "--no-worktree")
+
+    assert result.returncode == 3, result.output
+    assert "verification cannot run: [ai-sdlc] cannot run 'no-such-test-runner-xyz'" in (
+        result.stderr
+    )
+    assert project.agent_calls().count("implement") == 1  # not retried
+    fm = project.frontmatter()
+    assert int(fm.get("total_recovery_attempts") or 0) == 0
+    assert fm["status"] != "blocked"
+    released = [e for e in project.events() if e.get("action") == "attempt_released"]
+    assert [e["phase"] for e in released] == ["implement"]
+
+
+KILLED_MID_CHECK = """\
+import os, sys
+from pathlib import Path
+from ai_sdlc.verify.protect import base_versions_in_place
+worktree, base, state = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+with base_versions_in_place(worktree, base, ["tests/test_mul.py"], state):
+    os._exit(9)
+"""
+
+
+def test_test_files_left_in_their_base_version_by_a_killed_run_are_put_back(
+    project: Project,
+) -> None:
+    project.configure("honest")
+    for phase in ("refine", "research", "plan"):  # up to the implementation
+        assert project.run(project.sid, "--step", phase).returncode == 0
+    worktree = project.root / str(project.frontmatter()["worktree_path"])
+    extended = FILES["tests/test_mul.py"] + "\n\ndef test_mul_zero():\n    assert mul(0, 3) == 0\n"
+    (worktree / "tests" / "test_mul.py").write_text(extended)  # the work of an earlier attempt
+    base = git(project.root, "rev-parse", "main").strip()
+    state = project.root / ".ai-sdlc" / "state" / "protected"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_CHECK, str(worktree), base, str(state)], check=False
+    )
+    assert killed.returncode == 9
+    assert (worktree / "tests" / "test_mul.py").read_text() == FILES["tests/test_mul.py"]
+
+    result = project.run(project.sid)
+
+    assert result.returncode == 0, result.output
+    assert "put back the agent's test files: tests/test_mul.py" in result.stderr
+    assert project.frontmatter()["status"] == "done"
+    assert int(project.frontmatter().get("total_recovery_attempts") or 0) == 0
+    assert git(project.root, "show", f"{project.branch()}:tests/test_mul.py") == extended
