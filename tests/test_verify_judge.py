@@ -220,6 +220,13 @@ def test_a_story_allowed_to_change_tests_says_so_in_its_pr_and_report(project: P
         "skipped": 0,
         "runner": "pytest",
     }
+    assert story_report["tests"]["base_counts"]["failed"] == 1
+    assert "tests/test_mul.py" in story_report["tests"]["diff_stat"]
+    html = project.root / "report.html"
+    assert run_cli(project.root, "report", "--html", str(html), env=project.env).returncode == 0
+    page = html.read_text()
+    assert "<b>test changes allowed</b> (allow_test_changes: true)" in page
+    assert "<b>Tests:</b> 1 passed, 0 failed, 0 skipped (base: 0 passed, 1 failed" in page
 
 
 def test_allow_test_changes_must_be_a_boolean(project: Project) -> None:

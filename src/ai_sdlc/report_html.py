@@ -595,7 +595,9 @@ def _tests_line(tests: Any) -> str:
     line = f"<b>Tests:</b> {shown(tests.get('counts'))} (base: {shown(tests.get('base_counts'))})"
     if tests.get("allow_test_changes"):
         line += " · <b>test changes allowed</b> (allow_test_changes: true)"
-    return f"<p>{line}</p>"
+    stat = str(tests.get("diff_stat") or "")
+    block = f"<pre class='detail'>{esc(stat)}</pre>" if stat else ""
+    return f"<p>{line}</p>{block}"
 
 
 def _run_events(report: Mapping[str, Any]) -> str:

@@ -253,12 +253,13 @@ def pathspecs(patterns: Sequence[str]) -> list[str]:
 
 
 def tests_diff(path: Path, base: str, patterns: Sequence[str], limit: int = 4000) -> str:
-    """The change's diff of test files against `base` (committed or not), at most `limit`
-    characters (for the review prompt). One git call."""
+    """The change's diff of test files against `base` (committed or not): its stat, then the
+    patch; at most `limit` characters (for the review prompt and the report). One git call."""
     specs = pathspecs(patterns)
     if not specs:
         return ""
-    text = _git(path, "diff", "--relative", base, "--", *specs).decode("utf-8", "replace")
+    diff = _git(path, "diff", "--stat", "--patch", "--relative", base, "--", *specs)
+    text = diff.decode("utf-8", "replace")
     return text if len(text) <= limit else text[: limit - 30] + "\n[... test diff truncated ...]\n"
 
 

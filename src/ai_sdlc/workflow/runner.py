@@ -376,7 +376,7 @@ class StoryRunner:
         if previous and previous.get("signature") == verdict.signature and not changed:
             stalled = (
                 "Implementation is not making progress: two attempts failed with the same "
-                f"error and changed nothing. Last failure: {_first_line(summary)}"
+                f"error and changed nothing. Last failure: {verdict.reason or _first_line(summary)}"
             )
         # The attempt failed: it is counted whatever happens next. Saving its changes (a patch
         # written to disk, the worktree put back) can itself fail (a full disk, git); then it
@@ -487,6 +487,7 @@ class StoryRunner:
                 changes={"reviews_complete": True},
                 artifact=review,
                 feedback=feedback,
+                **_tests_record(context),
             )
             return
         if decision == FAILED:
@@ -1043,6 +1044,23 @@ def _tests_note(context: dict[str, Any]) -> str:
     if diff:
         parts.append(f"Test changes against the story's base:\n{diff}")
     return "".join(f"\n\n{part}" for part in parts)
+
+
+def _tests_record(context: dict[str, Any]) -> dict[str, Any]:
+    """For the approved review's event (the run report's `tests`): the counts, the base's, the
+    opt-out and the files of the test diff."""
+    if "test_counts" not in context:
+        return {}
+    diff = str(context.get("tests_diff") or "")
+    stat = diff.split("\ndiff --git", 1)[0].strip() if diff else ""
+    return {
+        "tests": {
+            "counts": context.get("test_counts"),
+            "base_counts": context.get("base_test_counts"),
+            "allow_test_changes": bool(context.get("allow_test_changes")),
+            "diff_stat": stat,
+        }
+    }
 
 
 def _counts(counts: dict[str, Any]) -> str:
