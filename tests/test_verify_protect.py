@@ -307,3 +307,32 @@ def test_what_the_baseline_writes_into_the_untouched_worktree_is_undone(tmp_path
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
     assert (sub / "data.txt").read_text() == "base\n"
     assert (sub / "run.log").exists()  # ignored: left alone
+
+
+def test_a_test_file_the_agent_made_a_symlink_comes_back_as_one(tmp_path: Path) -> None:
+    root = repo_with(tmp_path, {"tests/test_a.py": "base a\n", "tests/real.py": "real\n"})
+    base = git(root, "rev-parse", "HEAD").strip()
+    link = root / "tests" / "test_a.py"
+    link.unlink()
+    link.symlink_to("real.py")
+    with base_versions_in_place(root, base, ["tests/test_a.py"], tmp_path / "state"):
+        assert not link.is_symlink() and link.read_text() == "base a\n"
+    assert link.is_symlink() and str(link.readlink()) == "real.py"
+    assert (root / "tests" / "real.py").read_text() == "real\n"  # never written through
+
+
+def test_a_test_file_replaced_by_a_folder_fails_the_attempt(tmp_path: Path) -> None:
+    root = repo_with(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    base = git(root, "rev-parse", "HEAD").strip()
+    judge = Judge(JudgeSettings(commands=(("test", "true"),)), tmp_path / "state")
+    verify = verifier("true")
+    assert judge.baseline(root, base, verify) is not None  # type: ignore[arg-type]
+    (root / "tests" / "test_a.py").unlink()
+    (root / "tests" / "test_a.py").mkdir()
+    (root / "tests" / "test_a.py" / "keep.txt").write_text("agent's\n")
+    judged = judge.judge(root, base, verify(root), verify)  # type: ignore[arg-type,operator]
+    assert not judged.passed
+    assert (
+        judged.reason == "tests/test_a.py: the story's change replaces this test file by a folder"
+    )
+    assert (root / "tests" / "test_a.py" / "keep.txt").read_text() == "agent's\n"

@@ -26,6 +26,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -181,10 +182,10 @@ class Judge:
     def _in_temporary_tree(self, path: Path, base: str, verify: Verifier) -> VerificationResult:
         """The base checked out on its own (the story's worktree has moved on since)."""
         prefix = _git_text(path, "rev-parse", "--show-prefix") or ""
-        tree = self.state / "baseline-trees" / base[:16]
-        _git_text(path, "worktree", "remove", "--force", "--force", str(tree))
-        shutil.rmtree(tree, ignore_errors=True)
-        tree.parent.mkdir(parents=True, exist_ok=True)
+        folder = self.state / "baseline-trees"
+        folder.mkdir(parents=True, exist_ok=True)
+        tree = Path(tempfile.mkdtemp(prefix=f"{base[:12]}-", dir=folder))  # one per process
+        tree.rmdir()  # `worktree add` makes it
         if _git_text(path, "worktree", "add", "--detach", "--quiet", str(tree), base) is None:
             raise InvalidInputError(f"cannot check out the story's base {base[:12]} to verify it")
         try:
@@ -229,6 +230,10 @@ class Judge:
                     "(protected; a story that must change it sets allow_test_changes: true)",
                     judged,
                 )
+            folders = [f for f in files if (path / f).is_dir() and not (path / f).is_symlink()]
+            if folders:
+                reason = f"{folders[0]}: the story's change replaces this test file by a folder"
+                return _failed(verdict, reason, judged)
             if files:
                 with protect.base_versions_in_place(path, base, files, self.state / "protected"):
                     again = self._run(path, verify)

@@ -183,10 +183,14 @@ def base_versions_in_place(
     for index, relative in enumerate(relatives):
         target = path / relative
         entry: dict[str, Any] = {"copy": None, "mode": None}
-        if target.is_file() and not target.is_symlink():
+        if target.is_symlink():
+            entry = {"copy": None, "mode": None, "link": os.readlink(target)}
+        elif target.is_file():
             copy = saved / str(index)
             shutil.copy2(target, copy)
             entry = {"copy": str(index), "mode": target.stat().st_mode & 0o7777}
+        elif target.exists():
+            raise IsADirectoryError(f"{relative} is now a folder: its base version cannot be run")
         manifest["files"][relative] = entry
     atomic_write_text(saved / "manifest.json", json.dumps(manifest))  # the point of no loss
     try:
@@ -198,9 +202,8 @@ def base_versions_in_place(
                     target.unlink()
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                if target.is_symlink() or target.is_dir():
-                    target.unlink()
+            if target.is_symlink():
+                target.unlink()  # saved above; `atomic_write_bytes` must not follow it
             atomic_write_bytes(target, data)
         yield
     finally:
@@ -224,6 +227,8 @@ def restore_pending(path: Path, state: Path) -> list[str]:
         if copy is None:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
+            if entry.get("link") is not None:
+                os.symlink(str(entry["link"]), target)
         else:
             atomic_write_bytes(target, (saved / copy).read_bytes())
             os.chmod(target, int(entry.get("mode") or 0o644))
