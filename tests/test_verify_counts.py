@@ -73,7 +73,7 @@ def test_output_without_a_summary_has_no_counts() -> None:
         ),
         (
             "node_tap_fail.txt",
-            "multiplies: Expected values to be strictly equal:",
+            "multiplies: Expected values to be strictly equal:; 5 !== 6",
             ["multiplies"],
         ),
         (

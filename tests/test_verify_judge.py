@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -298,3 +299,43 @@ def test_test_files_left_in_their_base_version_by_a_killed_run_are_put_back(
     assert project.frontmatter()["status"] == "done"
     assert int(project.frontmatter().get("total_recovery_attempts") or 0) == 0
     assert git(project.root, "show", f"{project.branch()}:tests/test_mul.py") == extended
+
+
+NODE_HEAD = "const test = require('node:test');\nconst assert = require('node:assert');\n"
+NODE_FILES = {
+    "calc.js": "exports.add = (a, b) => a + b;\n",
+    "test/add.test.js": NODE_HEAD + "const { add } = require('../calc.js');\n"
+    "test('adds', () => { assert.strictEqual(add(2, 3), 5); });\n",
+    # written first: `mul` does not exist yet
+    "test/mul.test.js": NODE_HEAD + "const { mul } = require('../calc.js');\n"
+    "test('multiplies', () => { assert.strictEqual(mul(2, 3), 6); });\n",
+}
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.parametrize("mode", ["node-honest", "node-weaken"])
+def test_a_node_project_judged_by_node_test(tmp_path: Path, mode: str) -> None:
+    """The same judge on a Node project whose tests run with node's own runner (`node --test`,
+    no registry needed): the honest change is done, the weakened test is not."""
+    project = Project(tmp_path)
+    for name, text in NODE_FILES.items():
+        (project.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (project.root / name).write_text(text)
+    project.repo.commit_all("calc.js with a failing test for mul")
+    project.configure(mode, test="node --test")
+
+    result = project.run(project.sid)
+
+    fm = project.frontmatter()
+    if mode == "node-honest":
+        assert result.returncode == 0, result.output
+        assert fm["status"] == "done"
+        review = Path(str(project.log) + ".review").read_text()
+        assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
+        return
+    assert result.returncode == 5, result.output
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert str(fm["blocked_reason"]).endswith(
+        "test/mul.test.js: the story's change removes or weakens these tests; their base "
+        "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
+    ), fm["blocked_reason"]

@@ -167,8 +167,8 @@ def _node(lines: list[str]) -> tuple[list[str], str]:
                 found = re.match(r"^\s+error: (.*)$", text)
                 if found:
                     value = found.group(1).strip().strip("'\"")
-                    if value in ("|-", "|", ">-", ">"):
-                        value = _after(lines, index + 1 + offset, _ANY, stop=3)
+                    if value in ("|-", "|", ">-", ">"):  # a block: its first two lines
+                        value = _details(lines, index + 1 + offset, 2)
                     detail = value
                     break
         reason = f"{name}: {detail}" if detail else name
