@@ -253,7 +253,7 @@ class Judge:
         if base is None:
             return ""
         return (
-            protect.run_quietly(lambda: protect.tests_diff(path, base, self.settings.protected))
+            protect.run_quietly(lambda: protect.diff_of_tests(path, base, self.settings.protected))
             or ""
         )
 

@@ -257,7 +257,7 @@ def pathspecs(patterns: Sequence[str]) -> list[str]:
     return specs
 
 
-def tests_diff(path: Path, base: str, patterns: Sequence[str], limit: int = 4000) -> str:
+def diff_of_tests(path: Path, base: str, patterns: Sequence[str], limit: int = 4000) -> str:
     """The change's diff of test files against `base` (committed or not): its stat, then the
     patch; at most `limit` characters (for the review prompt and the report). One git call."""
     specs = pathspecs(patterns)

@@ -48,6 +48,7 @@ from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
 from ai_sdlc.verify.judge import Judge, not_started
+from ai_sdlc.verify.notes import note_on_tests, record_of_tests
 from ai_sdlc.workflow import ledger as L
 from ai_sdlc.workflow.agents import ARTIFACT_OF, build_prompt, story_view
 from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
@@ -487,7 +488,7 @@ class StoryRunner:
                 changes={"reviews_complete": True},
                 artifact=review,
                 feedback=feedback,
-                **_tests_record(context),
+                **record_of_tests(context),
             )
             return
         if decision == FAILED:
@@ -1022,52 +1023,7 @@ def _verification_note(context: dict[str, Any]) -> str:
     else:
         output = str(context.get("verification_output") or "").strip() or "(no output captured)"
         note = f"The project's build or tests FAILED on this change:\n{output}"
-    return note + _tests_note(context)
-
-
-def _tests_note(context: dict[str, Any]) -> str:
-    """The counts, the story's opt-out of protected tests, and the test diff, for the review."""
-    parts: list[str] = []
-    counts, base = context.get("test_counts"), context.get("base_test_counts")
-    if isinstance(counts, dict):
-        line = f"Tests: {_counts(counts)}"
-        if isinstance(base, dict):
-            line += f" (at the story's base: {_counts(base)})"
-        parts.append(line + ".")
-    if context.get("allow_test_changes"):
-        parts.append(
-            "This story allows test changes (allow_test_changes: true): the base's tests were "
-            "NOT re-run against it. Check that every test change below is what the story asks "
-            "for, not a test weakened to pass."
-        )
-    diff = str(context.get("tests_diff") or "").strip()
-    if diff:
-        parts.append(f"Test changes against the story's base:\n{diff}")
-    return "".join(f"\n\n{part}" for part in parts)
-
-
-def _tests_record(context: dict[str, Any]) -> dict[str, Any]:
-    """For the approved review's event (the run report's `tests`): the counts, the base's, the
-    opt-out and the files of the test diff."""
-    if "test_counts" not in context:
-        return {}
-    diff = str(context.get("tests_diff") or "")
-    stat = diff.split("\ndiff --git", 1)[0].strip() if diff else ""
-    return {
-        "tests": {
-            "counts": context.get("test_counts"),
-            "base_counts": context.get("base_test_counts"),
-            "allow_test_changes": bool(context.get("allow_test_changes")),
-            "diff_stat": stat,
-        }
-    }
-
-
-def _counts(counts: dict[str, Any]) -> str:
-    return (
-        f"{counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
-        f"{counts.get('skipped', 0)} skipped"
-    )
+    return note + note_on_tests(context)
 
 
 def _with_hint(exc: AiSdlcError) -> str:
