@@ -336,3 +336,30 @@ def test_a_test_file_replaced_by_a_folder_fails_the_attempt(tmp_path: Path) -> N
         judged.reason == "tests/test_a.py: the story's change replaces this test file by a folder"
     )
     assert (root / "tests" / "test_a.py" / "keep.txt").read_text() == "agent's\n"
+
+
+def test_nothing_is_written_through_a_test_folder_made_a_symlink(tmp_path: Path) -> None:
+    """An agent that points `tests/` outside the work tree never gets the base's versions
+    written (or the agent's "put back") there: the attempt fails and the outside is untouched."""
+    root = repo_with(tmp_path, {"tests/test_a.py": "def test_a():\n    pass\n"})
+    base = git(root, "rev-parse", "HEAD").strip()
+    judge = Judge(JudgeSettings(commands=(("test", "true"),)), tmp_path / "state")
+    verify = verifier("true")
+    assert judge.baseline(root, base, verify) is not None  # type: ignore[arg-type]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "test_a.py").write_text("precious\n")
+    (root / "tests" / "test_a.py").unlink()
+    (root / "tests").rmdir()
+    (root / "tests").symlink_to(outside)
+    judged = judge.judge(root, base, verify(root), verify)  # type: ignore[arg-type,operator]
+    assert not judged.passed
+    assert judged.reason == "tests/test_a.py: the story's change makes its folder tests a symlink"
+    assert (outside / "test_a.py").read_text() == "precious\n"
+    state = tmp_path / "state"
+    with (
+        pytest.raises(OSError, match="symlink"),
+        base_versions_in_place(root, base, ["tests/test_a.py"], state),
+    ):
+        pass
+    assert (outside / "test_a.py").read_text() == "precious\n"

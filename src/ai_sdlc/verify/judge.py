@@ -230,6 +230,12 @@ class Judge:
                     "(protected; a story that must change it sets allow_test_changes: true)",
                     judged,
                 )
+            linked = [(f, protect.linked_folder(path, f)) for f in files]
+            linked = [(f, link) for f, link in linked if link is not None]
+            if linked:
+                file, link = linked[0]
+                reason = f"{file}: the story's change makes its folder {link} a symlink"
+                return _failed(verdict, reason, judged)
             folders = [f for f in files if (path / f).is_dir() and not (path / f).is_symlink()]
             if folders:
                 reason = f"{folders[0]}: the story's change replaces this test file by a folder"

@@ -168,12 +168,26 @@ def _section_changed(path: Path, base: str, relative: str) -> bool:
     return before is not None and _section(name, now) != before
 
 
+def linked_folder(path: Path, relative: str) -> str | None:
+    """The folder on the way to `relative` that is a symlink (the agent could point it outside
+    the work tree: nothing is ever written through it), or None."""
+    current = path
+    for part in Path(relative).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            return current.relative_to(path).as_posix()
+    return None
+
+
 @contextmanager
 def base_versions_in_place(
     path: Path, base: str, relatives: Sequence[str], state: Path
 ) -> Iterator[None]:
     """The base's versions of `relatives` in the work tree for the body of the `with`; the
     agent's versions (or their absence) are saved in `state` first and always put back."""
+    linked = [f for f in relatives if linked_folder(path, f) is not None]
+    if linked:
+        raise OSError(f"{linked[0]}: a folder on its way is a symlink; nothing written through it")
     saved = state / _key(path)
     restore_pending(path, state)
     if saved.exists():
