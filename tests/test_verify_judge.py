@@ -339,3 +339,32 @@ def test_a_node_project_judged_by_node_test(tmp_path: Path, mode: str) -> None:
         "test/mul.test.js: the story's change removes or weakens these tests; their base "
         "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
     ), fm["blocked_reason"]
+
+
+def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(
+    project: Project,
+) -> None:
+    """The cache went (or the verification config changed) after the story's worktree moved on:
+    the base is checked out on its own for one run, in the pinned story worktree's repository,
+    and removed again."""
+    project.configure("honest")
+    for phase in ("refine", "research", "plan", "implement"):
+        assert project.run(project.sid, "--step", phase).returncode == 0
+    baselines = project.root / ".ai-sdlc" / "state" / "baselines"
+    first = {p.name: json.loads(p.read_text()) for p in baselines.glob("*.json")}
+    for cached in baselines.glob("*.json"):
+        cached.unlink()
+
+    result = project.run(project.sid)
+
+    assert result.returncode == 0, result.output
+    assert "verifying the untouched base" in result.stderr
+    assert project.frontmatter()["status"] == "done"
+    again = {p.name: json.loads(p.read_text()) for p in baselines.glob("*.json")}
+    assert again.keys() == first.keys()
+    for name, verdict in again.items():  # the same base, the same verdict (the reason names
+        verdict.pop("reason")  # the folder it ran in)
+        first[name].pop("reason")
+        assert verdict == first[name]
+    trees = git(project.root, "worktree", "list", "--porcelain").count("worktree ")
+    assert trees == 2  # the checkout and the story's; the temporary one is gone

@@ -35,7 +35,7 @@ import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
-from ai_sdlc.git.run import clean_env
+from ai_sdlc.git.run import clean_env, git_options
 from ai_sdlc.verify import protect
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
@@ -315,7 +315,7 @@ def _clean(path: Path) -> None:
 def _git_text(path: Path, *args: str, strip: bool = True) -> str | None:
     try:
         done = subprocess.run(
-            ["git", *args],
+            ["git", *git_options(path), *args],  # hardened; a story worktree's own git folder
             cwd=path,
             env=clean_env({"GIT_OPTIONAL_LOCKS": "0"}),
             stdin=subprocess.DEVNULL,

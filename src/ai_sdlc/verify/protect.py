@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
-from ai_sdlc.git.run import clean_env
+from ai_sdlc.git.run import clean_env, git_options
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ def matches(path: str, patterns: Sequence[str]) -> bool:
 
 def _git(cwd: Path, *args: str) -> bytes:
     done = subprocess.run(
-        ["git", *args],
+        ["git", *git_options(cwd), *args],  # hardened; a story worktree's own git folder
         cwd=cwd,
         env=clean_env({"GIT_OPTIONAL_LOCKS": "0"}),
         stdin=subprocess.DEVNULL,
