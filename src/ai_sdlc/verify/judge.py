@@ -35,7 +35,7 @@ import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
-from ai_sdlc.git.run import clean_env, git_options
+from ai_sdlc.git.run import GitError, clean_env, git_options
 from ai_sdlc.verify import protect
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
@@ -210,6 +210,23 @@ class Judge:
     ) -> VerificationResult:
         """`verdict` (the attempt's own verification), failed when the attempt lowered the
         pass-count floor or changed a protected test so that the base's version fails."""
+        try:
+            return self._judge(path, base, verdict, verify, allow_test_changes)
+        except OSError as exc:  # git could not compare with the base, a file not put in place
+            raise GitError(
+                f"cannot judge the change against its base {(base or '')[:12]}: {exc}",
+                hint="check the story's worktree and branch (git status, git log), then run "
+                "again; no recovery was counted",
+            ) from None
+
+    def _judge(
+        self,
+        path: Path,
+        base: str | None,
+        verdict: VerificationResult,
+        verify: Verifier,
+        allow_test_changes: bool,
+    ) -> VerificationResult:
         verdict = self._with_junit(path, verdict)
         baseline = self.baseline(path, base, verify) if base is not None else None
         if baseline is None or base is None or not verdict.passed:
