@@ -277,7 +277,7 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
     assert fm["status"] == "blocked"
     assert fm["total_recovery_attempts"] == 10
     verifications = [r for r in tried if r["role"] == "verify" and r["attack"] == "grandchild ran"]
-    assert len(verifications) == 10
+    assert len(verifications) == 11  # the 10 attempts' and the baseline's on the untouched base
     lines = ledger_lines(root)
     assert json.loads(lines[-1])["total"] == 10
     assert not any(e["action"] == "sandbox_unavailable" for e in story_events(root))
