@@ -99,6 +99,8 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     counter = tmp_path / "verifications.txt"
     command = shlex.join([sys.executable, str(script), str(counter), str(small_disk / "fill")])
     assert run_cli(root, "config", "verify.test", command).returncode == 0
+    # the implementation's verifications fill the disk: no baseline run before them
+    assert run_cli(root, "config", "verify.baseline", "false").returncode == 0
 
     story = root / ".ai-sdlc" / "stories" / SID
     ledger = root / ".ai-sdlc" / "state" / "ledger" / f"{SID}.jsonl"
@@ -241,6 +243,8 @@ def test_a_failed_attempt_whose_changes_cannot_be_put_back_is_still_counted(
     counter = tmp_path / "verifications.txt"
     command = shlex.join([sys.executable, str(script), str(counter)])
     assert run_cli(root, "config", "verify.test", command).returncode == 0
+    # the implementation's first verification locks the index: no baseline run before it
+    assert run_cli(root, "config", "verify.baseline", "false").returncode == 0
     first = run_cli(root, "run", SID)
     assert first.returncode == 1, first.output
     assert "index.lock" in first.stderr and "internal error" not in first.stderr, first.output

@@ -22,6 +22,7 @@ A project without a base commit (no git worktree) gets neither.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -142,7 +143,8 @@ class Judge:
             (verdict.reason or _first(output)) if not verdict.passed else "",
         )
         self._baselines[key] = baseline
-        self._save(key, baseline)
+        with contextlib.suppress(OSError):  # a cache: a full disk costs a run later, no more
+            self._save(key, baseline)
         return baseline
 
     def known(self, path: Path, base: str) -> Baseline | None:
