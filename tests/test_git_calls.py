@@ -40,8 +40,9 @@ __all__ = ["git_env", "repo"]
 
 pytestmark = pytest.mark.usefixtures("git_env")
 
-#: Git calls one story run (backlog → done, one passing attempt, push + PR) may make.
-GIT_CALLS_PER_STORY = 16
+#: Git calls one story run (backlog → done, one passing attempt, push + PR) may make; the
+#: last is `worktree remove` of the done story's worktree (`git.keep_worktrees`).
+GIT_CALLS_PER_STORY = 17
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:
