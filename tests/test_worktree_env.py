@@ -546,3 +546,58 @@ def test_an_activated_main_venv_and_a_bare_pytest(tmp_path: Path) -> None:
     done = run_cli(root, "run", sid, env=activated)
     assert done.returncode == 0, done.output
     assert frontmatter(root, sid)["status"] == "done"
+
+
+def _landlock_abi() -> int:
+    from ai_sdlc.sandbox import landlock
+
+    try:
+        return landlock.abi_version()
+    except OSError:
+        return 0
+
+
+@pytest.mark.skipif(_landlock_abi() == 0, reason="this kernel has no usable Landlock")
+def test_setup_commands_run_in_the_sandbox(tmp_path: Path) -> None:
+    """A setup command writes its worktree (and the tools' caches), never the main checkout
+    (the suite's widened `sandbox.writable` narrowed back to the default)."""
+    log = tmp_path / "agent.log"
+    repo = make_repo(tmp_path, remote=False)
+    escaped = repo.root / "escaped.txt"
+    writer = json.dumps(
+        [
+            f"{sys.executable} -c \"open('setup.log', 'w').write('ok')\"",
+            f"{sys.executable} -c \"open('{escaped}', 'w').write('no')\"",
+        ]
+    )
+    template = [sys.executable, str(AGENT), str(log), "note", "{phase}"]
+    (repo.root / ".ai-sdlc" / "config.yaml").write_text(
+        f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
+        f"verify:\n  test: {json.dumps(f'{sys.executable} -c pass')}\n"
+        f"worktree:\n  setup: {writer}\n"
+    )
+    sid = repo.story("Anything")
+    result = run_cli(repo.root, "run", sid, env={**ENV, "AI_SDLC_SANDBOX__WRITABLE": "[]"})
+    assert result.returncode == 3, result.output
+    assert "worktree setup failed" in result.stderr
+    assert "PermissionError" in result.stderr or "Permission denied" in result.stderr
+    assert not escaped.exists()
+    worktree = repo.root / ".ai-sdlc" / "worktrees" / f"{sid}-anything"
+    assert (worktree / "setup.log").read_text() == "ok"  # `*.log` is git-ignored here
+    assert calls(log) == []
+
+
+def test_a_setup_that_leaves_files_git_would_commit_is_refused(tmp_path: Path) -> None:
+    """Its output would be taken for the agent's work (a read-only phase's violation, or files
+    committed with the first attempt): the run stops before any agent."""
+    log = tmp_path / "agent.log"
+    messy = json.dumps([f"{sys.executable} -c \"open('generated.txt', 'w').write('x')\""])
+    repo = plain_project(tmp_path, log, "note", f"  setup: {messy}\n")
+    sid = repo.story("Anything")
+    result = run_cli(repo.root, "run", sid, env=ENV)
+    assert result.returncode == 3, result.output
+    message = " ".join(result.stderr.split())
+    assert "worktree.setup changed files git would commit" in message
+    assert "generated.txt" in message and "add them to .gitignore" in message
+    assert calls(log) == []
+    assert frontmatter(repo.root, sid).get("total_recovery_attempts", 0) == 0

@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.git import staging
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.verify.commands import VerificationResult, default_environment, run_commands
@@ -179,6 +180,7 @@ class WorktreeEnvironment:
             PROJECT_VAR: str(self.project),
             WORKTREE_VAR: str(work),
         }
+        before = _changes(work)
         result = run_commands(
             setup_command_lines(self.settings.commands),
             cwd=work,
@@ -188,6 +190,16 @@ class WorktreeEnvironment:
             sandbox=self.sandbox(work),
         )
         if result.passed:
+            left = sorted(_changes(work) - before)
+            if left:
+                shown = ", ".join(path for _xy, path in left[:10])
+                raise WorktreeSetupError(
+                    f"worktree.setup changed files git would commit in {work}: {shown}"
+                    + (f" and {len(left) - 10} more" if len(left) > 10 else ""),
+                    hint="an environment belongs in git-ignored files: add them to .gitignore, "
+                    "or use an install that leaves tracked files alone (npm ci, uv sync "
+                    "--frozen); no agent attempt was made or counted",
+                )
             _write_stamp(stamp, {"fingerprint": wanted, "commands": list(self.settings.commands),
                                  "at": self.clock()})  # fmt: skip
             self._checked.discard(work)  # a new environment: look again
@@ -242,6 +254,12 @@ class WorktreeEnvironment:
                 "was recorded and no recovery counted",
             )
         self._checked.add(work)
+
+
+def _changes(work: Path) -> set[tuple[str, str]]:
+    """What `git status` shows in the worktree (changed, deleted, untracked but not ignored):
+    a setup must leave it as it was, or its output would be taken for the agent's work."""
+    return {(c.xy, c.path) for c in staging.status(work)}
 
 
 def suggestion_text(project: Path) -> str:
