@@ -192,3 +192,24 @@ def test_proposals(tmp_path: Path) -> None:
     assert with_uv.commands[0] == "uv sync --frozen"
     without = propose(tmp_path, which=lambda name: None)  # uv not installed: the layered venv
     assert without.commands[0] == "ai-sdlc worktrees venv"
+
+
+def test_a_generated_version_file_is_brought_along(main: Path) -> None:
+    """hatch-vcs and setuptools-scm write a git-ignored `_version.py` into the main checkout's
+    package at install time: the worktree's copy of the package needs it to import."""
+    venv(main / ".venv")
+    (site(main / ".venv") / "__editable__.calc-0.1.pth").write_text(f"{main / 'src'}\n")
+    (main / ".gitignore").write_text(".venv/\nsrc/calc/_version.py\n")
+    (main / "src" / "calc" / "_version.py").write_text("version = '1.2.3'\n")
+    (main / "src" / "calc" / "__init__.py").write_text("from calc._version import version\n")
+    subprocess.run(["git", "init", "-q"], cwd=main, check=True)
+    work = main.parent / "wt"
+    (work / "src" / "calc" / "__init__.py").write_text("from calc._version import version\n")
+    pyvenv.build(work, main)
+    assert (work / "src" / "calc" / "_version.py").read_text() == "version = '1.2.3'\n"
+    shown = subprocess.run(
+        [str(work / ".venv/bin/python"), "-c", "import calc; print(calc.version, calc.__file__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert shown == f"1.2.3 {work / 'src' / 'calc' / '__init__.py'}\n"
+    assert not (work / "src" / ".venv").exists()

@@ -150,12 +150,35 @@ def _layered(worktree: Path, project: Path, base: Path, target: Path) -> None:
                     project_paths.append(moved)
     if not project_paths:  # not installed editable in the main venv: the usual layouts
         project_paths.append(str(worktree / "src" if (worktree / "src").is_dir() else worktree))
+    _copy_generated(project, worktree, [Path(p) for p in project_paths])
     lines = [*project_paths, *(str(s) for s in base_sites)]
     (own / LAYER_PTH).write_text("\n".join(lines) + "\n", encoding="utf-8")
     _scripts(base, target)
     (target / ".gitignore").write_text("# ai-sdlc worktree venv: not for git\n*\n")
     record = {"layered_on": str(base), "project_paths": project_paths}
     (target / MARKER).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def _copy_generated(project: Path, worktree: Path, folders: list[Path]) -> None:
+    """Python files the install generated in the main checkout's source folders and git
+    ignores (hatch-vcs' or setuptools-scm's `_version.py`): the worktree has none, and its
+    package would not import without them. Copied when the worktree lacks them."""
+    wanted = [str(f.relative_to(worktree)) for f in folders if f.is_relative_to(worktree)]
+    if not wanted:
+        return
+    done = subprocess.run(
+        ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+         "--", *wanted],
+        cwd=project, capture_output=True, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return  # not a git checkout: nothing is known to be generated
+    for name in done.stdout.decode("utf-8", errors="replace").split("\0"):
+        if not name.endswith(".py"):  # an ignored folder (`.venv/`, `build/`) is one entry
+            continue
+        source, dest = project / name, worktree / name
+        if source.is_file() and not dest.exists() and dest.parent.is_dir():
+            shutil.copy2(source, dest)
 
 
 def _source(marker: Path, pth: Path) -> bool:
