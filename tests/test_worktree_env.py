@@ -332,6 +332,7 @@ def test_init_proposes_a_setup_for_what_it_finds(tmp_path: Path) -> None:
     py.mkdir()
     (py / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\n')
     (py / "package-lock.json").write_text("{}\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(py / ".venv")], check=True)
     done = run_cli(py, "init", "--json")
     assert done.returncode == 0, done.output
     assert json.loads(done.stdout)["worktree_setup"] == [RECIPE[2:-2], "npm ci"]
@@ -347,9 +348,15 @@ def test_init_proposes_a_setup_for_what_it_finds(tmp_path: Path) -> None:
     uv.mkdir()
     (uv / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\n')
     (uv / "uv.lock").write_text("version = 1\n")
-    assert run_cli(uv, "init").returncode == 0
-    wanted = "uv sync --frozen" if shutil.which("uv") else "ai-sdlc worktrees venv"
-    assert f'  setup: ["{wanted}"]' in (uv / ".ai-sdlc" / "config.yaml").read_text()
+    no_active_venv = {"VIRTUAL_ENV": ""}  # as when ai-sdlc runs from no activated venv
+    assert run_cli(uv, "init", env=no_active_venv).returncode == 0
+    wanted = '["uv sync --frozen"]' if shutil.which("uv") else "[]"  # no uv, no venv: nothing
+    assert f"  setup: {wanted}" in (uv / ".ai-sdlc" / "config.yaml").read_text()
+    novenv = tmp_path / "novenv"  # verification runs the machine's interpreter: no setup
+    novenv.mkdir()
+    (novenv / "setup.py").write_text("")
+    assert run_cli(novenv, "init", env=no_active_venv).returncode == 0
+    assert "  setup: []" in (novenv / ".ai-sdlc" / "config.yaml").read_text()
     bare = tmp_path / "bare"
     bare.mkdir()
     assert run_cli(bare, "init").returncode == 0

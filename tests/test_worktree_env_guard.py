@@ -179,9 +179,12 @@ def test_a_folder_that_is_not_a_venv_is_never_deleted(main: Path) -> None:
     assert (work / ".venv" / "mine.txt").read_text() == "keep me\n"
 
 
-def test_proposals(tmp_path: Path) -> None:
+def test_proposals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)  # no venv active where ai-sdlc runs
     assert propose(tmp_path).commands == []
     (tmp_path / "setup.py").write_text("")
+    assert propose(tmp_path).commands == []  # no venv to layer on: nothing for Python
+    venv(tmp_path / "venv")
     (tmp_path / "yarn.lock").write_text("")
     (tmp_path / "package.json").write_text("{}")
     proposal = propose(tmp_path)

@@ -49,7 +49,12 @@ class Proposal(msgspec.Struct, frozen=True):
 def propose(project: Path, which: Callable[[str], str | None] = shutil.which) -> Proposal:
     """The setup for the files in `project` (empty when nothing needs installing). A tool that
     is not installed here is not proposed: `uv.lock` without `uv` on PATH falls back to the
-    layered venv recipe (which needs only the project's own venv)."""
+    layered venv recipe. That recipe is proposed only where the project has a venv to layer
+    on (one made by `python -m venv`, uv, poetry in-project...): without one, verification runs
+    an interpreter of the machine's, the same in every worktree, and a venv per worktree would
+    cost a full install each."""
+    from ai_sdlc.worktree_env.pyvenv import find_base_venv
+
     commands: list[str] = []
     found: list[str] = []
     for table in (_PYTHON, _NODE):
@@ -58,6 +63,8 @@ def propose(project: Path, which: Callable[[str], str | None] = shutil.which) ->
                 continue
             if command.startswith("uv ") and which("uv") is None:
                 command = PYTHON_RECIPE
+            if command == PYTHON_RECIPE and find_base_venv(project) is None:
+                break
             commands.append(command)
             found.append(name)
             break

@@ -236,9 +236,16 @@ def _full(worktree: Path, target: Path, python: str) -> None:
     extras = _test_extras(worktree)
     spec = "." + (f"[{','.join(extras)}]" if extras else "")
     if (worktree / "pyproject.toml").is_file() or (worktree / "setup.py").is_file():
+        before = _egg_infos(worktree)
         _run([str(target / "bin" / "python"), "-m", "pip", "install", "-q", "-e", spec], worktree)
+        for leftover in _egg_infos(worktree) - before:  # setuptools' by-product, not needed
+            shutil.rmtree(leftover, ignore_errors=True)
     (target / ".gitignore").write_text("# ai-sdlc worktree venv: not for git\n*\n")
     (target / MARKER).write_text(json.dumps({"full": True}) + "\n", encoding="utf-8")
+
+
+def _egg_infos(worktree: Path) -> set[Path]:
+    return {*worktree.glob("*.egg-info"), *worktree.glob("src/*.egg-info")}
 
 
 def _declared(worktree: Path) -> list[str]:

@@ -263,10 +263,11 @@ def _changes(work: Path) -> set[tuple[str, str]]:
 
 
 def suggestion_text(project: Path) -> str:
-    from ai_sdlc.worktree_env.propose import propose
+    from ai_sdlc.worktree_env.propose import PYTHON_RECIPE, propose
 
-    proposal = propose(project)
-    commands = proposal.commands or ["ai-sdlc worktrees venv"]
+    commands = propose(project).commands
+    if not any(c == PYTHON_RECIPE or c.startswith("uv ") for c in commands):
+        commands = [PYTHON_RECIPE, *commands]  # the finding is a Python venv's
     return "ai-sdlc config worktree.setup '" + json.dumps(commands) + "'"
 
 
