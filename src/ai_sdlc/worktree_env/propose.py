@@ -27,7 +27,9 @@ _NODE = (
     ("bun.lockb", "bun install --frozen-lockfile"),
     ("package-lock.json", "npm ci"),
     ("npm-shrinkwrap.json", "npm ci"),
-    ("package.json", "npm install"),
+    # No lock file to install from: one written into the worktree would be taken for the
+    # agent's work (and refused as setup output), so none is written.
+    ("package.json", "npm install --no-package-lock"),
 )
 
 
