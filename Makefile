@@ -53,6 +53,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/bench_parallel.py
 	$(BIN)/python bench/bench_cluster.py
 	$(BIN)/python bench/bench_sandbox.py
+	$(BIN)/python bench/bench_worktree_env.py
 
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)

@@ -40,10 +40,11 @@ __all__ = ["git_env", "repo"]
 
 pytestmark = pytest.mark.usefixtures("git_env")
 
-#: Git calls one story run (backlog → done, one passing attempt, push + PR) may make: 16, and
-#: the judge's 4 (is the base untouched for its baseline; what the baseline's run wrote there, to
-#: undo; which base test files the attempt changed; the test diff the review is shown).
-GIT_CALLS_PER_STORY = 20
+#: Git calls one story run (backlog → done, one passing attempt, push + PR) may make: 16; the
+#: judge's 4 (is the base untouched for its baseline; what the baseline's run wrote there, to
+#: undo; which base test files the attempt changed; the test diff the review is shown); and
+#: `worktree remove` of the done story's worktree (`git.keep_worktrees`).
+GIT_CALLS_PER_STORY = 21
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:

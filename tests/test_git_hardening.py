@@ -22,6 +22,7 @@ from ai_sdlc.config import SCHEMA
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.git import incoming, staging
 from ai_sdlc.git import run as run_git
+from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.git.workspace import GitWorkspace
 from tests.conftest import run_cli
 from tests.fakes.gh_support import gh_calls, install_gh
@@ -54,6 +55,8 @@ class Project:
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             "FAKE_GH_LOG": str(self.gh_log),
             "AI_SDLC_PROVIDER": "command",
+            # These tests look into done stories' worktrees (removed by default once done).
+            "AI_SDLC_GIT__KEEP_WORKTREES": "true",
         }
         self.sids = [self.repo.story(t) for t in titles]
         agent = [sys.executable, str(AGENT), mode, "{phase}", str(self.state)]
@@ -396,7 +399,7 @@ def test_a_git_lfs_repository_gets_its_large_files_pushed_without_the_hook(
     stand_in.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
     stand_in.chmod(0o755)
     sid = repo.story()
-    ws = GitWorkspace(repo.root)
+    ws = GitWorkspace(repo.root, GitSettings(keep_worktrees=True))  # finished twice
     story, path = prepared(repo, ws, sid)
     (path / "hello.py").write_text("print('hello')\n")
     assert ws.attempt_passed(story, path, attempt=1).commit

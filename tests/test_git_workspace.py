@@ -326,8 +326,11 @@ def test_pr_is_opened_once_then_reused(repo: Repo, gh_log: Path) -> None:
         calls.append("guarded")
         return fn()
 
-    ws = GitWorkspace(
-        repo.root, GitSettings(draft=True), guard=guard, verification="passed: `pytest`"
+    ws = GitWorkspace(  # the worktree kept: `finish` is called twice on it
+        repo.root,
+        GitSettings(draft=True, keep_worktrees=True),
+        guard=guard,
+        verification="passed: `pytest`",
     )
     story, path = prepared(repo, ws, sid)
     (path / "hello.py").write_text("print('hello')\n")
@@ -479,4 +482,4 @@ def test_worktrees_are_created_one_process_at_a_time(
         assert not list((repo.root / ".ai-sdlc" / "worktrees").glob(f"{sid}*"))
     done = run_cli(repo.root, "run", sid)
     assert done.returncode == 0, done.output
-    assert list((repo.root / ".ai-sdlc" / "worktrees").glob(f"{sid}*"))
+    assert f"created worktree .ai-sdlc/worktrees/{sid}" in done.stderr  # (removed once done)

@@ -28,7 +28,7 @@ def test_a_project_in_a_subfolder_of_the_repository(tmp_path: Path, committed: b
     assert run_cli(service, "init").returncode == 0
     assert run_cli(service, "add", "First").returncode == 0
     before = _outside_ai_sdlc(checkout_snapshot(repo))
-    result = run_cli(service, "run", "S-0001")
+    result = run_cli(service, "run", "S-0001", env={"AI_SDLC_GIT__KEEP_WORKTREES": "true"})
     assert result.returncode == 0, result.output
     story = (service / ".ai-sdlc" / "stories" / "S-0001" / "story.md").read_text()
     assert "status: done" in story

@@ -69,6 +69,8 @@ class World:
             "FAKE_AGENT_LOG": str(self.agent_log),
             "FAKE_AGENT_FILES": json.dumps({"hello.py": HELLO}),
             "AI_SDLC_PROVIDER": "",
+            # These tests look into the done story's worktree (removed by default once done).
+            "AI_SDLC_GIT__KEEP_WORKTREES": "true",
         }
         self.sid = self.repo.story(TITLE)
         self.configure("")

@@ -93,11 +93,17 @@ git:                           # in a git repository: one worktree and branch pe
   keep_failed_attempts: false  # true: leave a failed attempt's changes instead of rolling back
   draft: false                 # open pull requests as drafts
   auto_merge: false            # wait for the PR's checks, then squash-merge it
+  keep_worktrees: false        # true: keep a done story's worktree (and its environment)
 
 sandbox:                       # agents, tools and verify commands write only to their worktree
   enabled: true                # (Linux Landlock; see docs/sandbox.md). `run --no-sandbox`: off
   required: true               # run --auto / watch refuse to start where no sandbox is available
   writable: []                 # more folders they may write, e.g. ["~/.gradle", "~/.cargo"]
+
+worktree:                      # each story worktree's own environment (see docs/verification.md)
+  setup: []                    # command lines run in a new worktree (no shell), e.g. ["npm ci"]
+  setup_inputs: null           # files whose change runs setup again; null: lock files, manifests
+  setup_timeout: 900           # seconds per setup command
 """
 
 
@@ -198,6 +204,27 @@ def _path_list(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v)
 
 
+def _command_lines(v: Any) -> bool:
+    """A list of non-empty command lines, each split like `verify.*` (no shell)."""
+    return isinstance(v, list) and all(
+        _opt_command_line(x) and isinstance(x, str) and bool(x.strip()) for x in v
+    )
+
+
+def _opt_relative_paths(v: Any) -> bool:
+    """File paths inside the project: relative, no `..` (they are read in each worktree)."""
+    return v is None or (
+        isinstance(v, list)
+        and all(
+            isinstance(x, str)
+            and bool(x.strip())
+            and not posixpath.isabs(x)
+            and ".." not in posixpath.normpath(x).split("/")
+            for x in v
+        )
+    )
+
+
 def _opt_command(v: Any) -> bool:
     return (
         v is None
@@ -290,6 +317,14 @@ SCHEMA: dict[str, Setting] = {
     "sandbox.enabled": Setting(True, _bool, "true or false"),
     "sandbox.required": Setting(True, _bool, "true or false"),
     "sandbox.writable": Setting([], _path_list, 'a list of folders, e.g. ["~/.m2"]'),
+    "git.keep_worktrees": Setting(False, _bool, "true or false"),
+    "worktree.setup": Setting([], _command_lines, "a list of command lines with balanced quotes"),
+    "worktree.setup_inputs": Setting(
+        None, _opt_relative_paths, "a list of file paths relative to the project, or null"
+    ),
+    "worktree.setup_timeout": Setting(
+        900, _finite_pos(MAX_SECONDS), f"a number of seconds > 0 and <= {MAX_SECONDS}"
+    ),
 }
 
 #: Settings an environment variable may make stricter but never looser: the recovery limits, the
@@ -997,15 +1032,26 @@ def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Conf
 # --- editing ---------------------------------------------------------------------------------
 
 
-def write_default_config(root: Path) -> bool:
-    """Create config.yaml with the commented defaults; False when it already exists."""
+#: The `worktree.setup` line of `DEFAULT_CONFIG_TEXT` (`init` writes its proposal there).
+DEFAULT_SETUP_LINE = (
+    "  setup: []                    # command lines run in a new worktree (no shell), "
+    'e.g. ["npm ci"]'
+)
+
+
+def write_default_config(root: Path, *, setup_line: str | None = None) -> bool:
+    """Create config.yaml with the commented defaults (`setup_line`: the `worktree.setup` line
+    to write instead of the default); False when it already exists."""
     from ai_sdlc.fsutil import atomic_write_text
 
     path = root / CONFIG_RELPATH
     if path.exists():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, DEFAULT_CONFIG_TEXT)
+    text = DEFAULT_CONFIG_TEXT
+    if setup_line is not None:
+        text = text.replace(DEFAULT_SETUP_LINE, setup_line)
+    atomic_write_text(path, text)
     return True
 
 

@@ -6,8 +6,12 @@ same test auto-detection uses, so a run never picks what doctor calls unusable. 
 provider's library is imported (a second or more each); the others are reported from the
 installed distribution's files and version (`registry.package_versions`).
 
+It also says whether verification in a story worktree would judge the worktree's code (the
+wrong-tree guard, see `worktree_env`), and the fix when it would not.
+
 Exits 4 (provider unavailable) when the provider a run would use cannot be used, else 3 when
-config.yaml is invalid (the report is still printed, with the file, line and reason).
+config.yaml is invalid or verification would test the main checkout's code (the report is still
+printed, with the file, line and reason, or the fix).
 """
 
 from __future__ import annotations
@@ -128,12 +132,14 @@ def build_report(
     config_invalid = False
     effective: dict[str, Any] = {}
     sandbox: dict[str, Any] = {}
+    worktree_env: dict[str, Any] | None = None
     try:
         config = load_config(root, environ=env)
         settings: dict[str, Any] = config.section("ai")
         limits = config.section("limits")
         effective = config.effective()
         sandbox = sandbox_report(root, config, env)
+        worktree_env = _worktree_environment(root, config)
     except AiSdlcError as exc:
         from ai_sdlc.secrets import redact
 
@@ -175,6 +181,7 @@ def build_report(
             "project": str(root / CONFIG_RELPATH),
         },
         "settings": effective,
+        "worktree_environment": worktree_env,
         "problems": problems,
         "config_invalid": config_invalid,
     }
@@ -225,6 +232,17 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
     out.line("")
 
 
+def _worktree_environment(root: Path, config: Any) -> dict[str, Any]:
+    """Would verification in a story worktree judge the worktree's code (the wrong-tree
+    guard a run applies before its first verification)?"""
+    from ai_sdlc.worktree_env.diagnose import diagnose
+
+    try:
+        return diagnose(root, config)
+    except AiSdlcError as exc:
+        return {"ok": False, "message": exc.message, "fix": exc.hint, "setup": []}
+
+
 def _render_text(out: Any, report: dict[str, Any]) -> None:
     from ai_sdlc.cli.terminal import to_json
 
@@ -248,6 +266,13 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
     out.line(f"effective config (secrets masked; user file {files['user']}):")
     for dotted, entry in report["settings"].items():
         out.line(f"  {dotted} = {to_json(entry['value'])}  ({entry['source']})")
+    env = report.get("worktree_environment")
+    if env is not None:
+        out.line("")
+        out.line("verification environment (story worktrees):")
+        out.line(f"  {'✓' if env['ok'] else '✗'} {env['message']}")
+        if env.get("fix"):
+            out.line(f"    fix: {env['fix']}")
     for problem in report["problems"]:
         out.warn(problem)
 
@@ -261,7 +286,8 @@ def doctor(json: JsonOption = False) -> None:
     else:
         _render_text(out, report)
     sel = report["selected"]
-    if sel["usable"] and report["config_invalid"]:
+    env = report.get("worktree_environment")
+    if sel["usable"] and (report["config_invalid"] or (env is not None and not env["ok"])):
         raise typer.Exit(int(ExitCode.INVALID_INPUT))
     if not sel["usable"]:
         raise ProviderUnavailableError(

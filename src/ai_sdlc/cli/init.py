@@ -7,6 +7,7 @@ import typer
 from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import write_default_config
+from ai_sdlc.worktree_env.propose import propose
 
 
 def init(json: JsonOption = False) -> None:
@@ -14,11 +15,24 @@ def init(json: JsonOption = False) -> None:
     out = terminal(json)
     store = open_store(must_exist=False)
     created = store.init()
-    created_config = write_default_config(store.root)
+    proposal = propose(store.root)
+    created_config = write_default_config(store.root, setup_line=proposal.config_line())
+    proposed = proposal.commands if created_config else []
     if json:
-        out.json({"project": str(store.root), "created": created or created_config})
+        out.json(
+            {
+                "project": str(store.root),
+                "created": created or created_config,
+                "worktree_setup": proposed,
+            }
+        )
     elif created or created_config:
         out.success(f"Initialised ai-sdlc in {store.ai_dir}")
+        if proposed:
+            out.info(
+                f"worktree.setup: {', '.join(proposed)} (for {', '.join(proposal.found)}): each "
+                "story worktree gets its own environment; edit .ai-sdlc/config.yaml to change it"
+            )
         out.info('Next: ai-sdlc add "Your first story"')
     else:
         out.info(f"Already initialised: {store.ai_dir}")

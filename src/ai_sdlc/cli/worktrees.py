@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -75,6 +77,34 @@ def prune(
             out.warn(f"Kept {path}: {why}")
         if not result.removed and not result.kept:
             out.info("Nothing to prune: no worktree of a done or abandoned story.")
+
+
+@worktrees_app.command("venv")
+def venv(
+    base: Annotated[
+        Path | None,
+        typer.Option(
+            "--base",
+            help="The project's venv to layer on (default: .venv, venv or env in the project).",
+        ),
+    ] = None,
+) -> None:
+    """Build this story worktree's own .venv (what `worktree.setup` runs for Python projects):
+    layered on the project's venv when the dependency files match, else a full venv."""
+    from ai_sdlc.errors import UsageError
+    from ai_sdlc.worktree_env.pyvenv import build
+    from ai_sdlc.worktree_env.setup import PROJECT_VAR, WORKTREE_VAR
+
+    out = terminal(False)
+    project = os.environ.get(PROJECT_VAR)
+    if not project:
+        raise UsageError(
+            f"{PROJECT_VAR} is not set: this command runs as a worktree.setup command",
+            hint='set worktree.setup: ["ai-sdlc worktrees venv"]; ai-sdlc runs it in each '
+            "new story worktree",
+        )
+    worktree = Path(os.environ.get(WORKTREE_VAR) or os.getcwd())
+    out.info(build(worktree, Path(project), base=base))
 
 
 def register(app: typer.Typer) -> None:

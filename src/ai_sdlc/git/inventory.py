@@ -45,15 +45,15 @@ def repository_top(root: Path) -> Path:
 def story_worktrees(
     root: Path, settings: GitSettings, status_of: Callable[[str], str]
 ) -> list[WorktreeState]:
-    """Every worktree under the project's worktrees folder that belongs to a story."""
+    """Every worktree of the repository that belongs to a story (on an `ai-sdlc/S-…` branch),
+    wherever it is: one made before `git.worktrees_dir` changed is listed (and pruned) too."""
     top = repository_top(root)
-    folder = settings.worktrees_root(root).resolve()
     base = settings.base_branch or _default(top, settings.remote)
     base_ref = _base_ref(top, base, settings.remote) if base else None
     out: list[WorktreeState] = []
     for tree in worktrees.listing(top):
         story_id = tree.story_id
-        if story_id is None or tree.path.resolve().parent != folder:
+        if story_id is None or tree.path.resolve() == top.resolve():
             continue
         shown = _relative(tree.path, root)
         if tree.prunable or not tree.path.is_dir():

@@ -22,6 +22,8 @@ class GitSettings(msgspec.Struct, frozen=True):
     keep_failed_attempts: bool = False
     draft: bool = False
     auto_merge: bool = False
+    #: Keep a done story's worktree (and its environment) instead of removing it.
+    keep_worktrees: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> GitSettings:
@@ -34,6 +36,7 @@ class GitSettings(msgspec.Struct, frozen=True):
             keep_failed_attempts=bool(config.get("git.keep_failed_attempts", False)),
             draft=bool(config.get("git.draft", False)),
             auto_merge=bool(config.get("git.auto_merge", False)),
+            keep_worktrees=bool(config.get("git.keep_worktrees", False)),
         )
 
     def worktrees_root(self, project: Path) -> Path:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git import run as run_git
@@ -34,6 +34,9 @@ from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.workflow.workspace import AttemptRecord, Finished, InPlace, Prepared, Workspace
+
+if TYPE_CHECKING:
+    from ai_sdlc.worktree_env.setup import WorktreeEnvironment
 
 
 class PublishError(GitError):
@@ -100,6 +103,8 @@ class GitWorkspace:
         #: The project folder's place inside the repository ("" when it is the top).
         self.prefix = self.root.relative_to(top)
         self.worktrees_root = self.settings.worktrees_root(self.root).resolve()
+        #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
+        self.environment: WorktreeEnvironment | None = None
 
     @classmethod
     def from_config(
@@ -218,6 +223,8 @@ class GitWorkspace:
         # yet (only its git-ignored .ai-sdlc state): the agents still work there.
         work.mkdir(parents=True, exist_ok=True)
         self._tops[work] = folder  # listed by git as a worktree of ours a moment ago
+        if self.environment is not None:
+            self.environment.ensure(work)  # a failure stops the run before any attempt
         return Prepared(work, fields, notice)
 
     def _new_story_trees(
@@ -306,11 +313,37 @@ class GitWorkspace:
         if not branch:
             branch = repo.current_branch(top) or recorded
         try:
-            return self.publish(story, branch, refs=refs)
+            finished = self.publish(story, branch, refs=refs)
         except PublishError as exc:
             # The story is done and its work committed: a PR that cannot be opened now is
             # reported (outcome "error", with the command to retry), not a failed story.
             return Finished(outcome="error", message=str(exc))
+        if finished.outcome == "failed" or self.settings.keep_worktrees:
+            return finished
+        return self._remove_done(top, finished)
+
+    def _remove_done(self, top: Path, finished: Finished) -> Finished:
+        """A done story's worktree goes, with its environment (git-ignored files such as the
+        worktree's `.venv`): its work is committed on the branch (and pushed, where there is
+        a remote). `git worktree remove` refuses a worktree with changes or untracked files:
+        when those are only scratch (bytecode caches) it is forced, else the worktree stays
+        and the message says so."""
+        shown = self._shown(top)
+        try:
+            with self._worktrees_serialised():
+                try:
+                    worktrees.remove(self.top, top)
+                except GitError:
+                    if staging.committable(staging.status(top)):
+                        raise
+                    worktrees.remove(self.top, top, force=True)
+        except GitError as exc:
+            note = f"kept worktree {shown}: it has uncommitted work ({exc.message.strip()})"
+        else:
+            self._tops = {k: v for k, v in self._tops.items() if v != top}
+            note = f"removed worktree {shown} (git.keep_worktrees: true keeps it)"
+        message = f"{finished.message}; {note}" if finished.message else note
+        return Finished(finished.fields, finished.outcome, message)
 
     # --- publishing ----------------------------------------------------------------------------
 
@@ -545,9 +578,20 @@ class GitWorkspace:
         folder = self.worktrees_root / name
         if isinstance(recorded_path, str) and recorded_path:
             candidate = (self.root / recorded_path).resolve()
-            if candidate.parent == self.worktrees_root:
+            if candidate.parent == self.worktrees_root or self._registered(candidate, branch):
                 folder = candidate
         return branch, folder
+
+    def _registered(self, folder: Path, branch: str) -> bool:
+        """Whether `folder` is a worktree of this repository on the story's `branch`: a story
+        worktree made before `git.worktrees_dir` changed is used where it is, not stranded."""
+        if folder.parent == self.worktrees_root or not worktrees.is_worktree_folder(folder):
+            return False
+        tree = worktrees.find(self.top, folder)
+        if tree is None or tree.prunable or tree.branch != branch:
+            return False
+        self._tops[folder / self.prefix] = folder
+        return True
 
     def _own(self, path: Path) -> Path:
         """The top of the story worktree holding `path`; refuses any other folder (above all

@@ -97,22 +97,25 @@ class VerificationResult(msgspec.Struct, frozen=True):
         return data
 
 
-def parse_commands(commands: Sequence[tuple[str, str]]) -> list[tuple[str, tuple[str, ...]]]:
-    """Split every command line up front, so a bad config line runs nothing at all."""
+def parse_commands(
+    commands: Sequence[tuple[str, str]], *, section: str = "verify"
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Split every command line up front, so a bad config line runs nothing at all.
+    `section`: the config section the lines come from (named in the errors)."""
     parsed: list[tuple[str, tuple[str, ...]]] = []
     for name, line in commands:
         try:
             argv = tuple(shlex.split(line))
         except ValueError as exc:
             raise InvalidInputError(
-                f"config key verify.{name}: cannot split the command line {line!r}: {exc}",
+                f"config key {section}.{name}: cannot split the command line {line!r}: {exc}",
                 hint="check the quotes; commands run without a shell, so write the program "
                 "and its arguments only",
             ) from exc
         if not argv:
             raise InvalidInputError(
-                f"config key verify.{name} is an empty command line",
-                hint=f"set verify.{name} to a command such as 'pytest -q', or to null to skip it",
+                f"config key {section}.{name} is an empty command line",
+                hint=f"set {section}.{name} to a command such as 'pytest -q', or remove it",
             )
         parsed.append((name, argv))
     return parsed
@@ -132,14 +135,23 @@ def run_commands(
     clock: Callable[[], float] = time.monotonic,
     max_output: int = DEFAULT_MAX_OUTPUT,
     sandbox: SandboxPolicy | None = None,
+    fallback: Path | None = None,
+    section: str = "verify",
 ) -> VerificationResult:
     """Run `(name, command line)` steps in `cwd` until one fails; `timeout` is per step.
 
     `env` is the complete environment of the commands (None: ours minus `SECRET_ENV_VARS`).
     `sandbox` confines every step (see `ai_sdlc.sandbox`; None: unconfined).
     `clock` only measures durations; deadlines always use the real monotonic clock.
+    A program given as a relative path (`.venv/bin/pytest`) runs from `cwd` when it is there,
+    else from `fallback` (the main checkout's project folder, for a story worktree without
+    an environment of its own: the wrong-tree guard judges whether that is safe).
+    `section`: the config section of the commands, named when one cannot start.
     """
-    parsed = parse_commands(commands)
+    parsed = [
+        (name, resolve_program(argv, cwd, fallback))
+        for name, argv in parse_commands(commands, section=section)
+    ]
     if not cwd.is_dir():
         raise InvalidInputError(f"cannot verify in {cwd}: no such folder")
     environment = dict(env) if env is not None else default_environment()
@@ -154,6 +166,7 @@ def run_commands(
             clock=clock,
             max_output=max_output,
             sandbox=sandbox,
+            section=section,
         )
         steps.append(step)
         if not step.passed:
@@ -180,6 +193,16 @@ def step_counts(steps: Sequence[StepResult]) -> TestCounts | None:
     for counts in found[1:]:
         total = total + counts
     return total
+
+
+def resolve_program(argv: tuple[str, ...], cwd: Path, fallback: Path | None) -> tuple[str, ...]:
+    """`argv` with a relative program path missing from `cwd` taken from `fallback`."""
+    program = argv[0]
+    if fallback is None or "/" not in program or os.path.isabs(program):
+        return argv
+    if os.path.lexists(cwd / program) or not os.path.lexists(fallback / program):
+        return argv
+    return (str(fallback / program), *argv[1:])
 
 
 def status_line(step: StepResult) -> str:
@@ -216,6 +239,7 @@ def run_step(
     clock: Callable[[], float] = time.monotonic,
     max_output: int = DEFAULT_MAX_OUTPUT,
     sandbox: SandboxPolicy | None = None,
+    section: str = "verify",
 ) -> StepResult:
     """Run one command (no shell, stdin closed, own session) and capture its bounded output."""
     started = clock()
@@ -233,10 +257,10 @@ def run_step(
         )
     except FileNotFoundError:
         message = f"[ai-sdlc] cannot run {argv[0]!r}: executable not found on PATH"
-        return _not_started(name, argv, EXIT_NOT_FOUND, message, clock() - started)
+        return _not_started(name, argv, EXIT_NOT_FOUND, message, clock() - started, section)
     except OSError as exc:
         message = f"[ai-sdlc] cannot run {argv[0]!r}: {exc.strerror or exc}"
-        return _not_started(name, argv, EXIT_CANNOT_RUN, message, clock() - started)
+        return _not_started(name, argv, EXIT_CANNOT_RUN, message, clock() - started, section)
     buffer = _HeadTail(max_output)
     try:
         timed_out = _pump(process, buffer, timeout)
@@ -260,9 +284,14 @@ def run_step(
 
 
 def _not_started(
-    name: str, argv: tuple[str, ...], code: int, message: str, duration: float
+    name: str,
+    argv: tuple[str, ...],
+    code: int,
+    message: str,
+    duration: float,
+    section: str = "verify",
 ) -> StepResult:
-    hint = f"{message} (check verify.{name} in .ai-sdlc/config.yaml)"
+    hint = f"{message} (check {section}.{name} in .ai-sdlc/config.yaml)"
     return StepResult(name, argv, code, max(0.0, duration), hint, started=False)
 
 

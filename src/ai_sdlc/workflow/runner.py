@@ -56,6 +56,7 @@ from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
 from ai_sdlc.workflow.workspace import AttemptRecord, InPlace, Prepared, Workspace
+from ai_sdlc.worktree_env.setup import WorktreeSetupError
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every
 #: action either completes a phase or counts a recovery, so real runs end far sooner).
@@ -136,6 +137,10 @@ class RunnerDeps(msgspec.Struct):
     sandbox: Callable[[Path], SandboxPolicy | None] = lambda _workspace: None
     #: Why children run without the sandbox the config asks for (said once per story).
     sandbox_missing: str | None = None
+    #: Before every phase (when verification is configured), with the story's workspace:
+    #: raises when verification there would judge the wrong code (the wrong-tree guard), so
+    #: the run stops before any attempt is reserved or any agent called.
+    check_workspace: Callable[[Path], None] = lambda _path: None
 
 
 class StoryRunner:
@@ -169,6 +174,8 @@ class StoryRunner:
         #: What the judge checked on the passing verification in flight, by story (recorded
         #: with the attempt as `verified`).
         self._judged: dict[str, dict[str, Any]] = {}
+        #: Whether the phase in flight has reserved its attempt yet (`_begin`).
+        self._reserved = False
         self._phase_t0 = deps.monotonic()
 
     @property
@@ -246,6 +253,7 @@ class StoryRunner:
             self._block(story_id, reason)
         checkpoint = self.checkpoints.take(story_id, phase.value, taken_at=iso(self.deps.clock()))
         self._checkpoint = checkpoint.tag
+        self._reserved = False
         try:
             try:
                 self._execute(story_id, phase)
@@ -260,6 +268,11 @@ class StoryRunner:
             self.checkpoints.discard(story_id)
             raise
         except BaseException as exc:
+            if isinstance(exc, WorktreeSetupError) and not self._reserved:
+                # The worktree's environment stopped the run before the phase began: no
+                # attempt, no state changed, nothing to release or roll back.
+                self.checkpoints.discard(story_id)
+                raise
             why = "interrupted" if isinstance(exc, KeyboardInterrupt) else _describe(exc)
             if disk_full(exc) is None:
                 settled = self._settled(checkpoint)
@@ -580,6 +593,8 @@ class StoryRunner:
         prepared = self._prepare(story)
         if prepared.notice:
             self._emit("workspace", story_id, notice=prepared.notice, path=str(prepared.path))
+        if self.deps.verification_configured:  # before the first attempt of any phase
+            self.deps.check_workspace(prepared.path)
         if prepared.fields and any(
             story.frontmatter.get(k) != v for k, v in prepared.fields.items()
         ):  # recorded with the reservation: one transaction
@@ -592,6 +607,7 @@ class StoryRunner:
             )
         else:
             ticket = self.owner.begin_action(story_id, phase, checkpoint=self._checkpoint)
+        self._reserved = True
         self._baseline(ticket.story, prepared.path)
         step, of = self._attempt_of(ticket.story, phase)
         self._emit(

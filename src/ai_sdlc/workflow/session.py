@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
     from ai_sdlc.workflow import graph as G
     from ai_sdlc.workflow.multirun import RunReport
     from ai_sdlc.workflow.runstate import RunRepository, RunState
+    from ai_sdlc.worktree_env.setup import WorktreeEnvironment
 
 Emit = Callable[[dict[str, Any]], None]
 #: The lock name that allows one multi-story run per project at a time.
@@ -76,6 +77,35 @@ def limits_from(config: Config) -> Limits:
         story_cost_usd=config.get("limits.story_cost_usd"),
         run_cost_usd=config.get("limits.run_cost_usd"),
     )
+
+
+def worktree_environment(
+    workspaces: Any,
+    config: Config,
+    commands: list[tuple[str, str]],
+    confine: Callable[[Path], SandboxPolicy | None] = lambda _workspace: None,
+) -> WorktreeEnvironment | None:
+    """The setup and wrong-tree guard of story worktrees (None without git worktrees: the
+    project folder's own environment is the one verification must use)."""
+    from ai_sdlc.git.workspace import GitWorkspace
+    from ai_sdlc.worktree_env.setup import SetupSettings, WorktreeEnvironment
+
+    if not isinstance(workspaces, GitWorkspace):
+        return None
+    environment = WorktreeEnvironment(
+        SetupSettings.from_config(config),
+        project=workspaces.root,
+        main=workspaces.top,
+        worktrees_root=workspaces.worktrees_root,
+        verify_commands=commands,
+        sandbox=confine,
+    )
+    workspaces.environment = environment
+    return environment
+
+
+def _nothing(_workspace: Path) -> None:
+    return None
 
 
 def verification_commands(config: Config) -> list[tuple[str, str]]:
@@ -138,15 +168,31 @@ class Session(msgspec.Struct):
         def confine(workspace: Path) -> SandboxPolicy | None:
             return None if no_sandbox else sandbox.policy_for(workspace)
 
-        def verifier(workspace: Path) -> VerificationResult:
-            policy = confine(workspace)
-            return guards.verification(
-                lambda: run_commands(commands, cwd=workspace, timeout=timeout, sandbox=policy)
-            )
-
         workspaces, isolation = select_workspace(
             store.root, config, no_worktree=no_worktree, guard=guards.git
         )
+        environment = worktree_environment(workspaces, config, commands, confine)
+
+        def verifier(workspace: Path) -> VerificationResult:
+            env = None
+            if environment is not None:
+                changed = environment.ensure(workspace, after_attempt=True)
+                if changed is not None:
+                    return changed  # the attempt's change broke the worktree's setup
+                environment.check(workspace)
+                env = environment.verify_environment(workspace)
+            policy = confine(workspace)
+            return guards.verification(
+                lambda: run_commands(
+                    commands,
+                    cwd=workspace,
+                    timeout=timeout,
+                    env=env,
+                    sandbox=policy,
+                    fallback=store.root,
+                )
+            )
+
         deps = RunnerDeps(
             store=store,
             provider=provider,
@@ -167,6 +213,7 @@ class Session(msgspec.Struct):
             metrics=guards.manager,
             sandbox=confine,
             sandbox_missing=sandbox.missing_reason(no_sandbox=no_sandbox),
+            check_workspace=environment.check if environment is not None else _nothing,
         )
         runner = StoryRunner(deps)
         notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
