@@ -355,6 +355,7 @@ def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(
     for cached in baselines.glob("*.json"):
         cached.unlink()
 
+    project.env["AI_SDLC_GIT__KEEP_WORKTREES"] = "true"  # to count the trees left
     result = project.run(project.sid)
 
     assert result.returncode == 0, result.output
