@@ -9,6 +9,7 @@ the interrupt is raised in the parent only once that pid is on disk: no timing w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,9 @@ from typing import Any
 
 import pytest
 
+from ai_sdlc.sandbox import landlock
+from ai_sdlc.sandbox.backend import LandlockBackend
+from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.spawn import start_session
 
 
@@ -98,3 +102,86 @@ def test_a_child_that_starts_is_in_its_own_session() -> None:
     )
     out, _ = proc.communicate(timeout=60)
     assert int(out) == proc.pid != os.getsid(0)
+
+
+def children() -> set[int]:
+    """This process's child processes, zombies included."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == os.getpid():
+                    found.add(int(entry.name))
+    return found
+
+
+def ctrl_c_at(position: int) -> tuple[Callable[..., None], list[int]]:
+    """A profile function that sends this process a real SIGINT at the `position`-th call event
+    after `fork` returned in the parent (0: as fork_exec returns, before Popen stores the pid),
+    and a one-item list that counts those events. Python runs the signal's handler inside the
+    profile function, so the KeyboardInterrupt surfaces exactly at that event."""
+    seen = [-1]
+    returned = [False]
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if returned[0]:
+            return
+        if event == "return" and frame.f_code is start_session.__code__:
+            returned[0] = True  # the hand-over: what the caller does next is its own affair
+            return
+        if seen[0] < 0:
+            if event == "c_return" and getattr(arg, "__name__", "") == "fork_exec":
+                seen[0] = 0
+                if position == 0:
+                    os.kill(os.getpid(), signal.SIGINT)
+            return
+        if event in ("call", "c_call"):
+            seen[0] += 1
+            if seen[0] == position:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    return profile, seen
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("boxed", [False, True], ids=["plain", "sandboxed"])
+def test_a_ctrl_c_at_any_call_of_the_start_leaves_no_child(tmp_path: Path, boxed: bool) -> None:
+    """Ctrl-C at every call from the fork to the hand-over, one position per start: each start
+    either raises KeyboardInterrupt with its child killed and reaped, or returns it (a Ctrl-C
+    held back meanwhile is raised before the hand-over, never after it)."""
+    if boxed and not landlock_available():
+        pytest.skip("this kernel has no usable Landlock")
+    policy = SandboxPolicy(LandlockBackend(), (str(tmp_path),)) if boxed else None
+    argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    before = children()
+    interrupted = 0
+    for position in range(10_000):
+        profile, seen = ctrl_c_at(position)
+        sys.setprofile(profile)
+        try:
+            proc = start_session(argv, stdout=subprocess.DEVNULL, sandbox=policy)
+        except KeyboardInterrupt:
+            sys.setprofile(None)
+            interrupted += 1
+            left = children() - before
+            for pid in left:  # the test's own clean-up: a lost child must not run on
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            assert not left, f"Ctrl-C at call {position} after the fork left child {left}"
+            continue
+        finally:
+            sys.setprofile(None)
+        proc.kill()
+        proc.wait()
+        assert seen[0] < position, f"Ctrl-C at call {position} was lost: the start returned"
+        break
+    assert interrupted > 10  # the positions really covered the start
+    assert children() == before
+
+
+def landlock_available() -> bool:
+    try:
+        return landlock.abi_version() > 0
+    except OSError:
+        return False

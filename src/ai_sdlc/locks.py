@@ -172,6 +172,19 @@ class SidecarLock:
 
 
 @contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Ctrl-C (and SIGTERM when it has a Python handler) held back in the main thread for the
+    block and raised at its end: for a hand-over an interrupt must not split, such as a child
+    process created but not yet owned by the code that would kill it."""
+    shielded = _Shield.raise_up()
+    try:
+        yield
+    finally:
+        if shielded:
+            _Shield.lower()  # a Ctrl-C held back meanwhile is raised now
+
+
+@contextmanager
 def held(lock: SidecarLock, *, busy: str, hint: str) -> Iterator[None]:
     """Hold `lock`; when another process keeps it for the whole timeout, a BusyError (exit 1)
     saying `busy` (what is locked) and how long it waited."""

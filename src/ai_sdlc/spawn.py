@@ -7,6 +7,13 @@ after the child was created, so the caller never holds the object it would kill,
 (an agent, with its own children) runs on after the run has exited. `start_session` kills such a
 child's group before the exception goes on.
 
+Python raises a Ctrl-C at the next function call, wherever that is: between `fork` returning and
+`Popen` storing the pid, or after the constructor returned and before `start_session` does (the
+sandbox's clean-up registration), the child was then lost all the same. So the start holds
+Ctrl-C back (`locks.stop_signals_held`) from before the fork until the child is owned, and raises
+it inside the clean-up's reach. Callers must enter their own `try: ... except BaseException:`
+(kill the group) directly after the call, with nothing in between.
+
 A new session also means no controlling terminal: the child cannot open `/dev/tty`, nor push
 keystrokes into the user's terminal with TIOCSTI. Given a `sandbox` policy, the child runs
 through the sandbox launcher (see `ai_sdlc.sandbox`) with a private temp folder, removed when
@@ -22,6 +29,8 @@ import subprocess
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from ai_sdlc.locks import stop_signals_held
 
 if TYPE_CHECKING:
     from ai_sdlc.sandbox.policy import SandboxPolicy
@@ -39,7 +48,11 @@ def start_session(
         argv, kwargs["env"], tmpdir = launch.argv, launch.env, launch.tmpdir
     proc: subprocess.Popen[bytes] = subprocess.Popen.__new__(subprocess.Popen)
     try:
-        subprocess.Popen.__init__(proc, list(argv), start_new_session=True, **kwargs)
+        with stop_signals_held():
+            subprocess.Popen.__init__(proc, list(argv), start_new_session=True, **kwargs)
+            if tmpdir is not None:
+                weakref.finalize(proc, _remove_tree, tmpdir)
+                tmpdir = None  # the finalizer owns it now
     except BaseException:
         if tmpdir is not None:
             _remove_tree(tmpdir)
@@ -51,8 +64,6 @@ def start_session(
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         raise
-    if tmpdir is not None:
-        weakref.finalize(proc, _remove_tree, tmpdir)
     return proc
 
 

@@ -11,7 +11,7 @@
                           or rework, approve in refine and review); but when STOP names this
                           call (`implement`, or `implement@S-0002` for that story's prompt only)
                           and MARKER does not exist yet, write this process's pid to MARKER and
-                          sleep far past any timeout (a provider call to interrupt, once)
+                          sleep 600 s, far past any timeout (a provider call to interrupt, once)
 Options: --prompt-file F  read the prompt from F instead of stdin.
 """
 
@@ -84,7 +84,7 @@ def _phase(phase: str, stop: str, marker: str, prompt: str) -> int:
     if named and not os.path.exists(marker):
         _write(f"{marker}.tmp", str(os.getpid()))
         os.replace(f"{marker}.tmp", marker)  # the pid appears whole, once this process runs
-        time.sleep(60)
+        time.sleep(600)  # far past the test's guard: only a kill ends it in time
         return 0
     if phase in ("implement", "rework"):
         done = "implemented.txt"

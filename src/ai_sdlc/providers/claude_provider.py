@@ -235,6 +235,10 @@ class ClaudeProvider(ConfiguredProvider):
     # --- one CLI session --------------------------------------------------------------------
 
     def _session(self, argv: list[str], request: ProviderRequest, deadline: Deadline) -> _Outcome:
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        stderr: list[bytes] = []
+        threads: list[threading.Thread] = []
+        outcome = _Outcome()
         try:
             proc = start_session(
                 argv,
@@ -247,18 +251,16 @@ class ClaudeProvider(ConfiguredProvider):
             )
         except OSError as exc:
             raise ProviderConfigError(f"cannot start claude: {exc.strerror or exc}") from None
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        lines: queue.Queue[bytes | None] = queue.Queue()
-        stderr: list[bytes] = []
-        threads = [
-            threading.Thread(target=_feed, args=(proc.stdin, request.prompt), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
-            threading.Thread(target=_drain, args=(proc.stderr, stderr), daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
-        outcome = _Outcome()
+        # Nothing between the start and this try: a Ctrl-C there would leave claude running.
         try:
+            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+            threads = [
+                threading.Thread(target=_feed, args=(proc.stdin, request.prompt), daemon=True),
+                threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
+                threading.Thread(target=_drain, args=(proc.stderr, stderr), daemon=True),
+            ]
+            for thread in threads:
+                thread.start()
             while True:
                 try:
                     line = lines.get(timeout=max(deadline.left(), 0.0))
@@ -277,7 +279,8 @@ class ClaudeProvider(ConfiguredProvider):
             raise
         finally:
             for thread in threads:
-                thread.join(timeout=1.0)
+                if thread.ident is not None:  # started
+                    thread.join(timeout=1.0)
         err_text = b"".join(stderr).decode("utf-8", "replace")[-_STDERR_KEEP:]
         self._raise_on_failure(proc.returncode, outcome, err_text)
         return outcome

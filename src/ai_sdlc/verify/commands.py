@@ -244,6 +244,7 @@ def run_step(
     """Run one command (no shell, stdin closed, own session) and capture its bounded output."""
     started = clock()
     argv = tuple(argv)
+    buffer = _HeadTail(max_output)  # made first: nothing may come between the start and the try
     try:
         process = start_session(
             argv,
@@ -261,7 +262,6 @@ def run_step(
     except OSError as exc:
         message = f"[ai-sdlc] cannot run {argv[0]!r}: {exc.strerror or exc}"
         return _not_started(name, argv, EXIT_CANNOT_RUN, message, clock() - started, section)
-    buffer = _HeadTail(max_output)
     try:
         timed_out = _pump(process, buffer, timeout)
     except BaseException:
