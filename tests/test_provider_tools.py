@@ -20,6 +20,7 @@ from ai_sdlc.providers.tools import (
     snapshot,
     toolbox_for,
 )
+from tests.waits import GUARD, NEVER
 
 
 @pytest.fixture
@@ -174,9 +175,12 @@ def test_run_command_never_uses_a_shell(ws: Path, tmp_path: Path) -> None:
 def test_run_command_timeout_kills_and_output_truncates(ws: Path) -> None:
     b = box(ws, commands=policy((sys.executable, "-c"), timeout=0.3, max_output=200))
     started = time.monotonic()
-    slow = b.call("run_command", {"argv": [sys.executable, "-c", "import time; time.sleep(30)"]})
+    sleeper = f"import time; time.sleep({NEVER})"  # only the kill ends it within the guard
+    slow = b.call("run_command", {"argv": [sys.executable, "-c", sleeper]})
     assert slow.is_error and "timed out" in slow.text
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < GUARD  # killed, not waited for
+    # Truncation under a limit no loaded machine reaches (at 0.3 s a slow start would time out).
+    b = box(ws, commands=policy((sys.executable, "-c"), timeout=GUARD, max_output=200))
     loud = b.call("run_command", {"argv": [sys.executable, "-c", "print('x' * 5000)"]})
     assert "truncated" in loud.text and len(loud.text) < 400
 

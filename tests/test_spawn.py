@@ -26,6 +26,7 @@ from ai_sdlc.sandbox import landlock
 from ai_sdlc.sandbox.backend import LandlockBackend
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.spawn import start_session
+from tests.waits import GUARD, NEVER
 
 
 @contextmanager
@@ -49,7 +50,7 @@ def interrupt_once_written(marker: Path) -> Iterator[None]:
 def held_before_exec(marker: Path) -> Callable[[], None]:
     def hook() -> None:  # runs in the child, between fork and exec
         marker.write_text(str(os.getpid()))
-        time.sleep(30)
+        time.sleep(NEVER)  # only a kill ends it within the guard
 
     return hook
 
@@ -74,7 +75,7 @@ def test_an_interrupt_while_a_child_starts_kills_and_reaps_it(tmp_path: Path) ->
         )
     pid = int(marker.read_text())
     assert not alive(pid), f"child {pid} outlived the interrupted start"
-    assert time.monotonic() - started < 20  # killed, not waited for
+    assert time.monotonic() - started < GUARD  # killed, not waited for
 
 
 @pytest.mark.skipif(os.name != "posix", reason="sessions and pre-exec hooks are POSIX")

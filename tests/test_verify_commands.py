@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import time
@@ -13,6 +12,7 @@ import pytest
 from ai_sdlc.errors import ExitCode, InvalidInputError
 from ai_sdlc.verify import SECRET_ENV_VARS, run_commands
 from ai_sdlc.verify.commands import EXIT_NOT_FOUND
+from tests.waits import GUARD, NEVER, wait_until_gone
 
 PY = shlex.quote(sys.executable)
 
@@ -20,19 +20,6 @@ PY = shlex.quote(sys.executable)
 def py(code: str) -> str:
     """A command line running `code` with this interpreter (quoted for shlex.split)."""
     return f"{PY} -c {shlex.quote(code)}"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); treat it as dead (it no longer runs).
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_all_steps_pass(tmp_path: Path) -> None:
@@ -92,38 +79,38 @@ def test_runs_in_cwd_with_closed_stdin(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    """The command and its child sleep `NEVER` seconds: only the kill ends them within the
+    guard. The 3 s limit leaves the command time to start its child and say so on a loaded
+    machine (the handshake the test reads) before it is killed."""
     pid_file = tmp_path / "grandchild.pid"
     code = (
-        "import subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "import os, subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({NEVER})'])\n"
+        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(child.pid))\n"
+        f"os.replace({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
         "print('spawned', flush=True)\n"
-        "time.sleep(60)"
+        f"time.sleep({NEVER})"
     )
     started = time.monotonic()
-    result = run_commands([("test", py(code))], cwd=tmp_path, timeout=1.0)
-    elapsed = time.monotonic() - started
-    assert elapsed < 10
+    result = run_commands([("test", py(code))], cwd=tmp_path, timeout=3.0)
+    assert time.monotonic() - started < GUARD  # killed, not waited for
     step = result.steps[0]
     assert step.timed_out and not result.passed
-    assert "spawned" in step.output and "timed out after 1s" in step.output
+    assert pid_file.exists(), f"the command never started its child within 3 s:\n{step.output}"
+    assert "spawned" in step.output and "timed out after 3s" in step.output
     assert "timed out" in result.normalised_failure
-    grandchild = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while pid_alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not pid_alive(grandchild)
+    wait_until_gone(int(pid_file.read_text()), "the timed-out command's child")
 
 
 def test_output_held_open_by_a_leftover_child_does_not_hang(tmp_path: Path) -> None:
     code = (
         "import subprocess, sys\n"
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({NEVER})'])\n"
         "print('parent done')"
     )
     started = time.monotonic()
-    result = run_commands([("test", py(code))], cwd=tmp_path, timeout=30)
-    assert time.monotonic() - started < 10
+    result = run_commands([("test", py(code))], cwd=tmp_path, timeout=GUARD)
+    assert time.monotonic() - started < GUARD  # the leftover was killed, not waited for
     assert result.passed
     assert result.steps[0].output.startswith("parent done")
 

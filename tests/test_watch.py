@@ -27,11 +27,9 @@ from tests.runs_support import (
     story_events,
     write_rules,
 )
+from tests.waits import GUARD, NEVER, wait_until_gone
 
 pytestmark = pytest.mark.usefixtures("git_env")
-
-#: Seconds the daemon may take to stop after a signal.
-EXIT_WITHIN = 5.0
 
 
 def set_status(root: Path, sid: str, status: str) -> None:
@@ -134,11 +132,8 @@ def test_the_daemon_runs_a_story_moved_to_ready_and_stops_on_a_signal(
         proc.communicate()
         raise
     proc.send_signal(sig)
-    started = time.monotonic()
-    _, err = stop_or_explain(proc, timeout=30)
-    took = time.monotonic() - started
+    _, err = stop_or_explain(proc, timeout=GUARD)  # a daemon deaf to the signal fails here
     assert proc.returncode == code, err
-    assert took < EXIT_WITHIN, took
     expected = "filesystem events" if not how else "polling"
     assert f"Watching for ready stories ({expected})" in err, err
     assert err.count("skipped an unreadable story") == 1, err
@@ -155,36 +150,27 @@ def test_ctrl_c_during_a_phase_rolls_it_back_and_run_continue_finishes(tmp_path:
         f"m = pathlib.Path({str(marker)!r})\n"
         "if not m.exists():\n"
         "    t = m.with_suffix('.tmp'); t.write_text(str(os.getpid())); t.replace(m)\n"
-        "    time.sleep(60)\n"
+        f"    time.sleep({NEVER})\n"  # only the kill ends it within the guard
     )
     script = tmp_path / "verify.py"
     script.write_text(hang)
     (root / ".ai-sdlc" / "config.yaml").write_text(f"verify:\n  test: {sys.executable} {script}\n")
     set_status(root, "S-0001", "ready")
     proc = start_watch(root, "--poll", "0.1")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + GUARD
     while not (marker.exists() and marker.read_text().strip().isdigit()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
     pid = int(marker.read_text())
     proc.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, err = stop_or_explain(proc, timeout=30, leftovers=(pid,))
+    _, err = stop_or_explain(proc, timeout=GUARD, leftovers=(pid,))
     assert proc.returncode == 130, err
-    assert time.monotonic() - started < EXIT_WITHIN
-    assert not Path(f"/proc/{pid}").exists() or _zombie(pid), "verification left running"
+    wait_until_gone(pid, "the interrupted verification")
     fm = frontmatter(root, "S-0001")  # parses; the implement phase was rolled back
     assert fm["status"] != "done" and not fm.get("implementation_complete")
     finished = run_cli(root, "run", "--continue")
     assert finished.returncode == 0, finished.output
     assert frontmatter(root, "S-0001")["status"] == "done"
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except OSError:
-        return True
 
 
 def test_a_story_file_caught_mid_write_is_not_reported_but_a_broken_one_is(

@@ -2,7 +2,7 @@
 
   succeed                 print what it was asked (first prompt line), exit 0
   edit FILE TEXT          write TEXT to FILE in the workspace, exit 0
-  hang PIDFILE            start a child, write both pids to PIDFILE, sleep far past any timeout
+  hang PIDFILE            start a child, write both pids to PIDFILE, sleep 600 s (past any guard)
   ratelimit               print a rate-limit error on stderr, exit 1
   fail                    print an unclassifiable error, exit 3
   exitcode N              exit with code N
@@ -43,9 +43,10 @@ def main() -> int:
         import json
         import subprocess
 
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        _write(argv[1], json.dumps([os.getpid(), child.pid]))
-        time.sleep(60)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        _write(f"{argv[1]}.tmp", json.dumps([os.getpid(), child.pid]))
+        os.replace(f"{argv[1]}.tmp", argv[1])  # whole, even if killed as it writes
+        time.sleep(600)  # only a kill ends it (tests/waits.py NEVER)
         return 0
     prompt, stdin_empty = _prompt(argv)
     if mode == "phase":

@@ -8,6 +8,7 @@ JSON scenario (env FAKE_CLAUDE_SCRIPT) of steps:
                                   unless --tools offers it and --disallowedTools does not deny it
   {"rogue_write": {"path": "x", "content": "..."}}   write regardless (a misbehaving agent)
   {"sleep": seconds}, {"stderr": "text"}, {"exit": code}
+  {"chatter": {"emit": {...}, "every": seconds}}   print the event every `seconds`, until killed
 Like the real CLI, stream-json output without --verbose is an error.
 """
 
@@ -110,6 +111,10 @@ def main() -> int:
             Path(step["rogue_write"]["path"]).write_text(step["rogue_write"]["content"])
         elif "sleep" in step:
             time.sleep(step["sleep"])
+        elif "chatter" in step:
+            while True:
+                _emit(step["chatter"]["emit"])
+                time.sleep(step["chatter"]["every"])
         elif "stderr" in step:
             sys.stderr.write(step["stderr"] + "\n")
             sys.stderr.flush()
