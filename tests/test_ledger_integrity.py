@@ -188,7 +188,7 @@ def test_3_phase_timeouts_are_retried_counted_and_exit_4(tmp_path: Path) -> None
     template = [*AGENT, "hang", str(pids)]
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
-        "limits:\n  phase_timeout: 0.5\n"
+        "limits:\n  phase_timeout: 1\n"  # time for an agent to write its pids
         "resilience:\n  policies:\n    llm:\n      max_attempts: 3\n"
         "      initial_delay: 0.01\n      max_delay: 0.05\n"
     )
@@ -212,6 +212,7 @@ def test_3_phase_timeouts_are_retried_counted_and_exit_4(tmp_path: Path) -> None
     assert again["recovery_breakdown"]["api_retry"] == 2 * retries
     # The timed-out agents were killed with their children, not left running (they sleep
     # 600 s: only the kill ends them within the guard).
+    assert pids.exists(), "no agent got to write its pids within its 1 s limit"
     for pid in json.loads(pids.read_text()):
         wait_until_gone(pid, "a timed-out agent or its child")
 

@@ -193,7 +193,7 @@ def test_attempt_timeout_abandons_a_hung_sync_call() -> None:
 
     def hung() -> str:
         calls.append(1)
-        release.wait(5)
+        release.wait(60)  # released as soon as the retry gave up on it
         return "late"
 
     clock = ManualClock()
@@ -209,7 +209,7 @@ def test_attempt_timeout_abandons_a_hung_sync_call() -> None:
 
 def test_attempt_timeout_passes_fast_results_and_errors_through() -> None:
     clock = ManualClock()
-    retry = engine(clock, max_attempts=2, initial_delay=0, attempt_timeout=5)
+    retry = engine(clock, max_attempts=2, initial_delay=0, attempt_timeout=60)
     ok = retry.execute(scripted(TransientProviderError("x", kind="connection"), "fine"))
     assert ok.success and ok.result == "fine" and len(ok.attempts) == 2
     with pytest.raises(StoryBlockedError):
