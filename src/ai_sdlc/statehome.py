@@ -1,0 +1,79 @@
+"""The user's state folder for one project: records kept outside the project on purpose.
+
+`.ai-sdlc/state` sits inside the project, where an agent, a test suite or a user's own
+`git clean -xfd` can wipe it. What must survive that (the copies of each story's ledger head,
+the accepted guardrail settings) is also kept here: `$AI_SDLC_STATE_HOME`, else the XDG state
+folder (`$XDG_STATE_HOME/ai-sdlc`, `~/.local/state/ai-sdlc`), in a folder named after a hash of
+the project's real path (its `project` file names the path, for people looking around).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from ai_sdlc.errors import AiSdlcError
+from ai_sdlc.fsutil import atomic_write_bytes
+
+STATE_HOME_ENV = "AI_SDLC_STATE_HOME"
+
+
+def user_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    explicit = env.get(STATE_HOME_ENV, "")
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform in ("win32", "darwin", "ios") or hasattr(sys, "getandroidapilevel"):
+        import platformdirs
+
+        return Path(platformdirs.user_state_dir("ai-sdlc", appauthor=False))
+    xdg = env.get("XDG_STATE_HOME", "")
+    if posixpath.isabs(xdg):
+        return Path(xdg, "ai-sdlc")
+    from ai_sdlc.config import _home_folder
+
+    return Path(_home_folder(env), ".local", "state", "ai-sdlc")
+
+
+class ProjectState:
+    """The state folder of the project at `root` (created when first written)."""
+
+    def __init__(self, root: Path, environ: Mapping[str, str] | None = None) -> None:
+        real = os.path.realpath(root)
+        key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        self.project = real
+        self.folder = user_state_dir(environ) / key
+
+    def read(self, name: str) -> bytes | None:
+        """The file's bytes; None when it does not exist (or is not a regular file)."""
+        path = self.folder / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            return None  # a symbolic link or a folder where the file was: not ours
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read()
+
+    def write(self, name: str, data: bytes) -> None:
+        path = self.folder / name
+        try:
+            if not (self.folder / "project").exists():
+                self.folder.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(self.folder / "project", self.project.encode() + b"\n")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            raise AiSdlcError(
+                f"cannot write {path}: {exc.strerror or exc}",
+                hint=f"ai-sdlc keeps copies of its records there; make it writable or set "
+                f"{STATE_HOME_ENV} to a writable folder",
+            ) from None

@@ -1,0 +1,209 @@
+"""The ledger's anchors: copies of each story's newest ledger entry kept outside the project's
+git-ignored state, so that losing or rewriting the ledger is noticed instead of starting over.
+
+The ledger (`.ai-sdlc/state/ledger/<id>.jsonl`) sits next to the worktree, git-ignored: an agent
+or a verify command can truncate it, delete it, append a forged entry, or replace it by a link
+or a folder; a user's `git clean -xfd` wipes it. So every entry is also written, *before* it is
+appended to the ledger, to two places one wipe cannot reach together:
+
+- the user's state folder (`statehome.ProjectState`: `~/.local/state/ai-sdlc/<project>/ledger/
+  <id>.json`), outside the project: no project-level clean, checkout or `rm -rf` reaches it;
+- a git ref `refs/ai-sdlc/ledger/<id>` in the main repository's git folder (when there is one),
+  which `git clean` never touches, never pushed (refs outside `refs/heads` and `refs/tags`).
+
+Each transaction compares the ledger's last entry with them. Equal: nothing to do. A copy one
+entry ahead whose `prev` is the ledger's last line: a crash between writing the copies and the
+ledger (resynced). Anything else (no ledger, fewer entries, more entries, another entry at the
+same seq, a broken chain, a replaced file) is tamper: the counters become the highest of every
+record that survives (the ledger, each copy, the story's events since its last reset; the story
+file is compared by the transaction's reconcile), and the ledger is re-anchored there with a
+`tamper_detected` entry. Only `unblock --reset-retries` lowers the counters, with its own entry,
+written to the copies first like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.git.blobrefs import BlobRefs
+from ai_sdlc.statehome import ProjectState
+from ai_sdlc.workflow.ledger import LedgerState, Tail, line_hash
+
+LEDGER_REF = "refs/ai-sdlc/ledger/"
+
+
+@dataclass
+class Copy:
+    """One copy of a story's newest entry: where it is and its line (None: there is none)."""
+
+    place: str
+    line: bytes | None
+
+
+@dataclass
+class Anchoring:
+    """How a transaction starts: the state, what the next entry chains onto, what was found."""
+
+    state: LedgerState
+    #: sha256 of the ledger file's last line: the next entry's `prev`.
+    prev: str
+    #: Tamper findings (empty when the ledger and its copies agree).
+    found: list[str] = field(default_factory=list)
+    #: Where the figures came from when `found` (each record and its total).
+    sources: dict[str, int] = field(default_factory=dict)
+    #: The copies must be written even if the transaction changes nothing (missing, behind).
+    rewrite: bool = False
+    #: A crash between writing the copies and the ledger was repaired.
+    resynced: bool = False
+
+
+class Mirrors:
+    """The copies of one project's ledger heads."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = ProjectState(root)
+        self._refs: BlobRefs | None = None
+        self._looked = False
+
+    @property
+    def refs(self) -> BlobRefs | None:
+        if not self._looked:
+            self._refs = BlobRefs.of_project(self.root)
+            self._looked = True
+        return self._refs
+
+    def read(self, story_id: str, expected: bytes) -> list[Copy]:
+        """Every copy; the git ref is read without starting git when it holds `expected`."""
+        name = f"ledger/{story_id}.json"
+        copies = [Copy(str(self.home.folder / name), self.home.read(name))]
+        refs = self.refs
+        if refs is not None:
+            ref = LEDGER_REF + story_id
+            place = f"git ref {ref}"
+            held = refs.holds(ref, expected) if expected else None
+            if held is True:
+                copies.append(Copy(place, expected))
+            else:
+                copies.append(Copy(place, refs.read(ref)))
+        return copies
+
+    def write(self, story_id: str, line: bytes) -> None:
+        self.home.write(f"ledger/{story_id}.json", line)
+        refs = self.refs
+        if refs is not None:
+            refs.write(LEDGER_REF + story_id, line)
+
+
+def assess(
+    tail: Tail, copies: list[Copy], events: Callable[[], tuple[int, dict[str, int]]]
+) -> Anchoring:
+    """Compare the ledger's end with its copies (see the module's docstring); `events` gives
+    the story's events' highest counters (read only when something is wrong)."""
+    found = list(tail.problems)
+    entry_seq = tail.state.seq if tail.line else 0
+    newest: LedgerState | None = None  # the newest copy: written by ai-sdlc, unlike the ledger
+    records: dict[str, LedgerState] = {}
+    if tail.line:
+        records["ledger"] = tail.state
+    missing = False
+    ahead = False
+    for copy in copies:
+        if copy.line is None:
+            missing = True
+            continue
+        data = _entry(copy.line)
+        if data is None or "seq" not in data:
+            found.append(f"{copy.place} cannot be read")
+            continue
+        state = LedgerState.from_json(data)
+        records[copy.place] = state
+        if newest is None or state.seq > newest.seq:
+            newest = state
+        if tail.line and copy.line == tail.line:
+            continue
+        if state.seq == entry_seq + 1 and data.get("prev") == tail.last_hash:
+            ahead = True  # written before the ledger, which the process never reached
+        elif not tail.line:
+            found.append(
+                f"the ledger has no entry, but {copy.place} holds entry {state.seq} "
+                f"(total {state.total})"
+            )
+        elif state.seq > entry_seq:
+            found.append(
+                f"the ledger ends at entry {entry_seq} (total {tail.state.total}), but "
+                f"{copy.place} holds entry {state.seq} (total {state.total}): it was shortened"
+            )
+        elif state.seq < entry_seq:
+            found.append(
+                f"the ledger holds entries up to {entry_seq} (total {tail.state.total}) that "
+                f"{copy.place} (entry {state.seq}, total {state.total}) never saw: lines were "
+                "added outside ai-sdlc"
+            )
+        else:
+            found.append(f"the ledger's entry {entry_seq} differs from {copy.place}: rewritten")
+    if not found:
+        best = max(records.values(), key=lambda s: s.seq, default=tail.state)
+        return Anchoring(
+            best.copy(),
+            tail.last_hash,
+            rewrite=(missing and tail.chained) or ahead or (missing and bool(tail.line)),
+            resynced=ahead,
+        )
+    base = (newest or (tail.state if tail.line else LedgerState())).copy()
+    base.seq = max([s.seq for s in records.values()] + [base.seq])
+    total, kinds = events()
+    if total or kinds:
+        records["events.jsonl"] = LedgerState(total=total, breakdown=dict(kinds))
+    for state in records.values():
+        for kind, n in state.breakdown.items():
+            base.breakdown[kind] = max(base.breakdown.get(kind, 0), n)
+        base.total = max(base.total, state.total)
+    base.total = max(base.total, sum(base.breakdown.values()))
+    sources = {place: state.total for place, state in records.items()}
+    return Anchoring(base, tail.last_hash, found, sources, rewrite=True)
+
+
+def events_high(path: Path) -> tuple[int, dict[str, int]]:
+    """The highest counters the story's events recorded since its last reset (each event
+    carries the counters after it); (0, {}) when there are none."""
+    total, kinds = 0, dict[str, int]()
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return total, kinds
+    for raw in data.splitlines():
+        event = _entry(raw)
+        if event is None:
+            continue
+        if event.get("action") == "unblock" and event.get("reset_retries") is True:
+            total, kinds = 0, {}
+            continue
+        counters = event.get("counters")
+        if not isinstance(counters, dict):
+            continue
+        state = LedgerState.from_json(
+            {
+                "total": counters.get("total_recovery_attempts"),
+                "breakdown": counters.get("recovery_breakdown"),
+            }
+        )
+        total = max(total, state.total)
+        for kind, n in state.breakdown.items():
+            kinds[kind] = max(kinds.get(kind, 0), n)
+    return total, kinds
+
+
+def _entry(line: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+__all__ = ["LEDGER_REF", "Anchoring", "Copy", "Mirrors", "assess", "events_high", "line_hash"]
