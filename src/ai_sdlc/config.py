@@ -1029,6 +1029,16 @@ def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Conf
     )
 
 
+def file_settings(root: Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """defaults ⊕ user file ⊕ project file, without the environment: what the files say (the
+    guardrail record of `configguard` is kept against it)."""
+    environ = os.environ if environ is None else environ
+    data = defaults()
+    _deep_merge(data, _load_layer(user_config_path(environ)))
+    _merge_over_user(data, _load_layer(root / CONFIG_RELPATH))
+    return data
+
+
 # --- editing ---------------------------------------------------------------------------------
 
 

@@ -1,0 +1,264 @@
+"""Issue 22, cases 1 and 5 through the real CLI: a hostile verify command attacks the recovery
+ledger itself (no sandbox in play), and the global limit still blocks the story at exactly 10.
+
+The verify command counts each execution, does one thing to the ledger (truncate it, delete it,
+append a forged entry, `rm -rf .ai-sdlc/state`, replace it by a symbolic link, a folder or a
+plain file), zeroes the story file's counters, and fails. The ledger's copies outside
+`.ai-sdlc/state` (the user's state folder; the git ref `refs/ai-sdlc/ledger/<id>` in a git
+repository) survive each of these, so every failed verification is counted once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import STATE_HOME, CliResult, run_cli
+from tests.test_ledger_integrity import (
+    SID,
+    assert_global_block,
+    events,
+    executions,
+    frontmatter,
+    new_project,
+    run_until_blocked,
+    story_file,
+)
+
+#: Count the execution, attack the ledger, zero the story file's counters, fail.
+HOSTILE = r"""
+import hashlib, json, os, re, shutil, sys
+counter, action, ledger, story = sys.argv[1:5]
+with open(counter, "a") as fh:
+    fh.write("ran\n")
+state = os.path.dirname(os.path.dirname(ledger))
+if action == "truncate":
+    open(ledger, "w").close()
+elif action == "shorten":
+    with open(ledger, "rb") as fh:
+        lines = fh.read().splitlines(keepends=True)
+    with open(ledger, "wb") as fh:
+        fh.writelines(lines[: max(1, len(lines) // 2)])
+elif action == "delete":
+    os.remove(ledger)
+elif action == "forge":
+    with open(ledger, "rb") as fh:
+        last = fh.read().splitlines()[-1]
+    entry = json.loads(last)
+    forged = dict(entry, op="unblock", seq=entry["seq"] + 100, total=0, breakdown={},
+                  prev=hashlib.sha256(last).hexdigest(), open=None, prev_total=0)
+    with open(ledger, "ab") as fh:
+        fh.write(json.dumps(forged).encode() + b"\n")
+elif action == "rm-state":
+    shutil.rmtree(state)
+elif action == "symlink":
+    empty = os.path.join(os.path.dirname(counter), "empty.jsonl")
+    open(empty, "w").close()
+    os.remove(ledger)
+    os.symlink(empty, ledger)
+elif action == "folder":
+    os.remove(ledger)
+    os.mkdir(ledger)
+elif action == "plain-file":
+    shutil.rmtree(os.path.dirname(ledger))
+    with open(os.path.dirname(ledger), "w") as fh:
+        fh.write("{}\n")
+with open(story, encoding="utf-8") as fh:
+    text = fh.read()
+names = ("total_recovery_attempts|implementation_retry_count|retry_count|refinement_count"
+         "|implementation_retry|rework|api_retry|refinement")
+text = re.sub(r"(?m)^(\s*(?:%s)): \d+$" % names, r"\1: 0", text)
+with open(story, "w", encoding="utf-8") as fh:
+    fh.write(text)
+print("FAILED tests/test_calc.py::test_multiply - assert 9 == 20")
+sys.exit(1)
+"""
+
+ACTIONS = ("truncate", "shorten", "delete", "forge", "rm-state", "symlink", "folder", "plain-file")
+
+
+def ledger_path(root: Path) -> Path:
+    return root / ".ai-sdlc" / "state" / "ledger" / f"{SID}.jsonl"
+
+
+def hostile_verify(root: Path, tmp_path: Path, action: str) -> Path:
+    script = tmp_path / "hostile_verify.py"
+    script.write_text(HOSTILE)
+    counter = tmp_path / "verifications.txt"
+    argv = [sys.executable, str(script), str(counter), action]
+    command = shlex.join([*argv, str(ledger_path(root)), str(story_file(root))])
+    result = run_cli(root, "config", "verify.test", command)
+    assert result.returncode == 0, result.output
+    return counter
+
+
+def tamper_events(root: Path) -> list[dict[str, Any]]:
+    return [e for e in events(root) if e["action"] == "tamper_detected"]
+
+
+def assert_no_crash(results: list[CliResult]) -> None:
+    for result in results:
+        assert "internal error" not in result.output, result.output
+        assert "Traceback" not in result.output, result.output
+        assert result.returncode in (0, 5), result.output
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+def committed(root: Path) -> None:
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "dev@example.com")
+    git(root, "config", "user.name", "Dev")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "stories")
+
+
+# --- case 1 and case 5: every attack on the ledger, outside git (user state folder alone) ----
+@pytest.mark.parametrize("action", ACTIONS)
+def test_an_attacked_ledger_still_blocks_at_exactly_10(tmp_path: Path, action: str) -> None:
+    root = new_project(tmp_path)
+    counter = hostile_verify(root, tmp_path, action)
+    results = run_until_blocked(root)
+    assert_no_crash(results[:-1])
+    assert_global_block(root, results[-1], {"implementation_retry": 10})
+    assert 10 <= executions(counter) <= 11
+    found = tamper_events(root)
+    assert found, "the attack on the ledger was not reported"
+    assert any("found" in e for e in found)  # the ledger's own finding, not only story.md's
+    warned = " ".join(" ".join(r.stderr.split()) for r in results)
+    assert "tamper detected" in warned
+    # Blocked for good: another run and a plain unblock spend at most one more verification.
+    before = executions(counter)
+    assert run_cli(root, "run", SID).returncode == 5
+    assert executions(counter) == before
+
+
+@pytest.mark.parametrize("action", ["forge", "rm-state", "symlink"])
+def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action: str) -> None:
+    """In a git repository (worktree per story) the head is also a ref in the main git folder;
+    with the user's state folder wiped as well, the ref alone keeps the count."""
+    root = new_project(tmp_path)
+    counter = hostile_verify(root, tmp_path, action)
+    committed(root)
+    home = Path(STATE_HOME)
+    results: list[CliResult] = []
+    for _ in range(30):
+        result = run_cli(root, "run", SID)
+        results.append(result)
+        for copy in home.glob(f"*/ledger/{SID}.json"):  # wipe the user-state copy each time
+            if str(root) in (copy.parent.parent / "project").read_text():
+                copy.unlink()
+        if "Global recovery limit exceeded (10/10)" in " ".join(result.stderr.split()):
+            break
+        if result.returncode == 5:
+            assert run_cli(root, "unblock", SID).returncode == 0
+    assert_no_crash(results[:-1])
+    assert_global_block(root, results[-1], {"implementation_retry": 10})
+    assert 10 <= executions(counter) <= 11
+    assert tamper_events(root)
+    ref = git(root, "cat-file", "blob", f"refs/ai-sdlc/ledger/{SID}")
+    assert json.loads(ref)["total"] == 10
+
+
+def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None:
+    """A user's own `git clean -xfd` and `git checkout -- .` between runs wipe the ledger (its
+    folder is git-ignored) and put back the committed story file (counters 0): the count
+    carries on from the copies outside the project's ignored files."""
+    root = new_project(tmp_path)
+    counter = tmp_path / "verifications.txt"
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "import sys\nopen(sys.argv[1], 'a').write('ran\\n')\nprint('FAILED test_x')\nsys.exit(1)\n"
+    )
+    verify = shlex.join([sys.executable, str(script), str(counter)])
+    assert run_cli(root, "config", "verify.test", verify).returncode == 0
+    committed(root)
+    totals: list[int] = []
+    for _ in range(10):
+        result = run_cli(root, "run", SID)
+        assert result.returncode == 5, result.output
+        totals.append(frontmatter(root)["total_recovery_attempts"])
+        if "Global recovery limit exceeded (10/10)" in " ".join(result.stderr.split()):
+            break
+        git(root, "worktree", "remove", "--force", str(frontmatter(root)["worktree_path"]))
+        git(root, "clean", "-xfdq")
+        git(root, "checkout", "-q", "--", ".")
+        assert not ledger_path(root).exists()
+        assert frontmatter(root).get("total_recovery_attempts", 0) == 0  # the file put back
+    assert totals[-1] == 10
+    assert totals == sorted(totals) and len(totals) >= 3
+    assert executions(counter) <= 11
+    assert tamper_events(root)
+
+
+# --- the chain itself ---------------------------------------------------------------------
+def chain(root: Path) -> list[dict[str, Any]]:
+    lines = ledger_path(root).read_bytes().splitlines()
+    entries = [json.loads(line) for line in lines]
+    for before, line, entry in zip([b"", *lines], lines, entries, strict=False):
+        expected = hashlib.sha256(before).hexdigest() if before else ""
+        assert entry["prev"] == expected
+    return entries
+
+
+def test_only_reset_retries_starts_a_new_chain_and_the_copies_follow(tmp_path: Path) -> None:
+    root = new_project(tmp_path)
+    counter = tmp_path / "n.txt"
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
+    assert (
+        run_cli(
+            root, "config", "verify.test", shlex.join([sys.executable, str(script), str(counter)])
+        ).returncode
+        == 0
+    )
+    assert run_cli(root, "run", SID).returncode == 5
+    entries = chain(root)
+    assert {e["chain"] for e in entries} == {0}
+    assert entries[-1]["total"] == frontmatter(root)["total_recovery_attempts"] > 0
+    assert run_cli(root, "unblock", SID, "--reset-retries").returncode == 0
+    entries = chain(root)
+    assert entries[-1]["op"] == "unblock" and entries[-1]["total"] == 0
+    assert entries[-1]["chain"] == 1
+    copies = [p for p in Path(STATE_HOME).glob(f"*/ledger/{SID}.json")]
+    mine = [p for p in copies if str(root) in (p.parent.parent / "project").read_text()]
+    assert len(mine) == 1
+    assert mine[0].read_bytes() == ledger_path(root).read_bytes().splitlines()[-1]
+    again = run_cli(root, "run", SID)
+    assert again.returncode == 5
+    assert not tamper_events(root)  # the reset and everything after it agree with the copies
+    assert os.path.getsize(ledger_path(root)) > 0
+
+
+def test_a_torn_last_line_is_cut_back_before_the_next_append(tmp_path: Path) -> None:
+    """A crash mid-append leaves bytes after the last newline: the next entry must not glue
+    onto them (the line is cut back), and it is not tamper (the copies hold the entry the
+    ledger's last whole line holds)."""
+    root = new_project(tmp_path)
+    counter = tmp_path / "n.txt"
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
+    assert (
+        run_cli(
+            root, "config", "verify.test", shlex.join([sys.executable, str(script), str(counter)])
+        ).returncode
+        == 0
+    )
+    assert run_cli(root, "run", SID).returncode == 5
+    with ledger_path(root).open("ab") as fh:
+        fh.write(b'{"op": "failed", "seq": 99, "tot')
+    assert run_cli(root, "unblock", SID).returncode == 0
+    entries = chain(root)  # every line parses and chains
+    assert entries[-1]["op"] == "unblock"
+    assert not tamper_events(root)
