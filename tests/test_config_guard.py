@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import CliResult, run_cli
+from tests.conftest import STATE_HOME, CliResult, run_cli
 from tests.test_ledger_integrity import (
     LIMIT_10,
     SID,
@@ -136,10 +136,9 @@ def test_a_hand_edit_between_runs_needs_config_accept(tmp_path: Path) -> None:
     first = run_cli(root, "run", SID)  # the first run: recorded as it is, silently
     assert first.returncode == 5, first.output
     assert "guardrail" not in first.stderr
-    ref = subprocess.run(
-        ["git", "cat-file", "blob", "refs/ai-sdlc/config"], cwd=root, capture_output=True, text=True
-    )
-    assert json.loads(ref.stdout)["values"]["limits.implementation_retries"] == 1
+    records = [p for p in Path(STATE_HOME).glob("*/config-guardrails.json")]
+    mine = [p for p in records if str(root) in (p.parent / "project").read_text()]
+    assert json.loads(mine[0].read_text())["values"]["limits.implementation_retries"] == 1
     assert run_cli(root, "unblock", SID, "--reset-retries").returncode == 0
     config_path(root).write_text(
         config_path(root).read_text().replace("global_recovery: 10", "global_recovery: 3")

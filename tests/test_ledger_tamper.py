@@ -206,7 +206,7 @@ def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None
 def chain(root: Path) -> list[dict[str, Any]]:
     lines = ledger_path(root).read_bytes().splitlines()
     entries = [json.loads(line) for line in lines]
-    for before, line, entry in zip([b"", *lines], lines, entries, strict=False):
+    for before, entry in zip([b"", *lines], entries, strict=False):
         expected = hashlib.sha256(before).hexdigest() if before else ""
         assert entry["prev"] == expected
     return entries

@@ -4,8 +4,8 @@
 `limits.global_recovery` or set `verify.test: "true"`, and the next run would simply obey. So
 the guardrail keys of the config files (every key under `limits`, `verify`, `gates`, `sandbox`,
 `worktree`, and `git.worktrees`: anything that would loosen a guardrail) are recorded as
-*accepted* outside the project's git-ignored state — in the user's state folder and, in a git
-repository, as the blob of the ref `refs/ai-sdlc/config` in the main git folder. A run compares
+*accepted* outside the project, in the user's state folder (`statehome`), where nothing done in
+the project (an edit, `git clean -xfd`, `rm -rf .ai-sdlc`) reaches them. A run compares
 the files with that record when it starts and again before every phase and every
 verification; any difference stops it (exit 3) naming each key, until a person confirms:
 `ai-sdlc config --accept` accepts the files as they are, and `ai-sdlc config KEY VALUE`
@@ -24,14 +24,12 @@ from typing import Any
 
 from ai_sdlc.config import CONFIG_RELPATH, file_settings, user_config_path
 from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.git.blobrefs import BlobRefs
 from ai_sdlc.secrets import redact
 from ai_sdlc.statehome import ProjectState
 
 GUARDED_SECTIONS = ("limits", "verify", "gates", "sandbox", "worktree")
 GUARDED_KEYS = ("git.worktrees",)
 RECORD = "config-guardrails.json"
-REF = "refs/ai-sdlc/config"
 
 
 class ConfigChangedError(InvalidInputError):
@@ -73,23 +71,14 @@ def _canonical(values: Mapping[str, Any]) -> bytes:
 
 
 class GuardrailRecord:
-    """The accepted guardrail settings of one project, in both of its places."""
+    """The accepted guardrail settings of one project."""
 
     def __init__(self, root: Path, environ: Mapping[str, str] | None = None) -> None:
         self.root = root
         self.environ = os.environ if environ is None else environ
         self.home = ProjectState(root, self.environ)
-        self._refs: BlobRefs | None = None
-        self._looked = False
         self._stamp: tuple[Any, ...] | None = None
         self._values: dict[str, Any] = {}
-
-    @property
-    def refs(self) -> BlobRefs | None:
-        if not self._looked:
-            self._refs = BlobRefs.of_project(self.root)
-            self._looked = True
-        return self._refs
 
     def current(self) -> dict[str, Any]:
         """The files' guardrail values now (re-read only when a file's stamp changed)."""
@@ -101,27 +90,20 @@ class GuardrailRecord:
         return dict(self._values)
 
     def accepted(self) -> list[dict[str, Any]]:
-        """Each record that exists (the user's state folder, the git ref)."""
-        found: list[dict[str, Any]] = []
-        blobs = [self.home.read(RECORD)]
-        if self.refs is not None:
-            blobs.append(self.refs.read(REF))
-        for blob in blobs:
-            if blob is None:
-                continue
-            try:
-                data = json.loads(blob)
-            except ValueError:
-                data = None
-            values = data.get("values") if isinstance(data, dict) else None
-            found.append(values if isinstance(values, dict) else {"<record>": "unreadable"})
-        return found
+        """The record, when there is one ([]: the project never ran here)."""
+        blob = self.home.read(RECORD)
+        if blob is None:
+            return []
+        try:
+            data = json.loads(blob)
+        except ValueError:
+            data = None
+        values = data.get("values") if isinstance(data, dict) else None
+        return [values if isinstance(values, dict) else {"<record>": "unreadable"}]
 
     def save(self, values: Mapping[str, Any]) -> None:
         blob = _canonical({"fingerprint": fingerprint(values), "values": dict(values)})
         self.home.write(RECORD, blob)
-        if self.refs is not None:
-            self.refs.write(REF, blob)
 
     def changes(self) -> dict[str, tuple[Any, Any]]:
         """Key → (accepted, now) for every guardrail key that differs from a record; when no

@@ -77,3 +77,9 @@ class ProjectState:
                 hint=f"ai-sdlc keeps copies of its records there; make it writable or set "
                 f"{STATE_HOME_ENV} to a writable folder",
             ) from None
+
+    def clear(self) -> None:
+        """Forget every record of this project (a new project was created at its path)."""
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)

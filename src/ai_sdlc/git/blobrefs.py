@@ -4,15 +4,20 @@ A ref in the main repository's git folder survives what wipes the project's git-
 (`git clean -xfd`, `rm -rf .ai-sdlc/state`). Reading one is on every story transaction's path,
 so it does not start git: the ref's object id is read from its file (or `packed-refs`) and
 compared with the id the expected content would have (git's blob hash, computed here); git is
-started only to read a blob whose content is not the expected one, and to write. Every write
-runs with hooks and fsmonitor off, naming the git folder explicitly.
+started only to read a blob whose content is not the expected one, and to move a ref. Every
+git command runs with hooks and fsmonitor off, naming the git folder explicitly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import re
+import zlib
 from pathlib import Path
 
+from ai_sdlc.fsutil import atomic_write_bytes
 from ai_sdlc.git.run import git
 
 _SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
@@ -32,12 +37,31 @@ class BlobRefs:
 
     @classmethod
     def of_project(cls, root: Path) -> BlobRefs | None:
-        """The refs of the repository holding `root`; None when it is not in one."""
-        done = git(root, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
-        path = done.stdout.strip()
-        if not done.ok or not path:
-            return None
-        return cls(Path(path))
+        """The refs of the repository holding `root` (its common git folder, as git would find
+        it from `root`: a `.git` folder, or a `.git` file naming a worktree's folder whose
+        `commondir` leads back); None when it is not in one. Read from files: no git started."""
+        for folder in (root, *root.parents):
+            dot = folder / ".git"
+            if dot.is_dir():
+                git_dir = dot
+            elif dot.is_file():
+                try:
+                    text = dot.read_text(encoding="utf-8").strip()
+                except (OSError, UnicodeDecodeError):
+                    return None
+                if not text.startswith("gitdir:"):
+                    return None
+                git_dir = (folder / text.removeprefix("gitdir:").strip()).resolve()
+            else:
+                continue
+            try:
+                common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                common = ""
+            if common:
+                git_dir = (git_dir / common).resolve()
+            return cls(git_dir) if (git_dir / "HEAD").exists() else None
+        return None
 
     def _git(self, *args: str, input: str | None = None, check: bool = True) -> str:
         done = git(
@@ -91,6 +115,28 @@ class BlobRefs:
         return done.stdout.encode("utf-8") if done.ok else b""
 
     def write(self, ref: str, data: bytes) -> None:
-        """Point `ref` at a blob holding `data` (raises `GitError` when git fails)."""
-        oid = self._git("hash-object", "-w", "--stdin", input=data.decode("utf-8"))
+        """Point `ref` at a blob holding `data` (raises `GitError` when git fails). The blob is
+        stored as a loose object here (its format is fixed: zlib of `blob <size>\\0<data>`,
+        named by its hash), so that one git process, `update-ref` with hooks off, does it."""
+        oid = blob_id(data, length=64 if self._sha256() else 40)
+        path = self.git_dir / "objects" / oid[:2] / oid[2:]
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            packed = zlib.compress(b"blob %d\0" % len(data) + data)
+            atomic_write_bytes(path, packed, durable=True)
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o444)
         self._git("update-ref", "-m", "ai-sdlc", ref, oid)
+
+    def _sha256(self) -> bool:
+        try:
+            config = (self.git_dir / "config").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        return re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
+
+    def remove_all(self, prefix: str) -> None:
+        """Delete every ref under `prefix` (e.g. `refs/ai-sdlc/`)."""
+        names = self._git("for-each-ref", "--format=%(refname)", prefix, check=False)
+        for name in names.splitlines():
+            self._git("update-ref", "-d", name, check=False)

@@ -38,10 +38,12 @@ LEDGER_REF = "refs/ai-sdlc/ledger/"
 
 @dataclass
 class Copy:
-    """One copy of a story's newest entry: where it is and its line (None: there is none)."""
+    """One copy: where it is and its bytes (None: there is none). `counts_only`: it holds the
+    counters (`counters_blob`), not a whole entry."""
 
     place: str
     line: bytes | None
+    counts_only: bool = False
 
 
 @dataclass
@@ -57,18 +59,30 @@ class Anchoring:
     sources: dict[str, int] = field(default_factory=dict)
     #: The copies must be written even if the transaction changes nothing (missing, behind).
     rewrite: bool = False
-    #: A crash between writing the copies and the ledger was repaired.
-    resynced: bool = False
+
+
+def counters_blob(state: LedgerState) -> bytes:
+    """What the git ref holds: the chain and the counters (it changes only when they do, so
+    the ref is moved by at most one git process per counted recovery)."""
+    kinds = {k: v for k, v in sorted(state.breakdown.items()) if v}
+    body = {"chain": state.chain, "total": state.total, "breakdown": kinds}
+    return json.dumps(body, sort_keys=True).encode("utf-8")
+
+
+_NOTHING_COUNTED = counters_blob(LedgerState())
 
 
 class Mirrors:
-    """The copies of one project's ledger heads."""
+    """The copies of one project's ledger heads: every entry in the user's state folder, the
+    counters in the git ref (see the module's docstring)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.home = ProjectState(root)
         self._refs: BlobRefs | None = None
         self._looked = False
+        #: What each story's ref holds, as last read or written by this process.
+        self._held: dict[str, bytes | None] = {}
 
     @property
     def refs(self) -> BlobRefs | None:
@@ -77,26 +91,42 @@ class Mirrors:
             self._looked = True
         return self._refs
 
-    def read(self, story_id: str, expected: bytes) -> list[Copy]:
-        """Every copy; the git ref is read without starting git when it holds `expected`."""
+    def read(self, story_id: str, tail: Tail) -> list[Copy]:
+        """Every copy; the ref is read without starting git when it holds the ledger's
+        counters."""
         name = f"ledger/{story_id}.json"
         copies = [Copy(str(self.home.folder / name), self.home.read(name))]
         refs = self.refs
         if refs is not None:
             ref = LEDGER_REF + story_id
-            place = f"git ref {ref}"
-            held = refs.holds(ref, expected) if expected else None
-            if held is True:
-                copies.append(Copy(place, expected))
-            else:
-                copies.append(Copy(place, refs.read(ref)))
+            expected = counters_blob(tail.state) if tail.line else b""
+            held = expected if expected and refs.holds(ref, expected) else refs.read(ref)
+            self._held[story_id] = held
+            copies.append(Copy(f"git ref {ref}", held, counts_only=True))
         return copies
 
-    def write(self, story_id: str, line: bytes) -> None:
+    def write(self, story_id: str, line: bytes, state: LedgerState) -> None:
+        """Copy a new entry (before the ledger gets it); the ref only when its counters are not
+        what the ref holds."""
         self.home.write(f"ledger/{story_id}.json", line)
         refs = self.refs
-        if refs is not None:
-            refs.write(LEDGER_REF + story_id, line)
+        if refs is None:
+            return
+        blob = counters_blob(state)
+        held = self._held.get(story_id)
+        if held != blob and not (held is None and blob == _NOTHING_COUNTED):
+            refs.write(LEDGER_REF + story_id, blob)
+            self._held[story_id] = blob
+
+
+def forget_project(root: Path) -> None:
+    """A project created anew where another was (`ai-sdlc init` made its stories folder): the
+    records of the old one (ledger copies, accepted guardrail settings) must not be taken for
+    its stories', which reuse the same ids."""
+    ProjectState(root).clear()
+    refs = BlobRefs.of_project(root)
+    if refs is not None:
+        refs.remove_all(LEDGER_REF)
 
 
 def assess(
@@ -106,28 +136,35 @@ def assess(
     the story's events' highest counters (read only when something is wrong)."""
     found = list(tail.problems)
     entry_seq = tail.state.seq if tail.line else 0
-    newest: LedgerState | None = None  # the newest copy: written by ai-sdlc, unlike the ledger
+    newest: LedgerState | None = None  # the newest whole copy: written by ai-sdlc
     records: dict[str, LedgerState] = {}
     if tail.line:
         records["ledger"] = tail.state
     missing = False
-    ahead = False
+    ahead: LedgerState | None = None
+    counted: list[tuple[str, LedgerState]] = []
     for copy in copies:
         if copy.line is None:
-            missing = True
+            # the ref is first written when something is counted (a run that counts nothing
+            # starts no git process for it)
+            counted_nothing = counters_blob(tail.state) == _NOTHING_COUNTED
+            missing = missing or not (copy.counts_only and counted_nothing)
             continue
         data = _entry(copy.line)
-        if data is None or "seq" not in data:
+        if data is None or ("seq" not in data and not copy.counts_only):
             found.append(f"{copy.place} cannot be read")
             continue
         state = LedgerState.from_json(data)
         records[copy.place] = state
+        if copy.counts_only:
+            counted.append((copy.place, state))
+            continue
         if newest is None or state.seq > newest.seq:
             newest = state
         if tail.line and copy.line == tail.line:
             continue
         if state.seq == entry_seq + 1 and data.get("prev") == tail.last_hash:
-            ahead = True  # written before the ledger, which the process never reached
+            ahead = state  # written before the ledger, which the process never reached
         elif not tail.line:
             found.append(
                 f"the ledger has no entry, but {copy.place} holds entry {state.seq} "
@@ -146,14 +183,18 @@ def assess(
             )
         else:
             found.append(f"the ledger's entry {entry_seq} differs from {copy.place}: rewritten")
-    if not found:
-        best = max(records.values(), key=lambda s: s.seq, default=tail.state)
-        return Anchoring(
-            best.copy(),
-            tail.last_hash,
-            rewrite=(missing and tail.chained) or ahead or (missing and bool(tail.line)),
-            resynced=ahead,
+    current = ahead or (tail.state if tail.line else None)
+    for place, state in counted:
+        if current is not None and counters_blob(state) == counters_blob(current):
+            continue
+        shown = "no entry" if current is None else f"total {current.total}"
+        found.append(
+            f"the ledger ({shown}, chain {0 if current is None else current.chain}) "
+            f"disagrees with {place} (total {state.total}, chain {state.chain})"
         )
+    if not found:
+        best = ahead or tail.state
+        return Anchoring(best.copy(), tail.last_hash, rewrite=missing or ahead is not None)
     base = (newest or (tail.state if tail.line else LedgerState())).copy()
     base.seq = max([s.seq for s in records.values()] + [base.seq])
     total, kinds = events()
@@ -206,4 +247,14 @@ def _entry(line: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-__all__ = ["LEDGER_REF", "Anchoring", "Copy", "Mirrors", "assess", "events_high", "line_hash"]
+__all__ = [
+    "LEDGER_REF",
+    "Anchoring",
+    "Copy",
+    "Mirrors",
+    "assess",
+    "counters_blob",
+    "events_high",
+    "forget_project",
+    "line_hash",
+]

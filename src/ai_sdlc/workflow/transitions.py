@@ -508,7 +508,7 @@ class StoryState:
             if _snapshot(after) != snapshot or (anchoring.rewrite and not anchoring.found):
                 after.seq = before.seq + 1
                 after.prev_total, after.prev_breakdown = before.total, dict(before.breakdown)
-                self._append(story.id, Journal.encode(op, txn.now, after, prev))
+                self._append(story.id, Journal.encode(op, txn.now, after, prev), after)
             self._written.pop(story.id, None)
             story.after_write.append(lambda: self._sync_folder(txn))
             story.after_write.append(lambda: append_events(story.folder, txn.events))
@@ -517,10 +517,10 @@ class StoryState:
             if event["action"] == "recovery":
                 self.on_recovery(story.id, event)
 
-    def _append(self, story_id: str, line: bytes) -> str:
+    def _append(self, story_id: str, line: bytes, state: LedgerState) -> str:
         """The copies first, then the ledger (a crash between leaves a copy one entry ahead,
         which the next transaction takes as the truth); returns the line's hash."""
-        self.mirrors.write(story_id, line)
+        self.mirrors.write(story_id, line, state)
         self.journal.append_line(story_id, line)
         return line_hash(line)
 
@@ -530,7 +530,7 @@ class StoryState:
         a `tamper_detected` entry re-anchors the ledger there; returns the anchoring and the
         hash the transaction's own entry chains onto."""
         tail = self.journal.tail(story.id)
-        copies = self.mirrors.read(story.id, tail.line)
+        copies = self.mirrors.read(story.id, tail)
         anchoring = assess(tail, copies, lambda: events_high(story.folder / "events.jsonl"))
         if not anchoring.found:
             return anchoring, anchoring.prev
@@ -549,7 +549,7 @@ class StoryState:
         st.seq += 1
         st.prev_total, st.prev_breakdown = st.total, dict(st.breakdown)
         line = Journal.encode("tamper_detected", now, st, prev, found=anchoring.found)
-        return anchoring, self._append(story.id, line)
+        return anchoring, self._append(story.id, line, st)
 
     def _tampered(self, txn: _Txn, anchoring: Anchoring) -> None:
         st = txn.state
