@@ -156,7 +156,7 @@ def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action:
     for _ in range(30):
         result = run_cli(root, "run", SID)
         results.append(result)
-        for copy in home.glob(f"*/ledger/{SID}.json"):  # wipe the user-state copy each time
+        for copy in home.glob(f"*/ledger/{SID}.jsonl"):  # wipe the user-state copy each time
             if str(root) in (copy.parent.parent / "project").read_text():
                 copy.unlink()
         if "Global recovery limit exceeded (10/10)" in " ".join(result.stderr.split()):
@@ -231,10 +231,11 @@ def test_only_reset_retries_starts_a_new_chain_and_the_copies_follow(tmp_path: P
     entries = chain(root)
     assert entries[-1]["op"] == "unblock" and entries[-1]["total"] == 0
     assert entries[-1]["chain"] == 1
-    copies = [p for p in Path(STATE_HOME).glob(f"*/ledger/{SID}.json")]
+    copies = list(Path(STATE_HOME).glob(f"*/ledger/{SID}.jsonl"))
     mine = [p for p in copies if str(root) in (p.parent.parent / "project").read_text()]
     assert len(mine) == 1
-    assert mine[0].read_bytes() == ledger_path(root).read_bytes().splitlines()[-1]
+    last = mine[0].read_bytes().splitlines()[-1]
+    assert last == ledger_path(root).read_bytes().splitlines()[-1]
     again = run_cli(root, "run", SID)
     assert again.returncode == 5
     assert not tamper_events(root)  # the reset and everything after it agree with the copies

@@ -18,9 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ai_sdlc.errors import AiSdlcError
-from ai_sdlc.fsutil import atomic_write_bytes
+from ai_sdlc.fsutil import append_line_whole, atomic_write_bytes
 
 STATE_HOME_ENV = "AI_SDLC_STATE_HOME"
+#: Bytes read from a journal's end for its last line; size past which it is compacted.
+_TAIL = 64 * 1024
+_COMPACT = 1024 * 1024
 
 
 def user_state_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -63,20 +66,56 @@ class ProjectState:
                 return None
             return fh.read()
 
+    def last_line(self, name: str) -> bytes | None:
+        """The last complete line of a journal kept here (`append`); None when there is none."""
+        path = self.folder / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - _TAIL))
+            lines = fh.read().split(b"\n")
+        lines.pop()  # after the last newline: b"" or a torn line
+        return lines[-1] if lines else None
+
+    def append(self, name: str, line: bytes) -> None:
+        """Append a line to a journal kept here, whole (one fsync, no rename: a copy written
+        on every ledger entry must cost little); past `_COMPACT` bytes it starts again from
+        that line."""
+        path = self.folder / name
+        try:
+            self._ensure(path)
+            append_line_whole(path, line)
+            if os.stat(path).st_size > _COMPACT:
+                atomic_write_bytes(path, line + b"\n")
+        except OSError as exc:
+            raise self._unwritable(path, exc) from None
+
     def write(self, name: str, data: bytes) -> None:
         path = self.folder / name
         try:
-            if not (self.folder / "project").exists():
-                self.folder.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(self.folder / "project", self.project.encode() + b"\n")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._ensure(path)
             atomic_write_bytes(path, data)
         except OSError as exc:
-            raise AiSdlcError(
-                f"cannot write {path}: {exc.strerror or exc}",
-                hint=f"ai-sdlc keeps copies of its records there; make it writable or set "
-                f"{STATE_HOME_ENV} to a writable folder",
-            ) from None
+            raise self._unwritable(path, exc) from None
+
+    def _ensure(self, path: Path) -> None:
+        if not (self.folder / "project").exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.folder / "project", self.project.encode() + b"\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _unwritable(path: Path, exc: OSError) -> AiSdlcError:
+        return AiSdlcError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint=f"ai-sdlc keeps copies of its records there; make it writable or set "
+            f"{STATE_HOME_ENV} to a writable folder",
+        )
 
     def clear(self) -> None:
         """Forget every record of this project (a new project was created at its path)."""

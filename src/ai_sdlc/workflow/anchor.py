@@ -7,13 +7,17 @@ or a folder; a user's `git clean -xfd` wipes it. So every entry is also written,
 appended to the ledger, to two places one wipe cannot reach together:
 
 - the user's state folder (`statehome.ProjectState`: `~/.local/state/ai-sdlc/<project>/ledger/
-  <id>.json`), outside the project: no project-level clean, checkout or `rm -rf` reaches it;
+  <id>.jsonl`, a journal of every entry), outside the project: no project-level clean,
+  checkout or `rm -rf` reaches it;
 - a git ref `refs/ai-sdlc/ledger/<id>` in the main repository's git folder (when there is one),
-  which `git clean` never touches, never pushed (refs outside `refs/heads` and `refs/tags`).
+  which `git clean` never touches and which is never pushed: a blob of the counters (chain,
+  total, breakdown), moved only when they change, so a run that counts nothing starts no git
+  process for it and a counted recovery one.
 
-Each transaction compares the ledger's last entry with them. Equal: nothing to do. A copy one
-entry ahead whose `prev` is the ledger's last line: a crash between writing the copies and the
-ledger (resynced). Anything else (no ledger, fewer entries, more entries, another entry at the
+Each transaction compares the ledger's last entry with them (the whole entry with the state
+folder's last line, the counters with the ref). Equal: nothing to do. A copy one entry ahead
+whose `prev` is the ledger's last line: a crash between writing the copies and the ledger
+(taken as the truth). Anything else (no ledger, fewer entries, more entries, another entry at the
 same seq, a broken chain, a replaced file) is tamper: the counters become the highest of every
 record that survives (the ledger, each copy, the story's events since its last reset; the story
 file is compared by the transaction's reconcile), and the ledger is re-anchored there with a
@@ -94,8 +98,8 @@ class Mirrors:
     def read(self, story_id: str, tail: Tail) -> list[Copy]:
         """Every copy; the ref is read without starting git when it holds the ledger's
         counters."""
-        name = f"ledger/{story_id}.json"
-        copies = [Copy(str(self.home.folder / name), self.home.read(name))]
+        name = f"ledger/{story_id}.jsonl"
+        copies = [Copy(str(self.home.folder / name), self.home.last_line(name))]
         refs = self.refs
         if refs is not None:
             ref = LEDGER_REF + story_id
@@ -108,7 +112,7 @@ class Mirrors:
     def write(self, story_id: str, line: bytes, state: LedgerState) -> None:
         """Copy a new entry (before the ledger gets it); the ref only when its counters are not
         what the ref holds."""
-        self.home.write(f"ledger/{story_id}.json", line)
+        self.home.append(f"ledger/{story_id}.jsonl", line)
         refs = self.refs
         if refs is None:
             return
