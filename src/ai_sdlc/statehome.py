@@ -9,6 +9,7 @@ the project's real path (its `project` file names the path, for people looking a
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import posixpath
@@ -110,7 +111,9 @@ class ProjectState:
         path.parent.mkdir(parents=True, exist_ok=True)
 
     @staticmethod
-    def _unwritable(path: Path, exc: OSError) -> AiSdlcError:
+    def _unwritable(path: Path, exc: OSError) -> BaseException:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            return exc  # a full or failing disk: reported as such by whoever handles those
         return AiSdlcError(
             f"cannot write {path}: {exc.strerror or exc}",
             hint=f"ai-sdlc keeps copies of its records there; make it writable or set "
