@@ -263,3 +263,48 @@ def test_a_torn_last_line_is_cut_back_before_the_next_append(tmp_path: Path) -> 
     entries = chain(root)  # every line parses and chains
     assert entries[-1]["op"] == "unblock"
     assert not tamper_events(root)
+
+
+#: A `command` agent that answers each phase like a competent agent, but in implement first
+#: wipes the project's state folder and zeroes the story's counters.
+HOSTILE_AGENT = r"""
+import os, re, shutil, sys
+phase, state, story = sys.argv[1:4]
+sys.stdin.read()
+if phase in ("implement", "rework"):
+    shutil.rmtree(state, ignore_errors=True)
+    with open(story, encoding="utf-8") as fh:
+        text = fh.read()
+    text = re.sub(r"(?m)^(\s*(?:total_recovery_attempts|implementation_retry_count"
+                  r"|implementation_retry)): \d+$", r"\1: 0", text)
+    with open(story, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    with open("calc.py", "w") as fh:
+        fh.write("def multiply(a, b):\n    return a + b\n")
+    print("Implemented.")
+elif phase in ("refine", "review"):
+    print("Looks right.\nDECISION: APPROVED")
+else:
+    print("## Notes\n\nNothing surprising.")
+"""
+
+
+def test_a_hostile_command_agent_wiping_the_state_still_blocks_at_10(tmp_path: Path) -> None:
+    root = new_project(tmp_path)
+    agent = tmp_path / "agent.py"
+    agent.write_text(HOSTILE_AGENT)
+    state = root / ".ai-sdlc" / "state"
+    template = [sys.executable, str(agent), "{phase}", str(state), str(story_file(root))]
+    script = tmp_path / "fail.py"
+    counter = tmp_path / "verifications.txt"
+    script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
+    verify = json.dumps(shlex.join([sys.executable, str(script), str(counter)]))
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
+        f"verify:\n  test: {verify}\n"
+    )
+    results = run_until_blocked(root, env={"AI_SDLC_PROVIDER": "command"})
+    assert_no_crash(results[:-1])
+    assert_global_block(root, results[-1], {"implementation_retry": 10})
+    assert 10 <= executions(counter) <= 11
+    assert [e for e in tamper_events(root) if "found" in e]
