@@ -552,19 +552,17 @@ class StoryState:
         return anchoring, self._append(story.id, line, st)
 
     def _tampered(self, txn: _Txn, anchoring: Anchoring) -> None:
-        st = txn.state
-        sources = ", ".join(f"{place} {n}" for place, n in anchoring.sources.items())
         reason = (
             "the recovery ledger was lost, lowered or replaced outside ai-sdlc; the counters "
-            f"were restored to the highest surviving record ({st.total}; {sources}) "
-            "(only 'ai-sdlc unblock --reset-retries' lowers them)"
+            f"stay at the highest surviving record ({txn.state.total}); only "
+            "'ai-sdlc unblock --reset-retries' lowers them"
         )
         self._event(
             txn, "tamper_detected", found=anchoring.found, sources=anchoring.sources, reason=reason
         )
         self.on_tamper(
             txn.story.id,
-            f"{txn.story.id}: tamper detected: {'; '.join(anchoring.found)}; {reason}",
+            f"{txn.story.id}: tamper detected: {'; '.join(anchoring.found)}. {reason}",
         )
 
     def _reconcile(self, txn: _Txn, before: LedgerState) -> None:
