@@ -308,3 +308,61 @@ def test_a_hostile_command_agent_wiping_the_state_still_blocks_at_10(tmp_path: P
     assert_global_block(root, results[-1], {"implementation_retry": 10})
     assert 10 <= executions(counter) <= 11
     assert [e for e in tamper_events(root) if "found" in e]
+
+
+def failing_project(tmp_path: Path) -> tuple[Path, Path]:
+    root = new_project(tmp_path)
+    counter = tmp_path / "n.txt"
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
+    verify = shlex.join([sys.executable, str(script), str(counter)])
+    assert run_cli(root, "config", "verify.test", verify).returncode == 0
+    return root, counter
+
+
+def home_copy(root: Path) -> Path:
+    for path in Path(STATE_HOME).glob(f"*/ledger/{SID}.jsonl"):
+        if str(root) in (path.parent.parent / "project").read_text():
+            return path
+    raise AssertionError("no copy in the user's state folder")
+
+
+def test_a_ledger_from_before_the_chain_is_adopted_without_alarm(tmp_path: Path) -> None:
+    """A ledger written before entries were chained (no `prev`, no copies anywhere) is taken as
+    it is, and its copies are written from the next entry on."""
+    root, _ = failing_project(tmp_path)
+    assert run_cli(root, "run", SID).returncode == 5
+    total = frontmatter(root)["total_recovery_attempts"]
+    old = [json.loads(line) for line in ledger_path(root).read_bytes().splitlines()]
+    for entry in old:
+        del entry["prev"], entry["chain"]
+    ledger_path(root).write_text("".join(json.dumps(e) + "\n" for e in old))
+    home_copy(root).unlink()
+    assert run_cli(root, "unblock", SID).returncode == 0
+    assert not tamper_events(root)
+    assert frontmatter(root)["total_recovery_attempts"] == total
+    last = ledger_path(root).read_bytes().splitlines()[-1]
+    assert home_copy(root).read_bytes().splitlines()[-1] == last
+
+
+def test_a_copy_one_entry_ahead_is_a_crash_and_its_entry_is_the_truth(tmp_path: Path) -> None:
+    """The copies are written before the ledger: a process that dies between the two leaves
+    the copy one entry ahead, chained onto the ledger's last line. That entry is taken as the
+    truth (with its counters), without a tamper alarm."""
+    root, _ = failing_project(tmp_path)
+    assert run_cli(root, "run", SID).returncode == 5
+    total = frontmatter(root)["total_recovery_attempts"]
+    lines = ledger_path(root).read_bytes().splitlines(keepends=True)
+    ledger_path(root).write_bytes(b"".join(lines[:-1]))  # the append that never happened
+    assert run_cli(root, "unblock", SID).returncode == 0
+    assert not tamper_events(root)
+    assert frontmatter(root)["total_recovery_attempts"] == total
+    chain(root)
+    # Two entries short is no crash: tamper, and still the count of the copy.
+    assert run_cli(root, "run", SID).returncode == 5
+    total = frontmatter(root)["total_recovery_attempts"]
+    lines = ledger_path(root).read_bytes().splitlines(keepends=True)
+    ledger_path(root).write_bytes(b"".join(lines[:-2]))
+    assert run_cli(root, "unblock", SID).returncode == 0
+    assert [e for e in tamper_events(root) if "found" in e]
+    assert frontmatter(root)["total_recovery_attempts"] == total
