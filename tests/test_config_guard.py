@@ -83,7 +83,7 @@ def test_raising_the_limit_during_a_run_is_refused_until_a_person_decides(
     first = run_cli(root, "run", SID)
     assert first.returncode == 3, first.output
     message = joined(first)
-    assert "guardrail settings changed during this run" in message
+    assert "changed outside `ai-sdlc config` during this run" in message
     assert "limits.global_recovery: 10 -> 1000" in message
     assert "ai-sdlc config --accept" in message
     assert executions(counter) == 1  # stopped before the next phase
@@ -92,7 +92,7 @@ def test_raising_the_limit_during_a_run_is_refused_until_a_person_decides(
     # Every later run refuses before anything runs, the config file untouched by ai-sdlc.
     again = run_cli(root, "run", SID)
     assert again.returncode == 3, again.output
-    assert "changed since they were last accepted" in joined(again)
+    assert "changed outside `ai-sdlc config` since they were last accepted" in joined(again)
     assert executions(counter) == 1
     assert "global_recovery: 1000" in config_path(root).read_text()
     # A person puts the limit back each time: the story is blocked at exactly 10.
@@ -100,7 +100,7 @@ def test_raising_the_limit_during_a_run_is_refused_until_a_person_decides(
     assert_global_block(root, results[-1], {"implementation_retry": 10})
     assert 10 <= executions(counter) <= 11
     # each run that saw the change mid-run said so in the story's events
-    mid_run = [r for r in results if "changed during this run" in joined(r)]
+    mid_run = [r for r in results if "during this run" in joined(r)]
     changed = [e for e in events(root) if e["action"] == "config_changed"]
     assert mid_run and len(changed) == len(mid_run) + 1
 

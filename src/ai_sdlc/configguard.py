@@ -127,7 +127,7 @@ class GuardrailRecord:
             return
         listed = "; ".join(f"{k}: {shown(a)} -> {shown(b)}" for k, (a, b) in changed.items())
         raise ConfigChangedError(
-            f"guardrail settings changed {when} without `ai-sdlc config`: {listed} "
+            f"guardrail settings were changed outside `ai-sdlc config` {when}: {listed} "
             f"({self.root / CONFIG_RELPATH}, or the user's config)",
             {k: [shown(a), shown(b)] for k, (a, b) in changed.items()},
             hint="if a person made this change, confirm it with `ai-sdlc config --accept` "
