@@ -146,20 +146,15 @@ class Tail:
 
     #: The newest complete entry (an empty state when there is none).
     state: LedgerState
-    #: That entry's line as written (no newline) and its sha256; b"" and "" when none.
+    #: That entry's line as written (no newline); b"" when none.
     line: bytes = b""
-    hash: str = ""
     #: sha256 of the file's last complete line, readable or not ("" for an empty file): the
     #: next entry chains onto it.
     last_hash: str = ""
-    #: The entry carries a chain field (`prev`); older ledgers do not.
-    chained: bool = False
     #: What is wrong with the file (replaced, unreadable, chain broken); empty when nothing.
     problems: list[str] = field(default_factory=list)
     #: The file (or a folder above it) is not a regular file/folder: it must be moved aside.
     replaced: bool = False
-    #: The file exists (possibly empty).
-    exists: bool = False
 
 
 def line_hash(line: bytes) -> str:
@@ -200,7 +195,6 @@ class Journal:
                 LedgerState(),
                 problems=[f"{path} is {_kind(info.st_mode)}, not the ledger file"],
                 replaced=True,
-                exists=True,
             )
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -267,7 +261,7 @@ def _parse_tail(path: Path, data: bytes, *, whole: bool) -> Tail:
     lines.pop()  # bytes after the last newline: a torn tail (or b"" after a whole last line)
     if not whole and lines:
         lines.pop(0)  # the first line of the tail may be partial
-    tail = Tail(LedgerState(), exists=True)
+    tail = Tail(LedgerState())
     if not lines:
         return tail
     tail.last_hash = line_hash(lines[-1])
@@ -283,9 +277,8 @@ def _parse_tail(path: Path, data: bytes, *, whole: bool) -> Tail:
             unreadable += 1
             continue
         tail.state = LedgerState.from_json(data_)
-        tail.line, tail.hash = raw, line_hash(raw)
-        tail.chained = "prev" in data_
-        if tail.chained:
+        tail.line = raw
+        if "prev" in data_:  # older ledgers' entries carry no chain
             if unreadable:
                 tail.problems.append(
                     f"{path}: {unreadable} unreadable line(s) after the last entry"
