@@ -168,3 +168,20 @@ def test_setting_a_key_through_config_is_accepted(tmp_path: Path) -> None:
     assert "guardrail" not in result.stderr
     usage = run_cli(root, "config", "limits.global_recovery", "--accept")
     assert usage.returncode == 2, usage.output
+
+
+def test_a_config_broken_during_a_run_stops_it_with_the_file_and_line(tmp_path: Path) -> None:
+    root = new_project(tmp_path)
+    counter, _ = hostile(root, tmp_path, r"^limits:.*$", "limits: [unclosed")
+    original = config_path(root).read_text()
+    result = run_cli(root, "run", SID)
+    assert result.returncode == 3, result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    assert f"{config_path(root)}:" in result.stderr  # file:line of the broken YAML
+    assert executions(counter) == 1
+    changed = [e for e in events(root) if e["action"] == "config_changed"]
+    assert changed and "config.yaml" in changed[-1]["reason"]
+    config_path(root).write_text(original)  # a person puts the file back: the run goes on
+    again = run_cli(root, "run", SID)
+    assert again.returncode in (3, 5), again.output
+    assert executions(counter) == 2

@@ -14,7 +14,7 @@ import msgspec
 
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.configguard import ConfigChangedError, GuardrailRecord
-from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
+from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
@@ -72,10 +72,11 @@ class _Relay:
             return
         try:
             self.guard.check("during this run")
-        except ConfigChangedError as exc:
+        except InvalidInputError as exc:  # changed, or no longer a valid config at all
             if story_id is not None:
+                changed = exc.changes if isinstance(exc, ConfigChangedError) else {}
                 with contextlib.suppress(AiSdlcError):
-                    self.note(story_id, "config_changed", changed=exc.changes, reason=exc.message)
+                    self.note(story_id, "config_changed", changed=changed, reason=exc.message)
             raise
 
     def emit(self, event: dict[str, Any]) -> None:
