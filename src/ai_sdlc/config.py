@@ -39,7 +39,8 @@ PROVIDER_CHOICES = ("scripted", "dry-run", "openai", "anthropic", "claude", "com
 
 DEFAULT_CONFIG_TEXT = """\
 # ai-sdlc configuration. Edit by hand or with `ai-sdlc config <dotted.key> <value>`.
-# Every key is optional; the values shown are the defaults.
+# Every key is optional; the values shown are the defaults. A guardrail (limits, verify, gates)
+# changed by hand is refused by the next run until you confirm it: `ai-sdlc config --accept`.
 
 ai:
   # scripted (offline, no AI) | dry-run | openai | anthropic | claude | command.
