@@ -366,3 +366,34 @@ def test_a_copy_one_entry_ahead_is_a_crash_and_its_entry_is_the_truth(tmp_path: 
     assert run_cli(root, "unblock", SID).returncode == 0
     assert [e for e in tamper_events(root) if "found" in e]
     assert frontmatter(root)["total_recovery_attempts"] == total
+
+
+def test_two_projects_in_one_repository_keep_their_own_refs(tmp_path: Path) -> None:
+    """A monorepo with two ai-sdlc projects in subfolders: both have an S-0001, both share the
+    git folder; each keeps its own ref, so neither sees the other's count as tamper."""
+    repo = tmp_path / "mono"
+    roots = [repo / "app", repo / "lib"]
+    for root, title in zip(roots, ("Add multiply", "Add divide"), strict=True):
+        root.mkdir(parents=True)
+        assert run_cli(root, "init").returncode == 0
+        assert run_cli(root, "add", title).returncode == 0  # (one branch name each)
+    committed(repo)
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nsys.exit(1)\n")
+    for root in roots:
+        verify = shlex.join([sys.executable, str(script)])
+        assert run_cli(root, "config", "verify.test", verify).returncode == 0
+    assert run_cli(roots[0], "run", SID).returncode == 5
+    first = frontmatter(roots[0])["total_recovery_attempts"]
+    assert run_cli(roots[1], "unblock", SID).returncode == 0
+    assert frontmatter(roots[1]).get("total_recovery_attempts", 0) == 0
+    assert run_cli(roots[0], "unblock", SID).returncode == 0
+    assert run_cli(roots[0], "run", SID).returncode == 5  # one more failure, then blocked
+    assert run_cli(roots[1], "run", SID).returncode == 5
+    second = frontmatter(roots[1])["total_recovery_attempts"]
+    assert frontmatter(roots[0])["total_recovery_attempts"] == first + 1 != second
+    assert not tamper_events(roots[0]) and not tamper_events(roots[1])
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/ai-sdlc/ledger/").split()
+    assert len(refs) == 2 and all(r.endswith(f"/{SID}") and r.count("/") == 4 for r in refs)
+    totals = sorted(json.loads(git(repo, "cat-file", "blob", r))["total"] for r in refs)
+    assert totals == sorted([first + 1, second])

@@ -136,7 +136,8 @@ class BlobRefs:
         return re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
 
     def remove_all(self, prefix: str) -> None:
-        """Delete every ref under `prefix` (e.g. `refs/ai-sdlc/`)."""
+        """Delete the refs directly under `prefix` (a folder ending in `/`; not deeper)."""
         names = self._git("for-each-ref", "--format=%(refname)", prefix, check=False)
         for name in names.splitlines():
-            self._git("update-ref", "-d", name, check=False)
+            if "/" not in name.removeprefix(prefix):
+                self._git("update-ref", "-d", name, check=False)

@@ -27,7 +27,9 @@ written to the copies first like any other.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +97,9 @@ class Mirrors:
             self._looked = True
         return self._refs
 
+    def ref(self, story_id: str) -> str:
+        return ledger_ref(self.root, story_id)
+
     def read(self, story_id: str, tail: Tail) -> list[Copy]:
         """Every copy; the ref is read without starting git when it holds the ledger's
         counters."""
@@ -102,7 +107,7 @@ class Mirrors:
         copies = [Copy(str(self.home.folder / name), self.home.last_line(name))]
         refs = self.refs
         if refs is not None:
-            ref = LEDGER_REF + story_id
+            ref = self.ref(story_id)
             expected = counters_blob(tail.state) if tail.line else b""
             held = expected if expected and refs.holds(ref, expected) else refs.read(ref)
             self._held[story_id] = held
@@ -119,7 +124,7 @@ class Mirrors:
         blob = counters_blob(state)
         held = self._held.get(story_id)
         if held != blob and not (held is None and blob == _NOTHING_COUNTED):
-            refs.write(LEDGER_REF + story_id, blob)
+            refs.write(self.ref(story_id), blob)
             self._held[story_id] = blob
 
 
@@ -130,7 +135,17 @@ def forget_project(root: Path) -> None:
     ProjectState(root).clear()
     refs = BlobRefs.of_project(root)
     if refs is not None:
-        refs.remove_all(LEDGER_REF)
+        refs.remove_all(ledger_ref(root, ""))
+
+
+def ledger_ref(root: Path, story_id: str) -> str:
+    """`refs/ai-sdlc/ledger/<id>` for a project at the top of its repository's main checkout;
+    elsewhere (a subfolder of a monorepo, a linked worktree: other projects may share the git
+    folder and their story ids) `refs/ai-sdlc/ledger/<hash of the project's path>/<id>`."""
+    if (root / ".git").is_dir():
+        return LEDGER_REF + story_id
+    key = hashlib.sha256(os.path.realpath(root).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{LEDGER_REF}{key[:12]}/{story_id}"
 
 
 def assess(
@@ -260,5 +275,6 @@ __all__ = [
     "counters_blob",
     "events_high",
     "forget_project",
+    "ledger_ref",
     "line_hash",
 ]
