@@ -397,3 +397,33 @@ def test_two_projects_in_one_repository_keep_their_own_refs(tmp_path: Path) -> N
     assert len(refs) == 2 and all(r.endswith(f"/{SID}") and r.count("/") == 4 for r in refs)
     totals = sorted(json.loads(git(repo, "cat-file", "blob", r))["total"] for r in refs)
     assert totals == sorted([first + 1, second])
+
+
+def test_a_crash_between_any_two_copies_is_not_taken_for_tamper() -> None:
+    """The order of writes is: the state folder's copy, the ref (when the counters change),
+    the ledger. Whichever of them a crash stops before, the next transaction takes the newest
+    entry as the truth without an alarm; a ref that matches neither entry is tamper."""
+    from ai_sdlc.workflow.anchor import Copy, assess, counters_blob
+    from ai_sdlc.workflow.ledger import Journal, LedgerState, Tail, line_hash
+
+    old = LedgerState(seq=4, total=2, breakdown={"implementation_retry": 2})
+    old_line = Journal.encode("failed", "t1", old, "")
+    new = LedgerState(seq=5, total=3, breakdown={"implementation_retry": 3})
+    new_line = Journal.encode("failed", "t2", new, line_hash(old_line))
+    tail = Tail(old, line=old_line, last_hash=line_hash(old_line))
+    nothing = lambda: (0, {})  # noqa: E731
+
+    for ref in (counters_blob(old), counters_blob(new)):  # stopped before or after the ref
+        found = assess(tail, [Copy("home", new_line), Copy("ref", ref, counts_only=True)], nothing)
+        assert found.found == [] and found.rewrite
+        assert found.state.total == 3 and found.state.seq == 5
+    forged = counters_blob(LedgerState(total=0))
+    found = assess(tail, [Copy("home", new_line), Copy("ref", forged, counts_only=True)], nothing)
+    assert found.found and found.state.total == 3
+    # a ledger lowered with the state folder's copy (an attacker who found both): the ref
+    lowered = LedgerState(seq=9, total=0)
+    line = Journal.encode("unblock", "t3", lowered, line_hash(new_line))
+    tail = Tail(lowered, line=line, last_hash=line_hash(line))
+    copies = [Copy("home", line), Copy("ref", counters_blob(new), counts_only=True)]
+    found = assess(tail, copies, nothing)
+    assert found.found and found.state.total == 3
