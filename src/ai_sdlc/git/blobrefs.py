@@ -5,7 +5,8 @@ A ref in the main repository's git folder survives what wipes the project's git-
 so it does not start git: the ref's object id is read from its file (or `packed-refs`) and
 compared with the id the expected content would have (git's blob hash, computed here); git is
 started only to read a blob whose content is not the expected one, and to move a ref. Every
-git command runs with hooks and fsmonitor off, naming the git folder explicitly.
+git command names the git folder explicitly and runs hardened (`git.run`: no hook, no
+fsmonitor, whatever a config file says).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from pathlib import Path
 
 from ai_sdlc.fsutil import atomic_write_bytes
 from ai_sdlc.git.run import git
-
-_SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 def blob_id(data: bytes, *, length: int = 40) -> str:
@@ -64,9 +63,7 @@ class BlobRefs:
         return None
 
     def _git(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        done = git(
-            self.git_dir, f"--git-dir={self.git_dir}", *_SAFE, *args, input=input, check=check
-        )
+        done = git(self.git_dir, f"--git-dir={self.git_dir}", *args, input=input, check=check)
         return done.stdout.strip() if done.ok else ""
 
     def oid(self, ref: str) -> str | None:
@@ -109,9 +106,7 @@ class BlobRefs:
         oid = self.oid(ref)
         if oid is None:
             return None
-        done = git(
-            self.git_dir, f"--git-dir={self.git_dir}", *_SAFE, "cat-file", "blob", oid, check=False
-        )
+        done = git(self.git_dir, f"--git-dir={self.git_dir}", "cat-file", "blob", oid, check=False)
         return done.stdout.encode("utf-8") if done.ok else b""
 
     def write(self, ref: str, data: bytes) -> None:
