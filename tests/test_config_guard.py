@@ -1,10 +1,11 @@
 """Issue 22, case 2 through the real CLI: guardrail settings changed behind the tool's back.
 
 A hostile verify command raises `limits.global_recovery` or turns verification off by editing
-`.ai-sdlc/config.yaml` during the run; the run stops before its next phase (exit 3) and says
-so in the story's events, every later run refuses too, until a person re-sets the key with
-`ai-sdlc config` or confirms the files with `ai-sdlc config --accept`. The story still ends
-blocked at exactly 10 after at most 11 verifications.
+`.ai-sdlc/config.yaml` during the run (`--no-sandbox`: the check holds on its own); the run
+stops before its next phase (exit 3) and says so in the story's events, every later run refuses
+too, until a person re-sets the key with `ai-sdlc config` or confirms the files with
+`ai-sdlc config --accept`. The story still ends blocked at exactly 10 after at most 11
+verifications.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def run_with_a_person_repairing(root: Path, repair: list[str]) -> list[CliResult
     <repair>` (a person putting the guardrail back), a phase-limit block by a plain unblock."""
     results: list[CliResult] = []
     for _ in range(40):
-        result = run_cli(root, "run", SID)
+        result = run_cli(root, "run", SID, "--no-sandbox")
         results.append(result)
         assert "Traceback" not in result.output and "internal error" not in result.output
         if result.returncode == 5 and LIMIT_10 in joined(result):
@@ -80,7 +81,7 @@ def test_raising_the_limit_during_a_run_is_refused_until_a_person_decides(
 ) -> None:
     root = new_project(tmp_path)
     counter, _ = hostile(root, tmp_path, r"^(\s*global_recovery:) *10\b", r"\g<1> 1000")
-    first = run_cli(root, "run", SID)
+    first = run_cli(root, "run", SID, "--no-sandbox")
     assert first.returncode == 3, first.output
     message = joined(first)
     assert "changed outside `ai-sdlc config` during this run" in message
@@ -90,7 +91,7 @@ def test_raising_the_limit_during_a_run_is_refused_until_a_person_decides(
     changed = [e for e in events(root) if e["action"] == "config_changed"]
     assert changed and changed[-1]["changed"]["limits.global_recovery"] == ["10", "1000"]
     # Every later run refuses before anything runs, the config file untouched by ai-sdlc.
-    again = run_cli(root, "run", SID)
+    again = run_cli(root, "run", SID, "--no-sandbox")
     assert again.returncode == 3, again.output
     assert "changed outside `ai-sdlc config` since they were last accepted" in joined(again)
     assert executions(counter) == 1
@@ -108,7 +109,7 @@ def test_raising_the_limit_during_a_run_is_refused_until_a_person_decides(
 def test_turning_verification_off_during_a_run_is_refused(tmp_path: Path) -> None:
     root = new_project(tmp_path)
     counter, command = hostile(root, tmp_path, r"^(\s*test:) .*$", r'\g<1> "true"')
-    first = run_cli(root, "run", SID)
+    first = run_cli(root, "run", SID, "--no-sandbox")
     assert first.returncode == 3, first.output
     assert 'verify.test: "' in joined(first) and '-> "true"' in joined(first)
     results = run_with_a_person_repairing(root, ["verify.test", command])
@@ -133,7 +134,7 @@ def test_a_hand_edit_between_runs_needs_config_accept(tmp_path: Path) -> None:
         .replace("implementation_retries: 3", "implementation_retries: 1")
     )
     config_path(root).write_text(text.replace("  test: null", f"  test: {verify}"))
-    first = run_cli(root, "run", SID)  # the first run: recorded as it is, silently
+    first = run_cli(root, "run", SID, "--no-sandbox")  # the first run: recorded as it is, silently
     assert first.returncode == 5, first.output
     assert "guardrail" not in first.stderr
     records = [p for p in Path(STATE_HOME).glob("*/config-guardrails.json")]
@@ -144,13 +145,13 @@ def test_a_hand_edit_between_runs_needs_config_accept(tmp_path: Path) -> None:
         config_path(root).read_text().replace("global_recovery: 10", "global_recovery: 3")
     )
     subprocess.run(["rm", "-rf", str(root / ".ai-sdlc" / "state")], check=True)
-    refused = run_cli(root, "run", SID)
+    refused = run_cli(root, "run", SID, "--no-sandbox")
     assert refused.returncode == 3, refused.output
     assert "limits.global_recovery: 10 -> 3" in joined(refused)
     accepted = run_cli(root, "config", "--accept")
     assert accepted.returncode == 0, accepted.output
     assert "accepted limits.global_recovery: 10 -> 3" in accepted.stderr + accepted.stdout
-    blocked = run_cli(root, "run", SID)
+    blocked = run_cli(root, "run", SID, "--no-sandbox")
     assert blocked.returncode == 5, blocked.output
     # the lowered limit holds, and the unblock's reset is kept (no tamper after the wipe)
     nothing = run_cli(root, "config", "--accept", "--json")
@@ -159,11 +160,11 @@ def test_a_hand_edit_between_runs_needs_config_accept(tmp_path: Path) -> None:
 
 def test_setting_a_key_through_config_is_accepted(tmp_path: Path) -> None:
     root = new_project(tmp_path)
-    assert run_cli(root, "run", SID).returncode == 0  # records the defaults
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 0  # records the defaults
     assert run_cli(root, "config", "limits.global_recovery", "20").returncode == 0
     assert run_cli(root, "config", "gates.before_done", "true").returncode == 0
     assert run_cli(root, "unblock", SID).returncode == 0
-    result = run_cli(root, "run", SID)
+    result = run_cli(root, "run", SID, "--no-sandbox")
     assert result.returncode == 0, result.output
     assert "guardrail" not in result.stderr
     usage = run_cli(root, "config", "limits.global_recovery", "--accept")
@@ -174,7 +175,7 @@ def test_a_config_broken_during_a_run_stops_it_with_the_file_and_line(tmp_path: 
     root = new_project(tmp_path)
     counter, _ = hostile(root, tmp_path, r"^limits:.*$", "limits: [unclosed")
     original = config_path(root).read_text()
-    result = run_cli(root, "run", SID)
+    result = run_cli(root, "run", SID, "--no-sandbox")
     assert result.returncode == 3, result.output
     assert "Traceback" not in result.output and "internal error" not in result.output
     assert f"{config_path(root)}:" in result.stderr  # file:line of the broken YAML
@@ -182,6 +183,6 @@ def test_a_config_broken_during_a_run_stops_it_with_the_file_and_line(tmp_path: 
     changed = [e for e in events(root) if e["action"] == "config_changed"]
     assert changed and "config.yaml" in changed[-1]["reason"]
     config_path(root).write_text(original)  # a person puts the file back: the run goes on
-    again = run_cli(root, "run", SID)
+    again = run_cli(root, "run", SID, "--no-sandbox")
     assert again.returncode in (3, 5), again.output
     assert executions(counter) == 2

@@ -1,5 +1,6 @@
 """Issue 22, cases 1 and 5 through the real CLI: a hostile verify command attacks the recovery
-ledger itself (no sandbox in play), and the global limit still blocks the story at exactly 10.
+ledger itself (`--no-sandbox`: the detection holds on its own), and the global limit still blocks
+the story at exactly 10.
 
 The verify command counts each execution, does one thing to the ledger (truncate it, delete it,
 append a forged entry, `rm -rf .ai-sdlc/state`, replace it by a symbolic link, a folder or a
@@ -129,7 +130,7 @@ def committed(root: Path) -> None:
 def test_an_attacked_ledger_still_blocks_at_exactly_10(tmp_path: Path, action: str) -> None:
     root = new_project(tmp_path)
     counter = hostile_verify(root, tmp_path, action)
-    results = run_until_blocked(root)
+    results = run_until_blocked(root, "--no-sandbox")
     assert_no_crash(results[:-1])
     assert_global_block(root, results[-1], {"implementation_retry": 10})
     assert 10 <= executions(counter) <= 11
@@ -140,7 +141,7 @@ def test_an_attacked_ledger_still_blocks_at_exactly_10(tmp_path: Path, action: s
     assert "tamper detected" in warned
     # Blocked for good: another run and a plain unblock spend at most one more verification.
     before = executions(counter)
-    assert run_cli(root, "run", SID).returncode == 5
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     assert executions(counter) == before
 
 
@@ -154,7 +155,7 @@ def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action:
     home = Path(STATE_HOME)
     results: list[CliResult] = []
     for _ in range(30):
-        result = run_cli(root, "run", SID)
+        result = run_cli(root, "run", SID, "--no-sandbox")
         results.append(result)
         for copy in home.glob(f"*/ledger/{SID}.jsonl"):  # wipe the user-state copy each time
             if str(root) in (copy.parent.parent / "project").read_text():
@@ -186,7 +187,7 @@ def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None
     committed(root)
     totals: list[int] = []
     for _ in range(10):
-        result = run_cli(root, "run", SID)
+        result = run_cli(root, "run", SID, "--no-sandbox")
         assert result.returncode == 5, result.output
         totals.append(frontmatter(root)["total_recovery_attempts"])
         if "Global recovery limit exceeded (10/10)" in " ".join(result.stderr.split()):
@@ -223,7 +224,7 @@ def test_only_reset_retries_starts_a_new_chain_and_the_copies_follow(tmp_path: P
         ).returncode
         == 0
     )
-    assert run_cli(root, "run", SID).returncode == 5
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     entries = chain(root)
     assert {e["chain"] for e in entries} == {0}
     assert entries[-1]["total"] == frontmatter(root)["total_recovery_attempts"] > 0
@@ -236,7 +237,7 @@ def test_only_reset_retries_starts_a_new_chain_and_the_copies_follow(tmp_path: P
     assert len(mine) == 1
     last = mine[0].read_bytes().splitlines()[-1]
     assert last == ledger_path(root).read_bytes().splitlines()[-1]
-    again = run_cli(root, "run", SID)
+    again = run_cli(root, "run", SID, "--no-sandbox")
     assert again.returncode == 5
     assert not tamper_events(root)  # the reset and everything after it agree with the copies
     assert os.path.getsize(ledger_path(root)) > 0
@@ -256,7 +257,7 @@ def test_a_torn_last_line_is_cut_back_before_the_next_append(tmp_path: Path) -> 
         ).returncode
         == 0
     )
-    assert run_cli(root, "run", SID).returncode == 5
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     with ledger_path(root).open("ab") as fh:
         fh.write(b'{"op": "failed", "seq": 99, "tot')
     assert run_cli(root, "unblock", SID).returncode == 0
@@ -303,7 +304,7 @@ def test_a_hostile_command_agent_wiping_the_state_still_blocks_at_10(tmp_path: P
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
         f"verify:\n  test: {verify}\n"
     )
-    results = run_until_blocked(root, env={"AI_SDLC_PROVIDER": "command"})
+    results = run_until_blocked(root, "--no-sandbox", env={"AI_SDLC_PROVIDER": "command"})
     assert_no_crash(results[:-1])
     assert_global_block(root, results[-1], {"implementation_retry": 10})
     assert 10 <= executions(counter) <= 11
@@ -331,7 +332,7 @@ def test_a_ledger_from_before_the_chain_is_adopted_without_alarm(tmp_path: Path)
     """A ledger written before entries were chained (no `prev`, no copies anywhere) is taken as
     it is, and its copies are written from the next entry on."""
     root, _ = failing_project(tmp_path)
-    assert run_cli(root, "run", SID).returncode == 5
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     total = frontmatter(root)["total_recovery_attempts"]
     old = [json.loads(line) for line in ledger_path(root).read_bytes().splitlines()]
     for entry in old:
@@ -350,7 +351,7 @@ def test_a_copy_one_entry_ahead_is_a_crash_and_its_entry_is_the_truth(tmp_path: 
     the copy one entry ahead, chained onto the ledger's last line. That entry is taken as the
     truth (with its counters), without a tamper alarm."""
     root, _ = failing_project(tmp_path)
-    assert run_cli(root, "run", SID).returncode == 5
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     total = frontmatter(root)["total_recovery_attempts"]
     lines = ledger_path(root).read_bytes().splitlines(keepends=True)
     ledger_path(root).write_bytes(b"".join(lines[:-1]))  # the append that never happened
@@ -359,7 +360,7 @@ def test_a_copy_one_entry_ahead_is_a_crash_and_its_entry_is_the_truth(tmp_path: 
     assert frontmatter(root)["total_recovery_attempts"] == total
     chain(root)
     # Two entries short is no crash: tamper, and still the count of the copy.
-    assert run_cli(root, "run", SID).returncode == 5
+    assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     total = frontmatter(root)["total_recovery_attempts"]
     lines = ledger_path(root).read_bytes().splitlines(keepends=True)
     ledger_path(root).write_bytes(b"".join(lines[:-2]))
@@ -383,13 +384,15 @@ def test_two_projects_in_one_repository_keep_their_own_refs(tmp_path: Path) -> N
     for root in roots:
         verify = shlex.join([sys.executable, str(script)])
         assert run_cli(root, "config", "verify.test", verify).returncode == 0
-    assert run_cli(roots[0], "run", SID).returncode == 5
+    assert run_cli(roots[0], "run", SID, "--no-sandbox").returncode == 5
     first = frontmatter(roots[0])["total_recovery_attempts"]
     assert run_cli(roots[1], "unblock", SID).returncode == 0
     assert frontmatter(roots[1]).get("total_recovery_attempts", 0) == 0
     assert run_cli(roots[0], "unblock", SID).returncode == 0
-    assert run_cli(roots[0], "run", SID).returncode == 5  # one more failure, then blocked
-    assert run_cli(roots[1], "run", SID).returncode == 5
+    assert (
+        run_cli(roots[0], "run", SID, "--no-sandbox").returncode == 5
+    )  # one more failure, then blocked
+    assert run_cli(roots[1], "run", SID, "--no-sandbox").returncode == 5
     second = frontmatter(roots[1])["total_recovery_attempts"]
     assert frontmatter(roots[0])["total_recovery_attempts"] == first + 1 != second
     assert not tamper_events(roots[0]) and not tamper_events(roots[1])
