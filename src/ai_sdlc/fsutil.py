@@ -96,8 +96,10 @@ def append_whole(path: Path, data: bytes, *, durable: bool = False) -> None:
     short write) is cut back to where it started before the error is raised. Callers hold the
     file's lock (or are its only writer): the cut-back assumes nobody appended meanwhile."""
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o644)
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device put in the file's place
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         size = _cut_torn_tail(fd, path)
         try:
             write_all(fd, data, path)
@@ -146,50 +148,3 @@ def _read_at(fd: int, size: int, offset: int) -> bytes:
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """`atomic_write_bytes` of UTF-8 text, written exactly (no newline translation)."""
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
-
-
-def append_line_whole(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Append one line to a journal so that it is there whole or not at all.
-
-    A torn tail left by a crash mid-append (bytes after the last newline) is truncated back
-    first, so the new line never glues onto it; a short write (a full disk returns fewer bytes
-    than asked, or raises midway) is undone by truncating back to where the line began, and
-    raises (ENOSPC when the system gave no reason). The file is opened without following a
-    symbolic link and must be a regular file; it is fsynced before returning."""
-    line = data if data.endswith(b"\n") else data + b"\n"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
-        start = _whole_lines_end(fd, info.st_size)
-        if start != info.st_size:
-            os.ftruncate(fd, start)
-        written = 0
-        try:
-            while written < len(line):
-                n = os.write(fd, line[written:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-                written += n
-            os.fsync(fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
-            raise
-    finally:
-        os.close(fd)
-
-
-def _whole_lines_end(fd: int, size: int) -> int:
-    """The offset just after the file's last newline (0 when it has none)."""
-    end = size
-    chunk = 4096
-    while end > 0:
-        begin = max(0, end - chunk)
-        block = os.pread(fd, end - begin, begin)
-        at = block.rfind(b"\n")
-        if at >= 0:
-            return begin + at + 1
-        end = begin
-    return 0

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ai_sdlc.errors import AiSdlcError
-from ai_sdlc.fsutil import append_line_whole, atomic_write_bytes
+from ai_sdlc.fsutil import append_whole, atomic_write_bytes
 
 STATE_HOME_ENV = "AI_SDLC_STATE_HOME"
 #: Bytes read from a journal's end for its last line; size past which it is compacted.
@@ -90,7 +90,7 @@ class ProjectState:
         path = self.folder / name
         try:
             self._ensure(path)
-            append_line_whole(path, line)
+            append_whole(path, line + b"\n", durable=True)
             if os.stat(path).st_size > _COMPACT:
                 atomic_write_bytes(path, line + b"\n")
         except OSError as exc:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.fsutil import append_line_whole
+from ai_sdlc.fsutil import append_whole
 from ai_sdlc.store.schema import RECOVERY_KIND_LABELS
 
 IMPLEMENTATION_RETRY = "implementation_retry"
@@ -251,9 +251,9 @@ class Journal:
         return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
     def append_line(self, story_id: str, line: bytes) -> None:
-        """Append one entry whole or not at all (`fsutil.append_line_whole`), then fsync."""
+        """Append one entry whole or not at all (`fsutil.append_whole`), then fsync."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        append_line_whole(self.path(story_id), line)
+        append_whole(self.path(story_id), line + b"\n", durable=True)
 
 
 def _parse_tail(path: Path, data: bytes, *, whole: bool) -> Tail:
