@@ -184,6 +184,9 @@ def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None
     )
     verify = shlex.join([sys.executable, str(script), str(counter)])
     assert run_cli(root, "config", "verify.test", verify).returncode == 0
+    # only the attempts' verifications are counted here: the untouched base's (the judge's
+    # baseline, cached in the ignored state the clean wipes) would run again after each clean
+    assert run_cli(root, "config", "verify.baseline", "false").returncode == 0
     committed(root)
     totals: list[int] = []
     for _ in range(10):
