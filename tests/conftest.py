@@ -54,6 +54,11 @@ _EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-config-")
 #: still goes through the launcher); tests/test_sandbox*.py set their own list, the real default.
 SANDBOX_WIDENED = {"AI_SDLC_SANDBOX__WRITABLE": f"[{json.dumps(tempfile.gettempdir())}]"}
 os.environ.update(SANDBOX_WIDENED)  # for tests that open a session in this process
+#: The user's state folder (copies of ledger heads, accepted guardrail settings): one of the
+#: session's own, never the developer's ~/.local/state. Set here too for tests that call the
+#: state owner directly.
+STATE_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-state-")
+os.environ["AI_SDLC_STATE_HOME"] = STATE_HOME
 
 
 def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -68,6 +73,7 @@ def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     # Never the developer's own user config (~/.config/ai-sdlc): an empty folder of our own.
     full_env["AI_SDLC_CONFIG_HOME"] = _EMPTY_CONFIG_HOME
     full_env.update(SANDBOX_WIDENED)
+    full_env["AI_SDLC_STATE_HOME"] = STATE_HOME
     if env:
         full_env.update(env)
     return full_env

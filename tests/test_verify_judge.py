@@ -70,6 +70,9 @@ class Project:
             f"verify:\n{verify}"
             "limits:\n  implementation_retries: 1\n"
         )
+        # a person editing the guardrails by hand confirms them (`configguard`)
+        accepted = run_cli(self.root, "config", "--accept", env=self.env)
+        assert accepted.returncode == 0, accepted.output
 
     def run(self, *args: str) -> CliResult:
         return run_cli(self.root, "run", *args, env=self.env, timeout=120)

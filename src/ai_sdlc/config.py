@@ -39,7 +39,8 @@ PROVIDER_CHOICES = ("scripted", "dry-run", "openai", "anthropic", "claude", "com
 
 DEFAULT_CONFIG_TEXT = """\
 # ai-sdlc configuration. Edit by hand or with `ai-sdlc config <dotted.key> <value>`.
-# Every key is optional; the values shown are the defaults.
+# Every key is optional; the values shown are the defaults. A guardrail (limits, verify, gates)
+# changed by hand is refused by the next run until you confirm it: `ai-sdlc config --accept`.
 
 ai:
   # scripted (offline, no AI) | dry-run | openai | anthropic | claude | command.
@@ -1027,6 +1028,16 @@ def load_config(root: Path, *, environ: Mapping[str, str] | None = None) -> Conf
     return Config(
         data=data, path=path, user_path=user_path, layers=layers, env_names=_env_names(environ)
     )
+
+
+def file_settings(root: Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """defaults ⊕ user file ⊕ project file, without the environment: what the files say (the
+    guardrail record of `configguard` is kept against it)."""
+    environ = os.environ if environ is None else environ
+    data = defaults()
+    _deep_merge(data, _load_layer(user_config_path(environ)))
+    _merge_over_user(data, _load_layer(root / CONFIG_RELPATH))
+    return data
 
 
 # --- editing ---------------------------------------------------------------------------------

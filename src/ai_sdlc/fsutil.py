@@ -96,8 +96,10 @@ def append_whole(path: Path, data: bytes, *, durable: bool = False) -> None:
     short write) is cut back to where it started before the error is raised. Callers hold the
     file's lock (or are its only writer): the cut-back assumes nobody appended meanwhile."""
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o644)
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device put in the file's place
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         size = _cut_torn_tail(fd, path)
         try:
             write_all(fd, data, path)

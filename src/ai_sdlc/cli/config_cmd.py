@@ -4,6 +4,7 @@ comments are kept, secrets are refused in files and masked in output."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,6 +14,7 @@ from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal, to_json
 from ai_sdlc.config import get_value, load_config, mask_setting, set_value, user_config_path
+from ai_sdlc.configguard import GuardrailRecord, is_guarded, shown
 from ai_sdlc.errors import UsageError
 
 UserOption = Annotated[
@@ -24,6 +26,15 @@ UserOption = Annotated[
     ),
 ]
 
+AcceptOption = Annotated[
+    bool,
+    typer.Option(
+        "--accept",
+        help="Accept the guardrail settings (limits, verify, gates, sandbox, worktree) of the "
+        "config files as they are now, after they were changed by hand.",
+    ),
+]
+
 
 def config(
     key: Annotated[
@@ -31,10 +42,19 @@ def config(
     ] = None,
     value: Annotated[str | None, typer.Argument(help="New value (read as YAML).")] = None,
     user: UserOption = False,
+    accept: AcceptOption = False,
     json: JsonOption = False,
 ) -> None:
     """Show the effective config with each key's source, one key, or set a key."""
     out = terminal(json)
+    if accept:
+        if key is not None or user:
+            raise UsageError(
+                "--accept takes no key, value or --user: it accepts the config files as they are",
+                hint="ai-sdlc config --accept",
+            )
+        _accept(out, json)
+        return
     if user and value is None:
         raise UsageError(
             "--user writes a setting: it needs a key and a value",
@@ -45,6 +65,7 @@ def config(
 
         store = StoryStore(project_root(), write_cache=False)
         new = set_value(store.root, key or "", value or "", user=True)
+        _record(store.root, key or "")
         _print_set(out, key or "", new, json, f" (in {user_config_path()})")
         return
     store = open_store(check_config=value is None)
@@ -70,7 +91,28 @@ def config(
             out.result(current if isinstance(current, str) else to_json(current))
         return
     new = set_value(store.root, key, value)
+    _record(store.root, key)
     _print_set(out, key, new, json, "")
+
+
+def _record(root: Path, key: str) -> None:
+    """A guardrail key set through this command is accepted as set (see `configguard`)."""
+    if is_guarded(key):
+        GuardrailRecord(root).accept(key)
+
+
+def _accept(out: Terminal, json: bool) -> None:
+    store = open_store()
+    changed = GuardrailRecord(store.root).accept()
+    listed = {k: [shown(a), shown(b)] for k, (a, b) in changed.items()}
+    if json:
+        out.json({"accepted": listed})
+        return
+    if not listed:
+        out.success("the guardrail settings already match the accepted ones")
+        return
+    for key, (before, now) in listed.items():
+        out.success(f"accepted {key}: {before} -> {now}")
 
 
 def _print_set(out: Terminal, key: str, new: object, json: bool, where: str) -> None:

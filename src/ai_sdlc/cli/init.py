@@ -7,6 +7,7 @@ import typer
 from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import write_default_config
+from ai_sdlc.workflow.anchor import forget_project
 from ai_sdlc.worktree_env.propose import propose
 
 
@@ -14,7 +15,10 @@ def init(json: JsonOption = False) -> None:
     """Create .ai-sdlc/ in the project folder (safe to run again)."""
     out = terminal(json)
     store = open_store(must_exist=False)
+    fresh = not store.is_initialized()
     created = store.init()
+    if fresh:  # nothing of an earlier project at this path applies to this one's stories
+        forget_project(store.root)
     proposal = propose(store.root)
     created_config = write_default_config(store.root, setup_line=proposal.config_line())
     proposed = proposal.commands if created_config else []

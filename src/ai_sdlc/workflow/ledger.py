@@ -15,12 +15,15 @@ fingerprint (so review reuses it instead of running the test suite again).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc.fsutil import append_whole
 from ai_sdlc.store.schema import RECOVERY_KIND_LABELS
 
 IMPLEMENTATION_RETRY = "implementation_retry"
@@ -92,6 +95,9 @@ class LedgerState:
     #: The figures before this operation (to tell a crash between ledger and file from tamper).
     prev_total: int = 0
     prev_breakdown: dict[str, int] = field(default_factory=dict)
+    #: Which chain this is: 0 at first, +1 at every `unblock --reset-retries` (the only
+    #: operation that lowers the counters).
+    chain: int = 0
 
     @property
     def started(self) -> bool:
@@ -120,6 +126,7 @@ class LedgerState:
         state.verified = verified if isinstance(verified, dict) else None
         state.prev_total = _count(data.get("prev_total"))
         state.prev_breakdown = _counts(data.get("prev_breakdown"))
+        state.chain = _count(data.get("chain"))
         return state
 
 
@@ -133,44 +140,166 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(k): _count(v) for k, v in value.items()}
 
 
+@dataclass
+class Tail:
+    """What the end of one ledger file says: its newest entry and anything wrong with it."""
+
+    #: The newest complete entry (an empty state when there is none).
+    state: LedgerState
+    #: That entry's line as written (no newline); b"" when none.
+    line: bytes = b""
+    #: sha256 of the file's last complete line, readable or not ("" for an empty file): the
+    #: next entry chains onto it.
+    last_hash: str = ""
+    #: What is wrong with the file (replaced, unreadable, chain broken); empty when nothing.
+    problems: list[str] = field(default_factory=list)
+    #: The file (or a folder above it) is not a regular file/folder: it must be moved aside.
+    replaced: bool = False
+
+
+def line_hash(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
+
+
 class Journal:
-    """The append-only ledger files of one project (`.ai-sdlc/state/ledger/`)."""
+    """The append-only ledger files of one project (`.ai-sdlc/state/ledger/`).
+
+    Each entry carries `prev`, the sha256 of the line before it ("" for the first line of a
+    file): a line added, removed or rewritten by hand breaks the chain at the file's end, where
+    every transaction looks (`workflow.anchor` compares that end with the copies kept outside
+    `.ai-sdlc/state`)."""
 
     def __init__(self, ai_dir: Path) -> None:
+        self.ai_dir = ai_dir
         self.folder = ai_dir / "state" / "ledger"
 
     def path(self, story_id: str) -> Path:
         return self.folder / f"{story_id}.jsonl"
 
     def read(self, story_id: str) -> LedgerState:
-        """The newest complete entry (an empty state when the story has none yet)."""
-        try:
-            fd = os.open(self.path(story_id), os.O_RDONLY | os.O_NOFOLLOW)
-        except (FileNotFoundError, NotADirectoryError):
-            return LedgerState()
-        with os.fdopen(fd, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - _TAIL_BYTES))
-            tail = fh.read()
-        for raw in reversed(tail.splitlines()):
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                continue  # a torn last line, or a partial first line of the tail
-            if isinstance(data, dict) and "seq" in data:
-                return LedgerState.from_json(data)
-        return LedgerState()
+        """The newest complete entry (an empty state when the story has none, or its ledger
+        cannot be read: the state owner's transaction tells tamper from a new story)."""
+        return self.tail(story_id).state
 
-    def append(self, story_id: str, op: str, time: str, state: LedgerState) -> None:
-        """One complete line, one `write` on an O_APPEND descriptor, then fsync."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        # vars, not asdict: the same JSON (every field is plain data), without the deep copy
-        line = json.dumps({"op": op, "time": time, **vars(state)}, ensure_ascii=False)
-        fd = os.open(
-            self.path(story_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644
-        )
+    def tail(self, story_id: str) -> Tail:
+        path = self.path(story_id)
+        odd = self._odd_folder()
+        if odd is not None:
+            return Tail(LedgerState(), problems=[odd], replaced=True)
         try:
-            os.write(fd, (line + "\n").encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            info = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return Tail(LedgerState())
+        if not stat.S_ISREG(info.st_mode):
+            return Tail(
+                LedgerState(),
+                problems=[f"{path} is {_kind(info.st_mode)}, not the ledger file"],
+                replaced=True,
+            )
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return Tail(LedgerState())
+        except OSError as exc:
+            return Tail(LedgerState(), problems=[f"{path} cannot be read: {exc}"], replaced=True)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return Tail(LedgerState(), problems=[f"{path} was replaced"], replaced=True)
+            size = os.fstat(fh.fileno()).st_size
+            start = max(0, size - _TAIL_BYTES)
+            fh.seek(start)
+            data = fh.read()
+            if start and data.count(b"\n") < 3:
+                fh.seek(0)
+                data, start = fh.read(), 0
+        return _parse_tail(path, data, whole=start == 0)
+
+    def _odd_folder(self) -> str | None:
+        """`.ai-sdlc/state` or its `ledger` folder replaced by a file or a symbolic link."""
+        for folder in (self.folder.parent, self.folder):
+            try:
+                info = os.lstat(folder)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            if not stat.S_ISDIR(info.st_mode):
+                return f"{folder} is {_kind(info.st_mode)}, not a folder"
+        return None
+
+    def set_aside(self, story_id: str, stamp: str) -> list[str]:
+        """Move whatever took the place of the ledger file or its folders out of the way (kept
+        as evidence, `<name>.replaced-<stamp>`); returns what was moved."""
+        moved: list[str] = []
+        for path in (self.folder.parent, self.folder, self.path(story_id)):
+            try:
+                info = os.lstat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            wanted_dir = path != self.path(story_id)
+            if stat.S_ISDIR(info.st_mode) if wanted_dir else stat.S_ISREG(info.st_mode):
+                continue
+            aside = path.with_name(f"{path.name}.replaced-{stamp}")
+            os.replace(path, aside)
+            moved.append(str(path))
+            break
+        return moved
+
+    @staticmethod
+    def encode(op: str, time: str, state: LedgerState, prev: str, **extra: Any) -> bytes:
+        """One entry's line (no newline), chained onto the line before it."""
+        # vars, not asdict: the same JSON (every field is plain data), without the deep copy
+        body = {"op": op, "time": time, "prev": prev, **extra, **vars(state)}
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+    def append_line(self, story_id: str, line: bytes) -> None:
+        """Append one entry whole or not at all (`fsutil.append_whole`), then fsync."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        append_whole(self.path(story_id), line + b"\n", durable=True)
+
+
+def _parse_tail(path: Path, data: bytes, *, whole: bool) -> Tail:
+    lines = data.split(b"\n")
+    lines.pop()  # bytes after the last newline: a torn tail (or b"" after a whole last line)
+    if not whole and lines:
+        lines.pop(0)  # the first line of the tail may be partial
+    tail = Tail(LedgerState())
+    if not lines:
+        return tail
+    tail.last_hash = line_hash(lines[-1])
+    unreadable = 0
+    for index in range(len(lines) - 1, -1, -1):
+        raw = lines[index]
+        try:
+            data_ = json.loads(raw)
+        except ValueError:
+            unreadable += 1
+            continue
+        if not isinstance(data_, dict) or "seq" not in data_:
+            unreadable += 1
+            continue
+        tail.state = LedgerState.from_json(data_)
+        tail.line = raw
+        if "prev" in data_:  # older ledgers' entries carry no chain
+            if unreadable:
+                tail.problems.append(
+                    f"{path}: {unreadable} unreadable line(s) after the last entry"
+                )
+            before = line_hash(lines[index - 1]) if index > 0 else ("" if whole else None)
+            if before is not None and data_.get("prev") != before:
+                tail.problems.append(
+                    f"{path}: the entry seq {tail.state.seq} does not chain onto the line "
+                    "before it (lines were removed, added or rewritten)"
+                )
+        return tail
+    if unreadable:
+        tail.problems.append(f"{path}: no readable entry ({unreadable} unreadable line(s))")
+    return tail
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "a special file"

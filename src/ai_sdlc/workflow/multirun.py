@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.config import Config
+from ai_sdlc.configguard import ConfigChangedError
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
@@ -325,8 +326,8 @@ class MultiRun:
                 return self.runner.run(s.story_id)
         except StoryBlockedError as exc:
             return StoryOutcome(s.story_id, "blocked", exc.message)
-        except RunHaltedError:
-            raise
+        except (RunHaltedError, ConfigChangedError):
+            raise  # a guardrail setting changed mid-run: no other story runs on it either
         except BusyError as exc:
             s.status = SKIPPED
             s.reason = exc.message

@@ -4,6 +4,7 @@ policies, limits) and runs one story, the next recommended action, or a multi-st
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from ai_sdlc.config import Config, load_config
-from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
+from ai_sdlc.configguard import ConfigChangedError, GuardrailRecord
+from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
@@ -51,11 +53,31 @@ class Watcher(Protocol):
 
 class _Relay:
     """Runner events go to the display and, during a multi-story run, to its watcher; the
-    runner's `before_phase` hook is answered by that watcher."""
+    runner's `before_phase` hook is answered by that watcher, once the guardrail settings are
+    checked against the accepted ones (`configguard`; again before every verification)."""
 
     def __init__(self, emit: Emit) -> None:
         self.out = emit
         self.watcher: Watcher | None = None
+        self.guard: GuardrailRecord | None = None
+        #: Logs an event on a story (the state owner's `note`).
+        self.note: Callable[..., None] = lambda _story, _action, **_data: None
+        self.story: str | None = None
+
+    def check_config(self, story_id: str | None = None) -> None:
+        """Stop (ConfigChangedError, exit 3) when a guardrail setting changed during the run;
+        the story's events say so."""
+        story_id = story_id or self.story
+        if self.guard is None:
+            return
+        try:
+            self.guard.check("during this run")
+        except InvalidInputError as exc:  # changed, or no longer a valid config at all
+            if story_id is not None:
+                changed = exc.changes if isinstance(exc, ConfigChangedError) else {}
+                with contextlib.suppress(AiSdlcError):
+                    self.note(story_id, "config_changed", changed=changed, reason=exc.message)
+            raise
 
     def emit(self, event: dict[str, Any]) -> None:
         if self.watcher is not None:
@@ -63,6 +85,8 @@ class _Relay:
         self.out(event)
 
     def before_phase(self, story_id: str, phase: Phase) -> str | None:
+        self.story = story_id
+        self.check_config(story_id)
         return self.watcher.before_phase(story_id, phase) if self.watcher else None
 
 
@@ -154,6 +178,8 @@ class Session(msgspec.Struct):
 
         if config is None:
             config = load_config(store.root)
+        guardrails = GuardrailRecord(store.root)
+        guardrails.check("since they were last accepted")
         selection = select_provider(
             flag=provider_name, config=config, project_root=store.root, environ=environ
         )
@@ -174,6 +200,7 @@ class Session(msgspec.Struct):
         environment = worktree_environment(workspaces, config, commands, confine)
 
         def verifier(workspace: Path) -> VerificationResult:
+            relay.check_config()
             env = None
             if environment is not None:
                 changed = environment.ensure(workspace, after_attempt=True)
@@ -216,6 +243,8 @@ class Session(msgspec.Struct):
             check_workspace=environment.check if environment is not None else _nothing,
         )
         runner = StoryRunner(deps)
+        relay.guard = guardrails
+        relay.note = runner.owner.note
         notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
         return cls(
             store,

@@ -27,6 +27,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story, StoryStore
 from ai_sdlc.untrusted import read_regular
+from ai_sdlc.workflow.anchor import Anchoring, Mirrors, assess, events_high
 from ai_sdlc.workflow.assess import pending_gate
 from ai_sdlc.workflow.events import Clock, append_events, iso, utc_now
 from ai_sdlc.workflow.ledger import (
@@ -55,6 +57,7 @@ from ai_sdlc.workflow.ledger import (
     Journal,
     LedgerState,
     limit_message,
+    line_hash,
 )
 
 TOTAL = "total_recovery_attempts"
@@ -151,6 +154,7 @@ class StoryState:
         limit: int = DEFAULT_GLOBAL_LIMIT,
         clock: Clock = utc_now,
         on_recovery: Callable[[str, dict[str, Any]], None] = lambda _story, _event: None,
+        on_tamper: Callable[[str, str], None] | None = None,
     ) -> None:
         self.store = store
         self.limit = limit
@@ -159,6 +163,10 @@ class StoryState:
         #: the multi-story run's tally).
         self.on_recovery = on_recovery
         self.journal = Journal(store.ai_dir)
+        #: The copies of each ledger head outside `.ai-sdlc/state` (`workflow.anchor`).
+        self.mirrors = Mirrors(store.root)
+        #: Told (story id, message) when a ledger was found tampered with; default: stderr.
+        self.on_tamper = on_tamper or _warn
         self._written: OrderedDict[str, _Written] = OrderedDict()
 
     # --- reading --------------------------------------------------------------------------
@@ -420,6 +428,7 @@ class StoryState:
                 if BREAKDOWN in fm:
                     fm[BREAKDOWN] = {}
                 st.total, st.breakdown, st.open = 0, {}, None
+                st.chain += 1  # the one operation that starts a new chain
             self._event(
                 txn,
                 "unblock",
@@ -486,16 +495,20 @@ class StoryState:
     @contextmanager
     def _txn(self, story_id: str, op: str) -> Iterator[_Txn]:
         with self.store.edit(story_id) as story:
-            before = self.journal.read(story.id)
+            now = iso(self.clock())
+            anchoring, prev = self._anchor(story, now)
+            before = anchoring.state
             snapshot = _snapshot(before)
-            txn = _Txn(story, LedgerState.from_json(json.loads(snapshot)), iso(self.clock()))
+            txn = _Txn(story, LedgerState.from_json(json.loads(snapshot)), now)
+            if anchoring.found:
+                self._tampered(txn, anchoring)
             self._reconcile(txn, before)
             yield txn
             after = txn.state
-            if _snapshot(after) != snapshot:
+            if _snapshot(after) != snapshot or (anchoring.rewrite and not anchoring.found):
                 after.seq = before.seq + 1
                 after.prev_total, after.prev_breakdown = before.total, dict(before.breakdown)
-                self.journal.append(story.id, op, txn.now, after)
+                self._append(story.id, Journal.encode(op, txn.now, after, prev), after)
             self._written.pop(story.id, None)
             story.after_write.append(lambda: self._sync_folder(txn))
             story.after_write.append(lambda: append_events(story.folder, txn.events))
@@ -503,6 +516,54 @@ class StoryState:
         for event in txn.events:
             if event["action"] == "recovery":
                 self.on_recovery(story.id, event)
+
+    def _append(self, story_id: str, line: bytes, state: LedgerState) -> str:
+        """The copies first, then the ledger (a crash between leaves a copy one entry ahead,
+        which the next transaction takes as the truth); returns the line's hash."""
+        self.mirrors.write(story_id, line, state)
+        self.journal.append_line(story_id, line)
+        return line_hash(line)
+
+    def _anchor(self, story: Story, now: str) -> tuple[Anchoring, str]:
+        """The ledger's end checked against its copies (`workflow.anchor`). When something is
+        wrong, the counters become the highest surviving record (the story file included) and
+        a `tamper_detected` entry re-anchors the ledger there; returns the anchoring and the
+        hash the transaction's own entry chains onto."""
+        tail = self.journal.tail(story.id)
+        copies = self.mirrors.read(story.id, tail)
+        anchoring = assess(tail, copies, lambda: events_high(story.folder / "events.jsonl"))
+        if not anchoring.found:
+            return anchoring, anchoring.prev
+        st = anchoring.state
+        file_kinds = story.recovery_breakdown
+        for kind, n in file_kinds.items():
+            st.breakdown[kind] = max(st.breakdown.get(kind, 0), n)
+        st.breakdown = {k: v for k, v in st.breakdown.items() if v}
+        st.total = max(st.total, story.counter(TOTAL), sum(st.breakdown.values()))
+        anchoring.sources["story.md"] = story.counter(TOTAL)
+        prev = anchoring.prev
+        if tail.replaced:
+            moved = self.journal.set_aside(story.id, now.replace(":", ""))
+            anchoring.found.extend(f"moved aside: {path}" for path in moved)
+            prev = ""
+        st.seq += 1
+        st.prev_total, st.prev_breakdown = st.total, dict(st.breakdown)
+        line = Journal.encode("tamper_detected", now, st, prev, found=anchoring.found)
+        return anchoring, self._append(story.id, line, st)
+
+    def _tampered(self, txn: _Txn, anchoring: Anchoring) -> None:
+        reason = (
+            "the recovery ledger was lost, lowered or replaced outside ai-sdlc; the counters "
+            f"stay at the highest surviving record ({txn.state.total}); only "
+            "'ai-sdlc unblock --reset-retries' lowers them"
+        )
+        self._event(
+            txn, "tamper_detected", found=anchoring.found, sources=anchoring.sources, reason=reason
+        )
+        self.on_tamper(
+            txn.story.id,
+            f"{txn.story.id}: tamper detected: {'; '.join(anchoring.found)}. {reason}",
+        )
 
     def _reconcile(self, txn: _Txn, before: LedgerState) -> None:
         """Make the file's counters agree with the ledger: lower figures are restored (the
@@ -790,6 +851,11 @@ class _Delete:
 
 _DELETE: Any = _Delete()
 DELETE: Any = _DELETE
+
+
+def _warn(_story_id: str, message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+    sys.stderr.flush()
 
 
 def _snapshot(state: LedgerState) -> str:
