@@ -164,9 +164,9 @@ def test_the_review_is_shown_the_change_itself(tmp_path: Path) -> None:
     assert "diff --git a/calc.py b/calc.py\nnew file mode 100644" in change
     assert "+    return a * b" in change and "+mul()" in change
     assert "passed on this change" in review
-    # the review reused the attempt's verification: the suite ran once (the commit in between
-    # changed no content)
-    assert project.verified.read_text() == "ran\n"
+    # the suite ran once on the untouched base (the baseline) and once for the attempt: the
+    # review reused the attempt's verdict (the commit in between changed no content)
+    assert project.verified.read_text() == "ran\nran\n"
 
 
 def test_a_refine_answer_without_a_decision_is_asked_again_then_counted(
