@@ -200,6 +200,13 @@ def test_what_counts_as_a_full_disk() -> None:
     )
     found = disk_full(git_said, "/p")
     assert found is not None and found.path == "/p/.git/index.lock"
+    # git's own words when the index a `status` refreshes cannot be written
+    refreshed = GitError(
+        "`git status` failed (exit 128): fatal: sha1 file '/p/.git/worktrees/w/index.lock' "
+        "write error. Out of diskspace"
+    )
+    found = disk_full(refreshed, "/p")
+    assert found is not None and found.path == "/p/.git/worktrees/w/index.lock"
     try:
         try:
             raise OSError(errno.ENOSPC, "No space left on device")

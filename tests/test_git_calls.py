@@ -2,16 +2,19 @@
 
 Every git call forks a process (~2-4 ms CPU each, and a fork of a large Python process): issue
 10 puts the tool's own overhead per story at 0.2 s. A scripted story run in a git project with a
-bare `origin` once made 50 git calls, then 20; it now makes 16 (`bench/bench_run.py`'s project):
+bare `origin` once made 50 git calls, then 20, then 16 (`bench/bench_run.py`'s project):
 refs are read from the files ref store instead of `for-each-ref` (and the new commit's sha from
 the checkpoint ref `update-ref <ref> HEAD` just wrote, instead of `rev-parse HEAD`), a story
 certainly new to the repository needs no `worktree list`, and its branch and checkpoint are
-created in one `update-ref` transaction. The first test counts the calls through the real CLI
-with a logging `git` first on PATH (counted, never timed); the others pin the answers the fewer
-calls must still give: the base branch a story starts from, the checkpoint an agent cannot move
-(and a new branch's checkpoint), the commit that must not be empty, the identity a commit falls
-back to, refs read from files exactly as `git for-each-ref` reports them, and a story's branch
-or folder already taken by another worktree.
+created in one `update-ref` transaction. It now makes 18: what an attempt changed is asked of
+git (`status`, `diff` against the story's base) instead of hashing every file of the worktree
+(3 listings), and the review is shown the change (its files, then its diff). The first test
+counts the calls through the real CLI with a logging `git` first on PATH (counted, never timed);
+the others pin the answers the fewer calls must still give: the base branch a story starts
+from, the checkpoint an agent cannot move (and a new branch's checkpoint), the commit that must
+not be empty, the identity a commit falls back to, refs read from files exactly as
+`git for-each-ref` reports them, and a story's branch or folder already taken by another
+worktree.
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ pytestmark = pytest.mark.usefixtures("git_env")
 
 #: Git calls one story run (backlog → done, one passing attempt, push + PR) may make: 16; the
 #: judge's 4 (is the base untouched for its baseline; what the baseline's run wrote there, to
-#: undo; which base test files the attempt changed; the test diff the review is shown); and
-#: `worktree remove` of the done story's worktree (`git.keep_worktrees`).
-GIT_CALLS_PER_STORY = 21
+#: undo; which base test files the attempt changed; the test diff the review is shown);
+#: `worktree remove` of the done story's worktree (`git.keep_worktrees`); and 2 for change
+#: detection from git (3 `status` and 2 `diff` instead of hashing after 3 `ls-files`).
+GIT_CALLS_PER_STORY = 23
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:
@@ -92,8 +96,13 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
         f"a process): ask git less, or raise the budget with a reason.\n{listing}"
     )
     # The checks that must stay: one `status` after each agent phase (refine, research, plan,
-    # implement, review), the judge's two around its baseline, and the commit itself.
-    assert sum(c.startswith("status ") for c in ours) == 7, listing
+    # implement, review), the judge's two around its baseline, one before implement (what the
+    # attempt itself changed), the commit's, and the review's look at the change (then one
+    # `diff` for its files, one for its patch).
+    assert sum(c.startswith("status ") for c in ours) == 10, listing
+    diffs = [c for c in ours if c.startswith("diff ") and "--no-ext-diff --no-textconv" in c]
+    assert len(diffs) >= 2, listing
+    assert not [c for c in ours if c.startswith("ls-files ")], listing  # no file is hashed
     assert sum(" commit --quiet --no-verify " in c for c in ours) == 1, listing
     # Answered without a process: refs (read from files), the new commit's sha (from the
     # checkpoint ref), the worktrees of a repository a new story is not yet in.

@@ -14,6 +14,7 @@ import pytest
 from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.providers.agent_loop import AgentTurnLimitError
 from ai_sdlc.providers.base import (
+    AgentReportedError,
     Phase,
     ProviderAuthError,
     ProviderConfigError,
@@ -253,6 +254,8 @@ def test_a_chatty_session_still_stops_at_the_time_limit(fake: Fake) -> None:
         ),
         (failure("", subtype="error_max_turns"), AgentTurnLimitError, "max_turns"),
         ([{"stderr": "segfault"}, {"exit": 139}], Exception, "provider"),
+        # the agent ran and said it failed: a failed attempt (counted), not an outage
+        (failure("Tool execution failed: cannot edit calc.py"), AgentReportedError, "agent_failed"),
     ],
 )
 def test_failures_map_to_typed_errors(
@@ -308,3 +311,30 @@ def test_missing_binary(tmp_path: Path) -> None:
                 story_id="S-0001",
             )
         )
+
+
+def denied(*paths: str) -> dict[str, Any]:
+    """A `result` that says success yet lists the writes it was denied (as Claude Code does)."""
+    event = success("Done: the module is written.")
+    event["emit"]["permission_denials"] = [
+        {"tool_name": "Write", "tool_use_id": f"toolu_{n}", "tool_input": {"file_path": path}}
+        for n, path in enumerate(paths)
+    ]
+    return event
+
+
+def test_an_edit_phase_with_denied_writes_is_an_agent_failure_despite_its_success(
+    fake: Fake,
+) -> None:
+    provider = fake.provider([denied(str(fake.ws / "calc.py"), str(fake.ws / "test_calc.py"))])
+    with pytest.raises(AgentReportedError) as info:
+        provider.execute(fake.request())
+    message = info.value.message
+    assert "claude was denied 2 tool call(s) during implement" in message
+    assert "Write(" in message and "calc.py" in message
+
+
+def test_denied_edit_tools_in_a_read_only_phase_are_our_restriction_working(fake: Fake) -> None:
+    provider = fake.provider([denied(str(fake.ws / "notes.md"))])
+    result = provider.execute(fake.request(Phase.RESEARCH))
+    assert result.text == "Done: the module is written."

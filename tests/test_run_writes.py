@@ -70,7 +70,9 @@ def test_metrics_are_exact_after_each_run(tmp_path: Path) -> None:
         assert report["llm"]["operations"] == 5 * runs
         assert report["llm"]["successes"] == 5 * runs
         assert report["verification"]["operations"] == runs
-        assert report["github"]["operations"] == report["github"]["successes"] > 0
+        # Not a git repository: what an attempt changed is hashed in-process (no git, no
+        # `github` policy operation; in a repository git is asked, see test_git_calls.py).
+        assert report.get("github", {}).get("operations", 0) == 0
 
 
 def test_the_check_after_the_owners_own_write_sees_any_later_change(tmp_path: Path) -> None:

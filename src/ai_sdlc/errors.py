@@ -131,7 +131,11 @@ class DiskFullError(AiSdlcError):
 DISK_ERRNOS = frozenset(
     e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO) if e is not None
 )
-_DISK_TEXT = re.compile(r"No space left on device|Disk quota exceeded|Input/output error")
+#: What git says of a full disk: the system's words, or its own when writing a file it hashes
+#: (`sha1 file '<path>' write error. Out of diskspace`, e.g. the index a `status` refreshes).
+_DISK_TEXT = re.compile(
+    r"No space left on device|Disk quota exceeded|Input/output error|Out of diskspace"
+)
 _QUOTED_PATH = re.compile(r"""['"](/[^'"]+)['"]""")
 
 

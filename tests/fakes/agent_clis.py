@@ -29,7 +29,10 @@ FAKE_AGENT_OUTSIDE (JSON {path: content} written during read-only phases, as if 
 else: a log the user redirects to, an editor's swap file; relative paths are in the cwd),
 FAKE_AGENT_FAIL_ONCE (a marker path: the first call that finds no marker creates it and fails
 with a rate limit), FAKE_AGENT_API_ERRORS (N: a successful call reports N API errors the tool
-retried by itself: codex `Reconnecting... i/5` events, gemini `stats.models.*.api.totalErrors`).
+retried by itself: codex `Reconnecting... i/5` events, gemini `stats.models.*.api.totalErrors`),
+FAKE_AGENT_DENY (claude: JSON list of paths whose Write is denied even in an edit phase, as a
+permission setting would; the `result` still says success and lists them in
+`permission_denials`, as Claude Code does).
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ def claude(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> i
     offered = set((_opt(argv, "--tools") or "").split(","))
     denied = set((_opt(argv, "--disallowedTools") or "").split(","))
     allowed = "Write" in offered and "Write" not in denied
+    refused = set(json.loads(os.environ.get("FAKE_AGENT_DENY") or "[]"))
+    denials: list[dict[str, object]] = []
     _emit(
         {
             "type": "system",
@@ -145,12 +150,15 @@ def claude(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> i
                     },
                 }
             )
-            if allowed:
+            permitted = allowed and name not in refused
+            if permitted:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
                 Path(target).write_text(content)
+            elif allowed:  # offered, but the permission settings refuse it
+                denials.append({"tool_name": "Write", "tool_use_id": tool_id, "tool_input": args})
             text = (
                 f"File created successfully at: {target}"
-                if allowed
+                if permitted
                 else "Permission to use Write has been denied."
             )
             _emit(
@@ -162,7 +170,7 @@ def claude(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> i
                                 "type": "tool_result",
                                 "tool_use_id": tool_id,
                                 "content": text,
-                                "is_error": not allowed,
+                                "is_error": not permitted,
                             }
                         ]
                     },
@@ -187,6 +195,7 @@ def claude(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> i
             "num_turns": 2,
             "total_cost_usd": 0.0042,
             "usage": {"input_tokens": 130, "output_tokens": 30},
+            "permission_denials": denials,
         }
     )
     return 0

@@ -95,8 +95,8 @@ class Progress:
             return f"[{story}] {phase} · attempt {e.get('step', e.get('attempt', 1))}{of}"
         if name in ("phase_completed", "phase_passed"):
             return f"[{story}] {phase} ✓{took}"
-        if name == "phase_failed":
-            return f"[{story}] {phase} ✗ verification failed{took}"
+        if name == "phase_failed":  # the reason when it is not verification (no work, agent)
+            return f"[{story}] {phase} ✗ {e.get('reason') or 'verification failed'}{took}"
         if name.startswith("phase_"):
             return f"[{story}] {phase}: {name.removeprefix('phase_').upper()}{took}"
         if name == "verification_skipped":

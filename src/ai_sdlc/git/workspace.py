@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
+from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
+from ai_sdlc.git.changes import ChangeSet
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
@@ -214,6 +216,7 @@ class GitWorkspace:
         checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)
         self._checkpoints[story.id] = checkpoint
         self._origins.pop(story.id, None)
+        self._bases.pop(story.id, None)
         if origin is not None and checkpoint == origin:
             self._origins[story.id] = origin
         wanted = {"branch": branch, "worktree_path": self._shown(folder)}
@@ -258,6 +261,21 @@ class GitWorkspace:
             self._bases[story.id] = base
         return base
 
+    def fingerprint(self, story: Any, path: Path) -> str:
+        return work_changes.work_state(self._own(path)).key
+
+    def changes(self, story: Any, path: Path) -> ChangeSet:
+        """Against `base_commit`; against the checkpoint when the fork point cannot be told
+        (a base branch since deleted)."""
+        top = self._own(path)
+        try:
+            base = self.base_commit(story, path)
+        except GitError:
+            base = None
+        if base is None:
+            base = attempts.checkpoint(top, story.id, self._checkpoints.get(story.id))
+        return work_changes.change_set(top, base)
+
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return attempts.violations(self._own(path), story.id, base=self._checkpoints.get(story.id))
 
@@ -284,7 +302,10 @@ class GitWorkspace:
             if base is not None and self._vetted.get(story.id) == base:
                 self._vetted[story.id] = sha  # our commit, on a checked history
         self._restore_git_file(self._own(path))
-        return AttemptRecord(commit=sha)
+        if sha is None:
+            return AttemptRecord()
+        # The commit holds every committable change: the work tree is clean at it.
+        return AttemptRecord(commit=sha, key=work_changes.clean_key(sha))
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
         top = self._own(path)

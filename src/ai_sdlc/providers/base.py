@@ -184,6 +184,14 @@ class ProviderLimitError(ProviderError):
     kind = "limit"
 
 
+class AgentReportedError(ProviderError):
+    """The agent ran and itself reported that it failed (an error result, or tool calls it was
+    denied in an edit phase). Not a provider outage: the runner counts the attempt as failed,
+    like any failed attempt of its phase, and the story goes on (never reads it as success)."""
+
+    kind = "agent_failed"
+
+
 # --- the base class -----------------------------------------------------------------------
 
 

@@ -7,7 +7,10 @@ raises `StoryBlockedError` at the global limit — then we kill the process grou
 propagate. The phase's access becomes Claude Code's tool set: read-only phases get
 Read/Glob/Grep only, edit phases add Write/Edit/MultiEdit with `acceptEdits`; Bash only for
 commands in `ai.tools.allow_commands`. A read-only phase that still changed files fails with
-`AccessViolationError`. The prompt goes through stdin, never a shell or an argument.
+`AccessViolationError`. The prompt goes through stdin, never a shell or an argument. A
+`result` event that reports an error (`is_error`) not classified as an outage, or an edit phase
+in which Claude Code was denied tool calls (`permission_denials`: it may still say "success"),
+raises `AgentReportedError`: the runner counts a failed attempt.
 
 Settings:
     ai.claude.binary       executable (default: `claude` on PATH, else the one bundled with
@@ -36,6 +39,7 @@ from ai_sdlc.git.staging import agent_changes
 from ai_sdlc.providers.agent_loop import AgentTurnLimitError, Deadline, PhaseDeadlineReached
 from ai_sdlc.providers.base import (
     Access,
+    AgentReportedError,
     ConfiguredProvider,
     ProviderConfigError,
     ProviderError,
@@ -225,6 +229,7 @@ class ClaudeProvider(ConfiguredProvider):
             raise deadline.expired_error("claude") from None
         changed = self._changes(request, before, outcome)
         assert outcome.result is not None
+        _refuse_denials(request, outcome.result)
         return ProviderResult(
             text=str(outcome.result.get("result") or ""),
             usage=self._usage(outcome.result, model),
@@ -385,6 +390,8 @@ class ClaudeProvider(ConfiguredProvider):
         message = f"claude failed (exit code {code}): {truncate(text, 300) or 'no output'}"
         if kind is not None:
             raise error_for_kind(kind, message)
+        if result is not None and result.get("is_error"):
+            raise AgentReportedError(message)  # the agent ran and said it failed
         raise ProviderError(message)
 
     # --- results ----------------------------------------------------------------------------
@@ -442,6 +449,31 @@ class ClaudeProvider(ConfiguredProvider):
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _refuse_denials(request: ProviderRequest, result: dict[str, Any]) -> None:
+    """An edit phase in which Claude Code was denied tool calls did not do its work, whatever
+    its answer says ("permission not granted" to every write, then "success"). In read-only
+    phases the denied edit tools are our own restriction working: not a failure."""
+    denials = result.get("permission_denials")
+    if request.access is not Access.EDIT or not isinstance(denials, list) or not denials:
+        return
+    shown: list[str] = []
+    for denial in denials[:5]:
+        entry = denial if isinstance(denial, dict) else {}
+        raw = entry.get("tool_input")
+        args: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        target = args.get("file_path") or args.get("path") or args.get("command") or ""
+        name = str(entry.get("tool_name") or "a tool")
+        shown.append(f"{name}({truncate(redact(str(target)), 80)})" if target else name)
+    more = f" and {len(denials) - 5} more" if len(denials) > 5 else ""
+    raise AgentReportedError(
+        f"claude was denied {len(denials)} tool call(s) during {request.phase.value}: "
+        + ", ".join(shown)
+        + more,
+        hint="allow the tools this phase needs (ai.claude.extra_args, your Claude Code "
+        "permission settings), then run again",
+    )
 
 
 def _feed(stream: IO[bytes], text: str) -> None:

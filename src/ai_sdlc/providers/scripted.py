@@ -13,9 +13,11 @@ Output convention (what the lead's agents parse):
   refined story body: by default ``request.context["story_body"]`` unchanged (plus the stamp,
   once); without that key it is empty, which tells the runner to keep the story's own body.
 - A matching rule replaces the defaults piece by piece: ``respond`` replaces the text,
-  ``files`` replaces the default workspace change (a rule without ``files`` changes nothing),
+  ``files`` replaces the default workspace change (a rule without ``files`` changes nothing:
+  the runner fails that implement attempt as one that did no work),
   ``decision``/``feedback`` replace the default decision (a review/refine rule without
-  ``decision`` writes no DECISION line), ``fault`` raises instead of answering.
+  ``decision`` writes no DECISION line: asked again, then counted), ``fault`` raises instead
+  of answering.
 
 Defaults without a matching rule:
 

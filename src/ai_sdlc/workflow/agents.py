@@ -96,9 +96,11 @@ def build_prompt(
     feedback: Iterable[str] = (),
     attempt: int = 1,
     verification: str | None = None,
+    change: str | None = None,
 ) -> tuple[str, str]:
     """(system prompt, prompt) for one phase call; `verification` (review) says what the
-    project's own build and tests concluded, or that none are configured."""
+    project's own build and tests concluded, or that none are configured; `change` (review) is
+    the change itself (its files and diff, already capped by `workflow.work`)."""
     parts = [f"# Story {story.id}: {story.title}", "", story.body.strip()]
     wanted = {
         Phase.REFINE: (),
@@ -112,6 +114,8 @@ def build_prompt(
         text = story.artifacts.get(name)
         if text:
             parts += ["", f"## {name}", "", bound(text.strip(), ARTIFACT_LIMIT)]
+    if change:
+        parts += ["", "## The change", "", change.strip()]
     if verification:
         parts += ["", "## Verification", "", bound(verification.strip(), FEEDBACK_LIMIT)]
     notes = [f for f in feedback if f and f.strip()]

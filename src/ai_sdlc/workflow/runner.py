@@ -31,6 +31,7 @@ from ai_sdlc.errors import (
     disk_full,
 )
 from ai_sdlc.providers.base import (
+    AgentReportedError,
     CallGuard,
     Phase,
     Provider,
@@ -41,12 +42,21 @@ from ai_sdlc.providers.base import (
     access_for,
     direct_call,
 )
-from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED, split_decision
+from ai_sdlc.providers.decision import (
+    APPROVED,
+    FAILED,
+    RECOVERY,
+    REFINE_DECISIONS,
+    REJECTED,
+    REVIEW_DECISIONS,
+    DecisionParts,
+    split_decision,
+)
 from ai_sdlc.providers.pricing import estimate_call
 from ai_sdlc.providers.tools import AccessViolationError
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.store import Story, StoryStore
-from ai_sdlc.verify import VerificationResult, summarise_failure, workspace_fingerprint
+from ai_sdlc.verify import VerificationResult, summarise_failure
 from ai_sdlc.verify.judge import Judge, not_started
 from ai_sdlc.verify.notes import note_on_tests, record_of_tests
 from ai_sdlc.workflow import ledger as L
@@ -55,6 +65,14 @@ from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
 from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.events import Clock, iso, utc_now
 from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
+from ai_sdlc.workflow.work import (
+    NO_WORK_FEEDBACK,
+    Work,
+    change_section,
+    decision_reminder,
+    look,
+    no_work_reason,
+)
 from ai_sdlc.workflow.workspace import AttemptRecord, InPlace, Prepared, Workspace
 from ai_sdlc.worktree_env.setup import WorktreeSetupError
 
@@ -106,8 +124,6 @@ class RunnerDeps(msgspec.Struct):
     store: StoryStore
     provider: Provider
     verifier: Verifier
-    #: Content hash of the workspace (git-aware); session routes it through the github policy.
-    fingerprint: Callable[[Path], str] = workspace_fingerprint
     limits: Limits = msgspec.field(default_factory=Limits)
     gates: dict[str, Any] = msgspec.field(default_factory=dict)
     #: (story id, phase, record an api_retry) -> the guard every provider call runs under
@@ -328,19 +344,22 @@ class StoryRunner:
 
     def _refine(self, story_id: str, phase: Phase) -> None:
         ticket, path = self._begin(story_id, phase)
-        result = self._call_agent(ticket, path, phase, context={"story_body": ticket.story.body})
+        context = {"story_body": ticket.story.body}
+        result = self._call_agent(ticket, path, phase, context=context)
         self._check_read_only(ticket, path, phase)
-        parts = split_decision(result.text)
-        if parts.decision == REJECTED:
+        parts, result = self._decided(ticket, path, phase, result, context=context)
+        if parts.decision != APPROVED:  # rejected, or no decision even when asked again
             limit = self.deps.limits.refinement_iterations
-            first = _first_line(parts.feedback)
-            self._emit_phase(story_id, phase, "rejected", ticket.attempt)
+            feedback = parts.feedback if parts.decision else _NO_DECISION
+            first = _first_line(feedback)
+            outcome = "rejected" if parts.decision else "no_decision"
+            self._emit_phase(story_id, phase, outcome, ticket.attempt)
             self._fail(
                 story_id,
                 phase,
                 L.REFINEMENT,
-                outcome="rejected",
-                feedback=parts.feedback,
+                outcome=outcome,
+                feedback=feedback,
                 reason=first,
                 limit=PhaseLimit(
                     "refinement_count",
@@ -376,13 +395,16 @@ class StoryRunner:
 
     def _implement(self, story_id: str, phase: Phase) -> None:
         ticket, path = self._begin(story_id, phase)
-        before = self.deps.fingerprint(path)
+        before = self.workspaces.fingerprint(ticket.story, path)
         result = self._call_agent(ticket, path, phase)
-        after = self.deps.fingerprint(path)
-        changed = after != before
+        work = look(self.workspaces, ticket.story, path, before)
+        changed = work.changed
+        if work.nothing:
+            self._no_work(ticket, path, phase, work)
+            return
         verdict = self._verify(story_id, phase, path)
         if verdict.passed:
-            self._attempt_passed(ticket, path, phase, after, changed, result.files_changed)
+            self._attempt_passed(ticket, path, phase, work.key, changed, result.files_changed)
             return
         summary = summarise_failure(verdict.failure_output)
         previous = ticket.last_failure
@@ -455,7 +477,7 @@ class StoryRunner:
             changes=changes,
             status="in-progress",
             verified={
-                "fingerprint": fingerprint,
+                "fingerprint": record.key or fingerprint,
                 "passed": True,
                 "workspace_changed": changed,
                 **judged,
@@ -467,9 +489,122 @@ class StoryRunner:
         )
         self._emit_phase(story_id, phase, "passed", ticket.attempt, commit=record.commit)
 
+    def _no_work(self, ticket: Ticket, path: Path, phase: Phase, work: Work) -> None:
+        """An attempt that left the story with no change: a failed implementation attempt,
+        never verified nor reviewed; two in a row stop the story (no progress)."""
+        story_id = ticket.story.id
+        reason = no_work_reason(work)
+        previous = ticket.last_failure
+        stalled = None
+        if previous and previous.get("outcome") == "no_change" and not work.changed:
+            stalled = f"Implementation is not making progress: two attempts in a row. {reason}"
+        unsaved: Exception | None = None  # counted first, raised after (as in `_implement`)
+        try:
+            self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
+        except Exception as exc:
+            unsaved = exc
+        limit = self.deps.limits.implementation_retries
+        self._emit_phase(
+            story_id, phase, "failed", ticket.attempt, workspace_changed=False, reason=reason
+        )
+        self._fail(
+            story_id,
+            phase,
+            L.IMPLEMENTATION_RETRY,
+            outcome="no_change",
+            feedback=NO_WORK_FEEDBACK,
+            reason=reason,
+            signature="no_change",
+            workspace_changed=work.changed,
+            stalled=stalled,
+            limit=PhaseLimit(
+                "implementation_retry_count",
+                limit,
+                lambda n: (
+                    f"Implementation changed nothing {_n(n, 'time')} "
+                    f"(limit {_n(limit, 'retry', 'retries')}): {reason}"
+                ),
+            ),
+        )
+        if unsaved is not None:
+            raise unsaved
+
+    def _decided(
+        self, ticket: Ticket, path: Path, phase: Phase, result: ProviderResult, **call: Any
+    ) -> tuple[DecisionParts, ProviderResult]:
+        """The answer's decision. An answer without a decision line is asked for one once
+        more (the first call's usage is kept); still none: the caller counts it, never reads
+        it as approval."""
+        parts = split_decision(result.text)
+        if parts.decision is not None:
+            return parts, result
+        story_id = ticket.story.id
+        self._emit_phase(story_id, phase, "undecided", ticket.attempt)
+        first = self._take_usage()
+        if first is not None:
+            self._persist_usage(story_id, first, calls=1)
+        choices = REFINE_DECISIONS if phase is Phase.REFINE else REVIEW_DECISIONS
+        reminder = decision_reminder(choices, result.text)
+        again = self._call_agent(ticket, path, phase, reminder=reminder, **call)
+        self._check_read_only(ticket, path, phase)
+        return split_decision(again.text), again
+
+    def _agent_failed(
+        self, ticket: Ticket, path: Path, phase: Phase, error: AgentReportedError
+    ) -> NoReturn:
+        """The agent said it failed (an error result, denied tool calls): a failed attempt of
+        the phase's kind (a refinement iteration, a rework for review, else an implementation
+        retry), its work rolled back; the story goes on from the same phase."""
+        story_id = ticket.story.id
+        limits = self.deps.limits
+        kind, counter, limit = {
+            Phase.REFINE: (L.REFINEMENT, "refinement_count", limits.refinement_iterations),
+            Phase.REVIEW: (L.REWORK, "retry_count", limits.review_rejections),
+        }.get(
+            phase,
+            (L.IMPLEMENTATION_RETRY, "implementation_retry_count", limits.implementation_retries),
+        )
+        reason = _first_line(error.message, 300)
+        patch = None
+        unsaved: Exception | None = None  # counted first, raised after (as in `_implement`)
+        try:
+            if phase in (Phase.IMPLEMENT, Phase.REWORK):
+                record = self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
+                patch = (ticket.attempt, record.patch) if record.patch else None
+            elif self.workspaces.read_only_violations(ticket.story, path):
+                self.workspaces.revert(ticket.story, path)
+        except Exception as exc:
+            unsaved = exc
+        self._emit_phase(story_id, phase, "failed", ticket.attempt, reason=reason)
+        self._fail(
+            story_id,
+            phase,
+            kind,
+            outcome="agent_error",
+            feedback=f"The agent reported a failure: {error.message}",
+            reason=reason,
+            patch=patch,
+            limit=PhaseLimit(
+                counter,
+                limit,
+                lambda n: (
+                    f"The agent reported failure in {phase.value} {_n(n, 'time')} "
+                    f"(limit {limit}): {reason}"
+                ),
+            ),
+        )
+        raise unsaved if unsaved is not None else _PhaseRetry(reason)
+
     def _review(self, story_id: str, phase: Phase) -> None:
         ticket, path = self._begin(story_id, phase)
-        verdict = self._verdict_for_review(ticket, path, phase)
+        change = self.workspaces.changes(ticket.story, path)
+        if change is not None and change.empty:  # nothing to review: the reviewer is not asked
+            reason = no_work_reason(Work(change.key, change, False))
+            self._emit_phase(story_id, phase, "no_change", ticket.attempt, reason=reason)
+            what = "The story had no change to review"
+            self._reimplement(story_id, phase, what, "no_change", NO_WORK_FEEDBACK, reason)
+            return
+        verdict = self._verdict_for_review(ticket, path, phase, change.key if change else None)
         verified = ticket.verified or {}
         configured = self.deps.verification_configured
         context = {
@@ -481,17 +616,17 @@ class StoryRunner:
             "workspace_changed": bool(verified.get("workspace_changed", True)),
             **self._review_tests(ticket, path),
         }
-        result = self._call_agent(
-            ticket, path, phase, context=context, verification=_verification_note(context)
-        )
+        call: dict[str, Any] = {"context": context, "verification": _verification_note(context)}
+        call["change"] = change_section(change)
+        result = self._call_agent(ticket, path, phase, **call)
         self._check_read_only(ticket, path, phase)
-        parts = split_decision(result.text)
+        parts, result = self._decided(ticket, path, phase, result, **call)
         decision = parts.decision or REJECTED
         feedback = parts.feedback or (
-            "" if parts.decision else "The review gave no DECISION line; treat as rejected."
+            "" if parts.decision else "The review gave no DECISION line, even when asked again."
         )
         review = ("review.md", _with_trailing_newline(result.text))
-        self._emit_phase(story_id, phase, decision.lower(), ticket.attempt)
+        self._emit_phase(story_id, phase, (parts.decision or "no_decision").lower(), ticket.attempt)
         if decision == APPROVED:
             self.owner.complete_phase(
                 story_id,
@@ -506,30 +641,15 @@ class StoryRunner:
             return
         if decision == FAILED:
             self._block(story_id, f"Review FAILED: {_first_line(feedback)}", artifact=review)
-        retries = self.deps.limits.implementation_retries
         if decision == RECOVERY:
-            self._fail(
-                story_id,
-                phase,
-                L.IMPLEMENTATION_RETRY,
-                outcome="recovery",
-                feedback=feedback,
-                reason="review: RECOVERY",
-                artifact=review,
-                changes={"implementation_complete": False},
-                limit=PhaseLimit(
-                    "implementation_retry_count",
-                    retries,
-                    lambda n: (
-                        f"Review asked to re-implement {_n(n, 'time')} "
-                        f"(limit {_n(retries, 'implementation retry', 'implementation retries')})"
-                    ),
-                ),
+            what = "Review asked to re-implement"
+            self._reimplement(
+                story_id, phase, what, "recovery", feedback, "review: RECOVERY", review
             )
             return
         self._rework(
             story_id,
-            outcome="rejected",
+            outcome="rejected" if parts.decision else "no_decision",
             feedback=feedback,
             artifact=review,
             what=lambda n: f"Review rejected the story {_n(n, 'time')}",
@@ -571,14 +691,50 @@ class StoryRunner:
             ),
         )
 
-    def _verdict_for_review(self, ticket: Ticket, path: Path, phase: Phase) -> VerificationResult:
+    def _reimplement(
+        self,
+        story_id: str,
+        phase: Phase,
+        what: str,
+        outcome: str,
+        feedback: str,
+        reason: str,
+        artifact: tuple[str, str] | None = None,
+    ) -> None:
+        """Send the story back to implement (the review asked for it, or there was nothing to
+        review): counted as an implementation retry."""
+        retries = self.deps.limits.implementation_retries
+        self._fail(
+            story_id,
+            phase,
+            L.IMPLEMENTATION_RETRY,
+            outcome=outcome,
+            feedback=feedback,
+            reason=reason,
+            artifact=artifact,
+            changes={"implementation_complete": False},
+            limit=PhaseLimit(
+                "implementation_retry_count",
+                retries,
+                lambda n: (
+                    f"{what} {_n(n, 'time')} "
+                    f"(limit {_n(retries, 'implementation retry', 'implementation retries')})"
+                ),
+            ),
+        )
+
+    def _verdict_for_review(
+        self, ticket: Ticket, path: Path, phase: Phase, key: str | None
+    ) -> VerificationResult:
         """The implementation's verdict when the workspace is unchanged since it was verified
-        (the test suite runs once per implementation attempt), else a fresh verification."""
+        (the test suite runs once per implementation attempt), else a fresh verification.
+        `key`: the workspace's content key when the caller has just taken it."""
         verified = ticket.verified
         if (
             verified
             and verified.get("passed") is True
-            and self.deps.fingerprint(path) == verified.get("fingerprint")
+            and (key or self.workspaces.fingerprint(ticket.story, path))
+            == verified.get("fingerprint")
         ):
             self._emit("verification_reused", ticket.story.id, phase=phase.value)
             return VerificationResult(passed=True, steps=())
@@ -670,6 +826,8 @@ class StoryRunner:
         *,
         context: dict[str, Any] | None = None,
         verification: str | None = None,
+        change: str | None = None,
+        reminder: str | None = None,
     ) -> ProviderResult:
         story = ticket.story
         story_id = story.id
@@ -679,8 +837,15 @@ class StoryRunner:
             feedback.append(str(failure["feedback"]))
         view = story_view(story)
         system_prompt, prompt = build_prompt(
-            phase, view, feedback=feedback, attempt=ticket.attempt, verification=verification
+            phase,
+            view,
+            feedback=feedback,
+            attempt=ticket.attempt,
+            verification=verification,
+            change=change,
         )
+        if reminder:
+            prompt += reminder
         started = self.deps.monotonic()
         inner_guard = self.deps.guard_factory(
             story_id,
@@ -725,6 +890,9 @@ class StoryRunner:
         except AccessViolationError as exc:
             self._persist_usage(story_id, self._live, calls=1)
             self._violation(ticket, phase, exc.message, [])
+        except AgentReportedError as exc:
+            self._persist_usage(story_id, self._live, calls=1)
+            self._agent_failed(ticket, path, phase, exc)
         except TransientProviderError as exc:
             # A transient failure the provider did not run under the guard (e.g. a phase
             # deadline of an API agent loop): the provider is unavailable, not the story broken.
@@ -1008,7 +1176,15 @@ class StoryRunner:
 
 
 class _PhaseRetry(Exception):
-    """A read-only violation was counted: the phase ends here and the story goes on."""
+    """A read-only violation or an agent's reported failure was counted: the phase ends here
+    and the story goes on."""
+
+
+#: The feedback of a refinement that gave no decision, even when asked again.
+_NO_DECISION = (
+    "The answer had no DECISION line, even when asked again: end the refined story with "
+    "'DECISION: APPROVED' when it is ready, or 'DECISION: REJECTED' and what is missing."
+)
 
 
 #: Which phase's failure feedback goes into which phase's next prompt.
@@ -1035,7 +1211,13 @@ def _verification_note(context: dict[str, Any]) -> str:
             "tested. Judge the change by reading it, and say so in your review."
         )
     if context.get("verification_passed"):
-        note = "The project's build and tests passed on this change."
+        if context.get("workspace_changed") is False:
+            note = (
+                "The project's build and tests passed, but the implementation changed no file: "
+                "there is no change to approve."
+            )
+        else:
+            note = "The project's build and tests passed on this change."
     else:
         output = str(context.get("verification_output") or "").strip() or "(no output captured)"
         note = f"The project's build or tests FAILED on this change:\n{output}"

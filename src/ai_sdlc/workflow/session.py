@@ -18,7 +18,7 @@ from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, Us
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
-from ai_sdlc.verify import VerificationResult, run_commands, workspace_fingerprint
+from ai_sdlc.verify import VerificationResult, run_commands
 from ai_sdlc.verify.judge import Judge, JudgeSettings
 from ai_sdlc.workflow.assess import NextAction, assess, recommend
 from ai_sdlc.workflow.events import Clock, iso, utc_now
@@ -229,7 +229,6 @@ class Session(msgspec.Struct):
             judge=Judge(JudgeSettings.from_config(config, commands), store.ai_dir / "state")
             if commands
             else None,
-            fingerprint=lambda workspace: guards.git(lambda: workspace_fingerprint(workspace)),
             limits=limits_from(config),
             gates=dict(config.section("gates")),
             guard_factory=guards.for_story,

@@ -15,6 +15,11 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ai_sdlc.git import changes
+from ai_sdlc.git.changes import ChangeSet
+from ai_sdlc.git.run import GitError
+from ai_sdlc.verify.fingerprint import workspace_fingerprint
+
 
 class Prepared(msgspec.Struct, frozen=True):
     """The folder a story's phases run in, and the fields to record in its frontmatter."""
@@ -31,6 +36,9 @@ class AttemptRecord(msgspec.Struct, frozen=True):
 
     #: The commit made for a passing attempt (None when nothing was committed).
     commit: str | None = None
+    #: The work's content key (`Workspace.fingerprint`) right after that commit, when known:
+    #: the review compares with it to reuse the attempt's verification.
+    key: str | None = None
     #: The failed attempt's diff (saved by the owner as `attempts/<n>.patch`), or None.
     patch: str | None = None
     #: A short summary of the failed diff, fed to the next attempt's prompt.
@@ -55,6 +63,16 @@ class Workspace(Protocol):
 
     def base_commit(self, story: Any, path: Path) -> str | None:
         """The commit the story's work started from (None: no such commit to compare with)."""
+        ...
+
+    def fingerprint(self, story: Any, path: Path) -> str:
+        """The content key of the work in `path`: equal exactly when the work is the same
+        (asked of git where there is one: its cost follows the change, not the project)."""
+        ...
+
+    def changes(self, story: Any, path: Path) -> ChangeSet | None:
+        """The story's change against its base (its earlier commits and the uncommitted work),
+        or None where no base is known (the project folder itself)."""
         ...
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
@@ -82,17 +100,39 @@ class Workspace(Protocol):
 class InPlace:
     """Agents work in the project folder itself; nothing is committed or rolled back.
 
-    Read-only phases are checked by the workspace fingerprint in the runner, not here.
+    No story base is known here, so an attempt's work is what changed during it (`fingerprint`
+    before and after): asked of git when the folder is in a repository that does not ignore it,
+    else by hashing every file of the folder (`workspace_fingerprint`, the fallback outside
+    git). Read-only phases are left to the providers' own checks.
     """
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        #: The git work tree's top holding `root` (None: not git's), once asked.
+        self._top: tuple[Path | None] | None = None
 
     def prepare(self, story: Any) -> Prepared:
         return Prepared(self.root)
 
     def base_commit(self, story: Any, path: Path) -> str | None:
         return None  # the user's own folder: no untouched base to compare with
+
+    def fingerprint(self, story: Any, path: Path) -> str:
+        top = self._git_top()
+        if top is None:
+            return workspace_fingerprint(path)
+        return changes.work_state(top).key
+
+    def changes(self, story: Any, path: Path) -> ChangeSet | None:
+        return None
+
+    def _git_top(self) -> Path | None:
+        if self._top is None:
+            try:
+                self._top = (changes.repository_top(self.root),)
+            except GitError:  # git is not installed
+                self._top = (None,)
+        return self._top[0]
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         return []
