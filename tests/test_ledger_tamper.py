@@ -283,8 +283,8 @@ if phase in ("implement", "rework"):
                   r"|implementation_retry)): \d+$", r"\1: 0", text)
     with open(story, "w", encoding="utf-8") as fh:
         fh.write(text)
-    with open("calc.py", "w") as fh:
-        fh.write("def multiply(a, b):\n    return a + b\n")
+    with open("calc.py", "w") as fh:  # a new (wrong) change every attempt: work, not nothing
+        fh.write(f"def multiply(a, b):\n    return a + b  # attempt {os.getpid()}\n")
     print("Implemented.")
 elif phase in ("refine", "review"):
     print("Looks right.\nDECISION: APPROVED")
