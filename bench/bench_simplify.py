@@ -10,7 +10,7 @@ changes included). Measured, interleaved old/new so machine load hits both alike
 - `ai-sdlc status --json` on a project of N stories (default 5,000, the TypeScript tool's
   style), warm (listing cache present: the usual case) and cold (cache removed before each run);
 - one scripted `ai-sdlc run <story>` (backlog -> done, offline provider, a real git project,
-  counting verification commands), a fresh story each time.
+  passing verification commands), a fresh story each time.
 
 Bounds (issue 24): at most 60 ms more CPU per command, and at most 10% more on `status --json`
 (whose cost grows with the backlog).
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-# sibling scripts: bench_run's git project and counting command, bench_status's stories
+# sibling scripts: bench_run's git project, bench_status's stories
 import bench_run
 import bench_status
 
@@ -124,11 +124,12 @@ def add_story(version: Version, project: Path, title: str) -> str:
 
 
 def run_project(root: Path) -> Path:
-    """A git project with an origin and counting verification commands, no stories."""
+    """A git project with an origin and passing verification commands (a Python script that
+    does nothing: the sandbox lets verification write only inside the worktree), no stories."""
     root.mkdir()
-    counter = root / "count.py"
-    counter.write_text(bench_run.COUNTER)
-    return bench_run.make_project(root, 0, counter, root / "verify.log")
+    command = root / "verify.py"
+    command.write_text("")
+    return bench_run.make_project(root, 0, command, root / "unused.log")
 
 
 def interleaved(
