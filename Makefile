@@ -48,6 +48,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/bench_status.py
 	$(BIN)/python bench/bench_resilience.py
 	$(BIN)/python bench/bench_startup.py
+	$(BIN)/python bench/bench_simplify.py
 	$(BIN)/python bench/bench_run.py
 	$(BIN)/python bench/bench_edit.py
 	$(BIN)/python bench/bench_parallel.py
@@ -58,8 +59,7 @@ bench: $(STAMP_DEV)
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -n 0 --hypothesis-show-statistics \
-		tests/test_store_properties.py tests/test_store_linescan.py tests/test_cli_fastrun.py \
-		tests/test_resilience_backoff.py tests/test_resilience_breaker.py \
+		tests/test_store_properties.py tests/test_resilience_backoff.py tests/test_resilience_breaker.py \
 		tests/test_verify_normalise.py
 
 clean:

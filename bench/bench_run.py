@@ -238,9 +238,8 @@ def run_batch(project: Path, log: Path, count: int) -> StoryRun:
     return StoryRun(timing, lines.count("build"), len(lines), attempts)
 
 
-#: What a story run imports before it does anything (`ai-sdlc run <story>` is read without
-#: typer, so `run --help` no longer stands for it): the entry point and the run command.
-START_UP = "import ai_sdlc.cli.app, ai_sdlc.cli.fastrun, ai_sdlc.cli.run_command"
+#: What a story run imports before it does anything: the entry point, typer and the run command.
+START_UP = "import ai_sdlc.cli.app, ai_sdlc.cli.run"
 
 
 def start_up(repeat: int) -> Timing:

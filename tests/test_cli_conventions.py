@@ -90,6 +90,41 @@ def test_project_option_is_accepted_after_the_command(project: Path, tmp_path: P
     )
 
 
+def test_a_run_line_means_the_same_wherever_its_options_stand(
+    project: Path, tmp_path: Path
+) -> None:
+    """Global options before or after `run` (the later `-C` wins), `--project=`, the
+    AI_SDLC_PROJECT variable, `--provider=NAME`, a flag given twice: each line runs its story."""
+    for title in ("One", "Two", "Three"):
+        assert run_cli(project, "add", title).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    first = ("-C", str(elsewhere), "-v", "run", "S-0001", "-C", str(project), "--json", "--json")
+    second = (f"--project={project}", "-q", "run", "--provider=scripted", "--no-worktree", "S-0002")
+    third = ("run", "S-0003", "--provider", "scripted")
+    outputs = []
+    for args, env in ((first, None), (second, None), (third, {"AI_SDLC_PROJECT": str(project)})):
+        result = run_in(elsewhere, *args, env=env)
+        assert result.returncode == 0, (args, result.output)
+        outputs.append(result.stdout)
+    final = json.loads(outputs[0].splitlines()[-1])
+    assert final["event"] == "run_finished" and final["outcomes"][0]["result"] == "done"
+    for sid in ("S-0001", "S-0002", "S-0003"):
+        shown = json.loads(run_cli(project, "show", sid, "--json").stdout)
+        assert shown["frontmatter"]["status"] == "done", sid
+
+
+def test_a_run_line_typer_refuses_says_why(project: Path) -> None:
+    both = run_cli(project, "-v", "-q", "run", "S-0001")
+    assert both.returncode == 2 and "use one of --verbose and --quiet" in both.stderr
+    two = run_cli(project, "run", "S-0001", "S-0002")
+    assert two.returncode == 2 and "give one story, or several with --batch" in two.stderr
+    empty = run_cli(project, "run", "S-0001", "--provider=")
+    assert empty.returncode == 2 and "unknown provider" in empty.stderr
+    missing = run_cli(project, "run", "S-0404")
+    assert missing.returncode != 0 and "S-0404" in missing.stderr
+
+
 def test_h_is_help_everywhere(project: Path) -> None:
     for args in (("-h",), ("status", "-h"), ("runs", "show", "-h"), ("log", "-h")):
         result = run_cli(project, *args)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -63,6 +64,23 @@ def test_precedence_and_sources(project: Path, user_dir: Path) -> None:
     assert report["selected"]["model"] is None or report["selected"]["model"] == "user-model"
     doctor_text = cli(project, user_dir, "doctor")
     assert f"ai.max_turns = 12  (user:{user_file})" in doctor_text.stderr + doctor_text.stdout
+
+
+def test_values_given_on_the_command_line_or_in_the_environment_read_as_the_file_reads_them(
+    project: Path, user_dir: Path
+) -> None:
+    """YAML 1.2, as config.yaml itself is read: `010` is 10 (not YAML 1.1's octal 8), `0o10`
+    is 8, `yes` is text."""
+    set_ = cli(project, user_dir, "config", "limits.global_recovery", "010")
+    assert set_.returncode == 0, set_.output
+    written = (project / ".ai-sdlc" / "config.yaml").read_text()
+    assert re.search(r"^  global_recovery: 10 ", written, re.M), written
+    assert settings(project, user_dir)["limits.global_recovery"]["value"] == 10
+    assert cli(project, user_dir, "config", "verify.timeout", "0o10").returncode == 0
+    assert settings(project, user_dir)["verify.timeout"]["value"] == 8
+    env = settings(project, user_dir, AI_SDLC_VERIFY__TIMEOUT="090", AI_SDLC_AI__MODEL="yes")
+    assert env["verify.timeout"]["value"] == 90
+    assert env["ai.model"]["value"] == "yes"
 
 
 def test_config_user_writes_the_user_file_with_minimal_diff(project: Path, user_dir: Path) -> None:

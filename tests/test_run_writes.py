@@ -1,6 +1,6 @@
 """What a story run writes, and when: resilience metrics are flushed at the run's boundaries (and
 exact once it ends, summed over processes), and the state owner's check right after its own
-transaction reads no lock yet sees any change made since, byte for byte."""
+transaction sees any change made since, byte for byte."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Property tests: random edits round-trip and leave other lines alone; both loaders agree.
+"""Property tests: random edits round-trip and leave other lines alone; both loaders agree
+(libyaml's, with the YAML 1.2 rules, and ruamel's, the reference).
 
 Deterministic in `make test` (tests/hypothesis_profiles.py); `make fuzz` runs the same tests as a
 longer random search and prints what it tried.
@@ -14,15 +15,28 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
+from ruamel.yaml.nodes import ScalarNode as RuamelScalar
+from ruamel.yaml.resolver import VersionedResolver
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store import COUNTER_FIELDS, RECOVERY_KINDS, STATUSES, render, splice
-from ai_sdlc.store.fastload import NotFast
+from ai_sdlc.store.fastload import (
+    BOOL,
+    FLOAT,
+    INT,
+    NULL,
+    STR,
+    TIMESTAMP,
+    UNSURE,
+    NotFast,
+    resolve_plain,
+)
 from ai_sdlc.store.fastload import load as fast_load
 from ai_sdlc.store.values import strict_equal, to_plain
+from ai_sdlc.untrusted import MAX_DEPTH, MAX_NODES, check_yaml
 from tests.hypothesis_profiles import examples
 from tests.store_support import FIXTURE_IDS, bump_recovery, make_project, write_story
 
@@ -502,3 +516,81 @@ def test_fast_loader_never_disagrees_on_arbitrary_syntax(token: str, shape: str)
     except Exception:
         raise AssertionError(f"fast loader accepted what ruamel rejects: {text!r}") from None
     assert strict_equal(fast, reference), text
+
+
+def test_a_story_frontmatter_reads_with_every_value_kind_as_ruamel_reads_it() -> None:
+    """YAML 1.2 as ruamel reads it: `yes` is text, `0777` is 777, a bare date is a date."""
+    text = (
+        "id: S-0001\n"
+        "title: 'Fix: it''s # not a comment'\n"
+        "status: in-progress   # trailing comment\n"
+        "priority: 10\n"
+        "created: '2026-01-31'\n"
+        "updated: 2026-01-31\n"
+        'emoji: "\\U0001F6D1 stop\\tnow \\"quoted\\""\n'
+        "labels: []\n"
+        "deps: [S-0002, 'S-0003']\n"
+        "blocked_reason:\n"
+        "\n"
+        "# usage counters\n"
+        "usage:\n"
+        "  input_tokens: 962\n"
+        "  ratio: .5\n"
+        "list:\n"
+        "- yes\n"
+        "- 0777\n"
+    )
+    expected = {
+        "id": "S-0001",
+        "title": "Fix: it's # not a comment",
+        "status": "in-progress",
+        "priority": 10,
+        "created": "2026-01-31",
+        "updated": dt.date(2026, 1, 31),
+        "emoji": '\U0001f6d1 stop\tnow "quoted"',
+        "labels": [],
+        "deps": ["S-0002", "S-0003"],
+        "blocked_reason": None,
+        "usage": {"input_tokens": 962, "ratio": 0.5},
+        "list": ["yes", 777],
+    }
+    assert strict_equal(fast_load(text), expected)
+    assert strict_equal(ruamel_plain(text), expected)
+
+
+RUAMEL_TAGS = {"str": STR, "null": NULL, "bool": BOOL, "int": INT, "float": FLOAT}
+RUAMEL_TAGS.update({"timestamp": TIMESTAMP, "merge": UNSURE, "value": UNSURE})
+YAML12 = VersionedResolver(version=(1, 2))
+
+
+@settings(max_examples=examples(300, fuzz_base=600))
+@given(
+    word=plain_tokens
+    | st.text(st.sampled_from("yYnNoOfFtTrueaslNUL~.<=0123456789infINFaN"), max_size=6)
+    | st.text(max_size=6)
+    | st.sampled_from(["1\n", "true\n", "", "<<", "="])
+)
+def test_yaml_1_2_typing_is_ruamels(word: str) -> None:
+    """The fast loader's plain-scalar table (and its shortcuts: word sets, digit strings)
+    gives ruamel's YAML 1.2 answer."""
+    assume(word[:1] not in "!&*")  # a tag, anchor or alias there: never a plain scalar
+    tag = str(YAML12.resolve(RuamelScalar, word, (True, False))).rsplit(":", 1)[1]
+    assert resolve_plain(word) == RUAMEL_TAGS[tag], word
+
+
+def test_plain_ok_quotes_words_either_yaml_version_types() -> None:
+    assert render.plain_ok("in-progress")
+    for word in ["yes", "y", "N", "0777", "1:20", "2026-01-31", "null", "1e3", ".inf", "010"]:
+        assert not render.plain_ok(word), word
+
+
+def test_yaml_texts_are_held_to_the_hostile_file_limits_and_no_further() -> None:
+    deep = "".join(f"{' ' * level}k{level}:\n" for level in range(MAX_DEPTH)) + " " * 70 + "x: 1\n"
+    with pytest.raises(InvalidInputError, match="nested more than 64 levels"):
+        check_yaml(deep, "deep.md")
+    shallow = "".join(f"{' ' * level}k{level}:\n" for level in range(15)) + " " * 40 + "x: 1\n"
+    check_yaml(shallow, "shallow.md")
+    many = "k:\n" + "".join(f"- {i}\n" for i in range(MAX_NODES))
+    with pytest.raises(InvalidInputError, match="expands to more than 20,000 values"):
+        check_yaml(many, "many.md")
+    check_yaml("k:\n" + "".join(f"- {i}\n" for i in range(MAX_NODES // 2)), "fewer.md")

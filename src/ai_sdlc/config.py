@@ -932,23 +932,26 @@ def _refuse_looser_guardrails(
 
 
 def parse_scalar(raw: str) -> Any:
-    """A value typed on the command line or in the environment, read as a YAML scalar."""
-    import yaml
+    """A value typed on the command line or in the environment, read as YAML 1.2 the way the
+    config file itself is read (`010` is 10, `yes` is text); text that is not YAML stays as is."""
+    from ai_sdlc.store import fastload
 
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
-    # YAML 1.1 would read yes/no/on/off as booleans; only true/false are booleans here.
-    if isinstance(value, bool) and raw.strip().lower() not in ("true", "false"):
-        return raw
+        value = fastload.load(raw)
+    except fastload.NotFast:
+        from ruamel.yaml import YAML
+
+        try:
+            value = YAML(typ="safe", pure=True).load(raw)
+        except Exception:  # any ruamel complaint: not YAML, so the text as typed
+            return raw
     return value if value is not None or raw.strip() in ("null", "~", "") else raw
 
 
 def _fast_document(path: Path) -> Any:
-    """The config as plain data through the fast YAML 1.2 loaders (the line scanner, else
-    libyaml); None when only the round-trip loader can tell (it also words the precise error)."""
-    from ai_sdlc.store.linescan import NotFast, load
+    """The config as plain data through the fast YAML 1.2 loader (libyaml); None when only the
+    round-trip loader can tell (it also words the precise error)."""
+    from ai_sdlc.store.fastload import NotFast, load
 
     try:
         text = _read_text(path)
@@ -1253,7 +1256,7 @@ def _render(value: Any) -> str:
     """One YAML 1.2 flow value (JSON where a plain word would not read back the same)."""
     import json
 
-    from ai_sdlc.store.yaml12 import resolves_to_text
+    from ai_sdlc.store.fastload import resolves_to_text
 
     if value is None:
         return "null"

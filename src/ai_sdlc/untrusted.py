@@ -12,8 +12,6 @@ Two guards every reader shares:
   both loaders so that they are held to the same answer: with libyaml's parser when PyYAML has
   it (ruamel's pure-Python scanner is quadratic in flow nesting: 0.6 s for 10,000 `[`, libyaml
   3 ms), and with ruamel's (the reference reader) when libyaml is missing or cannot parse it.
-  A text in `store.linescan`'s simple subset (no aliases, at most 16 levels, node count held to
-  the same limit) needs neither parser.
 """
 
 from __future__ import annotations
@@ -133,10 +131,6 @@ def check_yaml(text: str, path: str, *, first_line: int = 1) -> None:
     _check_size(text, path, first_line)
     if not _may_reach_a_limit(text):
         return
-    from ai_sdlc.store import linescan
-
-    if linescan.bounded(text):
-        return  # simple `key: value` lines: no aliases, shallow, node count checked
     _scan_events(text, path, first_line)
 
 

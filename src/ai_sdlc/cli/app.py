@@ -229,16 +229,10 @@ def _build_app() -> typer.Typer:
     ) -> None:
         if verbose and quiet:
             raise typer.BadParameter("use one of --verbose and --quiet", param_hint="'--quiet'")
-        apply_global_options(project, verbose=verbose, quiet=quiet)
+        STATE.verbosity = VERBOSE if verbose else QUIET if quiet else NORMAL
+        STATE.project, STATE.project_source = choose_project(project, STATE.command)
 
     return app
-
-
-def apply_global_options(project: Path | None, *, verbose: bool, quiet: bool) -> None:
-    """What the global options mean for every command (the root callback, and the hand-parsed
-    `run` line of `cli/fastrun.py`)."""
-    STATE.verbosity = VERBOSE if verbose else QUIET if quiet else NORMAL
-    STATE.project, STATE.project_source = choose_project(project, STATE.command)
 
 
 class Interrupted(BaseException):
@@ -410,17 +404,10 @@ def main() -> None:
     STATE.command = _command_name(argv)
     STATE.json_mode = _wants_json(argv)
     STATE.verbosity = NORMAL
-    from ai_sdlc.cli import fastrun
-
-    fast = fastrun.parse(argv) if STATE.command == "run" else None
     try:
-        if fast is not None:
-            with _debug_logging(argv):
-                rc = fastrun.invoke(fast)
-        else:
-            register_commands(argv)
-            with _debug_logging(argv):
-                rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
+        register_commands(argv)
+        with _debug_logging(argv):
+            rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
     except AiSdlcError as exc:
         exc = disk_full(exc, STATE.project) or exc  # a git command that hit a full disk
         fail(exc.message, hint=exc.hint, exit_code=int(exc.exit_code))

@@ -1,7 +1,6 @@
 """Pieces every command shares: the terminal, the project's store, the provider check.
 
-No typer here: the hand-parsed `run` path (`cli/fastrun.py`) imports this module. The shared
-typer options are in `cli/options.py`."""
+The shared typer options are in `cli/options.py`."""
 
 from __future__ import annotations
 

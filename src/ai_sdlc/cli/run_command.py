@@ -1,6 +1,5 @@
-"""What `ai-sdlc run` does, without typer: checks the options, runs, renders, returns the exit
-code. `cli/run.py` declares the command for typer; `cli/fastrun.py` calls this directly for the
-common `ai-sdlc run <story>` line, so a story run never imports typer (~45 ms)."""
+"""What `ai-sdlc run` does: checks the options, runs, renders, returns the exit code.
+`cli/run.py` declares the command for typer and calls this."""
 
 from __future__ import annotations
 

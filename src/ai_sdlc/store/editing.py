@@ -1,11 +1,9 @@
 """Read a story for a locked edit with one parse, and write its changes back exactly.
 
-Most story files are simple `key: value` lines that `linescan` reads without any YAML library,
-giving the values and the line map the splicer needs; other files in the fast loader's subset
-get both from one pass of libyaml's C parser (values with ruamel's YAML 1.2 rules, node
-marks). Either way a write re-reads only the lines it wrote. Anything else (anchors, tags,
-tabs, raw Unicode line separators, an invalid file) takes ruamel's round-trip path, which also
-words the errors.
+A file in the fast loader's subset gets the values and the line map the splicer needs from one
+pass of libyaml's C parser (values with ruamel's YAML 1.2 rules, node marks), and a write
+re-reads only the lines it wrote. Anything else (anchors, tags, tabs, raw Unicode line
+separators, an invalid file) takes ruamel's round-trip path, which also words the errors.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ai_sdlc.store import linescan, loading, schema, splice
+from ai_sdlc.store import fastload, loading, schema, splice
 from ai_sdlc.store.storyfile import StoryText
 from ai_sdlc.store.values import to_plain
 
@@ -56,18 +54,7 @@ def load(path: Path, folder_id: str, data: bytes) -> Editable:
     shown = str(path)
     parts = loading.parts_of(data, shown)
     frontmatter = parts.frontmatter
-    try:
-        values, shape = linescan.load_for_edit(frontmatter)
-    except linescan.NotSimple:
-        pass
-    else:
-        if schema.find_problem(values, folder_id) is None:
-            mutable = OrderedDict((k, to_plain(v)) for k, v in values.items())
-            return Editable(parts, mutable, values, shape, fast=True)
-        return _load_reference(path, folder_id, data)  # same values: ruamel words the problem
     if not _ODD_BREAKS.search(frontmatter):
-        from ai_sdlc.store import fastload
-
         try:
             values, root = fastload.load_with_node(frontmatter)
         except fastload.NotFast:
@@ -99,8 +86,8 @@ def _reference_reader(path: str) -> splice.Reader:
 def _fast_reader(path: str) -> splice.Reader:
     def read(text: str) -> Any:
         try:
-            return linescan.load(text)
-        except linescan.NotFast:
+            return fastload.load(text)
+        except fastload.NotFast:
             from ai_sdlc.store import roundtrip
 
             return roundtrip.load(text, path)

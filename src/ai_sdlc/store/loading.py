@@ -106,16 +106,14 @@ def problem_error(problem: schema.Problem, path: str, loaded: Any) -> InvalidInp
 
 
 def load_fast(path: Path | str, folder_id: str, data: bytes) -> tuple[dict[str, Any], bool]:
-    """(validated plain frontmatter, True when a fast loader produced it: the line scanner for
-    simple files, else libyaml)."""
-    from ai_sdlc.store import linescan
-    from ai_sdlc.store.yaml12 import NotFast
+    """(validated plain frontmatter, True when libyaml's C parser produced it)."""
+    from ai_sdlc.store import fastload
 
     shown = str(path)
     parts = parts_of(data, shown)
     try:
-        plain = linescan.load(parts.frontmatter)
-    except NotFast:
+        plain = fastload.load(parts.frontmatter)
+    except fastload.NotFast:
         return load_roundtrip(Path(path), folder_id, data).plain, False
     if schema.find_problem(plain, folder_id) is not None:
         # Same values, so the same problem: the round-trip load reports it with its line.

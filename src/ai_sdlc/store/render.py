@@ -13,14 +13,19 @@ import math
 import re
 from typing import Any
 
-from ai_sdlc.store.yaml11 import reads_as_text
-from ai_sdlc.store.yaml12 import resolves_to_text
+from yaml import ScalarNode
+from yaml.resolver import Resolver
+
+from ai_sdlc.store.fastload import resolves_to_text
 
 
 class UnrenderableError(ValueError):
     """A value (usually a key) this renderer will not write; a full re-dump handles it."""
 
 
+_YAML11 = Resolver()
+#: The YAML 1.1 spec's one-letter booleans: PyYAML reads them as text, other 1.1 readers do not.
+_YAML11_BOOLS = frozenset("yYnN")
 _INDICATOR_START = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _FLOW_CHARS = frozenset(",[]{}:#")
 _ESCAPES = {
@@ -99,7 +104,10 @@ def plain_ok(text: str, *, flow: bool = False) -> bool:
         return False
     if flow and not _FLOW_CHARS.isdisjoint(text):
         return False
-    return reads_as_text(text) and resolves_to_text(text)
+    if text in _YAML11_BOOLS:
+        return False
+    yaml11 = _YAML11.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    return yaml11 == "tag:yaml.org,2002:str" and resolves_to_text(text)
 
 
 def quote(text: str) -> str:

@@ -12,7 +12,7 @@ lines after a value stay, and so does a comment at the end of a one-line value.
 Every result is checked before it is written. For a file in the fast loader's subset (no
 anchors, tags, tabs, raw Unicode line separators or keep-chomping block scalars) the untouched
 lines cannot read differently once neighbouring entries change, so only the written lines are
-parsed back (by `linescan`, else one small C parse); any other file is re-read whole with
+parsed back (one small C parse); any other file is re-read whole with
 ruamel. Odd layouts (flow-style root, complex keys, aliases broken by the edit) fall back to a
 full re-render, checked the same way.
 """
@@ -99,7 +99,7 @@ Marks = tuple[Any, int, int, tuple[int, int], tuple[int, int], bool, bool]
 
 
 def from_marks(lines: list[str], marks: list[Marks], column: int) -> Layout:
-    """Line map from the marks of each top-level key (a node tree's, or `linescan`'s own)."""
+    """Line map from the marks of each top-level key (from a node tree)."""
     starts = [mark[1] for mark in marks]
     entries = []
     for index, (key, line, key_end, value_start, value_end, flow, keep) in enumerate(marks):

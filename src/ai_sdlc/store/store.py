@@ -233,9 +233,8 @@ class StoryStore:
     # -- reading ---------------------------------------------------------------------------------
 
     def get(self, story_id: str) -> Story:
-        """Full parse + validation of one story: the reader `edit` uses (our line scanner for
-        simple files, libyaml's C parser for most others, ruamel's round-trip for the rest), so
-        the errors are the same and a run imports no YAML library for ordinary files."""
+        """Full parse + validation of one story: the reader `edit` uses (libyaml's C parser for
+        most files, ruamel's round-trip for the rest), so the errors are the same."""
         from ai_sdlc.store import editing, loading
 
         path = self.story_path(story_id)

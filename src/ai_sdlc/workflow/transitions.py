@@ -23,25 +23,20 @@ its kind before anything else happens.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
 import sys
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
 
-from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError
+from ai_sdlc.errors import AiSdlcError, StoryBlockedError
 from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text, fsync_dir
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story, StoryStore
-from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.anchor import Anchoring, Mirrors, assess, events_high
 from ai_sdlc.workflow.assess import pending_gate
 from ai_sdlc.workflow.events import Clock, append_events, iso, utc_now
@@ -112,28 +107,6 @@ class PhaseLimit(msgspec.Struct, frozen=True):
     message: Callable[[int], str]
 
 
-#: (inode, size, mtime, ctime) of the append-only ledger file, None when it does not exist.
-_Stamp = tuple[int, int, int, int] | None
-
-
-class _Written:
-    """How one story stood when this owner's last transaction on it ended, read under the lock
-    once it was written: the story, its file's bytes, the ledger state and the ledger file's
-    stamp."""
-
-    __slots__ = ("data", "stamp", "state", "story")
-
-    def __init__(self, story: Story, data: bytes, state: LedgerState, stamp: _Stamp) -> None:
-        self.story = story
-        self.data = data
-        self.state = state
-        self.stamp = stamp
-
-
-#: Stories whose last transaction is remembered (`ensure_can_act` after it reads nothing).
-_REMEMBERED = 64
-
-
 class _Txn(msgspec.Struct):
     story: Story
     state: LedgerState
@@ -167,7 +140,6 @@ class StoryState:
         self.mirrors = Mirrors(store.root)
         #: Told (story id, message) when a ledger was found tampered with; default: stderr.
         self.on_tamper = on_tamper or _warn
-        self._written: OrderedDict[str, _Written] = OrderedDict()
 
     # --- reading --------------------------------------------------------------------------
     def ledger(self, story_id: str) -> LedgerState:
@@ -176,18 +148,7 @@ class StoryState:
     # --- actions ----------------------------------------------------------------------------
     def ensure_can_act(self, story_id: str) -> Story:
         """Before every action: settle a dead process's attempt, restore tampered counters,
-        and refuse a blocked story or one at the global limit. Returns the story as written.
-
-        Right after this owner's own transaction on the story (the runner asks after every
-        phase), while `story.md` holds the very bytes it held when that transaction ended and
-        the append-only ledger was not written since (same inode, size, mtime and ctime), the
-        transaction would read the same and change nothing: the answer comes from what was
-        written, without the lock or a parse. Anything else (another byte, a ledger entry, an
-        open reservation, a block, the limit, counters that disagree) takes the transaction.
-        An agent action is checked again under the lock by `begin_action`."""
-        story = self._unchanged(story_id)
-        if story is not None:
-            return story
+        and refuse a blocked story or one at the global limit. Returns the story as written."""
         with self._txn(story_id, "check") as txn:
             self._settle_stale(txn)
             self._refuse_if_stopped(txn)
@@ -509,10 +470,8 @@ class StoryState:
                 after.seq = before.seq + 1
                 after.prev_total, after.prev_breakdown = before.total, dict(before.breakdown)
                 self._append(story.id, Journal.encode(op, txn.now, after, prev), after)
-            self._written.pop(story.id, None)
             story.after_write.append(lambda: self._sync_folder(txn))
             story.after_write.append(lambda: append_events(story.folder, txn.events))
-            story.after_write.append(lambda: self._remember(txn))
         for event in txn.events:
             if event["action"] == "recovery":
                 self.on_recovery(story.id, event)
@@ -624,50 +583,6 @@ class StoryState:
         change is the folder fsynced here (before the events claim the artifact)."""
         if txn.unsynced and txn.story.written is None:
             fsync_dir(txn.story.folder)
-
-    def _remember(self, txn: _Txn) -> None:
-        """After the write, still under the lock: what the story now is (see `_unchanged`);
-        the bytes just written are not read back."""
-        story = txn.story
-        try:
-            data = story.written if story.written is not None else read_regular(story.path)
-            stamp = self._ledger_stamp(story)
-        except (OSError, InvalidInputError):
-            return  # nothing remembered: the next check is a transaction
-        while len(self._written) >= _REMEMBERED:
-            with contextlib.suppress(KeyError):
-                self._written.popitem(last=False)
-        self._written[story.id] = _Written(story, data, txn.state, stamp)
-
-    def _unchanged(self, story_id: str) -> Story | None:
-        """The story as this owner last wrote it, when a check-only transaction would read the
-        same and change nothing: both files unchanged, no attempt open, not blocked, below the
-        limit, and the file's counters equal to the ledger's (so reconciling is a no-op)."""
-        written = self._written.pop(story_id, None)
-        if written is None:
-            return None
-        story, st = written.story, written.state
-        if (
-            st.open is not None
-            or st.total >= self.limit
-            or story.frontmatter.get("status") == "blocked"
-            or story.counter(TOTAL) != st.total
-            or _nonzero(story.recovery_breakdown) != _nonzero(st.breakdown)
-            or sum(st.breakdown.values()) > st.total
-        ):
-            return None
-        try:
-            if (
-                self._ledger_stamp(story) != written.stamp
-                or read_regular(story.path) != written.data
-            ):
-                return None
-        except (OSError, InvalidInputError):
-            return None
-        return story
-
-    def _ledger_stamp(self, story: Story) -> _Stamp:
-        return _stamp(self.journal.path(story.id))
 
     # --- building blocks ----------------------------------------------------------------------
     def _settle_stale(self, txn: _Txn) -> None:
@@ -862,14 +777,6 @@ def _snapshot(state: LedgerState) -> str:
     """The ledger state as canonical JSON: a deep copy's source and the "did it change" test
     in one encoding (`dataclasses.asdict` costs several times more)."""
     return json.dumps(vars(state), sort_keys=True, ensure_ascii=False)
-
-
-def _stamp(path: Path) -> _Stamp:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def _nonzero(kinds: Mapping[str, int]) -> dict[str, int]:
