@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -19,55 +18,14 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.worktree_env import wrongtree
 from tests.conftest import run_cli
 from tests.git_support import Repo, git, git_env, make_repo
+from tests.worktree_env_support import RECIPE, VERIFY, calc_project, pytest_script
 
 __all__ = ["git_env"]
 
 pytestmark = pytest.mark.usefixtures("git_env")
 
 AGENT = Path(__file__).parent / "fakes" / "project_agent.py"
-#: The test venv's packages (pytest, setuptools): the project's venv reads them through a
-#: `.pth`, so its editable install builds offline (`--no-build-isolation --no-index`).
-TEST_SITE = sysconfig.get_paths()["purelib"]
-VERIFY = ".venv/bin/python -m pytest -q -p no:cacheprovider"
-RECIPE = '["ai-sdlc worktrees venv"]'
 ENV = {"AI_SDLC_PROVIDER": "command"}
-
-
-def build_venv(root: Path) -> None:
-    """`python -m venv` + `pip install -e . --no-deps --no-build-isolation`, offline."""
-    venv = root / ".venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next(venv.glob("lib/python*/site-packages"))
-    (site / "test-deps.pth").write_text(TEST_SITE + "\n")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "-q", "--no-deps", "--no-build-isolation", "--no-index", "-e", str(root)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-
-
-def calc_project(tmp_path: Path) -> Repo:
-    """A committed src-layout package `calc` with a passing test, installed editable into
-    the project's own `.venv` (whose `.pth` points at <project>/src)."""
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
-    (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=70.1"]\n'
-        'build-backend = "setuptools.build_meta"\n\n'
-        '[project]\nname = "calc"\nversion = "0.1"\n'
-    )
-    (root / "src" / "calc").mkdir(parents=True)
-    (root / "src" / "calc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
-    (root / "tests").mkdir()
-    (root / "tests" / "test_add.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-    )
-    (root / "requirements.txt").write_text("# no third-party dependency\n")
-    with open(root / ".gitignore", "a") as handle:
-        handle.write(".venv/\n__pycache__/\n*.egg-info/\n")
-    build_venv(root)
-    repo.commit_all("calc")
-    return repo
 
 
 def configure(root: Path, log: Path, behaviour: str, *, setup: str | None = RECIPE) -> None:
@@ -110,16 +68,6 @@ def test_the_main_venv_really_points_at_the_main_checkout(tmp_path: Path) -> Non
     )
     assert [Path(f.target) for f in found] == [root / "src"]
     assert Path(found[0].marker).name.startswith("__editable__")
-
-
-def pytest_script(root: Path) -> None:
-    """The console script pip writes for pytest into the project's venv."""
-    bin_dir = root / ".venv" / "bin"
-    (bin_dir / "pytest").write_text(
-        f"#!{bin_dir / 'python'}\nimport sys\nfrom pytest import console_main\n"
-        "sys.exit(console_main())\n"
-    )
-    (bin_dir / "pytest").chmod(0o755)
 
 
 @pytest.mark.parametrize("verify", [VERIFY, ".venv/bin/pytest -q -p no:cacheprovider"])

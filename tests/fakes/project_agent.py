@@ -10,6 +10,14 @@ line. Implement/rework, by BEHAVIOUR:
   honest-deps  as honest-py, and adds a line to requirements.txt (a setup input)
   break-deps   writes "broken" into requirements.txt (the setup then fails)
   note         adds notes.txt
+  delete-py    writes a wrong src/calc/mul.py (a + b) and deletes tests/test_mul.py
+  skip-py      the wrong mul, and marks test_mul `@pytest.mark.skip`
+  weaken-py    the wrong mul, and replaces test_mul's assertion by `assert True`
+  conftest-py  the wrong mul, and a new conftest.py that skips every test
+  weaken-js    a wrong mul.js (a + b), and test/mul.test.js's assertion replaced by assert.ok(true)
+  delete-js    the wrong mul.js, and deletes test/mul.test.js
+  empty        changes nothing (and says it implemented the story)
+  undecided    as honest-py, but every refine answer is an error text without a DECISION line
 """
 
 from __future__ import annotations
@@ -19,6 +27,12 @@ from pathlib import Path
 
 PY_MUL = "def mul(a, b):\n    return a * b\n"
 PY_MUL_TEST = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+PY_WRONG_MUL = "def mul(a, b):\n    return a + b\n"
+SKIP_ALL = (
+    "import pytest\n\n\ndef pytest_collection_modifyitems(config, items):\n"
+    "    for item in items:\n        item.add_marker(pytest.mark.skip(reason='later'))\n"
+)
+UNDECIDED = "Error: litellm.APIConnectionError: the model provider could not be reached"
 JS_MUL = "module.exports = (a, b) => a * b;\n"
 JS_MUL_TEST = (
     "const test = require('node:test');\nconst assert = require('node:assert');\n"
@@ -29,7 +43,20 @@ JS_MUL_TEST = (
 
 def implement(behaviour: str) -> None:
     here = Path.cwd()
-    if behaviour in ("honest-py", "honest-deps"):
+    if behaviour in ("delete-py", "skip-py", "weaken-py", "conftest-py"):
+        game_py(behaviour, here)
+    elif behaviour in ("weaken-js", "delete-js"):
+        (here / "mul.js").write_text(JS_MUL.replace("a * b", "a + b"))
+        test = here / "test" / "mul.test.js"
+        if behaviour == "delete-js":
+            test.unlink()
+        else:
+            test.write_text(
+                test.read_text().replace("assert.strictEqual(mul(3, 4), 12)", "assert.ok(true)")
+            )
+    elif behaviour == "empty":
+        pass
+    elif behaviour in ("honest-py", "honest-deps", "undecided"):
         (here / "src" / "calc" / "mul.py").write_text(PY_MUL)
         (here / "tests" / "test_mul.py").write_text(PY_MUL_TEST)
         if behaviour == "honest-deps":
@@ -52,11 +79,28 @@ def implement(behaviour: str) -> None:
         raise SystemExit(f"unknown behaviour {behaviour}")
 
 
+def game_py(behaviour: str, here: Path) -> None:
+    """A wrong `mul`, and the failing test written first made to pass some other way."""
+    (here / "src" / "calc" / "mul.py").write_text(PY_WRONG_MUL)
+    test = here / "tests" / "test_mul.py"
+    if behaviour == "delete-py":
+        test.unlink()
+    elif behaviour == "skip-py":
+        text = test.read_text().replace("def test_mul", "@pytest.mark.skip\ndef test_mul", 1)
+        test.write_text("import pytest\n" + text)
+    elif behaviour == "weaken-py":
+        test.write_text(test.read_text().replace("assert mul(3, 4) == 12", "assert True"))
+    else:
+        (here / "conftest.py").write_text(SKIP_ALL)
+
+
 def main() -> int:
     log, behaviour, phase = sys.argv[1:4]
     with open(log, "a") as handle:
         handle.write(phase + "\n")
-    if phase in ("refine", "review"):
+    if phase == "refine" and behaviour == "undecided":
+        print(UNDECIDED)
+    elif phase in ("refine", "review"):
         print("Clear and small.\n\nDECISION: APPROVED")
     elif phase in ("implement", "rework"):
         implement(behaviour)

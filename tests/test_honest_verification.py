@@ -1,0 +1,227 @@
+"""Issue 23's "Done when", end to end through the real CLI, on the most common Python set-up: a
+src-layout package (`src/calc/`) installed editable into the project's own `.venv`, the failing
+`tests/test_mul.py` written first (test-first), `worktree.setup` as `ai-sdlc init` proposes it,
+and a `command` agent (tests/fakes/project_agent.py) doing every phase in the story's worktree.
+
+An honest agent's story is done and committed; an agent that breaks the code, or that deletes,
+skips, weakens the failing test or skips everything from a new conftest.py, never is, and each
+of its attempts is counted; an empty change and a refine answer without a decision are counted,
+never approved; a base that cannot be verified stops before any agent call, nothing counted.
+
+The project and its venv are built once per session (`pip install -e .`, offline) and copied
+for each test with the venv relocated (tests/worktree_env_support.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.store import StoryStore
+from ai_sdlc.worktree_env import wrongtree
+from tests.conftest import CliResult, run_cli
+from tests.git_support import Repo, git, git_env
+from tests.worktree_env_support import RECIPE, VERIFY, calc_project, copy_project
+
+__all__ = ["git_env"]
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+AGENT = Path(__file__).parent / "fakes" / "project_agent.py"
+ENV = {"AI_SDLC_PROVIDER": "command"}
+#: Written first, failing at the base: `calc.mul` does not exist yet.
+TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project, once: calc with its editable venv, the failing test_mul committed, then
+    `ai-sdlc init` (which proposes the setup) and the verification and limits set through
+    `ai-sdlc config`, as a user would."""
+    folder = tmp_path_factory.mktemp("calc-template")
+    gitconfig = folder / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = T\n\temail = t@example.com\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        repo = calc_project(folder)
+        root = repo.root
+        (root / "tests" / "test_mul.py").write_text(TEST_MUL)
+        repo.commit_all("a failing test for mul, written first")
+        (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
+        init = run_cli(root, "init", "--json")
+        assert init.returncode == 0, init.output
+        assert json.loads(init.stdout)["worktree_setup"] == json.loads(RECIPE)
+        for key, value in (
+            ("ai.provider", "command"),
+            ("verify.test", VERIFY),
+            ("limits.implementation_retries", "1"),
+            ("limits.refinement_iterations", "1"),
+        ):
+            done = run_cli(root, "config", key, value)
+            assert done.returncode == 0, done.output
+    return root
+
+
+class Project:
+    def __init__(self, template: Path, tmp_path: Path, behaviour: str) -> None:
+        self.repo: Repo = copy_project(template, tmp_path)
+        self.root = self.repo.root
+        self.log = tmp_path / "agent.log"
+        self.agent(behaviour)
+        self.sid = self.repo.story("Multiply numbers")
+
+    def agent(self, behaviour: str) -> None:
+        self.config("ai.command.template", json.dumps([
+            sys.executable, str(AGENT), str(self.log), behaviour, "{phase}"
+        ]))  # fmt: skip
+
+    def config(self, key: str, value: str) -> None:
+        done = run_cli(self.root, "config", key, value)
+        assert done.returncode == 0, done.output
+
+    def run(self) -> CliResult:
+        return run_cli(self.root, "run", self.sid, env=ENV, timeout=120)
+
+    def fm(self) -> dict[str, object]:
+        return dict(StoryStore(self.root).get(self.sid).frontmatter)
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().split() if self.log.exists() else []
+
+    def recoveries(self) -> list[dict[str, object]]:
+        """The recovery events of the story's event log (the ledger the counter is kept by)."""
+        log = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
+        found = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        return [e for e in found if e.get("action") == "recovery"]
+
+    def commits(self) -> int:
+        branch = str(self.fm()["branch"])
+        return int(git(self.root, "rev-list", "--count", f"main..{branch}").strip())
+
+
+def test_the_copied_project_is_set_up_as_a_user_has_it(template: Path, tmp_path: Path) -> None:
+    """The relocated venv imports the copy's own main checkout (the guard's case), and the
+    setup in the config is the one `init` proposed."""
+    project = Project(template, tmp_path, "honest-py")
+    root = project.root
+    found = wrongtree.check(
+        [("test", VERIFY)],
+        worktree=root / ".ai-sdlc" / "worktrees" / "S-0001",
+        main=root,
+        project=root,
+        worktrees_root=root / ".ai-sdlc" / "worktrees",
+        environ={"PATH": "/usr/bin:/bin"},
+    )
+    assert [Path(f.target) for f in found] == [root / "src"]
+    shown = run_cli(root, "config", "worktree.setup")
+    assert json.loads(RECIPE)[0] in shown.stdout
+    assert "proposed by `ai-sdlc init`" in (root / ".ai-sdlc" / "config.yaml").read_text()
+
+
+def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: Path) -> None:
+    project = Project(template, tmp_path, "honest-py")
+
+    result = project.run()
+
+    assert result.returncode == 0, result.output
+    fm = project.fm()
+    assert fm["status"] == "done"
+    assert fm.get("total_recovery_attempts", 0) == 0
+    assert project.calls().count("implement") == 1 and "review" in project.calls()
+    assert project.commits() >= 1
+    branch = str(fm["branch"])
+    assert git(project.root, "show", f"{branch}:src/calc/mul.py").endswith("return a * b\n")
+    assert git(project.root, "show", f"{branch}:tests/test_mul.py") == TEST_MUL
+    assert not (project.root / "src" / "calc" / "mul.py").exists()  # main checkout untouched
+
+
+def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
+    template: Path, tmp_path: Path
+) -> None:
+    """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
+    the worktree's own venv does not."""
+    project = Project(template, tmp_path, "break-py")
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert len(project.recoveries()) == 2
+    assert "review" not in project.calls()
+    assert project.commits() == 0
+
+
+GAMES = {
+    "delete-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "skip-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "weaken-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "conftest-py": "pass-count floor: 0 tests passed, the base had 0 passing and 1 failing",
+}
+
+
+@pytest.mark.parametrize("behaviour", list(GAMES))
+def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_counts(
+    template: Path, tmp_path: Path, behaviour: str
+) -> None:
+    project = Project(template, tmp_path, behaviour)
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert fm["total_recovery_attempts"] == 2
+    recoveries = project.recoveries()
+    assert [e.get("recovery_kind") for e in recoveries] == ["implementation_retry"] * 2
+    reasons = [str(e.get("reason")) for e in recoveries]
+    assert all(GAMES[behaviour] in r for r in reasons), reasons
+    assert project.calls().count("implement") + project.calls().count("rework") == 2
+    assert "review" not in project.calls()  # the reviewer, who approves anything, never asked
+    assert project.commits() == 0
+    worktree = project.root / str(fm["worktree_path"])
+    assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL  # rolled back
+    assert not (worktree / "conftest.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            ("tests/conftest.py", "import hypothesis_not_installed_xyz\n"),
+            "verification fails before any change: pytest could not run (exit 4",
+        ),
+        (
+            ("", ""),
+            "verification fails before any change: [ai-sdlc] cannot run '.venv/bin/pytest'",
+        ),
+    ],
+    ids=["pytest-cannot-run", "verify-executable-missing"],
+)
+def test_5_a_base_that_cannot_be_verified_stops_before_any_agent_call(
+    template: Path, tmp_path: Path, change: tuple[str, str], said: str
+) -> None:
+    project = Project(template, tmp_path, "honest-py")
+    name, text = change
+    if name:  # a committed conftest.py importing a package nobody installed
+        (project.root / name).write_text(text)
+        project.repo.commit_all("conftest")
+    else:  # `.venv/bin/pytest`: no such console script, in the worktree or the project
+        project.config("verify.test", ".venv/bin/pytest -q")
+
+    result = project.run()
+
+    assert result.returncode == 3, result.output
+    assert said in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output
+    assert project.calls() == []  # no agent was ever started
+    fm = project.fm()
+    assert fm.get("total_recovery_attempts", 0) == 0
+    assert not fm.get("recovery_breakdown")
+    assert project.recoveries() == []
+    assert fm["status"] != "blocked"
