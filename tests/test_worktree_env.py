@@ -17,6 +17,7 @@ import pytest
 from ai_sdlc.store import StoryStore
 from ai_sdlc.worktree_env import wrongtree
 from tests.conftest import run_cli
+from tests.fakes.project_agent import JS_MUL_TEST
 from tests.git_support import Repo, git, git_env, make_repo
 from tests.worktree_env_support import RECIPE, VERIFY, calc_project, pytest_script
 
@@ -407,6 +408,32 @@ def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
     assert result.returncode == 5, result.output
     failures = [str(e.get("feedback")) for e in events(bare.root, sid) if e.get("feedback")]
     assert failures and all("Cannot find module 'is-number'" in f for f in failures)
+
+
+@pytest.mark.parametrize("behaviour", ["weaken-js", "delete-js"])
+def test_node_an_agent_weakening_or_deleting_the_failing_test_is_never_done(
+    tmp_path: Path, npm_lock: str, behaviour: str
+) -> None:
+    """test/mul.test.js written first (failing: no mul.js at the base); a wrong mul.js with the
+    test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still refused:
+    the base's version of the test fails against it. Both attempts are counted."""
+    log = tmp_path / "agent.log"
+    repo = node_project(tmp_path, npm_lock, log, behaviour, '["npm ci --no-audit --no-fund"]')
+    (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
+    repo.commit_all("a failing test for mul, written first")
+    sid = repo.story("Add mul")
+    result = run_cli(repo.root, "run", sid, env=ENV)
+    assert result.returncode == 5, result.output
+    fm = frontmatter(repo.root, sid)
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    reasons = [str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"]
+    assert len(reasons) == 2
+    assert all(
+        r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
+    ), reasons
+    assert "review" not in calls(log)
+    assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
 
 
 # --- setup failures: before any attempt, or caused by one -------------------------------------
