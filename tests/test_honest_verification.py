@@ -138,6 +138,22 @@ def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: 
     assert not (project.root / "src" / "calc" / "mul.py").exists()  # main checkout untouched
 
 
+def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(
+    template: Path, tmp_path: Path
+) -> None:
+    """The base's tests run once more without the new conftest.py (and the new test using its
+    fixture): they pass, and the story is done with both files."""
+    project = Project(template, tmp_path, "honest-conftest")
+
+    result = project.run()
+
+    assert result.returncode == 0, result.output
+    fm = project.fm()
+    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
+    listed = git(project.root, "ls-tree", "-r", "--name-only", str(fm["branch"])).split()
+    assert {"tests/conftest.py", "tests/test_mul_zero.py", "src/calc/mul.py"} <= set(listed)
+
+
 def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
     template: Path, tmp_path: Path
 ) -> None:
@@ -160,7 +176,14 @@ GAMES = {
     "delete-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
     "skip-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
     "weaken-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
-    "conftest-py": "pass-count floor: 0 tests passed, the base had 0 passing and 1 failing",
+    "conftest-py": "conftest.py: the story's change adds test configuration; without it the "
+    "base's tests fail against the change: tests/test_mul.py::test_mul: assert 7 == 12",
+    # Found by trying as a hostile agent would: new test configuration that hides the failing
+    # test from the floor (which counts only) is taken away for one run of the base's tests.
+    "ignore-py": "conftest.py: the story's change adds test configuration; without it the "
+    "base's tests fail against the change: tests/test_mul.py::test_mul: assert 7 == 12",
+    "forge-py": "tests/conftest.py: the story's change adds test configuration; without it",
+    "testpaths-py": "pyproject.toml: the story's change adds test configuration; without it",
 }
 
 

@@ -17,6 +17,7 @@ from ai_sdlc.verify import run_commands
 from ai_sdlc.verify.judge import Judge, JudgeSettings
 from ai_sdlc.verify.protect import (
     DEFAULT_PROTECTED,
+    added_configuration,
     base_versions_in_place,
     matches,
     pathspecs,
@@ -124,6 +125,37 @@ def test_changed_protected_files_and_test_sections(tmp_path: Path) -> None:
     files, sections = protected_changes(root, base, DEFAULT_PROTECTED)
     assert files == ["tests/test_a.py", "tests/test_b.py"]
     assert sections == ["pyproject.toml [tool.pytest.ini_options]"]
+
+
+def test_added_test_configuration_committed_or_not(tmp_path: Path) -> None:
+    """New config files (untracked or committed), a test section a shared file gained, and the
+    new tests beside them; edits of what the base already had are not "added"."""
+    root = repo_with(
+        tmp_path,
+        {
+            "tests/test_a.py": "def test_a():\n    assert True\n",
+            "pyproject.toml": '[project]\nname = "calc"\n',
+            "setup.cfg": "[tool:pytest]\naddopts = -q\n",
+        },
+    )
+    base = git(root, "rev-parse", "HEAD").strip()
+    assert added_configuration(root, base, DEFAULT_PROTECTED) == ([], [])
+    (root / "tests" / "test_new.py").write_text("def test_new(x):\n    assert x\n")
+    (root / "src").mkdir()
+    (root / "src" / "calc.py").write_text("x = 1\n")
+    (root / "setup.cfg").write_text("[tool:pytest]\naddopts = -q -x\n")  # an edit, not added
+    assert added_configuration(root, base, DEFAULT_PROTECTED) == ([], ["tests/test_new.py"])
+    (root / "tests" / "conftest.py").write_text("collect_ignore = ['test_a.py']\n")
+    (root / "pytest.ini").write_text("[pytest]\n")
+    git(root, "add", "pytest.ini")
+    git(root, "commit", "-q", "-m", "pytest.ini")
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + '\n[tool.pytest.ini_options]\ntestpaths = ["x"]\n')
+    config, added = added_configuration(root, base, DEFAULT_PROTECTED)
+    assert sorted(config) == ["pyproject.toml", "pytest.ini", "tests/conftest.py"]
+    assert added == ["tests/test_new.py"]
+    # with a narrower `verify.protected`, only the sections of shared files are still seen
+    assert added_configuration(root, base, ["tests/test_a.py"]) == (["pyproject.toml"], [])
 
 
 def test_base_versions_are_put_in_place_and_the_agents_put_back(tmp_path: Path) -> None:

@@ -249,7 +249,12 @@ class Judge:
                     "(protected; a story that must change it sets allow_test_changes: true)",
                     judged,
                 )
-            linked = [(f, protect.linked_folder(path, f)) for f in files]
+            # Test configuration the attempt added: the base's suite runs without it (and
+            # without the new tests that may rely on it).
+            config, added = protect.added_configuration(path, base, self.settings.protected)
+            judged["protected_added"] = config
+            again_files = files + config + added if config else files
+            linked = [(f, protect.linked_folder(path, f)) for f in again_files]
             linked = [(f, link) for f, link in linked if link is not None]
             if linked:
                 file, link = linked[0]
@@ -259,12 +264,14 @@ class Judge:
             if folders:
                 reason = f"{folders[0]}: the story's change replaces this test file by a folder"
                 return _failed(verdict, reason, judged)
-            if files:
-                with protect.base_versions_in_place(path, base, files, self.state / "protected"):
+            if again_files:
+                state = self.state / "protected"
+                with protect.base_versions_in_place(path, base, again_files, state):
                     again = self._run(path, verify)
                 judged["base_tests_counts"] = again.counts.to_dict() if again.counts else None
                 if not again.passed:
-                    return _failed(verdict, _weakened(files, again), judged, again)
+                    reason = _weakened(files, again) if files else _added(config, again)
+                    return _failed(verdict, reason, judged, again)
                 floor = _floor(baseline, again)
                 if floor:
                     return _failed(verdict, f"with the base's tests put back, {floor}", judged)
@@ -415,6 +422,16 @@ def _weakened(files: list[str], again: VerificationResult) -> str:
     return (
         f"{listed}: the story's change removes or weakens these tests; their base version "
         f"fails against it: {detail}"
+    )
+
+
+def _added(config: list[str], again: VerificationResult) -> str:
+    """'conftest.py: the story's change adds test configuration; without it …'."""
+    detail = again.reason or failure_reason(again.failure_output) or _first(again.failure_output)
+    listed = ", ".join(config[:3]) + (f" and {len(config) - 3} more" if len(config) > 3 else "")
+    return (
+        f"{listed}: the story's change adds test configuration; without it the base's tests "
+        f"fail against the change: {detail}"
     )
 
 

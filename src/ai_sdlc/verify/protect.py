@@ -55,6 +55,15 @@ _SECTIONS = {
     "tox.ini": "[pytest]",
     "package.json": '"jest"',
 }
+#: Test configuration among the protected files: one the attempt *adds* (a new conftest.py can
+#: ignore, deselect or forge the base's tests) gets the base's suite run again without it.
+CONFIG_NAMES: tuple[str, ...] = (
+    "conftest.py",
+    "pytest.ini",
+    "jest.config.*",
+    "vitest.config.*",
+    ".mocharc*",
+)
 GIT_TIMEOUT = 120.0
 
 
@@ -140,6 +149,25 @@ def protected_changes(
     return files, sections
 
 
+def added_configuration(
+    path: Path, base: str, patterns: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """(test configuration the attempt added: new config files covered by `patterns` and
+    shared files that gained a test section; the other new files covered by `patterns`, the
+    new tests that may rely on it). Both are absent from, or sectionless in, the base."""
+    config: list[str] = []
+    added: list[str] = []
+    out = _git(path, "ls-files", "--others", "--exclude-standard", "-z", "--", ".")
+    untracked = [("A", os.fsdecode(f)) for f in out.split(b"\0") if f]  # not in `git diff`
+    for status, relative in changed_files(path, base) + untracked:
+        name = Path(relative).name
+        if status == "A" and matches(relative, patterns):
+            (config if matches(name, CONFIG_NAMES) else added).append(relative)
+        elif name in _SECTIONS and status != "D" and _section_added(path, base, relative):
+            config.append(relative)
+    return config, added
+
+
 def _section(name: str, data: bytes | None) -> Any:
     if data is None:
         return None
@@ -166,6 +194,16 @@ def _section_changed(path: Path, base: str, relative: str) -> bool:
     except OSError:
         now = None
     return before is not None and _section(name, now) != before
+
+
+def _section_added(path: Path, base: str, relative: str) -> bool:
+    name = Path(relative).name
+    if _section(name, base_version(path, base, relative)) is not None:
+        return False
+    try:
+        return _section(name, (path / relative).read_bytes()) is not None
+    except OSError:
+        return False
 
 
 def linked_folder(path: Path, relative: str) -> str | None:
