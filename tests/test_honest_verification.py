@@ -212,6 +212,42 @@ def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_
     assert not (worktree / "conftest.py").exists()
 
 
+def test_4_an_empty_change_is_counted_never_approved(template: Path, tmp_path: Path) -> None:
+    """The agent changed nothing and says it implemented the story: an implementation retry,
+    without asking the reviewer (who approves anything)."""
+    project = Project(template, tmp_path, "empty")
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    reasons = [str(e.get("reason")) for e in project.recoveries()]
+    assert len(reasons) == 2 and all("changed no file" in r for r in reasons), reasons
+    assert "review" not in project.calls()
+    assert project.commits() == 0
+
+
+def test_4_a_refine_answer_without_a_decision_is_counted_never_approved(
+    template: Path, tmp_path: Path
+) -> None:
+    """An agent's error text without `DECISION:` is asked again once, then counted as a
+    refinement; it never becomes the story, and nothing is implemented."""
+    project = Project(template, tmp_path, "undecided")
+    body = StoryStore(project.root).get(project.sid).body
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"refinement": 2}  # limits.refinement_iterations: 1
+    assert project.calls() == ["refine"] * 4  # two refinements, each asked again once
+    assert StoryStore(project.root).get(project.sid).body == body
+    assert "APIConnectionError" not in body
+
+
 @pytest.mark.parametrize(
     ("change", "said"),
     [
