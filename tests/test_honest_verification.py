@@ -184,6 +184,13 @@ GAMES = {
     "base's tests fail against the change: tests/test_mul.py::test_mul: assert 7 == 12",
     "forge-py": "tests/conftest.py: the story's change adds test configuration; without it",
     "testpaths-py": "pyproject.toml: the story's change adds test configuration; without it",
+    # Found by a hostile test: code run at interpreter start, from the worktree's git-ignored
+    # venv (not in the diff) or from a new module on the editable path.
+    "venv-pth-py": "the attempt changed the worktree's environment: "
+    ".venv/lib/python{v}/site-packages/forge_at_start.py, "
+    ".venv/lib/python{v}/site-packages/zz-forge.pth",
+    "sitecustomize-py": "src/sitecustomize.py: the story's change adds test configuration; "
+    "without it the base's tests fail against the change: tests/test_mul.py::test_mul",
 }
 
 
@@ -203,13 +210,15 @@ def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_
     recoveries = project.recoveries()
     assert [e.get("recovery_kind") for e in recoveries] == ["implementation_retry"] * 2
     reasons = [str(e.get("reason")) for e in recoveries]
-    assert all(GAMES[behaviour] in r for r in reasons), reasons
+    said = GAMES[behaviour].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert all(said in r for r in reasons), reasons
     assert project.calls().count("implement") + project.calls().count("rework") == 2
     assert "review" not in project.calls()  # the reviewer, who approves anything, never asked
     assert project.commits() == 0
     worktree = project.root / str(fm["worktree_path"])
     assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL  # rolled back
     assert not (worktree / "conftest.py").exists()
+    assert not list((worktree / ".venv").glob("lib/python*/site-packages/*forge*"))  # made again
 
 
 def test_4_an_empty_change_is_counted_never_approved(template: Path, tmp_path: Path) -> None:

@@ -64,6 +64,10 @@ CONFIG_NAMES: tuple[str, ...] = (
     "vitest.config.*",
     ".mocharc*",
 )
+#: Files Python runs at interpreter start, from anywhere on the path (`src/sitecustomize.py`
+#: through an editable install) or a site folder: one the change adds, anywhere, runs inside
+#: the test process, so it counts as added test configuration whatever `verify.protected` says.
+STARTUP_NAMES: tuple[str, ...] = ("sitecustomize.py", "usercustomize.py", "*.pth")
 GIT_TIMEOUT = 120.0
 
 
@@ -152,16 +156,19 @@ def protected_changes(
 def added_configuration(
     path: Path, base: str, patterns: Sequence[str]
 ) -> tuple[list[str], list[str]]:
-    """(test configuration the attempt added: new config files covered by `patterns` and
-    shared files that gained a test section; the other new files covered by `patterns`, the
-    new tests that may rely on it). Both are absent from, or sectionless in, the base."""
+    """(test configuration the attempt added: new config files covered by `patterns`, new
+    interpreter start-up files anywhere (`STARTUP_NAMES`) and shared files that gained a test
+    section; the other new files covered by `patterns`, the new tests that may rely on it).
+    Both are absent from, or sectionless in, the base."""
     config: list[str] = []
     added: list[str] = []
     out = _git(path, "ls-files", "--others", "--exclude-standard", "-z", "--", ".")
     untracked = [("A", os.fsdecode(f)) for f in out.split(b"\0") if f]  # not in `git diff`
     for status, relative in changed_files(path, base) + untracked:
         name = Path(relative).name
-        if status == "A" and matches(relative, patterns):
+        if status == "A" and matches(name, STARTUP_NAMES):
+            config.append(relative)
+        elif status == "A" and matches(relative, patterns):
             (config if matches(name, CONFIG_NAMES) else added).append(relative)
         elif name in _SECTIONS and status != "D" and _section_added(path, base, relative):
             config.append(relative)

@@ -31,8 +31,8 @@ from ai_sdlc.git import staging
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.verify.commands import VerificationResult, default_environment, run_commands
-from ai_sdlc.verify.normalise import summarise_failure
-from ai_sdlc.worktree_env import wrongtree
+from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
+from ai_sdlc.worktree_env import envdigest, wrongtree
 
 #: Files whose change makes the setup run again, when `worktree.setup_inputs` is null: each
 #: ecosystem's lock file and manifest (only those that exist count).
@@ -165,7 +165,9 @@ class WorktreeEnvironment:
         """Run the setup in `work` when its inputs changed since it last succeeded there.
         None when nothing ran or it passed. A failure raises `WorktreeSetupError`, except
         `after_attempt` when an earlier setup succeeded there: then the attempt changed the
-        inputs, and the failed result is returned as that attempt's verification."""
+        inputs, and the failed result is returned as that attempt's verification. An
+        environment that differs from what setup made (`envdigest`) is made again; after an
+        attempt, that attempt fails naming the files it changed."""
         if not self.settings.commands:
             return None
         stamp = stamp_path(work)
@@ -173,8 +175,15 @@ class WorktreeEnvironment:
             return None
         wanted = fingerprint(work, self.settings)
         recorded = _read_stamp(stamp)
+        tampered: list[str] = []
         if recorded.get("fingerprint") == wanted:
-            return None
+            tampered = _tampered(work, recorded)
+            if not tampered:
+                return None
+            # Made again now, so the next attempt starts from (and is checked against) what
+            # setup makes; until that succeeds, the stamp says it must be made again.
+            recorded = {**recorded, "fingerprint": "", "tampered_at": self.clock()}
+            _write_stamp(stamp, recorded)
         environment = {
             **self.environ(),
             PROJECT_VAR: str(self.project),
@@ -201,13 +210,14 @@ class WorktreeEnvironment:
                     "--frozen); no agent attempt was made or counted",
                 )
             _write_stamp(stamp, {"fingerprint": wanted, "commands": list(self.settings.commands),
-                                 "at": self.clock()})  # fmt: skip
+                                 "at": self.clock(),
+                                 "environment": envdigest.environment_digest(work)})  # fmt: skip
             self._checked.discard(work)  # a new environment: look again
-            return None
+            return _tampered_result(tampered) if tampered and after_attempt else None
         if after_attempt and recorded:
             # Whatever it left half-made is set up again before the next verification.
             _write_stamp(stamp, {**recorded, "fingerprint": "", "failed_at": self.clock()})
-            return result
+            return _tampered_result(tampered) if tampered else result
         step = result.failed_step
         shown = shlex.join(step.argv) if step is not None else "?"
         raise WorktreeSetupError(
@@ -254,6 +264,35 @@ class WorktreeEnvironment:
                 "was recorded and no recovery counted",
             )
         self._checked.add(work)
+
+
+def _tampered(work: Path, recorded: dict[str, Any]) -> list[str]:
+    """The environment files that differ from what setup made (none recorded: nothing)."""
+    made = recorded.get("environment")
+    if not isinstance(made, dict):
+        return []
+    return envdigest.changed({str(k): str(v) for k, v in made.items()},
+                             envdigest.environment_digest(work))  # fmt: skip
+
+
+def _tampered_result(paths: list[str]) -> VerificationResult:
+    """A failed verification: the attempt changed the environment setup made (a `.pth` or
+    `sitecustomize.py` there runs inside the test process, unseen by the review)."""
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    reason = (
+        f"the attempt changed the worktree's environment: {shown} (made by worktree.setup, "
+        "git-ignored, not the story's to change; it is made again before the next verification)"
+    )
+    output = f"[ai-sdlc] {reason}\n"
+    normalised = normalise_failure(output)
+    return VerificationResult(
+        passed=False,
+        steps=(),
+        failure_output=output,
+        normalised_failure=normalised,
+        signature=failure_signature(normalised),
+        reason=reason,
+    )
 
 
 def _changes(work: Path) -> set[tuple[str, str]]:
