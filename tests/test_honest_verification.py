@@ -75,7 +75,7 @@ class Project:
 
     def agent(self, behaviour: str) -> None:
         self.config("ai.command.template", json.dumps([
-            sys.executable, str(AGENT), str(self.log), behaviour, "{phase}"
+            sys.executable, str(AGENT), str(self.log), behaviour, "{phase}", "{prompt_file}"
         ]))  # fmt: skip
 
     def config(self, key: str, value: str) -> None:
@@ -152,6 +152,25 @@ def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(
     assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
     listed = git(project.root, "ls-tree", "-r", "--name-only", str(fm["branch"])).split()
     assert {"tests/conftest.py", "tests/test_mul_zero.py", "src/calc/mul.py"} <= set(listed)
+
+
+def test_1_a_new_startup_file_that_changes_no_result_is_shown_to_the_review(
+    template: Path, tmp_path: Path
+) -> None:
+    """A new src/sitecustomize.py runs inside the test process: the base's tests run once more
+    without it (they pass: done), and the review is told it is there."""
+    project = Project(template, tmp_path, "honest-startup")
+
+    result = project.run()
+
+    assert result.returncode == 0, result.output
+    fm = project.fm()
+    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
+    review = " ".join(Path(str(project.log) + ".review").read_text().split())
+    assert (
+        "Files this change adds that Python runs at interpreter start, inside the test "
+        "process: src/sitecustomize.py." in review
+    )
 
 
 def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(

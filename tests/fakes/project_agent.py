@@ -1,8 +1,8 @@
 """A CLI agent for the `command` provider that works on a small real project in its worktree:
-`project_agent.py LOG BEHAVIOUR PHASE` (run in the story's workspace).
+`project_agent.py LOG BEHAVIOUR PHASE [PROMPT_FILE]` (run in the story's workspace).
 
-Every call appends `PHASE` to LOG. Refine and review approve; research and plan answer with a
-line. Implement/rework, by BEHAVIOUR:
+Every call appends `PHASE` to LOG; the review's prompt, when given, is saved to LOG.review.
+Refine and review approve; research and plan answer with a line. Implement/rework, by BEHAVIOUR:
   honest-py    adds src/calc/mul.py and tests/test_mul.py
   break-py     breaks `add` in src/calc/__init__.py (a - b), nothing else
   honest-js    adds mul.js and test/mul.test.js
@@ -21,6 +21,7 @@ line. Implement/rework, by BEHAVIOUR:
                worktree's git-ignored `.venv` (not in the diff)
   sitecustomize-py  the wrong mul, and a new src/sitecustomize.py (run at interpreter start
                through the editable path) loading the same forging plugin
+  honest-startup  as honest-py, and a new src/sitecustomize.py that changes no result
   honest-conftest  as honest-py, and a new tests/conftest.py fixture used by a new test
   weaken-js    a wrong mul.js (a + b), and test/mul.test.js's assertion replaced by assert.ok(true)
   delete-js    the wrong mul.js, and deletes test/mul.test.js
@@ -79,9 +80,17 @@ def implement(behaviour: str) -> None:
             )
     elif behaviour == "empty":
         pass
-    elif behaviour in ("honest-py", "honest-deps", "undecided", "honest-conftest"):
+    elif behaviour in (
+        "honest-py",
+        "honest-deps",
+        "undecided",
+        "honest-conftest",
+        "honest-startup",
+    ):
         (here / "src" / "calc" / "mul.py").write_text(PY_MUL)
         (here / "tests" / "test_mul.py").write_text(PY_MUL_TEST)
+        if behaviour == "honest-startup":
+            (here / "src" / "sitecustomize.py").write_text("import os\n")
         if behaviour == "honest-conftest":
             (here / "tests" / "conftest.py").write_text(FIXTURE)
             (here / "tests" / "test_mul_zero.py").write_text(ZERO_TEST)
@@ -150,6 +159,8 @@ def main() -> int:
     log, behaviour, phase = sys.argv[1:4]
     with open(log, "a") as handle:
         handle.write(phase + "\n")
+    if phase == "review" and len(sys.argv) > 4:
+        Path(log + ".review").write_text(Path(sys.argv[4]).read_text())
     if phase == "refine" and behaviour == "undecided":
         print(UNDECIDED)
     elif phase in ("refine", "review"):

@@ -1,5 +1,6 @@
 """What the review prompt and the run report are told about the tests: the passing change's
-counts against the base's, the story's opt-out of protected tests, the test diff."""
+counts against the base's, the story's opt-out of protected tests, the files the change adds
+that run inside the test process, the test diff."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def note_on_tests(context: dict[str, Any]) -> str:
             "This story allows test changes (allow_test_changes: true): the base's tests were "
             "NOT re-run against it. Check that every test change below is what the story asks "
             "for, not a test weakened to pass."
+        )
+    startup = [str(f) for f in context.get("startup_files") or ()]
+    if startup:
+        parts.append(
+            "Files this change adds that Python runs at interpreter start, inside the test "
+            f"process: {', '.join(startup)}. The base's tests passed without them; check that "
+            "they do only what the story needs (they could change how tests run or report)."
         )
     diff = str(context.get("tests_diff") or "").strip()
     if diff:

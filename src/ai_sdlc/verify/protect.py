@@ -175,6 +175,11 @@ def added_configuration(
     return config, added
 
 
+def startup_files(paths: Sequence[str]) -> list[str]:
+    """Those of `paths` that Python runs at interpreter start (`STARTUP_NAMES`)."""
+    return [p for p in paths if matches(Path(p).name, STARTUP_NAMES)]
+
+
 def _section(name: str, data: bytes | None) -> Any:
     if data is None:
         return None

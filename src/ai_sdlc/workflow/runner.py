@@ -56,7 +56,7 @@ from ai_sdlc.providers.pricing import estimate_call
 from ai_sdlc.providers.tools import AccessViolationError
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.store import Story, StoryStore
-from ai_sdlc.verify import VerificationResult, summarise_failure
+from ai_sdlc.verify import VerificationResult, protect, summarise_failure
 from ai_sdlc.verify.judge import Judge, not_started
 from ai_sdlc.verify.notes import note_on_tests, record_of_tests
 from ai_sdlc.workflow import ledger as L
@@ -1079,6 +1079,7 @@ class StoryRunner:
             "test_counts": judged.get("counts"),
             "base_test_counts": judged.get("base_counts"),
             "tests_diff": judge.tests_diff(path, base),
+            "startup_files": protect.startup_files(list(judged.get("protected_added") or ())),
         }
 
     def _recover(self, story_id: str, kind: str, phase: Phase, **details: Any) -> None:
