@@ -86,7 +86,8 @@ def environment_digest(work: Path) -> dict[str, str]:
             out[".venv/pyvenv.cfg"] = _entry(venv / "pyvenv.cfg", content=True)
             _list(venv / "bin", work, out, content=True)
             for site in sorted(venv.glob("lib*/python*/site-packages")):
-                _list(site, work, out)
+                if not site.parent.parent.is_symlink():  # `lib64` → `lib`: once is enough
+                    _list(site, work, out)
     modules = work / "node_modules"
     if modules.is_dir() and not modules.is_symlink():
         _list(modules, work, out, dots=False)
