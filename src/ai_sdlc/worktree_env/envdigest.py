@@ -23,11 +23,10 @@ from pathlib import Path
 
 from ai_sdlc.worktree_env.pyvenv import MARKER
 
-#: Files that Python runs at interpreter start when found in a site folder (or, for the two
-#: modules, anywhere on the path).
-STARTUP_FILES = ("*.pth", "sitecustomize.py", "usercustomize.py")
 #: At most this many entries are recorded for one folder (a digest, not a copy).
 LIMIT = 20_000
+#: Files larger than this (bytes) are recorded by size and modification time, not content.
+BIG = 1_000_000
 
 
 def _entry(path: Path, content: bool) -> str:
@@ -39,12 +38,16 @@ def _entry(path: Path, content: bool) -> str:
             return "dir"
         if not content:
             return "file"
+        info = path.stat()
+        if info.st_size > BIG:  # a package a story's new dependency installed: not re-read
+            return f"size:{info.st_size}:mtime:{info.st_mtime_ns}"
         return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
         return f"unreadable:{exc.strerror}"
 
 
 def _starts(name: str) -> bool:
+    """A file Python runs at interpreter start when it is in a site folder."""
     return name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py")
 
 
