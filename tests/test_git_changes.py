@@ -17,7 +17,7 @@ from ai_sdlc.git import changes
 from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.workflow.work import REVIEW_DIFF_LIMIT, change_section
 from ai_sdlc.workflow.workspace import InPlace
-from tests.git_support import Repo, git, git_env, prepared, repo
+from tests.git_support import Repo, git, git_env, make_repo, prepared, repo
 
 __all__ = ["git_env", "repo"]
 
@@ -225,3 +225,54 @@ def test_a_resumed_story_is_compared_with_its_fork_point_not_its_checkpoint(
     assert later.fingerprint(story, path) == found.key
     os.utime(path / "greet.py")  # touched, not changed
     assert later.changes(story, path).key == found.key
+
+
+def test_a_clean_read_only_check_stands_for_the_next_look_only_when_told(
+    tmp_path: Path,
+) -> None:
+    """After a read-only check that found nothing (scratch files aside), the key it saw is the
+    key a fresh `git status` gives; it answers one `fingerprint(checked=True)`, is dropped by
+    any other call about the story, and a check that found a change leaves nothing to reuse."""
+    project = make_repo(tmp_path, remote=False)
+    sid = project.story()
+    ws = GitWorkspace(project.root)
+    story, path = prepared(project, ws, sid)
+    (path / "__pycache__").mkdir()
+    (path / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"\0scratch")
+    (path / "notes.txt.swp").write_text("swap\n")
+
+    assert ws.read_only_violations(story, path) == []
+    assert ws.fingerprint(story, path, checked=True) == key(path)
+    (path / "after.py").write_text("x = 1\n")  # no token left: git is asked again
+    assert ws.fingerprint(story, path, checked=True) == key(path) != changes.clean_key(head(path))
+    (path / "after.py").unlink()
+
+    assert ws.read_only_violations(story, path) == []
+    (path / "during.py").write_text("x = 2\n")
+    ws.prepare(story)  # anything else about the story drops the check's look
+    assert ws.fingerprint(story, path, checked=True) == key(path)
+
+    assert ws.read_only_violations(story, path) == ["during.py"]
+    assert ws.fingerprint(story, path, checked=True) == key(path)  # a change: asked again
+
+
+def test_a_done_worktree_is_forced_away_only_after_a_clean_check(tmp_path: Path) -> None:
+    """`finish(checked=True)` skips git's own look before removing the worktree only when the
+    story's last read-only check found it clean; uncommitted work otherwise keeps it."""
+    project = make_repo(tmp_path, remote=False)
+    sid = project.story()
+    ws = GitWorkspace(project.root)
+    story, path = prepared(project, ws, sid)
+    (path / "a.py").write_text("a = 1\n")
+    ws.attempt_passed(story, path, attempt=1)
+    (path / "left.py").write_text("uncommitted\n")
+
+    kept = ws.finish(story, path, checked=True)  # no clean check was seen: git looks
+
+    assert "kept worktree" in kept.message and (path / "left.py").exists()
+    (path / "left.py").unlink()
+    (path / "__pycache__").mkdir()
+    (path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert ws.read_only_violations(story, path) == []
+    removed = ws.finish(story, path, checked=True)
+    assert "removed worktree" in removed.message and not path.exists()

@@ -272,8 +272,16 @@ def rollback(
 
 def violations(top: Path, story_id: str, *, base: str | None = None) -> list[str]:
     """Paths a read-only phase changed (scratch files ignored), and `HEAD` if it committed."""
+    return looked_violations(top, story_id, base=base)[0]
+
+
+def looked_violations(
+    top: Path, story_id: str, *, base: str | None = None
+) -> tuple[list[str], str | None]:
+    """`violations`, and the HEAD the same `git status` saw: with no violation, the work tree
+    holds nothing committable at that commit (its content key is `changes.clean_key(head)`)."""
     snap = staging.snapshot(top)
     found = staging.committable(snap.changes)
     if snap.head != checkpoint(top, story_id, base):
         found.append("HEAD (a commit was made)")
-    return found
+    return found, snap.head

@@ -93,6 +93,10 @@ class GitWorkspace:
         self._origins: dict[str, str] = {}
         #: Story → the commit its branch forked from, as `base_commit` found it.
         self._bases: dict[str, str] = {}
+        #: Story → the content key its worktree had at the last read-only check that found
+        #: nothing changed (nothing committable, HEAD at the checkpoint); any other call about
+        #: the story drops it. Used only when the caller says nothing ran since (`checked`).
+        self._checked: dict[str, str] = {}
         #: The base branch once resolved: a story's pull request targets the branch it was
         #: started from, even if `origin/HEAD` or the checkout's branch changes meanwhile.
         self._base: str | None = None
@@ -145,6 +149,7 @@ class GitWorkspace:
         )
 
     def prepare(self, story: Any) -> Prepared:
+        self._checked.pop(story.id, None)
         branch, folder = self.location(story)
         self._keep_out_of_checkout()
         with self._worktrees_serialised():
@@ -261,7 +266,13 @@ class GitWorkspace:
             self._bases[story.id] = base
         return base
 
-    def fingerprint(self, story: Any, path: Path) -> str:
+    def fingerprint(self, story: Any, path: Path, *, checked: bool = False) -> str:
+        """`checked`: the caller's last read-only check of the story found nothing changed and
+        nothing ran in the worktree since; then that check's `git status` answers (no second
+        one: about 0.05 s beside 20,000 files)."""
+        seen = self._checked.pop(story.id, None)
+        if checked and seen is not None:
+            return seen
         return work_changes.work_state(self._own(path)).key
 
     def changes(self, story: Any, path: Path) -> ChangeSet:
@@ -277,9 +288,17 @@ class GitWorkspace:
         return work_changes.change_set(top, base)
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
-        return attempts.violations(self._own(path), story.id, base=self._checkpoints.get(story.id))
+        self._checked.pop(story.id, None)
+        top = self._own(path)
+        found, head = attempts.looked_violations(
+            top, story.id, base=self._checkpoints.get(story.id)
+        )
+        if not found:  # nothing committable at the checkpoint: the key of a clean work tree
+            self._checked[story.id] = work_changes.clean_key(head)
+        return found
 
     def revert(self, story: Any, path: Path) -> None:
+        self._checked.pop(story.id, None)
         top = self._own(path)
         base = self._checkpoints.get(story.id)
         found = attempts.violations(top, story.id, base=base)
@@ -288,6 +307,7 @@ class GitWorkspace:
         self._restore_git_file(top)
 
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        self._checked.pop(story.id, None)
         base = self._checkpoints.get(story.id)
         sha = attempts.commit_attempt(
             self._own(path),
@@ -308,6 +328,7 @@ class GitWorkspace:
         return AttemptRecord(commit=sha, key=work_changes.clean_key(sha))
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+        self._checked.pop(story.id, None)
         top = self._own(path)
         base = self._checkpoints.get(story.id)
         diff = attempts.capture(top, story.id, base=base)
@@ -318,7 +339,10 @@ class GitWorkspace:
             return AttemptRecord(summary="no files changed")
         return AttemptRecord(patch=diff.patch, summary=diff.summary)
 
-    def finish(self, story: Any, path: Path) -> Finished:
+    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Finished:
+        """`checked`: as for `fingerprint`; then the done worktree is removed without git's
+        own look at it (the check just saw nothing uncommitted but scratch files)."""
+        clean = self._checked.pop(story.id, None) is not None and checked
         top = self._own(path)
         recorded = str(story.frontmatter.get("branch") or "")
         # The story worktree's refs (read from files, else one `for-each-ref`) say whether its
@@ -341,19 +365,20 @@ class GitWorkspace:
             return Finished(outcome="error", message=str(exc))
         if finished.outcome == "failed" or self.settings.keep_worktrees:
             return finished
-        return self._remove_done(top, finished)
+        return self._remove_done(top, finished, clean=clean)
 
-    def _remove_done(self, top: Path, finished: Finished) -> Finished:
+    def _remove_done(self, top: Path, finished: Finished, *, clean: bool = False) -> Finished:
         """A done story's worktree goes, with its environment (git-ignored files such as the
         worktree's `.venv`): its work is committed on the branch (and pushed, where there is
         a remote). `git worktree remove` refuses a worktree with changes or untracked files:
         when those are only scratch (bytecode caches) it is forced, else the worktree stays
-        and the message says so."""
+        and the message says so. `clean`: our own last look found only scratch, and nothing
+        ran since: forced at once (git's look would cost another `status`)."""
         shown = self._shown(top)
         try:
             with self._worktrees_serialised():
                 try:
-                    worktrees.remove(self.top, top)
+                    worktrees.remove(self.top, top, force=clean)
                 except GitError:
                     if staging.committable(staging.status(top)):
                         raise

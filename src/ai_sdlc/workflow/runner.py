@@ -181,6 +181,10 @@ class StoryRunner:
         self._unsandboxed: set[str] = set()
         #: Workspaces prepared during the current `run` of each story.
         self._prepared: dict[str, Prepared] = {}
+        #: The story whose last read-only check found nothing changed, while nothing has run
+        #: in its workspace since (no agent, verification, baseline, workspace preparation):
+        #: that check's look may stand for the next one (`Workspace.fingerprint(checked=)`).
+        self._checked: str | None = None
         #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
         self._story: Story | None = None
         #: The tag of the checkpoint taken for the phase in flight (its reservation names it).
@@ -395,7 +399,8 @@ class StoryRunner:
 
     def _implement(self, story_id: str, phase: Phase) -> None:
         ticket, path = self._begin(story_id, phase)
-        before = self.workspaces.fingerprint(ticket.story, path)
+        checked = self._checked == story_id
+        before = self.workspaces.fingerprint(ticket.story, path, checked=checked)
         result = self._call_agent(ticket, path, phase)
         work = look(self.workspaces, ticket.story, path, before)
         changed = work.changed
@@ -776,6 +781,7 @@ class StoryRunner:
         """The story's workspace, prepared once per `run` (and again if it disappeared)."""
         prepared = self._prepared.get(story.id)
         if prepared is None or not prepared.path.is_dir():
+            self._checked = None  # preparing may run the worktree's setup commands
             try:
                 prepared = self.workspaces.prepare(story)
             except UnsafeWorkError as exc:
@@ -786,8 +792,10 @@ class StoryRunner:
     def _check_read_only(self, ticket: Ticket, path: Path, phase: Phase) -> None:
         """A read-only phase that changed files: revert them and count an implementation
         retry naming the paths (the agent's own permissions should have prevented it)."""
+        self._checked = None
         changed = self.workspaces.read_only_violations(ticket.story, path)
         if not changed:
+            self._checked = ticket.story.id
             return
         self.workspaces.revert(ticket.story, path)
         shown = ", ".join(changed[:10])
@@ -829,6 +837,7 @@ class StoryRunner:
         change: str | None = None,
         reminder: str | None = None,
     ) -> ProviderResult:
+        self._checked = None  # the agent may change the workspace
         story = ticket.story
         story_id = story.id
         feedback = []
@@ -988,6 +997,7 @@ class StoryRunner:
         self._recover(story_id, L.API_RETRY, phase, reason=reason, delay=delay)
 
     def _verify(self, story_id: str, phase: Phase, path: Path) -> VerificationResult:
+        self._checked = None  # the verification commands run in the workspace
         if not self.deps.verification_configured:
             if story_id not in self._unverified:
                 self._unverified.add(story_id)
@@ -1025,10 +1035,12 @@ class StoryRunner:
             return
         restored = judge.recover(path)
         if restored:
+            self._checked = None
             self._emit("protected_restored", story.id, paths=restored)
         base = self.workspaces.base_commit(story, path)
         if base is None or not judge.settings.baseline or judge.known(path, base) is not None:
             return
+        self._checked = None  # the verification commands run on the base in the workspace
         self._emit("baseline_started", story.id, base=base)
         baseline = judge.baseline(path, base, self.deps.verifier)
         if baseline is not None:
@@ -1118,7 +1130,7 @@ class StoryRunner:
         like a rejected review."""
         path = self._prepare(story).path
         try:
-            finished = self.workspaces.finish(story, path)
+            finished = self.workspaces.finish(story, path, checked=self._checked == story.id)
         except UnsafeWorkError as exc:
             self._block(story.id, _with_hint(exc))
         if finished.outcome == "failed":

@@ -65,9 +65,11 @@ class Workspace(Protocol):
         """The commit the story's work started from (None: no such commit to compare with)."""
         ...
 
-    def fingerprint(self, story: Any, path: Path) -> str:
+    def fingerprint(self, story: Any, path: Path, *, checked: bool = False) -> str:
         """The content key of the work in `path`: equal exactly when the work is the same
-        (asked of git where there is one: its cost follows the change, not the project)."""
+        (asked of git where there is one: its cost follows the change, not the project).
+        `checked`: the story's last `read_only_violations` found none and nothing ran in
+        `path` since (no agent, verification, baseline, setup): its look may answer."""
         ...
 
     def changes(self, story: Any, path: Path) -> ChangeSet | None:
@@ -92,8 +94,9 @@ class Workspace(Protocol):
         """An implementation attempt failed: save its diff and roll the code back."""
         ...
 
-    def finish(self, story: Any, path: Path) -> Finished:
-        """The story is done: publish the work (push, pull request)."""
+    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Finished:
+        """The story is done: publish the work (push, pull request). `checked`: as for
+        `fingerprint`."""
         ...
 
 
@@ -117,7 +120,7 @@ class InPlace:
     def base_commit(self, story: Any, path: Path) -> str | None:
         return None  # the user's own folder: no untouched base to compare with
 
-    def fingerprint(self, story: Any, path: Path) -> str:
+    def fingerprint(self, story: Any, path: Path, *, checked: bool = False) -> str:
         top = self._git_top()
         if top is None:
             return workspace_fingerprint(path)
@@ -146,5 +149,5 @@ class InPlace:
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
         return AttemptRecord()
 
-    def finish(self, story: Any, path: Path) -> Finished:
+    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Finished:
         return Finished()
