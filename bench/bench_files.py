@@ -64,11 +64,12 @@ def cli(project: Path, *args: str, source: Path | None = None) -> str:
 
 def make_project(
     root: Path, files: int, counter: Path, log: Path, setup: Path | None = None
-) -> tuple[Path, Timing]:
+) -> tuple[Path, Timing, Timing]:
     """A git project with `files` committed source files; (its folder, what a bare checkout of
     it costs: `git worktree add`, then git's first look at the fresh tree, which every story
     pays too: files written in the same second as the index are "racily clean", so the first
-    `git status` after a checkout reads every one of them again, about 0.3 s for 100 MB)."""
+    `git status` after a checkout reads every one of them again, about 0.3 s for 100 MB; and
+    what removing that checkout costs, as a done story's worktree is removed)."""
     project = root / "proj"
     project.mkdir()
     for n in range(files):
@@ -83,13 +84,15 @@ def make_project(
         command = shlex.join([sys.executable, str(counter), step, str(log)])
         cli(project, "config", f"verify.{step}", command, source=setup)
     runs: list[Timing] = []
+    removals: list[Timing] = []
     for _ in range(2):
         add = ["git", "-C", str(project), "worktree", "add", "-q", "--detach", "../checkout"]
         look = ["git", "-C", str(root / "checkout"), "status", "--porcelain"]
         (added, _, _), (looked, _, _) = timed(add), timed(look)
         runs.append(Timing(added.cpu + looked.cpu, added.wall + looked.wall))
-        git(project, "worktree", "remove", "--force", str(root / "checkout"))
-    return project, runs[-1]
+        remove = ["git", "-C", str(project), "worktree", "remove", "--force", "../checkout"]
+        removals.append(timed(remove)[0])
+    return project, runs[-1], removals[-1]
 
 
 def runner(source: Path | None) -> list[str]:
@@ -130,20 +133,26 @@ def bench(
     sources: dict[str, Path | None],
     where: str | None = None,
 ) -> tuple[dict[str, Timing], Timing]:
-    """Story runs beside `files` source files, once per code version in `sources`; and the
-    wall time of a bare checkout of the project."""
+    """Story runs beside `files` source files, once per code version in `sources`; and what a
+    bare checkout of the project and its removal cost together."""
     results: dict[str, Timing] = {}
     with tempfile.TemporaryDirectory(prefix=f"bench-files-{files}-", dir=where) as tmp:
         root = Path(tmp)
         log = root / "verify.log"
         started = time.perf_counter()
         oldest = [source for source in sources.values() if source is not None]
-        project, checkout = make_project(root, files, counter, log, oldest[0] if oldest else None)
+        project, checkout, removal = make_project(
+            root, files, counter, log, oldest[0] if oldest else None
+        )
         setup = time.perf_counter() - started
         print(f"\n{files} committed source files (set up in {setup:.1f} s; median of {repeat})")
         print(
             f"  checkout alone            cpu {checkout.cpu:6.3f} s   wall {checkout.wall:6.3f} s"
             "   (`worktree add` + git's first `status` of it)"
+        )
+        print(
+            f"  its removal               cpu {removal.cpu:6.3f} s   wall {removal.wall:6.3f} s"
+            "   (`worktree remove --force`: a done story's worktree goes)"
         )
         for label, source in sources.items():
             run_story(project, log, f"Warm-up {label}", source)
@@ -151,7 +160,7 @@ def bench(
             results[label] = median(runs)
             t = results[label]
             print(f"  story run ({label:>6})  cpu {t.cpu:6.3f} s   wall {t.wall:6.3f} s")
-    return results, checkout
+    return results, Timing(checkout.cpu + removal.cpu, checkout.wall + removal.wall)
 
 
 def report(sizes: list[int], repeat: int, compare: str | None, where: str | None = None) -> bool:
@@ -170,15 +179,15 @@ def report(sizes: list[int], repeat: int, compare: str | None, where: str | None
     for label in sources:
         ratio = many[label].wall / few[label].wall
         cpu_ratio = many[label].cpu / few[label].cpu
-        # The run minus a bare checkout of its project: what the tool itself adds.
+        # The run minus a bare checkout of its project and its removal: what the tool adds.
         beyond = (many[label].cpu - many_checkout.cpu) / (few[label].cpu - few_checkout.cpu)
         verdict = ""
-        if label == "now":
-            ok = ratio <= RATIO_LIMIT
-            verdict = f"  target <= {RATIO_LIMIT:g}x  {'PASS' if ok else 'FAIL'}"
+        if label == "now":  # CPU: on a shared machine wall time measures the neighbours
+            ok = cpu_ratio <= RATIO_LIMIT
+            verdict = f"  target cpu <= {RATIO_LIMIT:g}x  {'PASS' if ok else 'FAIL'}"
         print(
-            f"ratio {large}/{small} files ({label:>6}): wall {ratio:.2f}x  cpu {cpu_ratio:.2f}x"
-            f"  (cpu without the checkout {beyond:.2f}x){verdict}"
+            f"ratio {large}/{small} files ({label:>6}): cpu {cpu_ratio:.2f}x  wall {ratio:.2f}x"
+            f"  (cpu without the checkout and its removal {beyond:.2f}x){verdict}"
         )
     return ok
 

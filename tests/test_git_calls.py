@@ -48,8 +48,9 @@ pytestmark = pytest.mark.usefixtures("git_env")
 #: undo; which base test files the attempt changed; the test diff the review is shown);
 #: `worktree remove` of the done story's worktree (`git.keep_worktrees`); and 2 for change
 #: detection from git (3 `status` and 2 `diff` instead of hashing after 3 `ls-files`); minus
-#: the look before implement, answered by the read-only check of plan just before it.
-GIT_CALLS_PER_STORY = 22
+#: the look before implement, answered by the read-only check of plan just before it, and the
+#: review's `status`, answered by the commit of all the attempt's work just before it.
+GIT_CALLS_PER_STORY = 21
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:
@@ -97,11 +98,12 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
         f"a process): ask git less, or raise the budget with a reason.\n{listing}"
     )
     # The checks that must stay: one `status` after each agent phase (refine, research, plan,
-    # implement, review), the judge's two around its baseline, the commit's, and the review's
-    # look at the change (then one `diff` for its files, one for its patch). The look before
-    # implement is plan's check (nothing ran between them); the done worktree is removed
-    # without git's own `status` of it (review's check just saw it clean).
-    assert sum(c.startswith("status ") for c in ours) == 9, listing
+    # implement, review), the judge's two around its baseline, and the commit's; the review's
+    # look at the change is one `diff` of the base and the commit for its files, one for its
+    # patch. The look before implement is plan's check, the review's the commit of all the
+    # work (nothing ran in between); the done worktree is removed without git's own `status`
+    # of it (review's check just saw it clean).
+    assert sum(c.startswith("status ") for c in ours) == 8, listing
     assert ours[-1].startswith("worktree remove --force "), listing
     diffs = [c for c in ours if c.startswith("diff ") and "--no-ext-diff --no-textconv" in c]
     assert len(diffs) >= 2, listing

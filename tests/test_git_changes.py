@@ -257,8 +257,9 @@ def test_a_clean_read_only_check_stands_for_the_next_look_only_when_told(
 
 
 def test_a_done_worktree_is_forced_away_only_after_a_clean_check(tmp_path: Path) -> None:
-    """`finish(checked=True)` skips git's own look before removing the worktree only when the
-    story's last read-only check found it clean; uncommitted work otherwise keeps it."""
+    """`finish(checked=True)` skips git's own look before removing the worktree only when this
+    workspace's last look at the story (a read-only check, a commit of all the work) found it
+    clean; uncommitted work otherwise keeps it."""
     project = make_repo(tmp_path, remote=False)
     sid = project.story()
     ws = GitWorkspace(project.root)
@@ -266,13 +267,41 @@ def test_a_done_worktree_is_forced_away_only_after_a_clean_check(tmp_path: Path)
     (path / "a.py").write_text("a = 1\n")
     ws.attempt_passed(story, path, attempt=1)
     (path / "left.py").write_text("uncommitted\n")
+    later = GitWorkspace(project.root)  # another run: it has seen no clean check
+    story, path = prepared(project, later, sid)
 
-    kept = ws.finish(story, path, checked=True)  # no clean check was seen: git looks
+    kept = later.finish(story, path, checked=True)  # so git looks, and refuses
 
     assert "kept worktree" in kept.message and (path / "left.py").exists()
     (path / "left.py").unlink()
     (path / "__pycache__").mkdir()
     (path / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
-    assert ws.read_only_violations(story, path) == []
-    removed = ws.finish(story, path, checked=True)
+    assert later.read_only_violations(story, path) == []
+    removed = later.finish(story, path, checked=True)
     assert "removed worktree" in removed.message and not path.exists()
+
+
+def test_the_look_after_a_commit_of_all_the_work_is_the_one_git_gives(tmp_path: Path) -> None:
+    """Right after the attempt's commit (nothing run since), the review's look is answered
+    from the commit: the same files, line counts and key as a fresh `git status` and a diff of
+    the work tree, scratch files in the work tree and all."""
+    project = make_repo(tmp_path, remote=False)
+    sid = project.story()
+    ws = GitWorkspace(project.root)
+    story, path = prepared(project, ws, sid)
+    base = head(path)
+    (path / "greet.py").write_text("def greet():\n    return 'hi'\n")
+    (path / "README.md").unlink()
+    (path / "logo.bin").write_bytes(b"\0\1\2")
+    record = ws.attempt_passed(story, path, attempt=1)
+    (path / "__pycache__").mkdir()
+    (path / "__pycache__" / "greet.cpython-311.pyc").write_bytes(b"\0")
+
+    answered = ws.changes(story, path, checked=True)
+    asked = ws.changes(story, path)
+
+    assert answered.key == asked.key == record.key == key(path)
+    assert answered.files == asked.files == changes.change_set(path, base).files
+    assert [(f.path, f.status) for f in answered.files] == [
+        ("README.md", "D"), ("greet.py", "A"), ("logo.bin", "A"),
+    ]  # fmt: skip

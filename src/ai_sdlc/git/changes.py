@@ -134,6 +134,11 @@ def clean_key(head: str | None) -> str:
     return hashlib.sha256((head or "").encode()).hexdigest()
 
 
+def clean_state(head: str | None) -> WorkState:
+    """The `work_state` of a work tree at `head` with no uncommitted work."""
+    return WorkState(head, (), (), clean_key(head))
+
+
 def change_set(top: Path, base: str, state: WorkState | None = None) -> ChangeSet:
     """What the work tree at `top` changed against the commit `base`: the commits made since
     (the story's earlier attempts) and the uncommitted changes alike. `state`: a `work_state`
@@ -141,8 +146,11 @@ def change_set(top: Path, base: str, state: WorkState | None = None) -> ChangeSe
     state = state if state is not None else work_state(top)
     files: dict[str, FileChange] = {}
     if state.head != base or len(state.dirty) > len(state.untracked):
+        # Nothing uncommitted but scratch: HEAD's tree stands for the work tree (two trees
+        # compared: no file of the work tree is looked at).
+        against = (base, state.head) if not state.dirty and state.head else (base,)
         out = git(
-            top, "diff", "--raw", "--numstat", "-z", *DIFF_OPTIONS, base, "--",
+            top, "diff", "--raw", "--numstat", "-z", *DIFF_OPTIONS, *against, "--",
             *staging.EXCLUDE_STATE,
         ).stdout  # fmt: skip
         for change in parse_raw_numstat(out):
@@ -292,6 +300,7 @@ __all__ = [
     "change_set",
     "changed_paths",
     "clean_key",
+    "clean_state",
     "patch_text",
     "repository_top",
     "work_state",

@@ -93,10 +93,11 @@ class GitWorkspace:
         self._origins: dict[str, str] = {}
         #: Story → the commit its branch forked from, as `base_commit` found it.
         self._bases: dict[str, str] = {}
-        #: Story → the content key its worktree had at the last read-only check that found
-        #: nothing changed (nothing committable, HEAD at the checkpoint); any other call about
-        #: the story drops it. Used only when the caller says nothing ran since (`checked`).
-        self._checked: dict[str, str] = {}
+        #: Story → its worktree as the last read-only check that found nothing changed
+        #: (nothing committable, HEAD at the checkpoint), or the last commit of all its work,
+        #: left it: clean at that HEAD. Any other call about the story drops it; used only
+        #: when the caller says nothing ran in the worktree since (`checked`).
+        self._checked: dict[str, work_changes.WorkState] = {}
         #: The base branch once resolved: a story's pull request targets the branch it was
         #: started from, even if `origin/HEAD` or the checkout's branch changes meanwhile.
         self._base: str | None = None
@@ -272,12 +273,14 @@ class GitWorkspace:
         one: about 0.05 s beside 20,000 files)."""
         seen = self._checked.pop(story.id, None)
         if checked and seen is not None:
-            return seen
+            return seen.key
         return work_changes.work_state(self._own(path)).key
 
-    def changes(self, story: Any, path: Path) -> ChangeSet:
+    def changes(self, story: Any, path: Path, *, checked: bool = False) -> ChangeSet:
         """Against `base_commit`; against the checkpoint when the fork point cannot be told
-        (a base branch since deleted)."""
+        (a base branch since deleted). `checked`: as for `fingerprint` (after a commit of all
+        the work, the review's look needs no `git status`, and compares two commits)."""
+        seen = self._checked.pop(story.id, None)
         top = self._own(path)
         try:
             base = self.base_commit(story, path)
@@ -285,7 +288,7 @@ class GitWorkspace:
             base = None
         if base is None:
             base = attempts.checkpoint(top, story.id, self._checkpoints.get(story.id))
-        return work_changes.change_set(top, base)
+        return work_changes.change_set(top, base, seen if checked else None)
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         self._checked.pop(story.id, None)
@@ -293,8 +296,8 @@ class GitWorkspace:
         found, head = attempts.looked_violations(
             top, story.id, base=self._checkpoints.get(story.id)
         )
-        if not found:  # nothing committable at the checkpoint: the key of a clean work tree
-            self._checked[story.id] = work_changes.clean_key(head)
+        if not found:  # nothing committable at the checkpoint
+            self._checked[story.id] = work_changes.clean_state(head)
         return found
 
     def revert(self, story: Any, path: Path) -> None:
@@ -325,6 +328,7 @@ class GitWorkspace:
         if sha is None:
             return AttemptRecord()
         # The commit holds every committable change: the work tree is clean at it.
+        self._checked[story.id] = work_changes.clean_state(sha)
         return AttemptRecord(commit=sha, key=work_changes.clean_key(sha))
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:

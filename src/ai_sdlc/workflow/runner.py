@@ -181,9 +181,10 @@ class StoryRunner:
         self._unsandboxed: set[str] = set()
         #: Workspaces prepared during the current `run` of each story.
         self._prepared: dict[str, Prepared] = {}
-        #: The story whose last read-only check found nothing changed, while nothing has run
-        #: in its workspace since (no agent, verification, baseline, workspace preparation):
-        #: that check's look may stand for the next one (`Workspace.fingerprint(checked=)`).
+        #: The story whose last read-only check found nothing changed (or whose work was all
+        #: just committed), while nothing has run in its workspace since (no agent,
+        #: verification, baseline, workspace preparation): that look may stand for the next
+        #: one (`Workspace.fingerprint(checked=)`, `changes(checked=)`).
         self._checked: str | None = None
         #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
         self._story: Story | None = None
@@ -470,6 +471,8 @@ class StoryRunner:
             record = self.workspaces.attempt_passed(ticket.story, path, attempt=ticket.attempt)
         except AiSdlcError as exc:
             self._block(story_id, f"The passing attempt could not be committed: {exc.message}")
+        if record.commit is not None:  # all the work committed: the work tree is clean at it
+            self._checked = story_id
         judged = self._judged.pop(story_id, {})
         changes: dict[str, Any] = {"implementation_complete": True, "rework_pending": DELETE}
         if ticket.story.counter("implementation_retry_count"):
@@ -602,7 +605,8 @@ class StoryRunner:
 
     def _review(self, story_id: str, phase: Phase) -> None:
         ticket, path = self._begin(story_id, phase)
-        change = self.workspaces.changes(ticket.story, path)
+        checked = self._checked == story_id
+        change = self.workspaces.changes(ticket.story, path, checked=checked)
         if change is not None and change.empty:  # nothing to review: the reviewer is not asked
             reason = no_work_reason(Work(change.key, change, False))
             self._emit_phase(story_id, phase, "no_change", ticket.attempt, reason=reason)

@@ -72,9 +72,10 @@ class Workspace(Protocol):
         `path` since (no agent, verification, baseline, setup): its look may answer."""
         ...
 
-    def changes(self, story: Any, path: Path) -> ChangeSet | None:
+    def changes(self, story: Any, path: Path, *, checked: bool = False) -> ChangeSet | None:
         """The story's change against its base (its earlier commits and the uncommitted work),
-        or None where no base is known (the project folder itself)."""
+        or None where no base is known (the project folder itself). `checked`: as for
+        `fingerprint`, the story's last read-only check or commit of all its work."""
         ...
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
@@ -126,7 +127,7 @@ class InPlace:
             return workspace_fingerprint(path)
         return changes.work_state(top).key
 
-    def changes(self, story: Any, path: Path) -> ChangeSet | None:
+    def changes(self, story: Any, path: Path, *, checked: bool = False) -> ChangeSet | None:
         return None
 
     def _git_top(self) -> Path | None:
