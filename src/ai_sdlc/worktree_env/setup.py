@@ -29,6 +29,7 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.git import staging
 from ai_sdlc.git.repo import read_git_file
+from ai_sdlc.git.run import pinned
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.verify.commands import VerificationResult, default_environment, run_commands
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
@@ -102,8 +103,14 @@ def fingerprint(work: Path, settings: SetupSettings) -> str:
 
 
 def stamp_path(work: Path) -> Path | None:
-    """Where the setup's hash is kept for the worktree holding `work`: its git folder (named by
-    the `.git` file at the worktree's top). None outside a linked worktree."""
+    """Where the setup's hash is kept for the worktree holding `work`: its git folder. For a
+    story worktree ai-sdlc opened, the folder it found from the main repository (`git.run.pin`),
+    never the one the worktree's `.git` file names: an agent can rewrite that file, and the
+    stamp is written outside the sandbox. Else (doctor) the `.git` file is read. None outside a
+    linked worktree."""
+    found = pinned(work)
+    if found is not None:
+        return found[1] / STAMP if found[1].is_dir() else None
     for folder in (work, *work.parents):
         dot_git = folder / ".git"
         if dot_git.is_dir():
