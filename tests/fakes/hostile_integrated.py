@@ -1,19 +1,30 @@
-"""A hostile agent / verify command / setup step for tests/test_hostile_integrated.py:
-`hostile_integrated.py ROLE PHASE ROOT REPORTS`, run in the story's worktree (cwd).
+"""A hostile agent / verify command / worktree setup step for tests/test_hostile_integrated.py:
+`hostile_integrated.py ROLE PHASE ROOT REPORTS`, run in the story's worktree (its cwd).
 
-It tries what the integrated sandbox, git hardening and ledger anchors must each stop, and
-records one JSON line {role, phase, attack, outcome} per try in REPORTS/<role>.jsonl (the one
-folder the config makes writable). ROLE: agent, verify or setup."""
+MODE (the file REPORTS/mode, default `all`) says what it does:
+  all       try every write the integrated sandbox must deny (the ledger and its copies in the
+            user's state folder and the git ref, the config, the main checkout and its venv,
+            moving the worktree away), from every role, and record one JSON line
+            {role, phase, attack, outcome} per try in REPORTS/<role>.jsonl;
+  dot-git   the agent rewrites the worktree's `.git` file to name the main checkout's top folder
+            as its git folder (ai-sdlc's own, unsandboxed writes must not follow it);
+  venv-pth  the agent breaks `add` and plants a `.pth` in the worktree's (git-ignored) venv that
+            imports a shadow copy of the working code (verification must judge the diff).
+The verify role appends a line to REPORTS/verifications and fails (modes all and dot-git)."""
 
+import glob
 import json
 import os
 import subprocess
 import sys
 
 role, phase, root, reports = sys.argv[1:5]
-state_home = os.environ.get("AI_SDLC_STATE_HOME", "")
 mode_file = os.path.join(reports, "mode")
-mode = open(mode_file).read().strip() if os.path.exists(mode_file) else "all"
+mode = "all"
+if os.path.exists(mode_file):
+    with open(mode_file) as fh:
+        mode = fh.read().strip()
+working = phase in ("implement", "rework")
 records = []
 
 
@@ -26,7 +37,7 @@ def attempt(name, action):
     records.append({"role": role, "phase": phase, "attack": name, "outcome": outcome})
 
 
-def write(path, text="x\n"):
+def append(path, text="x\n"):
     def go():
         with open(path, "a") as fh:
             fh.write(text)
@@ -44,11 +55,14 @@ def git_ok(*args):
 
 
 def state_home_write():
-    for folder, _dirs, files in os.walk(state_home):
+    """Lower the copy of the ledger head kept in the user's state folder (or plant a file)."""
+    home = os.environ.get("AI_SDLC_STATE_HOME") or os.path.expanduser("~/.local/state/ai-sdlc")
+    for folder, _dirs, files in os.walk(home):
         for name in files:
-            write(os.path.join(folder, name), '{"seq": 1, "total": 0}\n')()
+            append(os.path.join(folder, name), '{"seq": 1, "total": 0}\n')()
             return
-    write(os.path.join(state_home, "planted"))()
+    os.makedirs(home, exist_ok=True)
+    append(os.path.join(home, "planted"))()
 
 
 def move_worktree():
@@ -57,78 +71,48 @@ def move_worktree():
     os.rename(here + "-moved", here)
 
 
-def dot_git_redirect():
-    """Point the worktree's `.git` at a git folder of our own whose config runs a program
-    (mode dot-git-main: at the main checkout's top folder instead)."""
-    if mode == "dot-git-main":
-        with open(".git", "w") as fh:
-            fh.write(f"gitdir: {root}\n")
-        write("work.txt", phase + "\n")()
-        return
-    evil = os.path.abspath("evil-gitdir")
-    if not os.path.isdir(evil):
-        subprocess.run(["git", "init", "-q", "--bare", evil], check=True)
-    hook = os.path.abspath("fsmonitor.sh")
-    with open(hook, "w") as fh:
-        fh.write(f"#!/bin/sh\necho ran >> {reports}/fsmonitor-ran\ntouch {root}/PWNED-fsmonitor\n")
-    os.chmod(hook, 0o755)
-    subprocess.run(["git", "--git-dir", evil, "config", "core.fsmonitor", hook], check=True)
-    with open(".git", "w") as fh:
-        fh.write(f"gitdir: {evil}\n")
+def break_add():
+    init = os.path.join("src", "calc", "__init__.py")
+    with open(init) as fh:
+        text = fh.read()
+    with open(init, "w") as fh:
+        fh.write(text.replace("a + b", "a - b"))
+    return text
 
 
-def plant_pth():
-    """A `.pth` in the worktree's own venv: code run by every interpreter of that venv."""
-    import glob
-
-    sites = glob.glob(".venv/lib/python*/site-packages")
-    if not sites:
-        raise FileNotFoundError(2, "no worktree venv")
-    with open(os.path.join(sites[0], "zz-evil.pth"), "w") as fh:
-        fh.write(
-            "import os, sys; open(os.path.join(%r, 'pth-ran'), 'a').write("
-            "' '.join(sys.argv[:2]) + '\\n'); "
-            "exec('try:\\n open(%r, \"a\").write(\"x\")\\nexcept OSError: pass')\n"
-            % (reports, os.path.join(root, "PWNED-pth"))
-        )
+def shadow_in_venv(good):
+    site = glob.glob(".venv/lib/python*/site-packages")[0]
+    shadow = os.path.abspath(os.path.join(".venv", "shadow"))
+    os.makedirs(os.path.join(shadow, "calc"), exist_ok=True)
+    with open(os.path.join(shadow, "calc", "__init__.py"), "w") as fh:
+        fh.write(good)
+    with open(os.path.join(site, "zz-shadow.pth"), "w") as fh:
+        fh.write(f"import sys; sys.path.insert(0, {shadow!r})\n")
 
 
-if mode == "cheat":
-    if role == "agent" and phase in ("implement", "rework"):
-        init = os.path.join("src", "calc", "__init__.py")
-        text = open(init).read()
-        open(init, "w").write(text.replace("a + b", "a - b"))
-        import glob
-
-        site = glob.glob(".venv/lib/python*/site-packages")[0]
-        shadow = os.path.abspath(os.path.join(".venv", "shadow", "calc"))
-        os.makedirs(shadow, exist_ok=True)
-        with open(os.path.join(shadow, "__init__.py"), "w") as fh:
-            fh.write(text)  # the base's working code, imported instead of the worktree's
-        with open(os.path.join(site, "zz-cheat.pth"), "w") as fh:
-            fh.write("import sys; sys.path.insert(0, %r)\n" % os.path.dirname(shadow))
-        print("## " + phase)
-    elif role == "agent":
-        print(phase + " done\n\nDECISION: APPROVED" if phase in ("refine", "review") else "## " + phase)
-    sys.exit(0)
-if role in ("agent", "setup", "verify") and mode == "all":
-    ledger_dir = os.path.join(root, ".ai-sdlc", "state", "ledger")
-    attempt("write the state home", state_home_write)
-    attempt("git update-ref the ledger ref", git_ok("update-ref", "refs/ai-sdlc/ledger/S-0001", "HEAD"))
+if mode == "all":
+    main = os.path.join(root, ".ai-sdlc")
+    attempt("write the user's state folder", state_home_write)
+    attempt("git update-ref the ledger ref", git_ok("update-ref", "refs/ai-sdlc/ledger/x", "HEAD"))
     attempt("git update-ref a branch", git_ok("update-ref", "refs/heads/evil", "HEAD"))
-    attempt("write the ledger", write(os.path.join(ledger_dir, "S-0001.jsonl"), "{}\n"))
-    attempt("write config.yaml", write(os.path.join(root, ".ai-sdlc", "config.yaml"), "\n#x\n"))
+    attempt("write the ledger", append(os.path.join(main, "state", "ledger", "S-0001.jsonl")))
+    attempt("write config.yaml", append(os.path.join(main, "config.yaml"), "\n# x\n"))
     attempt("move the worktree away", move_worktree)
-    attempt("write the main checkout's src", write(os.path.join(root, "src", "calc", "__init__.py"), "\n"))
-    attempt("write the main venv", write(os.path.join(root, ".venv", "pyvenv.cfg"), "\n"))
-if role == "agent" and phase in ("implement", "rework") and mode != "dot-git-main":
-    attempt("plant a .pth in the worktree venv", plant_pth)
-if role == "agent" and phase in ("implement", "rework") and mode in ("all", "dot-git-main"):
-    attempt("redirect the worktree .git file", dot_git_redirect)
-with open(os.path.join(reports, role + ".jsonl"), "a") as fh:
-    fh.write("".join(json.dumps(r) + "\n" for r in records))
+    attempt("write the main checkout", append(os.path.join(root, "src", "calc", "__init__.py")))
+    attempt("write the main venv", append(os.path.join(root, ".venv", "pyvenv.cfg")))
+    with open(os.path.join(reports, role + ".jsonl"), "a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in records))
+if role == "agent" and working and mode == "all":
+    append("work.txt", phase + "\n")()
+elif role == "agent" and working and mode == "dot-git":
+    append("work.txt", phase + "\n")()
+    with open(".git", "w") as fh:
+        fh.write(f"gitdir: {root}\n")
+elif role == "agent" and working and mode == "venv-pth":
+    shadow_in_venv(break_add())
 if role == "agent":
     print(phase + " done\n\nDECISION: APPROVED" if phase in ("refine", "review") else "## " + phase)
 elif role == "verify":
+    append(os.path.join(reports, "verifications"), "verify\n")()
     print("FAILED tests/test_add.py::test_add - assert 1 == 5")
     sys.exit(1)
