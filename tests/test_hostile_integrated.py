@@ -163,13 +163,18 @@ def test_a_worktree_git_file_naming_the_main_checkout_steers_no_write_of_ai_sdlc
     assert verifications(reports) == 11
 
 
-def test_a_pth_planted_in_the_worktree_venv_cannot_pass_broken_code(tmp_path: Path) -> None:
-    """The agent breaks `add` and plants, in the worktree's git-ignored venv, a `.pth` that
-    imports a shadow copy of the working code: the diff shows only the break, yet the tests
-    passed and the story was done. The venv is made again when it is not as the setup left
-    it, so the real tests judge the worktree's code and fail, every attempt (two here: a
+@pytest.mark.parametrize("mode", ["venv-pth", "pyc"])
+def test_code_planted_in_git_ignored_files_cannot_pass_broken_code(
+    tmp_path: Path, mode: str
+) -> None:
+    """The agent breaks `add`, and plants the working code where Python imports it from but
+    the diff does not show: a `.pth` in the worktree's venv that imports a shadow copy
+    (venv-pth), or a `.pyc` of the working code in `src/calc/__pycache__` with the broken
+    source's mtime and size (pyc). Before, the tests passed and the story was done. Now a venv
+    not as the setup left it is made again, and verification keeps its bytecode in a folder
+    of its own: the real tests judge the worktree's code and fail, every attempt (two here: a
     real pytest run per attempt is slow; the count to 10 is the other tests')."""
-    root, _ = hostile_project(tmp_path, "venv-pth", verify=PYTEST, retries=1)
+    root, _ = hostile_project(tmp_path, mode, verify=PYTEST, retries=1)
     assert run(root, "add", "Add multiply").returncode == 0
     result = run(root, "run", "S-0001")
     assert result.returncode == 5, result.output

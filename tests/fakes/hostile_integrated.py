@@ -9,7 +9,9 @@ MODE (the file REPORTS/mode, default `all`) says what it does:
   dot-git   the agent rewrites the worktree's `.git` file to name the main checkout's top folder
             as its git folder (ai-sdlc's own, unsandboxed writes must not follow it);
   venv-pth  the agent breaks `add` and plants a `.pth` in the worktree's (git-ignored) venv that
-            imports a shadow copy of the working code (verification must judge the diff).
+            imports a shadow copy of the working code (verification must judge the diff);
+  pyc       the agent breaks `add` and plants a `.pyc` of the working code in the git-ignored
+            `src/calc/__pycache__`, with the broken source's mtime and size.
 The verify role appends a line to REPORTS/verifications and fails (modes all and dot-git)."""
 
 import glob
@@ -108,6 +110,16 @@ elif role == "agent" and working and mode == "dot-git":
     append("work.txt", phase + "\n")()
     with open(".git", "w") as fh:
         fh.write(f"gitdir: {root}\n")
+elif role == "agent" and working and mode == "pyc":
+    import py_compile
+
+    init = os.path.join("src", "calc", "__init__.py")
+    stat = os.stat(init)
+    cache = os.path.join("src", "calc", "__pycache__")
+    tag = sys.implementation.cache_tag
+    py_compile.compile(init, cfile=os.path.join(cache, f"__init__.{tag}.pyc"))
+    break_add()
+    os.utime(init, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 elif role == "agent" and working and mode == "venv-pth":
     shadow_in_venv(break_add())
 if role == "agent":

@@ -12,8 +12,10 @@ import contextlib
 import os
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -45,6 +47,8 @@ SECRET_ENV_VARS: tuple[str, ...] = (
 )
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
+#: Where Python keeps bytecode for a verification (see `run_commands`).
+PYCACHE_VAR = "PYTHONPYCACHEPREFIX"
 
 
 class StepResult(msgspec.Struct, frozen=True):
@@ -155,6 +159,31 @@ def run_commands(
     if not cwd.is_dir():
         raise InvalidInputError(f"cannot verify in {cwd}: no such folder")
     environment = dict(env) if env is not None else default_environment()
+    if section != "verify":
+        return _run_steps(parsed, cwd, timeout, environment, clock, max_output, sandbox, section)
+    # Python reads and writes bytecode only in a folder of this verification's own, never the
+    # work tree's git-ignored `__pycache__`: a `.pyc` forged there (with the mtime and size of
+    # the source it stands for) would run instead of the code the diff shows.
+    pycache = tempfile.mkdtemp(prefix="ai-sdlc-pycache-")
+    try:
+        environment[PYCACHE_VAR] = pycache
+        if sandbox is not None:
+            sandbox = msgspec.structs.replace(sandbox, writable=(*sandbox.writable, pycache))
+        return _run_steps(parsed, cwd, timeout, environment, clock, max_output, sandbox, section)
+    finally:
+        shutil.rmtree(pycache, ignore_errors=True)
+
+
+def _run_steps(
+    parsed: Sequence[tuple[str, tuple[str, ...]]],
+    cwd: Path,
+    timeout: float,
+    environment: dict[str, str],
+    clock: Callable[[], float],
+    max_output: int,
+    sandbox: SandboxPolicy | None,
+    section: str,
+) -> VerificationResult:
     steps: list[StepResult] = []
     for name, argv in parsed:
         step = run_step(
