@@ -10,6 +10,7 @@ attempts'), with nothing outside the worktree changed (checksummed)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -138,9 +139,9 @@ def test_every_write_of_agents_setup_and_verify_in_parallel_workers_is_denied(
     for sid in ("S-0001", "S-0002"):
         assert_blocked_at_10(root, sid)
         assert implement_attempts(root, sid) == 10
-    # Ten attempts' each, and the base's once: both stories start from the same commit, whose
-    # verdict the judge keeps.
-    assert verifications(reports) == 21
+    # Ten attempts' each, and the base's (both stories start from the same commit, whose
+    # verdict the judge keeps: verified once, or by both workers at the same moment).
+    assert 21 <= verifications(reports) <= 22
     assert outside_worktree(root) == before
     assert not list(state_home.rglob("planted"))
 
@@ -182,3 +183,24 @@ def test_code_planted_in_git_ignored_files_cannot_pass_broken_code(
     fm = frontmatter(root, "S-0001")
     assert fm["status"] == "blocked" and not fm["implementation_complete"], fm
     assert implement_attempts(root, "S-0001") == 2
+
+
+def test_a_process_the_agent_detached_cannot_change_the_work_after_verification(
+    tmp_path: Path,
+) -> None:
+    """The agent's work is honest, but it leaves a process in a new session (out of the
+    process group killed when the agent ends) that breaks `add` as soon as verification has
+    passed. Before, it won the race with ai-sdlc's commit: the branch of a done story held code
+    never verified. The sandbox launcher now kills whatever the agent left when it ends."""
+    root, reports = hostile_project(tmp_path, "daemon", retries=1)
+    assert run(root, "add", "Add multiply").returncode == 0
+    result = run(root, "run", "S-0001")
+    assert result.returncode == 0, result.output
+    assert frontmatter(root, "S-0001")["status"] == "done"
+    pid = int((reports / "daemon-pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not (reports / "daemon-done").exists()
+    branch = "ai-sdlc/S-0001-add-multiply"
+    assert "a + b" in git(root, "show", f"{branch}:src/calc/__init__.py")
+    assert "a * b" in git(root, "show", f"{branch}:src/calc/mul.py")

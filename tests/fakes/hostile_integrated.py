@@ -10,6 +10,8 @@ MODE (the file REPORTS/mode, default `all`) says what it does:
             as its git folder (ai-sdlc's own, unsandboxed writes must not follow it);
   venv-pth  the agent breaks `add` and plants a `.pth` in the worktree's (git-ignored) venv that
             imports a shadow copy of the working code (verification must judge the diff);
+  daemon    the agent adds mul.py and leaves a process in a session of its own that breaks `add`
+            the moment verification has passed (before ai-sdlc commits the attempt);
   pyc       the agent breaks `add` and plants a `.pyc` of the working code in the git-ignored
             `src/calc/__pycache__`, with the broken source's mtime and size.
 The verify role appends a line to REPORTS/verifications and fails (modes all and dot-git)."""
@@ -19,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 role, phase, root, reports = sys.argv[1:5]
 mode_file = os.path.join(reports, "mode")
@@ -120,10 +123,36 @@ elif role == "agent" and working and mode == "pyc":
     py_compile.compile(init, cfile=os.path.join(cache, f"__init__.{tag}.pyc"))
     break_add()
     os.utime(init, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+elif role == "agent" and working and mode == "daemon":
+    with open(os.path.join("src", "calc", "mul.py"), "w") as fh:
+        fh.write("def mul(a, b):\n    return a * b\n")
+    daemon = (
+        "import os, time\n"
+        f"open({os.path.join(reports, 'daemon-pid')!r}, 'w').write(str(os.getpid()))\n"
+        f"marker = {os.path.join(reports, 'verified')!r}\n"
+        "while not os.path.exists(marker):\n"
+        "    time.sleep(0.002)\n"
+        "p = os.path.join('src', 'calc', '__init__.py')\n"
+        "t = open(p).read(); open(p, 'w').write(t.replace('a + b', 'a - b'))\n"
+        f"open({os.path.join(reports, 'daemon-done')!r}, 'w').write('x')\n"
+    )
+    started = subprocess.Popen(
+        [sys.executable, "-c", daemon],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while not os.path.exists(os.path.join(reports, "daemon-pid")):
+        time.sleep(0.002)  # it runs: a handshake, not a time window
 elif role == "agent" and working and mode == "venv-pth":
     shadow_in_venv(break_add())
 if role == "agent":
     print(phase + " done\n\nDECISION: APPROVED" if phase in ("refine", "review") else "## " + phase)
+elif role == "verify" and mode == "daemon":
+    print("1 passed in 0.01s")
+    if os.path.exists(os.path.join("src", "calc", "mul.py")):
+        append(os.path.join(reports, "verified"), "x")()
 elif role == "verify":
     append(os.path.join(reports, "verifications"), "verify\n")()
     print("FAILED tests/test_add.py::test_add - assert 1 == 5")

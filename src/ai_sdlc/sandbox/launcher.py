@@ -2,16 +2,23 @@
 
 Run as `python -I -S launcher.py [--rw PATH]... -- EXECUTABLE ARGV0 [ARG]...` (`-I -S`: no
 site-packages, no environment-driven imports: the launcher starts in ~25 ms and nothing on the
-project's path can run before the restriction). It restricts itself, then `execv`s the resolved
-executable with the original argument list, so the command's process id, process group and
-session are the ones `start_session` created, and its exit status is the command's own.
+project's path can run before the restriction). It restricts itself, makes itself the
+"subreaper" of everything the command starts, and runs the resolved executable with the
+original argument list as its child, in the process group and session `start_session` created.
+When the command ends, every process it left behind is killed, those that detached with a new
+session (`setsid`, a double fork) too: they are re-parented to the launcher, not to init, and
+would otherwise keep writing the worktree while ai-sdlc verifies and commits it. Then the
+launcher ends as the command did (its exit status, or the signal that killed it).
 
 Fails closed: when the restriction cannot be applied the command does not run (exit 126 and a
 line on stderr). Only the standard library and the sibling `landlock` module are imported.
 """
 
+import contextlib
 import os
+import signal
 import sys
+import time
 
 #: The exit status when the sandbox cannot be applied (the shell's "cannot execute").
 EXIT_CANNOT_SANDBOX = 126
@@ -43,12 +50,95 @@ def main() -> None:
         sys.stderr.write(f"[ai-sdlc] sandbox: cannot apply: {exc}; the command did not run\n")
         sys.stderr.flush()
         os._exit(EXIT_CANNOT_SANDBOX)
+    if not _subreaper():
+        _exec(executable, argv)  # no subreaper here: the command is this process, as before
+    # The group's signals reach the command itself; the launcher outlives it to sweep.
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _FORWARDED}
+    pid = os.fork()
+    if pid == 0:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        _exec(executable, argv)
+    # Not a writer of the command's output: its pipes close when the command's processes do.
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    status = _wait(pid)
+    _sweep()
+    if os.WIFSIGNALED(status):
+        killed = os.WTERMSIG(status)
+        signal.signal(killed, signal.SIG_DFL)
+        os.kill(os.getpid(), killed)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128)
+
+
+#: Signals a terminal or ai-sdlc sends the command's process group (the command gets them).
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _exec(executable: str, argv: list[str]) -> None:
     try:
         os.execv(executable, argv)
     except OSError as exc:
         sys.stderr.write(f"[ai-sdlc] cannot run {argv[0]!r}: {exc.strerror or exc}\n")
         sys.stderr.flush()
         os._exit(127 if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_SANDBOX)
+
+
+def _subreaper() -> bool:
+    """Make orphans of our descendants ours (Linux 3.4+); False where that is not possible."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _wait(pid: int) -> int:
+    """The command's wait status, reaping whatever else ends meanwhile."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        if done == pid:
+            return status
+
+
+def _sweep() -> None:
+    """Kill and reap every remaining descendant: our children, and theirs as they are
+    re-parented to us, until none is left."""
+    me = os.getpid()
+    while True:
+        children = _children(me)
+        for child in children:
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGKILL)
+        try:
+            reaped, _status = os.waitpid(-1, 0 if children else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not children and reaped == 0:
+            time.sleep(0.001)  # one re-parented while we looked: look again
+
+
+def _children(parent: int) -> list[int]:
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            found.append(int(name))
+    return found
 
 
 if __name__ == "__main__":
