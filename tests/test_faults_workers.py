@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_environment, run_cli
+from tests.fakes.callers import CALLER
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import only_run, run_events
 
@@ -22,15 +23,20 @@ pytestmark = pytest.mark.usefixtures("git_env")
 
 #: The verification of each story's first attempt: say "started" (its pid and its parent's, the
 #: worker's) once, then wait far longer than the test may take.
-SLOW_VERIFY = """
+SLOW_VERIFY = (
+    """
 import os, pathlib, sys, time
+"""
+    + CALLER
+    + """
 marker = pathlib.Path(sys.argv[1]) / (pathlib.Path.cwd().name + ".pid")
 if not marker.exists():
     partial = marker.with_suffix(".tmp")
-    partial.write_text(f"{os.getpid()} {os.getppid()}")
+    partial.write_text(f"{os.getpid()} {caller()}")
     partial.replace(marker)
     time.sleep(600)
 """
+)
 
 #: Seconds the workers (and their commands) may take to end once the coordinator is gone.
 DEADLINE = 60.0

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_environment, run_cli
+from tests.fakes.callers import CALLER
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import (
     RAY_ENV,
@@ -44,10 +45,14 @@ pytestmark = [
 #: The verification of each story's implementation (the first, the baseline on the untouched
 #: base, passes): says it started (`started-<worktree>`), then waits for `release` (the
 #: resumed run) or for its worker to die (the cluster killed).
-BLOCKER = """\
+BLOCKER = (
+    """\
 import os, pathlib, sys, time
+"""
+    + CALLER
+    + """
 marks = pathlib.Path(sys.argv[1])
-parent = os.getppid()
+parent = caller()
 name = pathlib.Path.cwd().name
 if not (marks / f"baseline-{name}").exists():
     (marks / f"baseline-{name}").write_text("")
@@ -55,10 +60,11 @@ if not (marks / f"baseline-{name}").exists():
 (marks / f".{name}").write_text(str(parent))
 (marks / f".{name}").rename(marks / f"started-{name}")
 while not (marks / "release").exists():
-    if os.getppid() != parent:
+    if not alive(parent):
         sys.exit(3)
     time.sleep(0.02)
 """
+)
 
 
 @pytest.fixture

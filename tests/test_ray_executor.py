@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
+from tests.fakes.callers import CALLER
 from tests.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import (
     ENDLESS_RETRIES,
@@ -213,22 +214,27 @@ def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, clust
 
 #: The first verification of S-0001's implementation (the one before is the baseline on its
 #: untouched base) tells the test its worker's pid, then waits to be killed.
-SLEEPER = """\
+SLEEPER = (
+    """\
 import os, pathlib, sys, time
+"""
+    + CALLER
+    + """
 marks = pathlib.Path(sys.argv[1])
 if "S-0001" in os.getcwd() and not (marks / "baseline").exists():
     (marks / "baseline").write_text("")
     sys.exit(0)
 if "S-0001" in os.getcwd() and not (marks / "pid").exists():
-    parent = os.getppid()
+    parent = caller()
     (marks / "pid.tmp").write_text(str(parent))
     (marks / "pid.tmp").rename(marks / "pid")
     for _ in range(600):
-        if os.getppid() != parent:
+        if not alive(parent):
             sys.exit(3)
         time.sleep(0.05)
     sys.exit(4)
 """
+)
 
 
 @with_ray
