@@ -171,15 +171,20 @@ def test_code_planted_in_git_ignored_files_cannot_pass_broken_code(
     """The agent breaks `add`, and plants the working code where Python imports it from but
     the diff does not show: a `.pth` in the worktree's venv that imports a shadow copy
     (venv-pth), or a `.pyc` of the working code in `src/calc/__pycache__` with the broken
-    source's mtime and size (pyc). Before, the tests passed and the story was done. Now a venv
-    not as the setup left it is made again, and verification keeps its bytecode in a folder
-    of its own: the real tests judge the worktree's code and fail, every attempt (two here: a
-    real pytest run per attempt is slow; the count to 10 is the other tests')."""
+    source's mtime and size (pyc). Before, the tests passed and the story was done. Now an
+    attempt that changes what the setup made fails (the environment guard), and verification
+    keeps its bytecode in a folder of its own: the real tests judge the worktree's code and
+    fail, every attempt (two here: a real pytest run per attempt is slow; the count to 10 is
+    the other tests')."""
     root, _ = hostile_project(tmp_path, mode, verify=PYTEST, retries=1)
     assert run(root, "add", "Add multiply").returncode == 0
     result = run(root, "run", "S-0001")
     assert result.returncode == 5, result.output
-    assert result.stderr.count("assert -1 == 5") >= 2, result.stderr
+    why = {  # the environment guard names the planted files; the bytecode is not read
+        "venv-pth": "the attempt changed the worktree's environment: .venv/lib/",
+        "pyc": "assert -1 == 5",
+    }[mode]
+    assert " ".join(result.stderr.split()).count(why) >= 2, result.stderr
     fm = frontmatter(root, "S-0001")
     assert fm["status"] == "blocked" and not fm["implementation_complete"], fm
     assert implement_attempts(root, "S-0001") == 2
