@@ -30,8 +30,9 @@ pytestmark = pytest.mark.usefixtures("git_env")
 TITLE = "Add a greeting"
 SLUG = "add-a-greeting"
 HELLO = 'def greet(name):\n    return f"Hello, {name}!"\n'
-#: Imports the agent's module with bytecode writing on (whatever the environment says), so every
-#: verification leaves `__pycache__/` in the worktree, as a project's tests do: never committed.
+#: Imports the agent's module with bytecode writing on (whatever the environment says), as a
+#: project's tests do: verification keeps that bytecode in a folder of its own
+#: (PYTHONPYCACHEPREFIX), so none is left in the worktree, committed or put in a patch.
 CHECK = (
     "import sys; sys.dont_write_bytecode = False; import hello; "
     "assert hello.greet('Ada') == 'Hello, Ada!'"
@@ -118,7 +119,8 @@ class World:
         committed = git(self.root, "show", "--name-only", "--format=", self.branch).split()
         assert set(committed) == files
         assert git(self.root, "show", f"{self.branch}:hello.py") == HELLO
-        assert git(self.worktree, "status", "--porcelain") == scratch + "?? __pycache__/\n"
+        # verification keeps its bytecode out of the worktree (PYTHONPYCACHEPREFIX)
+        assert git(self.worktree, "status", "--porcelain") == scratch
         # pushed to the bare origin
         assert self.repo.origin is not None
         pushed = git(self.repo.origin, "rev-parse", f"refs/heads/{self.branch}").strip()
@@ -186,9 +188,10 @@ def test_failed_attempts_are_rolled_back_and_saved_as_patches(world: World) -> N
     assert sorted(p.name for p in attempts.iterdir()) == ["1.patch", "2.patch"]
     for leftover in ("scratch_one.py", "notes"):
         assert not (world.worktree / leftover).exists()
-    # only the passing verification's bytecode cache is left (never committed, never in a patch)
+    # nothing is left: the failed attempts' files went, and verification's bytecode is kept
+    # outside the worktree (never committed, never in a patch)
     left = git(world.worktree, "status", "--porcelain", "--untracked-files=all")
-    assert left == f"?? __pycache__/hello.{sys.implementation.cache_tag}.pyc\n"
+    assert left == ""
     assert "__pycache__" not in one + two
     # each failed diff is a patch git accepts against the commit its attempt started from
     index = world.tmp / "check-index"
