@@ -143,3 +143,60 @@ def test_a_flock_counts_only_on_the_file_still_at_its_path(tmp_path: Path) -> No
         assert not _still_at(fd, str(path))  # replaced by another file
     finally:
         os.close(fd)
+
+
+#: A verify command that does what `git clean -xfd` does to the locks mid-run: deletes every lock
+#: file while the run holds its story lock, counts itself, and fails.
+_LOCK_WIPER = """
+import os, sys
+from pathlib import Path
+counter, locks = Path(sys.argv[1]), Path(sys.argv[2])
+with counter.open("a") as fh:
+    fh.write("x\\n")
+deleted = 0
+for name in os.listdir(locks) if locks.is_dir() else []:
+    os.unlink(locks / name)
+    deleted += 1
+with Path(sys.argv[3]).open("a") as fh:
+    fh.write(f"{deleted}\\n")
+sys.exit(1)
+"""
+
+
+def test_a_run_whose_lock_files_are_deleted_under_it_still_counts_every_attempt(
+    tmp_path: Path,
+) -> None:
+    """Case 7 through the real CLI: each verification deletes the lock files the run holds;
+    every failed attempt is still counted, nothing crashes, and the story is blocked at exactly
+    10 after at most 11 verifications."""
+    from tests.conftest import run_cli
+    from tests.test_ledger_integrity import (
+        SID,
+        assert_global_block,
+        executions,
+        new_project,
+        run_until_blocked,
+    )
+
+    root = new_project(tmp_path)
+    script = tmp_path / "wipe_locks.py"
+    script.write_text(_LOCK_WIPER)
+    counter = tmp_path / "verifications.txt"
+    locks = root / ".ai-sdlc" / ".locks"
+    wiped = tmp_path / "deleted.txt"
+    command = " ".join([sys.executable, str(script), str(counter), str(locks), str(wiped)])
+    assert run_cli(root, "config", "verify.test", command).returncode == 0
+
+    results = run_until_blocked(root, "--no-sandbox")
+
+    for result in results:
+        assert "Traceback" not in result.output and "internal error" not in result.output
+        assert result.returncode in (0, 5), result.output
+    assert_global_block(root, results[-1], {"implementation_retry": 10})
+    assert 10 <= executions(counter) <= 11
+    assert sum(int(n) for n in wiped.read_text().split()) >= 10  # the held locks really went
+    ledger = root / ".ai-sdlc" / "state" / "ledger" / f"{SID}.jsonl"
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    seqs = [e["seq"] for e in entries]
+    assert seqs == sorted(set(seqs))  # no entry written twice, none lost in between
+    assert entries[-1]["total"] == 10
