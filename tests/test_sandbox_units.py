@@ -238,7 +238,7 @@ def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> No
 
 
 def test_a_tool_state_folder_holding_the_project_is_not_writable(tmp_path: Path) -> None:
-    """A Ray worker's clone lives in ~/.cache/ai-sdlc/ray by default: granting ~/.cache would
+    """A Ray worker's clone placed under ~/.cache (`run.ray.cache_dir`): granting ~/.cache would
     grant the clone's ledger, config and git folder. Such a folder is left out."""
     home = tmp_path / "home"
     root = home / ".cache" / "ai-sdlc" / "ray" / "proj"
@@ -281,3 +281,23 @@ def test_claude_code_gets_its_config_folder(tmp_path: Path) -> None:
             [sys.executable, "-c", code], stdout=subprocess.PIPE, env=environ, sandbox=policy
         )
         assert proc.communicate()[0].decode().strip() == expected
+
+
+def test_ray_worker_clones_live_where_no_sandboxed_child_may_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default a Ray worker clones into the user state folder, never into ~/.cache (a tool
+    state folder every sandboxed child may write, whence an agent could edit a clone's git
+    config that a later unsandboxed git honours)."""
+    from ai_sdlc.workflow.ray_worker import RaySpec, clone_slot
+
+    state, home = tmp_path / "state", tmp_path / "home"
+    monkeypatch.setenv("AI_SDLC_STATE_HOME", str(state))
+    monkeypatch.setenv("HOME", str(home))
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    spec = RaySpec(str(origin), "origin", "", None, "{}", None)
+    with clone_slot(spec) as clone:
+        assert (clone / ".git").is_dir()
+        assert clone.is_relative_to(state / "ray")
+    assert not (home / ".cache").exists()

@@ -71,7 +71,8 @@ class RaySpec:
     #: The scripted provider's rules file, when the project has one.
     scripted_rules: bytes | None
     environ: dict[str, str] = field(default_factory=dict)
-    #: Where workers keep their clones (default: ~/.cache/ai-sdlc/ray).
+    #: Where workers keep their clones (default: the user state folder's `ray`, which sandboxed
+    #: agents cannot write; `~/.cache`, which they can, would let one edit a clone's git config).
     cache_dir: str | None = None
     #: `run --no-sandbox`: the workers' children run unconfined too.
     no_sandbox: bool = False
@@ -462,8 +463,9 @@ def clone_slot(spec: RaySpec) -> Iterator[Path]:
     """A clone of `spec.remote_url` no other task on this node uses meanwhile (flock per slot);
     cloned once, fetched on every use."""
     from ai_sdlc.git.run import REMOTE_TIMEOUT, run
+    from ai_sdlc.statehome import user_state_dir
 
-    base = Path(spec.cache_dir or Path.home() / ".cache" / "ai-sdlc" / "ray").expanduser()
+    base = Path(spec.cache_dir or user_state_dir() / "ray").expanduser()
     key = hashlib.sha256(spec.remote_url.encode()).hexdigest()[:16]
     folder = base / key
     folder.mkdir(parents=True, exist_ok=True)
