@@ -217,16 +217,7 @@ def chain(root: Path) -> list[dict[str, Any]]:
 
 
 def test_only_reset_retries_starts_a_new_chain_and_the_copies_follow(tmp_path: Path) -> None:
-    root = new_project(tmp_path)
-    counter = tmp_path / "n.txt"
-    script = tmp_path / "fail.py"
-    script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
-    assert (
-        run_cli(
-            root, "config", "verify.test", shlex.join([sys.executable, str(script), str(counter)])
-        ).returncode
-        == 0
-    )
+    root, _counter = failing_project(tmp_path)
     assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     entries = chain(root)
     assert {e["chain"] for e in entries} == {0}
@@ -250,16 +241,7 @@ def test_a_torn_last_line_is_cut_back_before_the_next_append(tmp_path: Path) -> 
     """A crash mid-append leaves bytes after the last newline: the next entry must not glue
     onto them (the line is cut back), and it is not tamper (the copies hold the entry the
     ledger's last whole line holds)."""
-    root = new_project(tmp_path)
-    counter = tmp_path / "n.txt"
-    script = tmp_path / "fail.py"
-    script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
-    assert (
-        run_cli(
-            root, "config", "verify.test", shlex.join([sys.executable, str(script), str(counter)])
-        ).returncode
-        == 0
-    )
+    root, _counter = failing_project(tmp_path)
     assert run_cli(root, "run", SID, "--no-sandbox").returncode == 5
     with ledger_path(root).open("ab") as fh:
         fh.write(b'{"op": "failed", "seq": 99, "tot')
