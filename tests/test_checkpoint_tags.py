@@ -15,9 +15,9 @@ import pytest
 
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.checkpoint import Checkpoints
-from ai_sdlc.workflow.events import read_events
-from ai_sdlc.workflow.transitions import StoryState
+from ai_sdlc.workflow.state.checkpoint import Checkpoints
+from ai_sdlc.workflow.state.events import read_events
+from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import run_cli
 from tests.runs_support import frontmatter, make_project, story_events
 

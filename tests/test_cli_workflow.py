@@ -350,7 +350,7 @@ rules:
 def _record_at_nine(root: str, barrier: Any, results: Any) -> None:
     from ai_sdlc.errors import StoryBlockedError
     from ai_sdlc.store import StoryStore
-    from ai_sdlc.workflow.transitions import StoryState
+    from ai_sdlc.workflow.state.transitions import StoryState
 
     ledger = StoryState(StoryStore(Path(root)), limit=10)
     barrier.wait()

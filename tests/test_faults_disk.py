@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ai_sdlc.workflow.events import append_event, read_events
+from ai_sdlc.workflow.state.events import append_event, read_events
 from tests.conftest import run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401 (fixture)
 

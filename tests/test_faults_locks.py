@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.transitions import StoryState
+from ai_sdlc.workflow.state.transitions import StoryState
 
 owner = StoryState(StoryStore(Path(sys.argv[1])), limit=1000)
 Path(sys.argv[2]).write_text("ready")

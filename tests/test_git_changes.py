@@ -15,8 +15,8 @@ import pytest
 
 from ai_sdlc.git import changes
 from ai_sdlc.git.workspace import GitWorkspace
-from ai_sdlc.workflow.work import REVIEW_DIFF_LIMIT, change_section
-from ai_sdlc.workflow.workspace import InPlace
+from ai_sdlc.workflow.engine.work import REVIEW_DIFF_LIMIT, change_section
+from ai_sdlc.workflow.engine.workspace import InPlace
 from tests.git_support import Repo, git, git_env, make_repo, prepared, repo
 
 __all__ = ["git_env", "repo"]

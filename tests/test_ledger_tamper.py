@@ -391,8 +391,8 @@ def test_a_crash_between_any_two_copies_is_not_taken_for_tamper() -> None:
     """The order of writes is: the state folder's copy, the ref (when the counters change),
     the ledger. Whichever of them a crash stops before, the next transaction takes the newest
     entry as the truth without an alarm; a ref that matches neither entry is tamper."""
-    from ai_sdlc.workflow.anchor import Copy, assess, counters_blob
-    from ai_sdlc.workflow.ledger import Journal, LedgerState, Tail, line_hash
+    from ai_sdlc.workflow.state.anchor import Copy, assess, counters_blob
+    from ai_sdlc.workflow.state.ledger import Journal, LedgerState, Tail, line_hash
 
     old = LedgerState(seq=4, total=2, breakdown={"implementation_retry": 2})
     old_line = Journal.encode("failed", "t1", old, "")

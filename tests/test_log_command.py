@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from ai_sdlc.cli.log import EventReader
-from ai_sdlc.workflow.events import append_event
+from ai_sdlc.workflow.state.events import append_event
 from tests.conftest import CliRunner, cli_environment
 
 

@@ -45,8 +45,8 @@ def test_the_review_hears_whether_anything_was_verified(cli: CliRunner, project:
 
 def test_the_review_prompt_carries_the_verification_note() -> None:
     from ai_sdlc.providers.base import Phase
-    from ai_sdlc.workflow.agents import StoryView, build_prompt
-    from ai_sdlc.workflow.runner import _verification_note
+    from ai_sdlc.workflow.engine.agents import StoryView, build_prompt
+    from ai_sdlc.workflow.engine.runner import _verification_note
 
     story = StoryView("S-0001", "Title", "Body\n", {})
     for context, expected in (

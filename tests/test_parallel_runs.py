@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ai_sdlc.workflow import conflicts
-from ai_sdlc.workflow import graph as G
+from ai_sdlc.workflow.runs import conflicts
+from ai_sdlc.workflow.runs import graph as G
 from tests.conftest import run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import (

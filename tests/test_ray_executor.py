@@ -338,7 +338,7 @@ def test_a_commit_pushed_by_an_attempt_the_ledger_never_settled_is_dropped(
     crash), so the retry drops that commit; any other tip is left alone."""
     from ai_sdlc.git.attempts import commit_message
     from ai_sdlc.store import StoryStore
-    from ai_sdlc.workflow.ray_worker import drop_unsettled_commit
+    from ai_sdlc.workflow.parallel.ray_worker import drop_unsettled_commit
 
     root = project(tmp_path, 1)
     story = StoryStore(root).get("S-0001")

@@ -160,7 +160,7 @@ def test_a_slug_made_before_titles_were_redacted_names_no_branch_with_it() -> No
 
 
 def test_the_diagnostic_writer_redacts_whatever_it_is_given(tmp_path: Path) -> None:
-    from ai_sdlc.workflow.runstate import RunRepository
+    from ai_sdlc.workflow.runs.runstate import RunRepository
 
     repo = RunRepository(tmp_path / ".ai-sdlc")
     run_id = "20261125T120000Z-abcdef"

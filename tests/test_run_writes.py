@@ -14,7 +14,7 @@ import pytest
 from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.resilience import PolicyManager
 from ai_sdlc.resilience.clock import ManualClock
-from ai_sdlc.workflow.transitions import StoryState
+from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import run_cli
 from tests.runs_support import make_project
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.cooldown import parse, wait_until
+from ai_sdlc.workflow.runs.cooldown import parse, wait_until
 from ai_sdlc.workflow.session import Session
 from tests.conftest import run_cli
 from tests.runs_support import make_project, only_run, run_events, story_events, write_rules

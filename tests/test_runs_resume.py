@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.transitions import StoryState
+from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import run_cli
 from tests.runs_support import (
     frontmatter,

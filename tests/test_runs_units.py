@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.errors import InvalidInputError, UsageError
-from ai_sdlc.workflow.loops import is_step_back
-from ai_sdlc.workflow.notify import Notifier
-from ai_sdlc.workflow.runstate import (
+from ai_sdlc.workflow.runs.loops import is_step_back
+from ai_sdlc.workflow.runs.notify import Notifier
+from ai_sdlc.workflow.runs.runstate import (
     RunCounters,
     RunNotFoundError,
     RunRepository,
@@ -22,7 +22,7 @@ from ai_sdlc.workflow.runstate import (
     StopReason,
     StoryRunState,
 )
-from ai_sdlc.workflow.stopconditions import (
+from ai_sdlc.workflow.runs.stopconditions import (
     RunStatistics,
     StopConditions,
     compute_statistics,

@@ -289,7 +289,7 @@ def test_ray_worker_clones_live_where_no_sandboxed_child_may_write(
     """By default a Ray worker clones into the user state folder, never into ~/.cache (a tool
     state folder every sandboxed child may write, whence an agent could edit a clone's git
     config that a later unsandboxed git honours)."""
-    from ai_sdlc.workflow.ray_worker import RaySpec, clone_slot
+    from ai_sdlc.workflow.parallel.ray_worker import RaySpec, clone_slot
 
     state, home = tmp_path / "state", tmp_path / "home"
     monkeypatch.setenv("AI_SDLC_STATE_HOME", str(state))

@@ -35,7 +35,7 @@ from ai_sdlc import fsutil
 from tests.conftest import CliResult, run_cli
 
 SRC = Path(ai_sdlc.__file__).resolve().parent
-OWNER = "ai_sdlc/workflow/transitions.py"
+OWNER = "ai_sdlc/workflow/state/transitions.py"
 STORE = "ai_sdlc/store/store.py"
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 

@@ -8,7 +8,7 @@ from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
 from ai_sdlc.config import load_config
-from ai_sdlc.workflow.transitions import StoryState
+from ai_sdlc.workflow.state.transitions import StoryState
 
 
 def approve(story_ref: StoryArg, json: JsonOption = False) -> None:

@@ -45,7 +45,7 @@ def github(
     from ai_sdlc.config import load_config
     from ai_sdlc.git.issues import STATES, list_issues
     from ai_sdlc.git.run import GitError, TransientRemoteError
-    from ai_sdlc.workflow.guard import GuardFactory
+    from ai_sdlc.workflow.state.guard import GuardFactory
 
     out = terminal(json)
     if state not in STATES:

@@ -7,7 +7,7 @@ import typer
 from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import write_default_config
-from ai_sdlc.workflow.anchor import forget_project
+from ai_sdlc.workflow.state.anchor import forget_project
 from ai_sdlc.worktree_env.propose import propose
 
 

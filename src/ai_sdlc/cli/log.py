@@ -22,7 +22,7 @@ from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
-from ai_sdlc.workflow.events import EVENTS_FILE
+from ai_sdlc.workflow.state.events import EVENTS_FILE
 
 #: `--kind` groups (any single action name is accepted too, see ACTIONS).
 KINDS: dict[str, frozenset[str]] = {

@@ -18,8 +18,8 @@ def pr(story_ref: StoryArg, json: JsonOption = False) -> None:
     """Push a story's branch and open (or reuse) its pull request."""
     import typer
 
-    from ai_sdlc.workflow.guard import GuardFactory
-    from ai_sdlc.workflow.transitions import StoryState
+    from ai_sdlc.workflow.state.guard import GuardFactory
+    from ai_sdlc.workflow.state.transitions import StoryState
 
     out = terminal(json)
     store = open_store()

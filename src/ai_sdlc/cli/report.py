@@ -12,11 +12,11 @@ from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import load_config
-from ai_sdlc.report_html import render, write_html
-from ai_sdlc.workflow.events import utc_now
-from ai_sdlc.workflow.report import report_for
-from ai_sdlc.workflow.runstate import RunNotFoundError, RunRepository, check_run_id
-from ai_sdlc.workflow.stopconditions import StopConditions
+from ai_sdlc.reporting.data import report_for
+from ai_sdlc.reporting.html import render, write_html
+from ai_sdlc.workflow.runs.runstate import RunNotFoundError, RunRepository, check_run_id
+from ai_sdlc.workflow.runs.stopconditions import StopConditions
+from ai_sdlc.workflow.state.events import utc_now
 
 
 def report(

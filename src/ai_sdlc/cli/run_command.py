@@ -11,11 +11,11 @@ from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
-from ai_sdlc.workflow.runner import StoryOutcome
+from ai_sdlc.workflow.engine.runner import StoryOutcome
 from ai_sdlc.workflow.session import DryRunPlan, Session, plan_dry_run
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
-    from ai_sdlc.workflow.multirun import RunReport
+    from ai_sdlc.workflow.runs.multirun import RunReport
 
 
 def execute(
@@ -57,7 +57,7 @@ def execute(
             hint="use them with --auto, --batch ID..., --resume or --continue",
         )
     if executor == "ray":
-        from ai_sdlc.workflow.ray_executor import require_ray
+        from ai_sdlc.workflow.parallel.ray_executor import require_ray
 
         require_ray()
     if epic is not None and (resume is not None or continue_):
@@ -66,7 +66,7 @@ def execute(
         refs, auto=auto, batch=batch, resume=resume, latest=continue_, step=step, dry_run=dry_run
     )
     if resume is not None:
-        from ai_sdlc.workflow.runstate import check_run_id
+        from ai_sdlc.workflow.runs.runstate import check_run_id
 
         check_run_id(resume)
     checked_provider(provider)

@@ -14,10 +14,10 @@ from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import BusyError
-from ai_sdlc.workflow.loops import FailureLoop
-from ai_sdlc.workflow.runlock import run_lock
-from ai_sdlc.workflow.runstate import RUNNING, RunRepository, RunState, check_run_id
+from ai_sdlc.workflow.runs.loops import FailureLoop
+from ai_sdlc.workflow.runs.runstate import RUNNING, RunRepository, RunState, check_run_id
 from ai_sdlc.workflow.session import MULTI_RUN_LOCK
+from ai_sdlc.workflow.state.runlock import run_lock
 
 runs_app = typer.Typer(
     name="runs",

@@ -17,7 +17,7 @@ from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
-from ai_sdlc.workflow.multirun import RunReport
+from ai_sdlc.workflow.runs.multirun import RunReport
 from ai_sdlc.workflow.session import Session
 from ai_sdlc.workflow.watch import (
     EventChanges,

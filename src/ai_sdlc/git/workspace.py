@@ -1,6 +1,6 @@
 """`GitWorkspace`: each story works in its own git worktree and branch.
 
-The runner's `Workspace` seam (see `ai_sdlc.workflow.workspace`) implemented with git: the
+The runner's `Workspace` seam (see `ai_sdlc.workflow.engine.workspace`) implemented with git: the
 worktree `.ai-sdlc/worktrees/<id>-<slug>/` on branch `ai-sdlc/<id>-<slug>` is created from the
 base branch or resumed; a passing attempt is committed with explicit staging; a failing one is
 saved as a patch and rolled back; a done story's branch is pushed and gets a pull request. Story
@@ -35,7 +35,7 @@ from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
-from ai_sdlc.workflow.workspace import AttemptRecord, Finished, InPlace, Prepared, Workspace
+from ai_sdlc.workflow.engine.workspace import AttemptRecord, Finished, InPlace, Prepared, Workspace
 
 if TYPE_CHECKING:
     from ai_sdlc.worktree_env.setup import WorktreeEnvironment
@@ -695,7 +695,7 @@ class GitWorkspace:
 
 
 def _breakdown(story: Any) -> str:
-    from ai_sdlc.workflow.ledger import breakdown_text
+    from ai_sdlc.workflow.state.ledger import breakdown_text
 
     total = int(story.frontmatter.get("total_recovery_attempts") or 0)
     raw = story.frontmatter.get("recovery_breakdown") or {}

@@ -6,7 +6,7 @@
         story.increment("retry_count")
 
 Workflow state (recoveries, blocks, phases) is changed only through the state owner,
-`ai_sdlc.workflow.transitions.StoryState`.
+`ai_sdlc.workflow.state.transitions.StoryState`.
 
 See `StoryStore` and `Story` for the full API. Importing this package is cheap (no YAML library
 is loaded until a story file actually has to be parsed).

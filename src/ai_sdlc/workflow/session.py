@@ -20,16 +20,16 @@ from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands
 from ai_sdlc.verify.judge import Judge, JudgeSettings
-from ai_sdlc.workflow.assess import NextAction, assess, recommend
-from ai_sdlc.workflow.events import Clock, iso, utc_now
-from ai_sdlc.workflow.guard import GuardFactory
-from ai_sdlc.workflow.runlock import run_lock
-from ai_sdlc.workflow.runner import Limits, RunnerDeps, StoryOutcome, StoryRunner
+from ai_sdlc.workflow.engine.assess import NextAction, assess, recommend
+from ai_sdlc.workflow.engine.runner import Limits, RunnerDeps, StoryOutcome, StoryRunner
+from ai_sdlc.workflow.state.events import Clock, iso, utc_now
+from ai_sdlc.workflow.state.guard import GuardFactory
+from ai_sdlc.workflow.state.runlock import run_lock
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
-    from ai_sdlc.workflow import graph as G
-    from ai_sdlc.workflow.multirun import RunReport
-    from ai_sdlc.workflow.runstate import RunRepository, RunState
+    from ai_sdlc.workflow.runs import graph as G
+    from ai_sdlc.workflow.runs.multirun import RunReport
+    from ai_sdlc.workflow.runs.runstate import RunRepository, RunState
     from ai_sdlc.worktree_env.setup import WorktreeEnvironment
 
 Emit = Callable[[dict[str, Any]], None]
@@ -291,9 +291,9 @@ class Session(msgspec.Struct):
         `jobs` stories at once (None: `run.jobs`; a resumed run keeps its own). The dependency
         graph is checked first (a cycle or a missing story: exit 3, nothing runs). None when
         there is nothing to run."""
-        from ai_sdlc.workflow.multirun import MultiRun, RunSettings, prepare_resume
-        from ai_sdlc.workflow.notify import Notifier
-        from ai_sdlc.workflow.runstate import RunRepository
+        from ai_sdlc.workflow.runs.multirun import MultiRun, RunSettings, prepare_resume
+        from ai_sdlc.workflow.runs.notify import Notifier
+        from ai_sdlc.workflow.runs.runstate import RunRepository
 
         repo = RunRepository(self.store.ai_dir)
         settings = RunSettings.from_config(self.config)
@@ -306,7 +306,7 @@ class Session(msgspec.Struct):
         which = executor or str(self.config.get("run.executor"))
         ray_spec = None
         if which == "ray":  # refused before a run exists (no remote, no worktrees, no Ray)
-            from ai_sdlc.workflow.ray_executor import ray_spec_for
+            from ai_sdlc.workflow.parallel.ray_executor import ray_spec_for
 
             ray_spec = ray_spec_for(self)
         with run_lock(self.store.ai_dir, MULTI_RUN_LOCK, what="a multi-story run of this project"):
@@ -351,8 +351,8 @@ class Session(msgspec.Struct):
     def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunReport:
         import os
 
-        from ai_sdlc.workflow.executors import LocalExecutor, WorkerSpec
-        from ai_sdlc.workflow.scheduler import ParallelRun
+        from ai_sdlc.workflow.parallel.executors import LocalExecutor, WorkerSpec
+        from ai_sdlc.workflow.parallel.scheduler import ParallelRun
 
         spec = WorkerSpec(
             project=str(self.store.root),
@@ -371,8 +371,8 @@ class Session(msgspec.Struct):
         self, common: dict[str, Any], jobs: int, address: str | None, spec: Any
     ) -> RunReport:
         """The same coordinator with its stories on a Ray cluster (see `ray_executor`)."""
-        from ai_sdlc.workflow.ray_executor import ray_executor_for
-        from ai_sdlc.workflow.scheduler import ParallelRun
+        from ai_sdlc.workflow.parallel.ray_executor import ray_executor_for
+        from ai_sdlc.workflow.parallel.scheduler import ParallelRun
 
         executor = ray_executor_for(self, address, spec)
         common["state"].executor = executor.name
@@ -383,7 +383,7 @@ class Session(msgspec.Struct):
         them all), or of the named stories and what they depend on, transitively: a batch or a
         resumed run reads its own stories, not a backlog of 20,000. A story that cannot be read
         is left out, as a listing leaves it out (a dependency on it is then refused by name)."""
-        from ai_sdlc.workflow import graph as G
+        from ai_sdlc.workflow.runs import graph as G
 
         if story_ids is None:
             return G.build((s.id, s.frontmatter) for s in self.store.list())
@@ -402,7 +402,7 @@ class Session(msgspec.Struct):
         return G.build(sorted(found.items()))
 
     def _check_graph(self, graph: G.Graph, ids: Sequence[str]) -> None:
-        from ai_sdlc.workflow import graph as G
+        from ai_sdlc.workflow.runs import graph as G
 
         where = {
             sid: str(self.store.root / ".ai-sdlc" / "stories" / sid / "story.md")
@@ -419,8 +419,8 @@ class Session(msgspec.Struct):
         epic: str | None,
         jobs: int | None,
     ) -> RunState | None:
-        from ai_sdlc.workflow import graph as G
-        from ai_sdlc.workflow.runstate import RunState, StoryRunState, new_run_id
+        from ai_sdlc.workflow.runs import graph as G
+        from ai_sdlc.workflow.runs.runstate import RunState, StoryRunState, new_run_id
 
         if story_ids is None:
             ids = [a.story_id for a in self._recommend()]
@@ -453,7 +453,7 @@ class Session(msgspec.Struct):
         return state
 
     def _resumable(self, repo: RunRepository, run_id: str | None) -> RunState:
-        from ai_sdlc.workflow.runstate import COMPLETED
+        from ai_sdlc.workflow.runs.runstate import COMPLETED
 
         if run_id is None:
             state = repo.latest()
@@ -594,7 +594,7 @@ def _preview_prompt(
 ) -> str:
     from ai_sdlc.providers.base import ProviderRequest, access_for
     from ai_sdlc.providers.dry_run import DryRunProvider
-    from ai_sdlc.workflow.agents import build_prompt, story_view
+    from ai_sdlc.workflow.engine.agents import build_prompt, story_view
 
     system, prompt = build_prompt(phase, story_view(story))
     request = ProviderRequest(

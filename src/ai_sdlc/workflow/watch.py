@@ -35,9 +35,9 @@ from ai_sdlc.config import load_config
 from ai_sdlc.errors import AiSdlcError, BusyError, InvalidInputError
 from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
-from ai_sdlc.workflow import graph as G
-from ai_sdlc.workflow.assess import recommend
-from ai_sdlc.workflow.multirun import RunReport
+from ai_sdlc.workflow.engine.assess import recommend
+from ai_sdlc.workflow.runs import graph as G
+from ai_sdlc.workflow.runs.multirun import RunReport
 
 Emit = Callable[[dict[str, Any]], None]
 Sleep = Callable[[float], None]

@@ -41,7 +41,7 @@ from typing import Any
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
 from ai_sdlc.resilience.breaker import BreakerSnapshot
 from ai_sdlc.resilience.persistence import BreakerStore
-from ai_sdlc.workflow.executors import StopRequested
+from ai_sdlc.workflow.parallel.executors import StopRequested
 
 #: Files of a story folder a snapshot carries (the runner reads nothing else).
 SNAPSHOT_FILES = ("story.md", "research.md", "plan.md", "review.md")
@@ -286,7 +286,7 @@ class RemoteOwner:
         if kind == "story":
             return self.runner.store.get(self.replica.story_id)
         if kind == "ticket":
-            from ai_sdlc.workflow.transitions import Ticket
+            from ai_sdlc.workflow.state.transitions import Ticket
 
             story = self.runner.store.get(self.replica.story_id)
             return Ticket(story, value["attempt"], value["last_failure"], value["verified"])
@@ -338,7 +338,7 @@ class RemoteCheckpoints:
         this worker's next question, and fails that question if it could not. The runner
         only keeps the returned value to name the phase on a rollback; a restore uses the
         coordinator's own checkpoint."""
-        from ai_sdlc.workflow.checkpoint import ARTIFACTS, Checkpoint
+        from ai_sdlc.workflow.state.checkpoint import ARTIFACTS, Checkpoint
 
         self._tell("take", story_id, phase, taken_at=taken_at)
         present = tuple(n for n in ARTIFACTS if (self.owner.replica.folder / n).is_file())
@@ -624,7 +624,7 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: Any) -> A
     from ai_sdlc.git.workspace import GitWorkspace
     from ai_sdlc.providers.scripted import RULES_FILE
     from ai_sdlc.store import StoryStore
-    from ai_sdlc.workflow.executors import _Link
+    from ai_sdlc.workflow.parallel.executors import _Link
     from ai_sdlc.workflow.session import Session
 
     project = clone / spec.prefix
@@ -738,7 +738,7 @@ def _timed_link(base: type) -> Any:
 
 
 def _run(link: Any, story_id: str) -> tuple[str, str | None, str]:
-    from ai_sdlc.workflow.executors import _run as run_locally
+    from ai_sdlc.workflow.parallel.executors import _run as run_locally
 
     return run_locally(link, story_id)
 

@@ -23,9 +23,7 @@ from typing import Any, cast
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.secrets import redact_tree
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.events import read_events
-from ai_sdlc.workflow.ledger import KIND_LABELS
-from ai_sdlc.workflow.runstate import (
+from ai_sdlc.workflow.runs.runstate import (
     BLOCKED,
     DONE,
     STORY_FAILED,
@@ -33,7 +31,9 @@ from ai_sdlc.workflow.runstate import (
     RunRepository,
     RunState,
 )
-from ai_sdlc.workflow.stopconditions import StopConditions
+from ai_sdlc.workflow.runs.stopconditions import StopConditions
+from ai_sdlc.workflow.state.events import read_events
+from ai_sdlc.workflow.state.ledger import KIND_LABELS
 
 FORMAT = "ai-sdlc/run-report"
 VERSION = 1

@@ -19,7 +19,7 @@ from ai_sdlc.errors import AiSdlcError, InvalidInputError, UsageError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.secrets import redact
 from ai_sdlc.untrusted import read_regular
-from ai_sdlc.workflow.events import iso
+from ai_sdlc.workflow.state.events import iso
 
 RUNS_DIR = "runs"
 STATE_FILE = "state.json"

@@ -121,7 +121,11 @@ class WorkerSpec:
 
 
 #: Imported once by the fork server, so each worker starts without re-importing them.
-_PRELOAD = ["ai_sdlc.workflow.session", "ai_sdlc.workflow.executors", "ai_sdlc.providers.scripted"]
+_PRELOAD = [
+    "ai_sdlc.workflow.session",
+    "ai_sdlc.workflow.parallel.executors",
+    "ai_sdlc.providers.scripted",
+]
 
 
 def _context() -> Any:
@@ -444,7 +448,7 @@ def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, sl
 
 def _run(link: _Link, story_id: str) -> tuple[str, str | None, str]:
     from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
-    from ai_sdlc.workflow.runlock import run_lock
+    from ai_sdlc.workflow.state.runlock import run_lock
 
     runner = link.runner
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.providers.base import Phase
-from ai_sdlc.workflow.events import read_events
+from ai_sdlc.workflow.state.events import read_events
 
 CONSECUTIVE_ESCALATIONS = "consecutive escalations"
 ALL_ESCALATED = "all stories escalated"

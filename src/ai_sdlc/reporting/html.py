@@ -16,7 +16,7 @@ from typing import Any
 
 from ai_sdlc.errors import UsageError
 from ai_sdlc.fsutil import atomic_write_text
-from ai_sdlc.workflow.report import recovery_kind_label
+from ai_sdlc.reporting.data import recovery_kind_label
 
 #: Phase colours (the timeline's bars), in workflow order.
 PHASE_COLOURS = {

@@ -21,11 +21,11 @@ from ai_sdlc.configguard import ConfigChangedError
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow import cooldown
-from ai_sdlc.workflow import graph as G
-from ai_sdlc.workflow.assess import NextAction, assess
-from ai_sdlc.workflow.events import Clock, append_event, iso
-from ai_sdlc.workflow.loops import (
+from ai_sdlc.workflow.engine.assess import NextAction, assess
+from ai_sdlc.workflow.engine.runner import StoryOutcome, StoryRunner
+from ai_sdlc.workflow.runs import cooldown
+from ai_sdlc.workflow.runs import graph as G
+from ai_sdlc.workflow.runs.loops import (
     ALL_ESCALATED,
     CONSECUTIVE_ESCALATIONS,
     FailureLoop,
@@ -33,10 +33,8 @@ from ai_sdlc.workflow.loops import (
     failure_tail,
     is_step_back,
 )
-from ai_sdlc.workflow.notify import Notifier, NotifyResult
-from ai_sdlc.workflow.runlock import run_lock
-from ai_sdlc.workflow.runner import StoryOutcome, StoryRunner
-from ai_sdlc.workflow.runstate import (
+from ai_sdlc.workflow.runs.notify import Notifier, NotifyResult
+from ai_sdlc.workflow.runs.runstate import (
     BLOCKED,
     COMPLETED,
     DONE,
@@ -54,13 +52,15 @@ from ai_sdlc.workflow.runstate import (
     StopReason,
     StoryRunState,
 )
-from ai_sdlc.workflow.stopconditions import (
+from ai_sdlc.workflow.runs.stopconditions import (
     RunStatistics,
     StopConditions,
     attempts_exhausted,
     compute_statistics,
     evaluate,
 )
+from ai_sdlc.workflow.state.events import Clock, append_event, iso
+from ai_sdlc.workflow.state.runlock import run_lock
 
 Emit = Callable[[dict[str, Any]], None]
 Sleep = Callable[[float], None]

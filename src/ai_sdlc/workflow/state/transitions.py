@@ -37,10 +37,10 @@ from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text, fsync_dir
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story, StoryStore
-from ai_sdlc.workflow.anchor import Anchoring, Mirrors, assess, events_high
-from ai_sdlc.workflow.assess import pending_gate
-from ai_sdlc.workflow.events import Clock, append_events, iso, utc_now
-from ai_sdlc.workflow.ledger import (
+from ai_sdlc.workflow.engine.assess import pending_gate
+from ai_sdlc.workflow.state.anchor import Anchoring, Mirrors, assess, events_high
+from ai_sdlc.workflow.state.events import Clock, append_events, iso, utc_now
+from ai_sdlc.workflow.state.ledger import (
     API_RETRY,
     DEFAULT_GLOBAL_LIMIT,
     FEEDBACK_LIMIT,

@@ -37,7 +37,7 @@ from typing import Any
 
 from ai_sdlc.git.blobrefs import BlobRefs
 from ai_sdlc.statehome import ProjectState
-from ai_sdlc.workflow.ledger import LedgerState, Tail, line_hash
+from ai_sdlc.workflow.state.ledger import LedgerState, Tail, line_hash
 
 LEDGER_REF = "refs/ai-sdlc/ledger/"
 

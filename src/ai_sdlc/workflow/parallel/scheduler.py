@@ -26,13 +26,13 @@ from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, RunHaltedError
 from ai_sdlc.providers.base import Phase, Usage
-from ai_sdlc.workflow import conflicts
-from ai_sdlc.workflow.executors import Ask, Event, Executor, Finished, Handle, Message
-from ai_sdlc.workflow.loops import FailureLoop
-from ai_sdlc.workflow.multirun import HaltRequested, MultiRun, RunReport
-from ai_sdlc.workflow.runner import StoryOutcome
-from ai_sdlc.workflow.runstate import IN_PROGRESS, SKIPPED, StopReason, StoryRunState
-from ai_sdlc.workflow.stopconditions import attempts_exhausted
+from ai_sdlc.workflow.engine.runner import StoryOutcome
+from ai_sdlc.workflow.parallel.executors import Ask, Event, Executor, Finished, Handle, Message
+from ai_sdlc.workflow.runs import conflicts
+from ai_sdlc.workflow.runs.loops import FailureLoop
+from ai_sdlc.workflow.runs.multirun import HaltRequested, MultiRun, RunReport
+from ai_sdlc.workflow.runs.runstate import IN_PROGRESS, SKIPPED, StopReason, StoryRunState
+from ai_sdlc.workflow.runs.stopconditions import attempts_exhausted
 
 Halt = tuple[StopReason, FailureLoop | None]
 #: The stop condition of a run whose executor lost every worker (its cluster is gone).

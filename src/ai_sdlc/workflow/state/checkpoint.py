@@ -39,8 +39,8 @@ from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_bytes
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.untrusted import read_regular
-from ai_sdlc.workflow.ledger import Journal
-from ai_sdlc.workflow.transitions import StoryState
+from ai_sdlc.workflow.state.ledger import Journal
+from ai_sdlc.workflow.state.transitions import StoryState
 
 ARTIFACTS = ("research.md", "plan.md", "review.md")
 STORY_FILE = "story.md"

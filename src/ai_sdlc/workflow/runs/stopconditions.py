@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ai_sdlc.config import Config
-from ai_sdlc.workflow.runstate import (
+from ai_sdlc.workflow.runs.runstate import (
     BLOCKED,
     DONE,
     STORY_FAILED,

@@ -45,8 +45,8 @@ from typing import Any
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
 from ai_sdlc.resilience.persistence import BreakerStore, StateDir
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.executors import Answer, Ask, Event, Finished, Handle, Message
-from ai_sdlc.workflow.ray_worker import BREAKERS_FILE, SNAPSHOT_FILES, RaySpec, no_delay
+from ai_sdlc.workflow.parallel.executors import Answer, Ask, Event, Finished, Handle, Message
+from ai_sdlc.workflow.parallel.ray_worker import BREAKERS_FILE, SNAPSHOT_FILES, RaySpec, no_delay
 
 #: The StoryState operations a worker may ask for (nothing else is ever called by name).
 OWNER_OPS = frozenset(
@@ -276,7 +276,7 @@ class RayExecutor:
     ) -> None:
         import ray
 
-        from ai_sdlc.workflow.checkpoint import Checkpoints
+        from ai_sdlc.workflow.state.checkpoint import Checkpoints
 
         self.spec = spec
         self.store = store
@@ -309,7 +309,7 @@ class RayExecutor:
         self.mailbox: Any = ray.remote(num_cpus=0)(Mailbox).remote()
         task_resources = dict(resources or {})
         cpus = float(task_resources.pop("CPU", 0) or 0)
-        from ai_sdlc.workflow.ray_worker import run_story
+        from ai_sdlc.workflow.parallel.ray_worker import run_story
 
         self._task = ray.remote(run_story).options(
             num_cpus=cpus,
@@ -775,7 +775,7 @@ def _error(exc: BaseException, story_id: str) -> dict[str, Any]:
 
 def _encode(result: Any) -> tuple[str, Any]:
     from ai_sdlc.store import Story
-    from ai_sdlc.workflow.transitions import Ticket
+    from ai_sdlc.workflow.state.transitions import Ticket
 
     if isinstance(result, Story):
         return "story", None
@@ -790,7 +790,7 @@ def _encode(result: Any) -> tuple[str, Any]:
 
 def _undelete(value: Any) -> Any:
     """`DELETE` is compared by identity: a pickled copy becomes the coordinator's marker."""
-    from ai_sdlc.workflow.transitions import DELETE
+    from ai_sdlc.workflow.state.transitions import DELETE
 
     if type(value) is type(DELETE):
         return DELETE
@@ -818,7 +818,7 @@ __all__ = [
 
 def ray_executor_for(session: Any, address: str | None, spec: RaySpec | None = None) -> RayExecutor:
     """The Ray executor for a session's parallel run: its ledger the session's own store."""
-    from ai_sdlc.workflow.transitions import StoryState
+    from ai_sdlc.workflow.state.transitions import StoryState
 
     spec = spec or ray_spec_for(session)
     config = session.config
@@ -843,7 +843,7 @@ def ray_spec_for(session: Any) -> RaySpec:
     from ai_sdlc.errors import UsageError
     from ai_sdlc.git import repo
     from ai_sdlc.providers.scripted import RULES_FILE
-    from ai_sdlc.workflow.ray_worker import SHIPPED_ENV_PREFIXES, config_json
+    from ai_sdlc.workflow.parallel.ray_worker import SHIPPED_ENV_PREFIXES, config_json
 
     require_ray()
     config = session.config

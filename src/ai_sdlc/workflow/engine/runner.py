@@ -59,13 +59,9 @@ from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult, protect, summarise_failure
 from ai_sdlc.verify.judge import Judge, not_started
 from ai_sdlc.verify.notes import note_on_tests, record_of_tests
-from ai_sdlc.workflow import ledger as L
-from ai_sdlc.workflow.agents import ARTIFACT_OF, build_prompt, story_view
-from ai_sdlc.workflow.assess import PHASE_FLAG, NextAction, assess
-from ai_sdlc.workflow.checkpoint import Checkpoint, Checkpoints
-from ai_sdlc.workflow.events import Clock, iso, utc_now
-from ai_sdlc.workflow.transitions import DELETE, PhaseLimit, StoryState, Ticket
-from ai_sdlc.workflow.work import (
+from ai_sdlc.workflow.engine.agents import ARTIFACT_OF, build_prompt, story_view
+from ai_sdlc.workflow.engine.assess import PHASE_FLAG, NextAction, assess
+from ai_sdlc.workflow.engine.work import (
     NO_WORK_FEEDBACK,
     Work,
     change_section,
@@ -73,7 +69,11 @@ from ai_sdlc.workflow.work import (
     look,
     no_work_reason,
 )
-from ai_sdlc.workflow.workspace import AttemptRecord, InPlace, Prepared, Workspace
+from ai_sdlc.workflow.engine.workspace import AttemptRecord, InPlace, Prepared, Workspace
+from ai_sdlc.workflow.state import ledger as L
+from ai_sdlc.workflow.state.checkpoint import Checkpoint, Checkpoints
+from ai_sdlc.workflow.state.events import Clock, iso, utc_now
+from ai_sdlc.workflow.state.transitions import DELETE, PhaseLimit, StoryState, Ticket
 from ai_sdlc.worktree_env.setup import WorktreeSetupError
 
 #: A story that has taken this many actions in one `run` is stopped (a bug guard: every

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from ai_sdlc.workflow.events import Clock, iso
+from ai_sdlc.workflow.state.events import Clock, iso
 
 Sleep = Callable[[float], None]
 #: Called with the seconds left before each sleep (for a countdown on screen).

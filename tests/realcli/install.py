@@ -1,0 +1,103 @@
+"""Install each real agent CLI once, pinned, into a cache folder shared by every test run.
+
+The folder is `$AI_SDLC_TEST_TOOLS` or `~/.cache/ai-sdlc-tests/tools`; each tool lives in
+`<name>-<version>/` and is complete once its `.ready` file exists, so an install that was killed
+half-way is started again. A file lock serialises xdist workers that ask for the same tool.
+Only an unreachable registry makes a test skip (with the reason); any other failure fails it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    registry: str  # "npm" or "pip"
+    package: str
+    version: str
+    executable: str  # path inside the tool's folder
+
+
+#: The versions the README names; change them together.
+TOOLS = {
+    "claude": Tool("claude", "npm", "@anthropic-ai/claude-code", "2.1.332", "node_modules/.bin/claude"),
+    "codex": Tool("codex", "npm", "@openai/codex", "0.169.0", "node_modules/.bin/codex"),
+    "gemini": Tool("gemini", "npm", "@google/gemini-cli", "0.61.0", "node_modules/.bin/gemini"),
+    "aider": Tool("aider", "pip", "aider-chat", "0.86.2", "venv/bin/aider"),
+}
+
+_OFFLINE_SIGNS = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "network",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+)
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("AI_SDLC_TEST_TOOLS")
+    return Path(configured) if configured else Path.home() / ".cache" / "ai-sdlc-tests" / "tools"
+
+
+def _install(tool: Tool, folder: Path) -> subprocess.CompletedProcess[str]:
+    if tool.registry == "npm":
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip(f"{tool.name}: npm is not installed, so {tool.package} cannot be installed")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "package.json").write_text('{"private": true}\n')
+        return subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", f"{tool.package}@{tool.version}"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True, capture_output=True)
+    return subprocess.run(
+        [str(folder / "venv/bin/python"), "-m", "pip", "install", "-q", f"{tool.package}=={tool.version}"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+
+
+def tool_path(name: str) -> Path:
+    """The executable of the pinned tool `name`, installing it first if needed."""
+    tool = TOOLS[name]
+    folder = cache_root() / f"{tool.name}-{tool.version}"
+    ready = folder / ".ready"
+    if ready.exists():
+        return folder / tool.executable
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{tool.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.exists():
+            return folder / tool.executable
+        shutil.rmtree(folder, ignore_errors=True)
+        done = _install(tool, folder)
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr).strip()
+            shutil.rmtree(folder, ignore_errors=True)
+            if any(sign in output for sign in _OFFLINE_SIGNS):
+                pytest.skip(f"{tool.name}: the {tool.registry} registry cannot be reached: {output[-300:]}")
+            pytest.fail(f"installing {tool.package}=={tool.version} failed:\n{output[-2000:]}")
+        if not (folder / tool.executable).exists():
+            pytest.fail(f"{tool.package}=={tool.version} installed no {tool.executable}")
+        ready.write_text(tool.version + "\n")
+    return folder / tool.executable
