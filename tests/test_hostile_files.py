@@ -359,7 +359,7 @@ def test_every_provider_shares_one_confinement(tmp_path: Path) -> None:
 
     (tmp_path / ".ai-sdlc").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / ".ai-sdlc")
-    box = tools.Workspace(tmp_path)
+    box = tools.ToolRoot(tmp_path)
     for raw in (".ai-sdlc/x", ".Ai-Sdlc/x", ".GIT/config", "alias/config.yaml", "a\\..\\x"):
         with pytest.raises(tools.PathRefused):
             tools.confine(tmp_path, raw, write=True)

@@ -13,7 +13,7 @@ from ai_sdlc.providers.base import Access, Phase, ProviderRequest
 from ai_sdlc.providers.tools import (
     CommandPolicy,
     ToolBox,
-    Workspace,
+    ToolRoot,
     changed_paths,
     command_policy,
     scrubbed_env,
@@ -35,7 +35,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def box(root: Path, access: Access = Access.EDIT, commands: CommandPolicy | None = None) -> ToolBox:
-    return ToolBox(Workspace(root), access, commands)
+    return ToolBox(ToolRoot(root), access, commands)
 
 
 @pytest.mark.parametrize("path", ["../secret.txt", "src/../../secret.txt", "/etc/passwd", "~/x"])

@@ -30,7 +30,9 @@ class Tool:
 
 #: The versions the README names; change them together.
 TOOLS = {
-    "claude": Tool("claude", "npm", "@anthropic-ai/claude-code", "2.1.332", "node_modules/.bin/claude"),
+    "claude": Tool(
+        "claude", "npm", "@anthropic-ai/claude-code", "2.1.332", "node_modules/.bin/claude"
+    ),
     "codex": Tool("codex", "npm", "@openai/codex", "0.169.0", "node_modules/.bin/codex"),
     "gemini": Tool("gemini", "npm", "@google/gemini-cli", "0.61.0", "node_modules/.bin/gemini"),
     "aider": Tool("aider", "pip", "aider-chat", "0.86.2", "venv/bin/aider"),
@@ -62,15 +64,31 @@ def _install(tool: Tool, folder: Path) -> subprocess.CompletedProcess[str]:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "package.json").write_text('{"private": true}\n')
         return subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", f"{tool.package}@{tool.version}"],
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                f"{tool.package}@{tool.version}",
+            ],
             cwd=folder,
             capture_output=True,
             text=True,
             timeout=900,
         )
-    subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(folder / "venv")], check=True, capture_output=True
+    )
     return subprocess.run(
-        [str(folder / "venv/bin/python"), "-m", "pip", "install", "-q", f"{tool.package}=={tool.version}"],
+        [
+            str(folder / "venv/bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            f"{tool.package}=={tool.version}",
+        ],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -95,7 +113,9 @@ def tool_path(name: str) -> Path:
             output = (done.stdout + done.stderr).strip()
             shutil.rmtree(folder, ignore_errors=True)
             if any(sign in output for sign in _OFFLINE_SIGNS):
-                pytest.skip(f"{tool.name}: the {tool.registry} registry cannot be reached: {output[-300:]}")
+                pytest.skip(
+                    f"{tool.name}: the {tool.registry} registry cannot be reached: {output[-300:]}"
+                )
             pytest.fail(f"installing {tool.package}=={tool.version} failed:\n{output[-2000:]}")
         if not (folder / tool.executable).exists():
             pytest.fail(f"{tool.package}=={tool.version} installed no {tool.executable}")

@@ -15,7 +15,7 @@ from ai_sdlc.workflow.engine.runner import StoryOutcome
 from ai_sdlc.workflow.session import DryRunPlan, Session, plan_dry_run
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
-    from ai_sdlc.workflow.runs.multirun import RunReport
+    from ai_sdlc.workflow.runs.multirun import RunOutcome
 
 
 def execute(
@@ -203,7 +203,7 @@ def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
             out.info(f"{o.story_id}: {o.reason}")
 
 
-def _finish_multi(out: Terminal, report: RunReport | None, json: bool) -> int:
+def _finish_multi(out: Terminal, report: RunOutcome | None, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable)."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line

@@ -17,7 +17,7 @@ from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
-from ai_sdlc.workflow.runs.multirun import RunReport
+from ai_sdlc.workflow.runs.multirun import RunOutcome
 from ai_sdlc.workflow.session import Session
 from ai_sdlc.workflow.watch import (
     EventChanges,
@@ -61,7 +61,7 @@ def watch(
     progress = Progress(out)
     notices: set[str] = set()
 
-    def run_stories(ids: list[str]) -> RunReport | None:
+    def run_stories(ids: list[str]) -> RunOutcome | None:
         session = Session.open(
             store,
             provider_name=provider,

@@ -35,7 +35,7 @@ SECRET_NAME = "secret file name"
 SECRET_CONTENT = "credential-like content"
 
 
-class Finding(msgspec.Struct, frozen=True):
+class ForeignCommit(msgspec.Struct, frozen=True):
     commit: str
     #: The file, or "" for the commit's message.
     path: str
@@ -55,7 +55,7 @@ class UnsafeCommitsError(UnsafeWorkError):
     pushed. The message names commits and files, never their content."""
 
     def __init__(
-        self, story_id: str, branch: str, findings: list[Finding], *, worktree: Path
+        self, story_id: str, branch: str, findings: list[ForeignCommit], *, worktree: Path
     ) -> None:
         self.findings = findings
         shown = findings[:SHOWN]
@@ -73,7 +73,7 @@ class UnsafeCommitsError(UnsafeWorkError):
         )
 
 
-def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
+def check(top: Path, since: str | Sequence[str], tip: str) -> list[ForeignCommit]:
     """What breaks the rules among the files the commits `tip` has and none of `since` has
     (`since..tip`) add or change, each commit against each of its parents: a secret added then
     removed is still in the history a push sends. `top`: a work tree of the repository."""
@@ -98,7 +98,7 @@ def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
         *bases,
         "--",
     )
-    findings: list[Finding] = []
+    findings: list[ForeignCommit] = []
     blobs: dict[str, tuple[str, str]] = {}  # blob → (commit, path), the first that added it
     seen: set[tuple[str, str]] = set()  # (path, blob): a merge shows its side's files again
     commit = ""
@@ -110,7 +110,7 @@ def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
         if token.startswith("commit "):
             commit, _, message = token[len("commit ") :].partition("\n")
             if redact(message) != message:  # pushed with the commit, like its files
-                findings.append(Finding(commit, "", SECRET_CONTENT))
+                findings.append(ForeignCommit(commit, "", SECRET_CONTENT))
             continue
         if not token.startswith(":") or i >= len(tokens):
             continue
@@ -125,12 +125,12 @@ def check(top: Path, since: str | Sequence[str], tip: str) -> list[Finding]:
         seen.add((path, blob))
         reason = _path_rule(path)
         if reason:
-            findings.append(Finding(commit, path, reason))
+            findings.append(ForeignCommit(commit, path, reason))
         elif mode in _FILE_MODES and blob not in blobs:
             blobs[blob] = (commit, path)
     for blob in _secret_blobs(top, list(blobs)):
         commit, path = blobs[blob]
-        findings.append(Finding(commit, path, SECRET_CONTENT))
+        findings.append(ForeignCommit(commit, path, SECRET_CONTENT))
     return findings
 
 

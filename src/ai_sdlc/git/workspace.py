@@ -1,6 +1,6 @@
 """`GitWorkspace`: each story works in its own git worktree and branch.
 
-The runner's `Workspace` seam (see `ai_sdlc.workflow.engine.workspace`) implemented with git: the
+The runner's `StoryWorkspace` seam (`ai_sdlc.workflow.engine.workspace`) implemented with git: the
 worktree `.ai-sdlc/worktrees/<id>-<slug>/` on branch `ai-sdlc/<id>-<slug>` is created from the
 base branch or resumed; a passing attempt is committed with explicit staging; a failing one is
 saved as a patch and rolled back; a done story's branch is pushed and gets a pull request. Story
@@ -35,7 +35,13 @@ from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
-from ai_sdlc.workflow.engine.workspace import AttemptRecord, Finished, InPlace, Prepared, Workspace
+from ai_sdlc.workflow.engine.workspace import (
+    AttemptChanges,
+    InPlace,
+    Prepared,
+    Publication,
+    StoryWorkspace,
+)
 
 if TYPE_CHECKING:
     from ai_sdlc.worktree_env.setup import WorktreeEnvironment
@@ -139,7 +145,7 @@ class GitWorkspace:
             location=location,
         )
 
-    # --- the Workspace protocol ---------------------------------------------------------------
+    # --- the StoryWorkspace protocol ------------------------------------------------------------
 
     def _worktrees_serialised(self) -> AbstractContextManager[None]:
         """Held across listing and creating worktrees (see `worktrees.serialised`)."""
@@ -309,7 +315,7 @@ class GitWorkspace:
         attempts.rollback(top, story.id, changed, base=base)
         self._restore_git_file(top)
 
-    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         base = self._checkpoints.get(story.id)
         sha = attempts.commit_attempt(
@@ -326,12 +332,12 @@ class GitWorkspace:
                 self._vetted[story.id] = sha  # our commit, on a checked history
         self._restore_git_file(self._own(path))
         if sha is None:
-            return AttemptRecord()
+            return AttemptChanges()
         # The commit holds every committable change: the work tree is clean at it.
         self._checked[story.id] = work_changes.clean_state(sha)
-        return AttemptRecord(commit=sha, key=work_changes.clean_key(sha))
+        return AttemptChanges(commit=sha, key=work_changes.clean_key(sha))
 
-    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         top = self._own(path)
         base = self._checkpoints.get(story.id)
@@ -340,10 +346,10 @@ class GitWorkspace:
             attempts.rollback(top, story.id, base=base)
         self._restore_git_file(top)
         if diff is None:
-            return AttemptRecord(summary="no files changed")
-        return AttemptRecord(patch=diff.patch, summary=diff.summary)
+            return AttemptChanges(summary="no files changed")
+        return AttemptChanges(patch=diff.patch, summary=diff.summary)
 
-    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Finished:
+    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Publication:
         """`checked`: as for `fingerprint`; then the done worktree is removed without git's
         own look at it (the check just saw nothing uncommitted but scratch files)."""
         clean = self._checked.pop(story.id, None) is not None and checked
@@ -366,12 +372,12 @@ class GitWorkspace:
         except PublishError as exc:
             # The story is done and its work committed: a PR that cannot be opened now is
             # reported (outcome "error", with the command to retry), not a failed story.
-            return Finished(outcome="error", message=str(exc))
+            return Publication(outcome="error", message=str(exc))
         if finished.outcome == "failed" or self.settings.keep_worktrees:
             return finished
         return self._remove_done(top, finished, clean=clean)
 
-    def _remove_done(self, top: Path, finished: Finished, *, clean: bool = False) -> Finished:
+    def _remove_done(self, top: Path, finished: Publication, *, clean: bool = False) -> Publication:
         """A done story's worktree goes, with its environment (git-ignored files such as the
         worktree's `.venv`): its work is committed on the branch (and pushed, where there is
         a remote). `git worktree remove` refuses a worktree with changes or untracked files:
@@ -393,11 +399,11 @@ class GitWorkspace:
             self._tops = {k: v for k, v in self._tops.items() if v != top}
             note = f"removed worktree {shown} (git.keep_worktrees: true keeps it)"
         message = f"{finished.message}; {note}" if finished.message else note
-        return Finished(finished.fields, finished.outcome, message)
+        return Publication(finished.fields, finished.outcome, message)
 
     # --- publishing ----------------------------------------------------------------------------
 
-    def publish(self, story: Any, branch: str, *, refs: RefSnapshot | None = None) -> Finished:
+    def publish(self, story: Any, branch: str, *, refs: RefSnapshot | None = None) -> Publication:
         """Push `branch` and open (or reuse) its pull request; `ai-sdlc pr` calls this too.
         `refs`: the caller's snapshot of this operation's refs (read now, not cached)."""
         later = f"ai-sdlc pr {story.id}"
@@ -412,7 +418,7 @@ class GitWorkspace:
                 hint=f"run the story first: ai-sdlc run {story.id}",
             )
         if not self._has_remote(remote):
-            return Finished(
+            return Publication(
                 outcome="skipped",
                 message=f"no git remote {remote!r}: the work stays on branch {branch}; add the "
                 f"remote, then run `{later}`",
@@ -429,7 +435,7 @@ class GitWorkspace:
         if not self._surely_ahead(story.id, tip, start_ref):
             count = ("git", "rev-list", "--count", f"{start}..{branch}")
             if run(count, self.top).stdout.strip() == "0":
-                return Finished(
+                return Publication(
                     outcome="skipped",
                     message=f"branch {branch} has no commits ahead of {base}: no pull request "
                     "needed",
@@ -438,7 +444,7 @@ class GitWorkspace:
         try:
             self._push(branch)
             if not gh.available():
-                return Finished(
+                return Publication(
                     outcome="skipped",
                     message=f"gh (GitHub CLI) not found on PATH: branch {branch} is pushed to "
                     f"{remote}; install gh and run `{later}` to open the pull request",
@@ -460,11 +466,11 @@ class GitWorkspace:
             if self.settings.auto_merge:
                 checks = gh.checks(branch)
                 if not checks.passed:
-                    return Finished(fields, "failed", checks.output or "checks failed")
+                    return Publication(fields, "failed", checks.output or "checks failed")
                 gh.merge(branch)
-                return Finished(fields, "merged", f"pull request {url} merged (squash)")
+                return Publication(fields, "merged", f"pull request {url} merged (squash)")
             verb = "opened" if outcome == "opened" else "already open:"
-            return Finished(fields, outcome, f"pull request {verb} {url}")
+            return Publication(fields, outcome, f"pull request {verb} {url}")
         except (GitError, TransientRemoteError, CircuitBreakerOpenError) as exc:
             raise PublishError(
                 f"{story.id}: could not publish branch {branch}: {getattr(exc, 'message', exc)}",
@@ -710,7 +716,7 @@ def select_workspace(
     no_worktree: bool = False,
     guard: Guard = call_directly,
     gh: str = "gh",
-) -> tuple[Workspace, str | None]:
+) -> tuple[StoryWorkspace, str | None]:
     """The workspace for a run, and a one-line notice when isolation is off.
 
     `--no-worktree` or `git.worktrees: false` → the project folder itself; outside a git

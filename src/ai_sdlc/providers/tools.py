@@ -140,7 +140,7 @@ def confine(root: Path, raw: object, *, write: bool = False) -> Path:
     return resolved
 
 
-class Workspace:
+class ToolRoot:
     """Resolves model-supplied paths inside one folder, or refuses them."""
 
     def __init__(self, root: Path) -> None:
@@ -297,7 +297,7 @@ COMMAND_TOOL = ToolSpec(
 class ToolBox(msgspec.Struct):
     """The tools of one phase; `call` never raises for the model's mistakes."""
 
-    workspace: Workspace
+    workspace: ToolRoot
     access: Access
     commands: CommandPolicy | None = None
     max_read_chars: int = 100_000
@@ -540,7 +540,7 @@ def command_policy(settings: Mapping[str, Any], phase: Phase) -> CommandPolicy |
 def toolbox_for(request: ProviderRequest, settings: Mapping[str, Any]) -> ToolBox:
     """The tools of `request`'s phase: read tools always, edit tools for EDIT access."""
     return ToolBox(
-        workspace=Workspace(request.workspace),
+        workspace=ToolRoot(request.workspace),
         access=request.access,
         commands=command_policy(settings, request.phase),
         sandbox=request.sandbox,

@@ -37,7 +37,7 @@ from ai_sdlc.resilience.persistence import (
 from ai_sdlc.resilience.policy import PolicyManager
 from ai_sdlc.resilience.report import metrics_report
 from ai_sdlc.resilience.retry import (
-    AttemptRecord,
+    CallAttempt,
     RetryConfig,
     RetryEngine,
     RetryHook,
@@ -47,13 +47,13 @@ from ai_sdlc.resilience.retry import (
 __all__ = [
     "DEFAULT_POLICIES",
     "POLICY_NAMES",
-    "AttemptRecord",
     "AttemptTimeoutError",
     "BreakerSnapshot",
     "BreakerStats",
     "BreakerStore",
     "BudgetConfig",
     "BudgetStats",
+    "CallAttempt",
     "CircuitBreaker",
     "CircuitBreakerConfig",
     "CircuitBreakerOpenError",

@@ -13,7 +13,7 @@ from typing import Any
 
 from ai_sdlc.resilience.breaker import BreakerStats
 from ai_sdlc.resilience.errors import CircuitBreakerOpenError
-from ai_sdlc.resilience.retry import AttemptRecord, RetryResult
+from ai_sdlc.resilience.retry import CallAttempt, RetryResult
 
 POLICY_COUNTERS: tuple[str, ...] = (
     "operations",
@@ -49,7 +49,7 @@ class PolicyMetrics:
         self.record_attempts(result.attempts, counter, fallback_used=fallback_used)
 
     def record_attempts(
-        self, attempts: list[AttemptRecord], outcome: str, *, fallback_used: bool = False
+        self, attempts: list[CallAttempt], outcome: str, *, fallback_used: bool = False
     ) -> None:
         """Count one operation: its attempts and its outcome counter (see POLICY_COUNTERS)."""
         count = len(attempts)

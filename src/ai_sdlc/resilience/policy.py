@@ -45,7 +45,7 @@ from ai_sdlc.resilience.persistence import (
 from ai_sdlc.resilience.retry import (
     ABORT_ERRORS,
     AttemptHook,
-    AttemptRecord,
+    CallAttempt,
     RetryEngine,
     RetryHook,
     RetryResult,
@@ -185,7 +185,7 @@ class PolicyManager:
             entry.persistent.refresh()
         breaker = entry.breaker
         guarded = fn if breaker is None else (lambda: breaker.execute(fn))
-        seen: list[AttemptRecord] = []
+        seen: list[CallAttempt] = []
         try:
             result = entry.engine.execute(
                 guarded, on_retry=on_retry, on_attempt=_collecting(seen, on_attempt)
@@ -229,7 +229,7 @@ class PolicyManager:
                 return await fn()
             return await breaker.aexecute(fn)
 
-        seen: list[AttemptRecord] = []
+        seen: list[CallAttempt] = []
         try:
             result = await entry.engine.aexecute(
                 guarded, on_retry=on_retry, on_attempt=_collecting(seen, on_attempt)
@@ -321,7 +321,7 @@ class PolicyManager:
         self._after_operation()
         return value
 
-    def _finish(self, entry: _Entry, attempts: list[AttemptRecord], outcome: str) -> None:
+    def _finish(self, entry: _Entry, attempts: list[CallAttempt], outcome: str) -> None:
         """Count an operation a guardrail stopped. The stop must reach the caller unchanged, so
         a failing metrics write here is left for the next flush (its counts stay pending)."""
         entry.metrics.record_attempts(attempts, outcome)
@@ -334,8 +334,8 @@ class PolicyManager:
             self.flush_if_due()
 
 
-def _collecting(seen: list[AttemptRecord], hook: AttemptHook | None) -> AttemptHook:
-    def collect(record: AttemptRecord) -> None:
+def _collecting(seen: list[CallAttempt], hook: AttemptHook | None) -> AttemptHook:
+    def collect(record: CallAttempt) -> None:
         seen.append(record)
         if hook is not None:
             hook(record)

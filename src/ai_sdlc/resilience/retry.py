@@ -36,7 +36,7 @@ T = TypeVar("T")
 #: Called before each sleep with (failed attempt number, delay seconds, error, reason).
 RetryHook = Callable[[int, float, BaseException, str], None]
 #: Called after each attempt, failed or not (for live display).
-AttemptHook = Callable[["AttemptRecord"], None]
+AttemptHook = Callable[["CallAttempt"], None]
 
 StopReason = Literal["success", "non_retryable", "exhausted", "overall_timeout", "budget"]
 
@@ -86,7 +86,7 @@ class RetryConfig(msgspec.Struct, frozen=True):
                 raise ValueError("timeouts must be > 0")
 
 
-class AttemptRecord(NamedTuple):
+class CallAttempt(NamedTuple):
     """One call: its 1-based number, the sleep before it, how long it ran, its error."""
 
     number: int
@@ -101,7 +101,7 @@ class RetryResult(msgspec.Struct, Generic[T]):
     success: bool
     result: T | None
     error: BaseException | None
-    attempts: list[AttemptRecord]
+    attempts: list[CallAttempt]
     total_duration: float
     stop_reason: StopReason
 
@@ -172,7 +172,7 @@ class RetryEngine:
         start = clock()
         if self.budget is not None:
             self.budget.record_call()
-        attempts: list[AttemptRecord] = []
+        attempts: list[CallAttempt] = []
         timeout = self.config.attempt_timeout
         delay = 0.0
         number = 1
@@ -187,7 +187,7 @@ class RetryEngine:
                 raise
             except Exception as exc:
                 ended = clock()
-                record = AttemptRecord(number, delay, ended - began, exc)
+                record = CallAttempt(number, delay, ended - began, exc)
                 attempts.append(record)
                 if on_attempt is not None:
                     on_attempt(record)
@@ -201,7 +201,7 @@ class RetryEngine:
                 number += 1
                 continue
             ended = clock()
-            record = AttemptRecord(number, delay, ended - began, None)
+            record = CallAttempt(number, delay, ended - began, None)
             attempts.append(record)
             if on_attempt is not None:
                 on_attempt(record)
@@ -219,7 +219,7 @@ class RetryEngine:
         start = clock()
         if self.budget is not None:
             self.budget.record_call()
-        attempts: list[AttemptRecord] = []
+        attempts: list[CallAttempt] = []
         timeout = self.config.attempt_timeout
         delay = 0.0
         number = 1
@@ -234,7 +234,7 @@ class RetryEngine:
                 raise
             except Exception as exc:
                 ended = clock()
-                record = AttemptRecord(number, delay, ended - began, exc)
+                record = CallAttempt(number, delay, ended - began, exc)
                 attempts.append(record)
                 if on_attempt is not None:
                     on_attempt(record)
@@ -248,7 +248,7 @@ class RetryEngine:
                 number += 1
                 continue
             ended = clock()
-            record = AttemptRecord(number, delay, ended - began, None)
+            record = CallAttempt(number, delay, ended - began, None)
             attempts.append(record)
             if on_attempt is not None:
                 on_attempt(record)

@@ -32,7 +32,7 @@ def stamp_of(result: os.stat_result) -> Stamp:
     return (result.st_mtime_ns, result.st_size, result.st_ino)
 
 
-class Entry(msgspec.Struct):
+class CachedStory(msgspec.Struct):
     """One story's cached frontmatter (or its error), valid while the file's stamp is unchanged."""
 
     stamp: Stamp
@@ -47,8 +47,8 @@ class StoryCache:
         self.path = folder / FILE_NAME
         self._folder = folder
         self._owner = str(stories_dir)
-        self._old: dict[str, Entry] = {}
-        self._new: dict[str, Entry] = {}
+        self._old: dict[str, CachedStory] = {}
+        self._new: dict[str, CachedStory] = {}
         self._dirty = False
 
     def load(self) -> None:
@@ -81,7 +81,7 @@ class StoryCache:
     def put(self, story_id: str, stamp: Stamp, payload: dict[str, Any], now_ns: int) -> None:
         if now_ns - stamp[0] < RACY_SECONDS * 1e9:
             return  # too fresh to trust its timestamp; parse again next time
-        self._new[story_id] = Entry(stamp, payload)
+        self._new[story_id] = CachedStory(stamp, payload)
         self._dirty = True
 
     def save(self, before_write: Callable[[], None] | None = None) -> None:
@@ -105,15 +105,15 @@ class StoryCache:
             fsutil.atomic_write_bytes(self.path, data, durable=False)
 
 
-def _entry(item: object) -> Entry | None:
+def _entry(item: object) -> CachedStory | None:
     if not (isinstance(item, list) and len(item) == 4):
         return None
     mtime, size, inode, payload = item
     if not all(type(n) is int for n in (mtime, size, inode)) or not isinstance(payload, dict):
         return None
     if "fm" in payload and isinstance(payload["fm"], dict):
-        return Entry((mtime, size, inode), payload)
+        return CachedStory((mtime, size, inode), payload)
     error = payload.get("error")
     if isinstance(error, list) and len(error) == 4 and isinstance(error[0], str):
-        return Entry((mtime, size, inode), payload)
+        return CachedStory((mtime, size, inode), payload)
     return None

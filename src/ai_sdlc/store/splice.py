@@ -39,7 +39,7 @@ class SpliceError(RuntimeError):
     """Neither splicing nor a full re-render produced text that loads back to the new values."""
 
 
-class Entry(msgspec.Struct, frozen=True):
+class KeyPlace(msgspec.Struct, frozen=True):
     """Where one top-level key and its value are, in lines and columns of the frontmatter."""
 
     key: Any
@@ -57,7 +57,7 @@ class Layout(msgspec.Struct, frozen=True):
     """Line map of a block-mapping frontmatter: its lines and one entry per key."""
 
     lines: list[str]
-    entries: list[Entry]
+    entries: list[KeyPlace]
     column: int  # indentation of the keys
 
 
@@ -108,7 +108,9 @@ def from_marks(lines: list[str], marks: list[Marks], column: int) -> Layout:
         while content_end > line + 1 and _is_trailer(lines[content_end - 1], column):
             content_end -= 1
         entries.append(
-            Entry(key, line, content_end, segment_end, key_end, value_start, value_end, flow, keep)
+            KeyPlace(
+                key, line, content_end, segment_end, key_end, value_start, value_end, flow, keep
+            )
         )
     return Layout(lines, entries, column)
 
@@ -293,7 +295,7 @@ _START = object()  # `following` slot of keys that go before the first entry
 
 
 def _replacement(
-    entry: Entry, lines: list[str], value: Any, key_col: int, newline: str
+    entry: KeyPlace, lines: list[str], value: Any, key_col: int, newline: str
 ) -> list[str]:
     raw = lines[entry.line].rstrip(_EOL)
     (start_line, start_col), (end_line, end_col) = entry.value_start, entry.value_end

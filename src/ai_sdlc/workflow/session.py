@@ -28,7 +28,7 @@ from ai_sdlc.workflow.state.runlock import run_lock
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
     from ai_sdlc.workflow.runs import graph as G
-    from ai_sdlc.workflow.runs.multirun import RunReport
+    from ai_sdlc.workflow.runs.multirun import RunOutcome
     from ai_sdlc.workflow.runs.runstate import RunRepository, RunState
     from ai_sdlc.worktree_env.setup import WorktreeEnvironment
 
@@ -285,7 +285,7 @@ class Session(msgspec.Struct):
         epic: str | None = None,
         executor: str | None = None,
         ray_address: str | None = None,
-    ) -> RunReport | None:
+    ) -> RunOutcome | None:
         """A new run over `story_ids` (None: every actionable story by priority; `epic`: only
         that epic's), or the run `resume` (`latest`: the most recent one) continued. Up to
         `jobs` stories at once (None: `run.jobs`; a resumed run keeps its own). The dependency
@@ -348,7 +348,7 @@ class Session(msgspec.Struct):
             finally:
                 self.relay.watcher = None
 
-    def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunReport:
+    def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunOutcome:
         import os
 
         from ai_sdlc.workflow.parallel.executors import LocalExecutor, WorkerSpec
@@ -369,7 +369,7 @@ class Session(msgspec.Struct):
 
     def _run_on_ray(
         self, common: dict[str, Any], jobs: int, address: str | None, spec: Any
-    ) -> RunReport:
+    ) -> RunOutcome:
         """The same coordinator with its stories on a Ray cluster (see `ray_executor`)."""
         from ai_sdlc.workflow.parallel.ray_executor import ray_executor_for
         from ai_sdlc.workflow.parallel.scheduler import ParallelRun

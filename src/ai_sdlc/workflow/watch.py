@@ -37,12 +37,12 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
 from ai_sdlc.workflow.engine.assess import recommend
 from ai_sdlc.workflow.runs import graph as G
-from ai_sdlc.workflow.runs.multirun import RunReport
+from ai_sdlc.workflow.runs.multirun import RunOutcome
 
 Emit = Callable[[dict[str, Any]], None]
 Sleep = Callable[[float], None]
 #: Runs the given stories as one multi-story run (None: nothing to run).
-RunStories = Callable[[list[str]], "RunReport | None"]
+RunStories = Callable[[list[str]], "RunOutcome | None"]
 #: (inode, size, mtime in ns) of a story file: any write (in place or by rename) changes it.
 Signature = tuple[int, int, int]
 
@@ -199,7 +199,7 @@ class StopFlag:
 
 @dataclass
 class WatchResult:
-    runs: list[RunReport] = field(default_factory=list)
+    runs: list[RunOutcome] = field(default_factory=list)
     #: Stories that ended blocked in one of the runs.
     blocked: list[str] = field(default_factory=list)
     #: A run halted by a stop condition (not only by its blocked stories).

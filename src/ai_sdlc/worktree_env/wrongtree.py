@@ -34,7 +34,7 @@ _IMPORTS = re.compile(r"^import[ \t]+([\w., \t]+)")
 _HEAD = 2048
 
 
-class Finding(msgspec.Struct, frozen=True):
+class WrongTreeImport(msgspec.Struct, frozen=True):
     """One verify command whose interpreter imports project code from `target`."""
 
     #: The verify key (`build`, `test`).
@@ -197,11 +197,11 @@ def check(
     project: Path,
     worktrees_root: Path | None,
     environ: Mapping[str, str],
-) -> list[Finding]:
+) -> list[WrongTreeImport]:
     """What each verify command would import from the main checkout `main` (the repository's
     top) when run in `worktree`; `project` is the project folder a relative program falls
     back to. Empty: nothing found (or not a Python command this guard can follow)."""
-    found: list[Finding] = []
+    found: list[WrongTreeImport] = []
     for step, line in commands:
         try:
             argv = shlex.split(line)
@@ -225,7 +225,7 @@ def check(
         # A path entry or hook names the imported folder (`src/`); direct_url.json only the
         # project it was installed from: show the most telling one.
         marker, target = min(hits, key=lambda hit: hit[0].name == "direct_url.json")
-        found.append(Finding(step, str(interpreter), str(marker), str(target)))
+        found.append(WrongTreeImport(step, str(interpreter), str(marker), str(target)))
     return found
 
 

@@ -69,7 +69,7 @@ from ai_sdlc.workflow.engine.work import (
     look,
     no_work_reason,
 )
-from ai_sdlc.workflow.engine.workspace import AttemptRecord, InPlace, Prepared, Workspace
+from ai_sdlc.workflow.engine.workspace import AttemptChanges, InPlace, Prepared, StoryWorkspace
 from ai_sdlc.workflow.state import ledger as L
 from ai_sdlc.workflow.state.checkpoint import Checkpoint, Checkpoints
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
@@ -132,7 +132,7 @@ class RunnerDeps(msgspec.Struct):
     )
     workspace: Path | None = None
     #: Where each story's agents work (default: `InPlace` in `workspace` or the project).
-    workspaces: Workspace | None = None
+    workspaces: StoryWorkspace | None = None
     #: The `ai` config section (model, prices) for usage estimates before a call.
     ai_settings: dict[str, Any] = msgspec.field(default_factory=dict)
     emit: Emit = lambda _event: None
@@ -169,7 +169,9 @@ class StoryRunner:
             clock=deps.clock,
             on_recovery=self._recovered,
         )
-        self.workspaces: Workspace = deps.workspaces or InPlace(deps.workspace or deps.store.root)
+        self.workspaces: StoryWorkspace = deps.workspaces or InPlace(
+            deps.workspace or deps.store.root
+        )
         self.checkpoints = Checkpoints(deps.store)
         #: Usage of the whole run (all stories this runner served), for `limits.run_cost_usd`.
         self.run_usage = Usage()
@@ -184,7 +186,7 @@ class StoryRunner:
         #: The story whose last read-only check found nothing changed (or whose work was all
         #: just committed), while nothing has run in its workspace since (no agent,
         #: verification, baseline, workspace preparation): that look may stand for the next
-        #: one (`Workspace.fingerprint(checked=)`, `changes(checked=)`).
+        #: one (`StoryWorkspace.fingerprint(checked=)`, `changes(checked=)`).
         self._checked: str | None = None
         #: The story as the last `ensure_can_act` returned it (saves a re-read per phase).
         self._story: Story | None = None
@@ -427,7 +429,7 @@ class StoryRunner:
         try:
             record = self.workspaces.attempt_failed(ticket.story, path, attempt=ticket.attempt)
         except Exception as exc:
-            unsaved, record = exc, AttemptRecord()
+            unsaved, record = exc, AttemptChanges()
         feedback = summary + (
             f"\n\nThe failed attempt changed: {record.summary}" if record.summary else ""
         )

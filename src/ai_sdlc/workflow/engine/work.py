@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from ai_sdlc.git.changes import ChangeSet, patch_text
-from ai_sdlc.workflow.engine.workspace import Workspace
+from ai_sdlc.workflow.engine.workspace import StoryWorkspace
 
 #: Characters of diff the review prompt carries at most; a larger change is listed by file.
 REVIEW_DIFF_LIMIT = 40_000
@@ -42,7 +42,7 @@ class Work(msgspec.Struct, frozen=True):
         return self.change.empty if self.change is not None else not self.changed
 
 
-def look(workspaces: Workspace, story: Any, path: Path, before: str) -> Work:
+def look(workspaces: StoryWorkspace, story: Any, path: Path, before: str) -> Work:
     """The work in `path` after an attempt that began at content key `before`."""
     change = workspaces.changes(story, path)
     key = change.key if change is not None else workspaces.fingerprint(story, path)

@@ -1,6 +1,6 @@
 """Where a story's agents and verification run, and what happens to their work.
 
-The runner asks its `Workspace` for the folder of a story's work and tells it how each
+The runner asks its `StoryWorkspace` for the folder of a story's work and tells it how each
 implementation attempt ended; the workspace never writes story state (`.ai-sdlc/stories/`):
 it returns what the runner should record (branch, worktree path, commit, patch text, PR url)
 and the state owner writes it. Two implementations exist: `InPlace` (the project folder itself,
@@ -31,12 +31,12 @@ class Prepared(msgspec.Struct, frozen=True):
     notice: str | None = None
 
 
-class AttemptRecord(msgspec.Struct, frozen=True):
+class AttemptChanges(msgspec.Struct, frozen=True):
     """What became of one implementation attempt's changes."""
 
     #: The commit made for a passing attempt (None when nothing was committed).
     commit: str | None = None
-    #: The work's content key (`Workspace.fingerprint`) right after that commit, when known:
+    #: The work's content key (`StoryWorkspace.fingerprint`) right after that commit, when known:
     #: the review compares with it to reuse the attempt's verification.
     key: str | None = None
     #: The failed attempt's diff (saved by the owner as `attempts/<n>.patch`), or None.
@@ -45,7 +45,7 @@ class AttemptRecord(msgspec.Struct, frozen=True):
     summary: str = ""
 
 
-class Finished(msgspec.Struct, frozen=True):
+class Publication(msgspec.Struct, frozen=True):
     """The result of the done step (push + pull request)."""
 
     fields: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -54,7 +54,7 @@ class Finished(msgspec.Struct, frozen=True):
     message: str = ""
 
 
-class Workspace(Protocol):
+class StoryWorkspace(Protocol):
     """The seam between the runner and the place its agents work."""
 
     def prepare(self, story: Any) -> Prepared:
@@ -87,15 +87,15 @@ class Workspace(Protocol):
         """Undo uncommitted changes in `path` (after a read-only violation)."""
         ...
 
-    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         """An implementation attempt passed verification: keep (commit) its changes."""
         ...
 
-    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
+    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         """An implementation attempt failed: save its diff and roll the code back."""
         ...
 
-    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Finished:
+    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Publication:
         """The story is done: publish the work (push, pull request). `checked`: as for
         `fingerprint`."""
         ...
@@ -144,11 +144,11 @@ class InPlace:
     def revert(self, story: Any, path: Path) -> None:
         return None
 
-    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
-        return AttemptRecord()
+    def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
+        return AttemptChanges()
 
-    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptRecord:
-        return AttemptRecord()
+    def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
+        return AttemptChanges()
 
-    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Finished:
-        return Finished()
+    def finish(self, story: Any, path: Path, *, checked: bool = False) -> Publication:
+        return Publication()

@@ -6,8 +6,8 @@ decision; an executor only carries stories to workers and messages back. The pro
 - `start(story_id) -> Handle`: run the story (to done, blocked, waiting or a stop) on a worker.
 - `next_message(timeout) -> Message | None`: the next message from any worker, in arrival
   order: `Event` (a runner event, tagged with the worker), `Ask` (a question the worker waits
-  on: `before_phase` before every phase, `usage` before every provider call) and `Finished`
-  (the worker's result). A worker that dies without a result yields `Finished(kind="crashed")`.
+  on: `before_phase` before every phase, `usage` before every provider call) and `WorkerDone`
+  (the worker's result). A worker that dies without a result yields `WorkerDone(kind="crashed")`.
 - `reply(handle, answer)`: the coordinator's answer to an `Ask` (the worker blocks until then).
 - `request_stop()`: workers stop before their next phase (the phase in flight finishes).
 - `interrupt()`: Ctrl-C (or SIGTERM) of the coordinator: workers abandon the phase in flight
@@ -73,7 +73,7 @@ class Ask:
 
 
 @dataclass(frozen=True)
-class Finished:
+class WorkerDone:
     handle: Handle
     #: "outcome" (result/reason of the runner), "busy" (another process runs the story),
     #: "halted" (a run budget stopped it), "stopped" (the coordinator asked it to stop),
@@ -86,7 +86,7 @@ class Finished:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
-Message = Event | Ask | Finished
+Message = Event | Ask | WorkerDone
 
 
 class Executor(Protocol):
@@ -195,7 +195,7 @@ class LocalExecutor:
         if kind == "ask":
             return Ask(handle, payload["kind"], payload["data"])
         self._finish(token)
-        return Finished(handle, **payload)
+        return WorkerDone(handle, **payload)
 
     def _dead_worker(self) -> Message | None:
         """A worker that exited without its result (killed, out of memory...)."""
@@ -207,7 +207,7 @@ class LocalExecutor:
             except queue_mod.Empty:
                 pass
             self._finish(token)
-            return Finished(
+            return WorkerDone(
                 self._handles[token],
                 "crashed",
                 reason=f"worker process {proc.pid} exited with code {proc.exitcode}",
@@ -471,11 +471,11 @@ __all__ = [
     "Ask",
     "Event",
     "Executor",
-    "Finished",
     "Handle",
     "LocalExecutor",
     "Message",
     "StopRequested",
+    "WorkerDone",
     "WorkerSpec",
     "worker_main",
 ]

@@ -45,7 +45,7 @@ from typing import Any
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
 from ai_sdlc.resilience.persistence import BreakerStore, StateDir
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.parallel.executors import Answer, Ask, Event, Finished, Handle, Message
+from ai_sdlc.workflow.parallel.executors import Answer, Ask, Event, Handle, Message, WorkerDone
 from ai_sdlc.workflow.parallel.ray_worker import BREAKERS_FILE, SNAPSHOT_FILES, RaySpec, no_delay
 
 #: The StoryState operations a worker may ask for (nothing else is ever called by name).
@@ -551,15 +551,15 @@ class RayExecutor:
                 sent = done.pop("sent", None)
                 if sent is not None and self.endpoint is not None:
                     self.endpoint.settle(token, str(sent[0]), int(sent[1]), CLUSTER_GRACE)
-                message = Finished(handle, **done)
+                message = WorkerDone(handle, **done)
             except ray.exceptions.TaskCancelledError:
-                message = Finished(handle, "interrupted", reason="interrupted (Ctrl-C)")
+                message = WorkerDone(handle, "interrupted", reason="interrupted (Ctrl-C)")
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as exc:
-                message = Finished(
+                message = WorkerDone(
                     handle, "crashed", reason=f"Ray worker died twice: {_first(exc)}"
                 )
             except ray.exceptions.RayTaskError as exc:
-                message = Finished(handle, "crashed", reason=f"worker failed: {_first(exc)}")
+                message = WorkerDone(handle, "crashed", reason=f"worker failed: {_first(exc)}")
             except Exception as exc:
                 with self._lock:
                     self._cluster_lost(exc)
@@ -581,7 +581,7 @@ class RayExecutor:
             for token in sorted(self._refs):
                 handle = self._handles[token]
                 self._settle_abandoned(handle)
-                self._out.put(Finished(handle, "lost", reason=self._lost))
+                self._out.put(WorkerDone(handle, "lost", reason=self._lost))
             self._refs.clear()
 
     def _settle_abandoned(self, handle: Handle) -> None:

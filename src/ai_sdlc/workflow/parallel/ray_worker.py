@@ -589,7 +589,7 @@ def node_name() -> str:
 def run_story(
     spec: RaySpec, story_id: str, token: int, mailbox: Any, endpoint: Any = None
 ) -> dict[str, Any]:
-    """The Ray task: run one story to its next stop; returns the `Finished` fields. It talks
+    """The Ray task: run one story to its next stop; returns the `WorkerDone` fields. It talks
     to the coordinator over `endpoint` (host, port, key) when it can, else through `mailbox`."""
     life = uuid.uuid4().hex[:12]
     ends: Any = SocketLink.connect(endpoint, token, life) or MailboxLink(mailbox, token, life)

@@ -27,10 +27,10 @@ from typing import Any
 from ai_sdlc.errors import AiSdlcError, RunHaltedError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.workflow.engine.runner import StoryOutcome
-from ai_sdlc.workflow.parallel.executors import Ask, Event, Executor, Finished, Handle, Message
+from ai_sdlc.workflow.parallel.executors import Ask, Event, Executor, Handle, Message, WorkerDone
 from ai_sdlc.workflow.runs import conflicts
 from ai_sdlc.workflow.runs.loops import FailureLoop
-from ai_sdlc.workflow.runs.multirun import HaltRequested, MultiRun, RunReport
+from ai_sdlc.workflow.runs.multirun import HaltRequested, MultiRun, RunOutcome
 from ai_sdlc.workflow.runs.runstate import IN_PROGRESS, SKIPPED, StopReason, StoryRunState
 from ai_sdlc.workflow.runs.stopconditions import attempts_exhausted
 
@@ -53,7 +53,7 @@ class ParallelRun(MultiRun):
         self.interrupted = False
 
     # --- the loop ---------------------------------------------------------------------------
-    def _loop(self) -> RunReport:
+    def _loop(self) -> RunOutcome:
         try:
             return self._schedule()
         except KeyboardInterrupt:
@@ -62,7 +62,7 @@ class ParallelRun(MultiRun):
         finally:
             self.executor.close()
 
-    def _schedule(self) -> RunReport:
+    def _schedule(self) -> RunOutcome:
         look = True
         while True:
             if self.pending_halt is None:
@@ -182,7 +182,7 @@ class ParallelRun(MultiRun):
             )
         )
 
-    def _finished(self, done: Finished) -> None:
+    def _finished(self, done: WorkerDone) -> None:
         story_id = done.handle.story_id
         self.running.pop(story_id, None)
         self.granted.discard(story_id)

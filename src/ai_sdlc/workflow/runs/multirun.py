@@ -105,7 +105,7 @@ class HaltRequested(RunHaltedError):
 
 
 @dataclass
-class RunReport:
+class RunOutcome:
     state: RunState
     outcomes: list[StoryOutcome] = field(default_factory=list)
     interrupted: bool = False
@@ -181,7 +181,7 @@ class MultiRun:
         runner.run_usage.add(Usage(c.input_tokens, c.output_tokens, c.cost_usd))
 
     # --- the loop ---------------------------------------------------------------------------
-    def execute(self) -> RunReport:
+    def execute(self) -> RunOutcome:
         """Run until every story is finished or a stop condition halts the run."""
         self._begin()
         try:
@@ -192,7 +192,7 @@ class MultiRun:
             self._mark_failed(exc)
             raise
 
-    def _loop(self) -> RunReport:
+    def _loop(self) -> RunOutcome:
         while True:
             exhausted = attempts_exhausted(
                 self.state.counters.total_attempts, self.settings.conditions
@@ -220,7 +220,7 @@ class MultiRun:
             if due is not None:
                 return self._halt(*due)
 
-    def _end(self) -> RunReport:
+    def _end(self) -> RunOutcome:
         """Nothing left to start and nothing running: complete, or halt on escalations."""
         for s in self._open():  # a safety net: only a dependency that can never be met
             self._skip(s, "its dependencies cannot be met in this run")
@@ -490,7 +490,7 @@ class MultiRun:
             **carried,
         )
 
-    def _complete(self) -> RunReport:
+    def _complete(self) -> RunOutcome:
         st = self.state
         st.run_status = COMPLETED
         st.resumable = False
@@ -498,9 +498,9 @@ class MultiRun:
         st.finished_at = iso(self.clock())
         self._save()
         self._event("run_completed", statistics=st.statistics)
-        return RunReport(st, self.outcomes)
+        return RunOutcome(st, self.outcomes)
 
-    def _halt(self, reason: StopReason, loop: FailureLoop | None = None) -> RunReport:
+    def _halt(self, reason: StopReason, loop: FailureLoop | None = None) -> RunOutcome:
         """Graceful: the action in flight has finished; persist everything, say why."""
         st = self.state
         st.run_status = STOPPED
@@ -529,7 +529,7 @@ class MultiRun:
                 channel=result.channel,
                 detail=result.detail,
             )
-        return RunReport(st, self.outcomes, False, loop, path, results)
+        return RunOutcome(st, self.outcomes, False, loop, path, results)
 
     def _timeline(self, s: StoryRunState, name: str, event: dict[str, Any]) -> None:
         time = str(event.get("time") or iso(self.clock()))
@@ -570,7 +570,7 @@ class MultiRun:
         event = {"time": time, "action": name, "run_id": self.state.run_id, "story": story_id}
         append_event(self.repo.folder(self.state.run_id), {**event, **data})
 
-    def _halt_loop(self, loop_type: str, stories: list[StoryRunState]) -> RunReport:
+    def _halt_loop(self, loop_type: str, stories: list[StoryRunState]) -> RunOutcome:
         return self._halt(*self._loop_reason(loop_type, stories))
 
     def _loop_reason(
@@ -596,7 +596,7 @@ class MultiRun:
         except AiSdlcError:
             return ""
 
-    def _stop_interrupted(self) -> RunReport:
+    def _stop_interrupted(self) -> RunOutcome:
         st = self.state
         st.run_status = STOPPED
         st.stop_reason = StopReason(
@@ -612,7 +612,7 @@ class MultiRun:
             resume_from=st.resume_from,
             statistics=st.statistics,
         )
-        return RunReport(st, self.outcomes, interrupted=True)
+        return RunOutcome(st, self.outcomes, interrupted=True)
 
     def _mark_failed(self, exc: BaseException) -> None:
         st = self.state
@@ -685,7 +685,7 @@ class MultiRun:
 __all__ = [
     "HaltRequested",
     "MultiRun",
-    "RunReport",
+    "RunOutcome",
     "RunSettings",
     "prepare_resume",
     "resume_command",
