@@ -340,5 +340,5 @@ def test_store_edit_is_called_only_by_the_owner_and_the_store() -> None:
                 and node.func.attr == "edit"
             ):
                 callers.add(path.relative_to(SRC).as_posix())
-    assert "workflow/transitions.py" in callers
-    assert {c for c in callers if not c.startswith("store/")} == {"workflow/transitions.py"}
+    assert "workflow/state/transitions.py" in callers
+    assert {c for c in callers if not c.startswith("store/")} == {"workflow/state/transitions.py"}
