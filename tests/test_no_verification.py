@@ -46,7 +46,7 @@ def test_the_review_hears_whether_anything_was_verified(cli: CliRunner, project:
 def test_the_review_prompt_carries_the_verification_note() -> None:
     from ai_sdlc.providers.base import Phase
     from ai_sdlc.workflow.engine.agents import StoryView, build_prompt
-    from ai_sdlc.workflow.engine.runner import _verification_note
+    from ai_sdlc.workflow.engine.judging import verification_note
 
     story = StoryView("S-0001", "Title", "Body\n", {})
     for context, expected in (
@@ -57,5 +57,5 @@ def test_the_review_prompt_carries_the_verification_note() -> None:
             "FAILED on this change:\nE  assert 1 == 2",
         ),
     ):
-        _, prompt = build_prompt(Phase.REVIEW, story, verification=_verification_note(context))
+        _, prompt = build_prompt(Phase.REVIEW, story, verification=verification_note(context))
         assert "## Verification" in prompt and expected in prompt

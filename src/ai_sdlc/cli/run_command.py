@@ -11,8 +11,9 @@ from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
+from ai_sdlc.workflow.dryrun import DryRunPlan, plan_dry_run
 from ai_sdlc.workflow.engine.runner import StoryOutcome
-from ai_sdlc.workflow.session import DryRunPlan, Session, plan_dry_run
+from ai_sdlc.workflow.session import Session
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
     from ai_sdlc.workflow.runs.multirun import RunOutcome

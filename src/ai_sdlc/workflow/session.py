@@ -4,35 +4,39 @@ policies, limits) and runs one story, the next recommended action, or a multi-st
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ai_sdlc.config import Config, load_config
-from ai_sdlc.configguard import ConfigChangedError, GuardrailRecord
-from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, UsageError
+from ai_sdlc.configguard import GuardrailRecord
+from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands
 from ai_sdlc.verify.judge import Judge, JudgeSettings
-from ai_sdlc.workflow.engine.assess import NextAction, assess, recommend
-from ai_sdlc.workflow.engine.runner import Limits, RunnerDeps, StoryOutcome, StoryRunner
+from ai_sdlc.workflow.engine.assess import NextAction, recommend
+from ai_sdlc.workflow.engine.runner import RunnerDeps, StoryOutcome, StoryRunner
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
 from ai_sdlc.workflow.state.guard import GuardFactory
 from ai_sdlc.workflow.state.runlock import run_lock
+from ai_sdlc.workflow.wiring import (
+    Emit,
+    Relay,
+    limits_from,
+    verification_commands,
+    worktree_environment,
+)
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
     from ai_sdlc.workflow.runs import graph as G
     from ai_sdlc.workflow.runs.multirun import RunOutcome
     from ai_sdlc.workflow.runs.runstate import RunRepository, RunState
-    from ai_sdlc.worktree_env.setup import WorktreeEnvironment
 
-Emit = Callable[[dict[str, Any]], None]
 #: The lock name that allows one multi-story run per project at a time.
 MULTI_RUN_LOCK = "multi"
 #: A run's resilience metrics are flushed after a call or a phase once this many seconds passed
@@ -42,102 +46,8 @@ MULTI_RUN_LOCK = "multi"
 METRICS_FLUSH_INTERVAL = 2.0
 
 
-class Watcher(Protocol):
-    """Who watches a runner: a multi-story run in this process, or (in a parallel run's
-    worker) the link to the coordinator."""
-
-    def observe(self, event: dict[str, Any]) -> None: ...
-
-    def before_phase(self, story_id: str, phase: Phase) -> str | None: ...
-
-
-class _Relay:
-    """Runner events go to the display and, during a multi-story run, to its watcher; the
-    runner's `before_phase` hook is answered by that watcher, once the guardrail settings are
-    checked against the accepted ones (`configguard`; again before every verification)."""
-
-    def __init__(self, emit: Emit) -> None:
-        self.out = emit
-        self.watcher: Watcher | None = None
-        self.guard: GuardrailRecord | None = None
-        #: Logs an event on a story (the state owner's `note`).
-        self.note: Callable[..., None] = lambda _story, _action, **_data: None
-        self.story: str | None = None
-
-    def check_config(self, story_id: str | None = None) -> None:
-        """Stop (ConfigChangedError, exit 3) when a guardrail setting changed during the run;
-        the story's events say so."""
-        story_id = story_id or self.story
-        if self.guard is None:
-            return
-        try:
-            self.guard.check("during this run")
-        except InvalidInputError as exc:  # changed, or no longer a valid config at all
-            if story_id is not None:
-                changed = exc.changes if isinstance(exc, ConfigChangedError) else {}
-                with contextlib.suppress(AiSdlcError):
-                    self.note(story_id, "config_changed", changed=changed, reason=exc.message)
-            raise
-
-    def emit(self, event: dict[str, Any]) -> None:
-        if self.watcher is not None:
-            self.watcher.observe(event)
-        self.out(event)
-
-    def before_phase(self, story_id: str, phase: Phase) -> str | None:
-        self.story = story_id
-        self.check_config(story_id)
-        return self.watcher.before_phase(story_id, phase) if self.watcher else None
-
-
-def limits_from(config: Config) -> Limits:
-    return Limits(
-        global_recovery=int(config.get("limits.global_recovery")),
-        implementation_retries=int(config.get("limits.implementation_retries")),
-        review_rejections=int(config.get("limits.review_rejections")),
-        refinement_iterations=int(config.get("limits.refinement_iterations")),
-        phase_timeout=float(config.get("limits.phase_timeout")),
-        story_tokens=config.get("limits.story_tokens"),
-        story_cost_usd=config.get("limits.story_cost_usd"),
-        run_cost_usd=config.get("limits.run_cost_usd"),
-    )
-
-
-def worktree_environment(
-    workspaces: Any,
-    config: Config,
-    commands: list[tuple[str, str]],
-    confine: Callable[[Path], SandboxPolicy | None] = lambda _workspace: None,
-) -> WorktreeEnvironment | None:
-    """The setup and wrong-tree guard of story worktrees (None without git worktrees: the
-    project folder's own environment is the one verification must use)."""
-    from ai_sdlc.git.workspace import GitWorkspace
-    from ai_sdlc.worktree_env.setup import SetupSettings, WorktreeEnvironment
-
-    if not isinstance(workspaces, GitWorkspace):
-        return None
-    environment = WorktreeEnvironment(
-        SetupSettings.from_config(config),
-        project=workspaces.root,
-        main=workspaces.top,
-        worktrees_root=workspaces.worktrees_root,
-        verify_commands=commands,
-        sandbox=confine,
-    )
-    workspaces.environment = environment
-    return environment
-
-
 def _nothing(_workspace: Path) -> None:
     return None
-
-
-def verification_commands(config: Config) -> list[tuple[str, str]]:
-    return [
-        (name, str(config.get(f"verify.{name}")))
-        for name in ("build", "test")
-        if config.get(f"verify.{name}")
-    ]
 
 
 class Session(msgspec.Struct):
@@ -146,7 +56,7 @@ class Session(msgspec.Struct):
     provider: Provider
     runner: StoryRunner
     notice: str | None = None
-    relay: _Relay = msgspec.field(default_factory=lambda: _Relay(lambda _event: None))
+    relay: Relay = msgspec.field(default_factory=lambda: Relay(lambda _event: None))
     clock: Clock = utc_now
     sleep: Callable[[float], None] = time.sleep
     #: How it was opened (a parallel run's workers open the same way).
@@ -184,7 +94,7 @@ class Session(msgspec.Struct):
             flag=provider_name, config=config, project_root=store.root, environ=environ
         )
         provider = selection.provider
-        relay = _Relay(emit)
+        relay = Relay(emit)
         guards = GuardFactory.from_config(store, config)
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
         commands = verification_commands(config)
@@ -490,121 +400,3 @@ class Session(msgspec.Struct):
 
 class ResumeRefusedError(AiSdlcError):
     """The run asked for cannot be resumed (it completed)."""
-
-
-# --- dry run ----------------------------------------------------------------------------------
-
-
-class PlannedStory(msgspec.Struct):
-    story_id: str
-    phases: list[str]
-    reason: str
-    prompts: list[str] = msgspec.field(default_factory=list)
-
-
-class DryRunPlan(msgspec.Struct):
-    stories: list[PlannedStory]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dry_run": True, "stories": [msgspec.structs.asdict(p) for p in self.stories]}
-
-
-def _simulate(fm: dict[str, Any], gates: dict[str, Any], limit: int) -> tuple[list[str], str]:
-    """The phases a story would walk if every phase succeeded (reads only)."""
-    state = dict(fm)
-    phases: list[str] = []
-    for _ in range(10):
-        action = assess(state, gates=gates, global_limit=limit)
-        if action.phase is None:
-            if not phases:
-                return phases, action.reason
-            return phases, f"then: {action.reason}"
-        phases.append(action.phase.value)
-        if action.phase is Phase.REFINE:
-            state["status"] = "ready"
-        elif action.phase in (Phase.IMPLEMENT, Phase.REWORK):
-            state["implementation_complete"] = True
-            state.pop("rework_pending", None)
-        else:
-            flag = {
-                Phase.RESEARCH: "research_complete",
-                Phase.PLAN: "plan_complete",
-                Phase.REVIEW: "reviews_complete",
-            }[action.phase]
-            state[flag] = True
-    return phases, ""
-
-
-def plan_dry_run(
-    store: StoryStore,
-    *,
-    story_id: str | None,
-    auto: bool,
-    step: Phase | None,
-    show_prompts: bool = False,
-) -> DryRunPlan:
-    """What `run` would do, computed without writing anything (no lock, no cache, no log)."""
-    config = load_config(store.root)
-    gates = config.section("gates")
-    limit = int(config.get("limits.global_recovery"))
-    if story_id:
-        stories = [store.get(story_id)]
-    else:
-        actionable = {
-            a.story_id
-            for a in recommend(
-                (s.frontmatter for s in store.list()), gates=gates, global_limit=limit
-            )
-        }
-        stories = [s for s in store.list() if s.id in actionable]
-        stories.sort(key=lambda s: (_prio(s.frontmatter), s.id))
-        if not auto:
-            stories = stories[:1]
-    planned = []
-    for story in stories:
-        fm = dict(story.frontmatter)
-        if step is not None:
-            phases, reason = [step.value], "--step"
-        else:
-            phases, reason = _simulate(fm, gates, limit)
-            if not auto and not story_id and len(phases) > 1:
-                phases, reason = phases[:1], ""  # one action runs; the rest is not this run's
-        item = PlannedStory(story.id, phases, reason)
-        if show_prompts and phases:
-            item.prompts.append(
-                _preview_prompt(
-                    store,
-                    story,
-                    Phase(phases[0]),
-                    timeout=float(config.get("limits.phase_timeout")),
-                    settings=config.section("ai"),
-                )
-            )
-        planned.append(item)
-    return DryRunPlan(planned)
-
-
-def _prio(fm: Any) -> int:
-    p = fm.get("priority")
-    return p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000
-
-
-def _preview_prompt(
-    store: StoryStore, story: Any, phase: Phase, *, timeout: float, settings: dict[str, Any]
-) -> str:
-    from ai_sdlc.providers.base import ProviderRequest, access_for
-    from ai_sdlc.providers.dry_run import DryRunProvider
-    from ai_sdlc.workflow.engine.agents import build_prompt, story_view
-
-    system, prompt = build_prompt(phase, story_view(story))
-    request = ProviderRequest(
-        phase=phase,
-        prompt=prompt,
-        system_prompt=system,
-        workspace=store.root,
-        access=access_for(phase),
-        timeout=timeout,
-        story_id=story.id,
-        model=settings.get("model"),
-    )
-    return DryRunProvider(store.root, settings).execute(request).text
