@@ -3,7 +3,7 @@
 Settle an attempt (and count a dead process's reservation before anything else), count one
 recovery (ledger and file together; the global limit blocks), block and refuse, apply
 frontmatter changes, add usage, write an artifact or an attempt's patch. Each works on the
-open transaction (`txn._Txn`) and is only ever called from `transitions.StoryState`'s
+open transaction (`txn.Txn`) and is only ever called from `transitions.StoryState`'s
 operations, which decide what one action changes.
 """
 
@@ -25,7 +25,7 @@ from ai_sdlc.workflow.state.ledger import (
     LEGACY_COUNTER,
     limit_message,
 )
-from ai_sdlc.workflow.state.txn import Transactions, _Txn
+from ai_sdlc.workflow.state.txn import Transactions, Txn
 
 
 class RecoveryRecord(msgspec.Struct, frozen=True):
@@ -40,7 +40,7 @@ class RecoveryRecord(msgspec.Struct, frozen=True):
 class Steps(Transactions):
     """What an operation does inside its transaction (see the module docstring)."""
 
-    def _settle_stale(self, txn: _Txn) -> None:
+    def _settle_stale(self, txn: Txn) -> None:
         """A reservation left open by a process that died: count it before anything else."""
         open_ = txn.state.open
         if open_ is None:
@@ -55,7 +55,7 @@ class Steps(Transactions):
         )
         self._count(txn, kind, phase=open_.get("phase"), reason=reason, stale=True)
 
-    def _settle(self, txn: _Txn, phase: Phase) -> int:
+    def _settle(self, txn: Txn, phase: Phase) -> int:
         """Close the attempt in flight; returns its number."""
         open_ = txn.state.open
         txn.state.open = None
@@ -63,7 +63,7 @@ class Steps(Transactions):
             return int(open_["attempt"])
         return txn.state.attempts.get(phase.value, 0)
 
-    def _count(self, txn: _Txn, kind: str, **details: Any) -> None:
+    def _count(self, txn: Txn, kind: str, **details: Any) -> None:
         """One recovery of `kind`: ledger and file +1 together; the global limit blocks."""
         if kind not in KIND_LABELS:
             raise ValueError(f"unknown recovery kind {kind!r}")
@@ -87,7 +87,7 @@ class Steps(Transactions):
                 txn, limit_message(txn.story.id, st.total, self.limit, st.breakdown), "global"
             )
 
-    def _refuse_if_stopped(self, txn: _Txn) -> None:
+    def _refuse_if_stopped(self, txn: Txn) -> None:
         fm = txn.story.frontmatter
         if txn.blocked is not None:
             return
@@ -100,7 +100,7 @@ class Steps(Transactions):
                 txn, limit_message(txn.story.id, st.total, self.limit, st.breakdown), "global"
             )
 
-    def _block(self, txn: _Txn, reason: str, outcome: str) -> None:
+    def _block(self, txn: Txn, reason: str, outcome: str) -> None:
         fm = txn.story.frontmatter
         reason = redact(reason)
         status = fm.get("status")
@@ -118,7 +118,7 @@ class Steps(Transactions):
             reason=reason,
         )
 
-    def _raise_if_blocked(self, txn: _Txn) -> None:
+    def _raise_if_blocked(self, txn: Txn) -> None:
         if txn.blocked is None:
             return
         story_id = txn.story.id
@@ -132,7 +132,7 @@ class Steps(Transactions):
 
     def _apply(
         self,
-        txn: _Txn,
+        txn: Txn,
         changes: Mapping[str, Any],
         *,
         status: str | None = None,
@@ -151,15 +151,13 @@ class Steps(Transactions):
             fm["status"] = status
             fm["updated"] = _date(self.clock())
 
-    def _fields(
-        self, txn: _Txn, fields: Mapping[str, Any], event: Mapping[str, Any] | None
-    ) -> None:
+    def _fields(self, txn: Txn, fields: Mapping[str, Any], event: Mapping[str, Any] | None) -> None:
         self._apply(txn, fields)
         if event:
             data = {k: v for k, v in event.items() if k != "action"}
             self._event(txn, str(event.get("action", "fields")), **data)
 
-    def _add_usage(self, txn: _Txn, usage: Usage, calls: int) -> None:
+    def _add_usage(self, txn: Txn, usage: Usage, calls: int) -> None:
         if not usage.total_tokens and usage.cost_usd is None and not calls:
             return
         current = txn.story.frontmatter.get("usage")
@@ -171,16 +169,16 @@ class Steps(Transactions):
         totals["calls"] = int(totals.get("calls") or 0) + calls
         txn.story.frontmatter["usage"] = totals
 
-    def _write_artifact(self, txn: _Txn, name: str, text: str) -> None:
+    def _write_artifact(self, txn: Txn, name: str, text: str) -> None:
         self.store.write_artifact(txn.story.id, name, text, sync_folder=False)
         txn.unsynced = True  # the folder is fsynced once the transaction writes (`_txn`)
 
-    def _write_patch(self, txn: _Txn, attempt: int, text: str) -> None:
+    def _write_patch(self, txn: Txn, attempt: int, text: str) -> None:
         folder = txn.story.folder / "attempts"
         folder.mkdir(exist_ok=True)
         atomic_write_text(folder / f"{attempt}.patch", text)
 
-    def _record(self, txn: _Txn, kind: str) -> RecoveryRecord:
+    def _record(self, txn: Txn, kind: str) -> RecoveryRecord:
         st = txn.state
         return RecoveryRecord(txn.story.id, kind, st.total, dict(st.breakdown), txn.blocked)
 

@@ -26,12 +26,13 @@ from ai_sdlc.workflow.state.events import Clock, append_events, iso, utc_now
 from ai_sdlc.workflow.state.ledger import DEFAULT_GLOBAL_LIMIT, Journal, LedgerState, line_hash
 
 TOTAL = "total_recovery_attempts"
-
-
 BREAKDOWN = "recovery_breakdown"
 
 
-class _Txn(msgspec.Struct):
+class Txn(msgspec.Struct):
+    """One open transaction: the story as read (changed in place), its ledger state, the events
+    to append once it is written, and the block it caused."""
+
     story: Story
     state: LedgerState
     now: str
@@ -69,13 +70,13 @@ class Transactions:
         return self.journal.read(self.store.folder(story_id).name)
 
     @contextmanager
-    def _txn(self, story_id: str, op: str) -> Iterator[_Txn]:
+    def _txn(self, story_id: str, op: str) -> Iterator[Txn]:
         with self.store.edit(story_id) as story:
             now = iso(self.clock())
             anchoring, prev = self._anchor(story, now)
             before = anchoring.state
             snapshot = _snapshot(before)
-            txn = _Txn(story, LedgerState.from_json(json.loads(snapshot)), now)
+            txn = Txn(story, LedgerState.from_json(json.loads(snapshot)), now)
             if anchoring.found:
                 self._tampered(txn, anchoring)
             self._reconcile(txn, before)
@@ -125,7 +126,7 @@ class Transactions:
         line = Journal.encode("tamper_detected", now, st, prev, found=anchoring.found)
         return anchoring, self._append(story.id, line, st)
 
-    def _tampered(self, txn: _Txn, anchoring: Anchoring) -> None:
+    def _tampered(self, txn: Txn, anchoring: Anchoring) -> None:
         reason = (
             "the recovery ledger was lost, lowered or replaced outside ai-sdlc; the counters "
             f"stay at the highest surviving record ({txn.state.total}); only "
@@ -139,7 +140,7 @@ class Transactions:
             f"{txn.story.id}: tamper detected: {'; '.join(anchoring.found)}. {reason}",
         )
 
-    def _reconcile(self, txn: _Txn, before: LedgerState) -> None:
+    def _reconcile(self, txn: Txn, before: LedgerState) -> None:
         """Make the file's counters agree with the ledger: lower figures are restored (the
         ledger is the truth), higher ones are a deliberate hand-edit and honoured, and the
         total is never below the sum of the breakdown."""
@@ -192,14 +193,14 @@ class Transactions:
             self._write_view(txn)
 
     @staticmethod
-    def _sync_folder(txn: _Txn) -> None:
+    def _sync_folder(txn: Txn) -> None:
         """An artifact renamed into the story's folder in this transaction is made durable by
         the folder fsync of the `story.md` write that follows it; only when `story.md` did not
         change is the folder fsynced here (before the events claim the artifact)."""
         if txn.unsynced and txn.story.written is None:
             fsync_dir(txn.story.folder)
 
-    def _write_view(self, txn: _Txn) -> None:
+    def _write_view(self, txn: Txn) -> None:
         """Write the ledger's figures into the file, touching only keys whose value differs."""
         st, fm = txn.state, txn.story.frontmatter
         if txn.story.counter(TOTAL) != st.total or TOTAL not in fm:
@@ -215,7 +216,7 @@ class Transactions:
         elif st.breakdown:
             fm[BREAKDOWN] = dict(st.breakdown)
 
-    def _event(self, txn: _Txn, action: str, **data: Any) -> None:
+    def _event(self, txn: Txn, action: str, **data: Any) -> None:
         st = txn.state
         txn.events.append(
             {
