@@ -290,13 +290,14 @@ def test_ray_worker_clones_live_where_no_sandboxed_child_may_write(
     state folder every sandboxed child may write, whence an agent could edit a clone's git
     config that a later unsandboxed git honours)."""
     from ai_sdlc.workflow.parallel.ray_worker import RaySpec, clone_slot
+    from ai_sdlc.workflow.session import open_worker
 
     state, home = tmp_path / "state", tmp_path / "home"
     monkeypatch.setenv("AI_SDLC_STATE_HOME", str(state))
     monkeypatch.setenv("HOME", str(home))
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    spec = RaySpec(str(origin), "origin", "", None, "{}", None)
+    spec = RaySpec(str(origin), "origin", "", None, "{}", None, open_worker)
     with clone_slot(spec) as clone:
         assert (clone / ".git").is_dir()
         assert clone.is_relative_to(state / "ray")

@@ -218,7 +218,7 @@ class Session(msgspec.Struct):
         if which == "ray":  # refused before a run exists (no remote, no worktrees, no Ray)
             from ai_sdlc.workflow.parallel.ray_executor import ray_spec_for
 
-            ray_spec = ray_spec_for(self)
+            ray_spec = ray_spec_for(self, open_worker)
         with run_lock(self.store.ai_dir, MULTI_RUN_LOCK, what="a multi-story run of this project"):
             if resume or latest:
                 state = self._resumable(repo, resume)
@@ -271,6 +271,7 @@ class Session(msgspec.Struct):
             no_sandbox=self.no_sandbox,
             environ=dict(os.environ),
             cwd=os.getcwd(),
+            open_session=open_worker,
         )
         slots = self.config.get("verify.max_parallel") or os.cpu_count() or 1
         executor = LocalExecutor(spec, verify_slots=int(slots))
@@ -396,6 +397,12 @@ class Session(msgspec.Struct):
                 return self.runner.run(story_id, step=step)
             except StoryBlockedError as exc:
                 return StoryOutcome(story_id, "blocked", exc.message)
+
+
+def open_worker(store: StoryStore, **options: Any) -> Session:
+    """A parallel worker's own quiet session on the project: handed to the executors in their
+    worker spec (pickled by reference), so the parallel package never imports this module."""
+    return Session.open(store, emit=lambda _event: None, **options)
 
 
 class ResumeRefusedError(AiSdlcError):

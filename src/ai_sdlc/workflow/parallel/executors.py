@@ -22,7 +22,9 @@ worker's own `StoryState` owner under the per-story file lock, so per-story coun
 global recovery limit) are exact across processes.
 
 `LocalExecutor` runs each story in a local worker process (multiprocessing `forkserver`,
-`spawn` where that is missing): each opens its own `Session`/`StoryRunner` on the same project.
+`spawn` where that is missing): each opens its own session/`StoryRunner` on the same project
+(through the spec's `open_session`, handed down by the composition root; the worker's end is
+`worker.Link`).
 Verification commands of all its workers share a cross-process semaphore
 (`verify.max_parallel`). Each worker leads its own process group, so a terminal's Ctrl-C reaches
 the coordinator alone, which forwards exactly one SIGINT to each worker (`interrupt`): a worker
@@ -44,10 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-Answer = dict[str, Any]
-
-#: Seconds a worker waits for the coordinator's answer before checking it is still alive.
-_ASK_POLL = 1.0
+from ai_sdlc.workflow.parallel.worker import (
+    Answer,
+    Link,
+    OpenSession,
+    StopRequested,
+    run_to_stop,
+)
 
 
 @dataclass(frozen=True)
@@ -116,23 +121,26 @@ class WorkerSpec:
     #: environment of the moment the server started).
     environ: dict[str, str]
     cwd: str
+    #: Opens the worker's own session (a module-level function of the composition root,
+    #: pickled by reference: this package never imports the session).
+    open_session: OpenSession
     #: `run --no-sandbox`: the workers' children run unconfined too.
     no_sandbox: bool = False
 
 
-#: Imported once by the fork server, so each worker starts without re-importing them.
+#: Imported once by the fork server (with the module of the spec's `open_session`), so each
+#: worker starts without re-importing them.
 _PRELOAD = [
-    "ai_sdlc.workflow.session",
     "ai_sdlc.workflow.parallel.executors",
     "ai_sdlc.providers.scripted",
 ]
 
 
-def _context() -> Any:
+def _context(spec: WorkerSpec) -> Any:
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
+    ctx.set_forkserver_preload([spec.open_session.__module__, *_PRELOAD])
     return ctx
 
 
@@ -143,7 +151,7 @@ class LocalExecutor:
 
     def __init__(self, spec: WorkerSpec, *, verify_slots: int) -> None:
         self.spec = spec
-        self._ctx = _context()
+        self._ctx = _context(spec)
         self._inbox: Any = self._ctx.Queue()
         self._stop: Any = self._ctx.Event()
         self._slots: Any = self._ctx.BoundedSemaphore(max(1, verify_slots))
@@ -249,97 +257,6 @@ class LocalExecutor:
 # --- the worker side ---------------------------------------------------------------------------
 
 
-class StopRequested(Exception):
-    """Raised in a worker's `before_phase` when the coordinator stops the run."""
-
-
-class _Link:
-    """The worker's end: runner events and questions go to the coordinator."""
-
-    def __init__(self, token: int, outbox: Any, replies: Any, stop: Any, runner: Any) -> None:
-        self.token = token
-        self.outbox = outbox
-        self.replies = replies
-        self.stop = stop
-        self.runner = runner
-        self.baseline: dict[str, Any] = _usage_dict(runner.run_usage)
-        #: Set by the lifeline watcher when the coordinator is gone.
-        self.lost = threading.Event()
-
-    def send(self, kind: str, payload: Any) -> None:
-        self.outbox.put((self.token, kind, payload))
-
-    def observe(self, event: dict[str, Any]) -> None:
-        self.send("event", event)
-
-    def ask(self, kind: str, data: dict[str, Any]) -> Answer:
-        self.send("ask", {"kind": kind, "data": data})
-        while True:
-            try:
-                answer: Answer = self.replies.get(timeout=_ASK_POLL)
-                return answer
-            except queue_mod.Empty:
-                if self.lost.is_set():  # the coordinator is gone: stop here
-                    raise StopRequested("the coordinator of the run is gone") from None
-
-    def usage_delta(self) -> dict[str, Any]:
-        now = _usage_dict(self.runner.run_usage)
-        base = self.baseline
-        cost = None
-        if now["cost_usd"] is not None:
-            cost = now["cost_usd"] - (base["cost_usd"] or 0.0)
-        return {
-            "input_tokens": now["input_tokens"] - base["input_tokens"],
-            "output_tokens": now["output_tokens"] - base["output_tokens"],
-            "cost_usd": cost,
-        }
-
-    def sync(self, kind: str, **data: Any) -> Answer:
-        """Report spend since the last sync; adopt the run's total (all workers)."""
-        answer = self.ask(kind, {**data, "usage": self.usage_delta()})
-        total = answer.get("usage") or {}
-        usage = self.runner.run_usage
-        usage.input_tokens = int(total.get("input_tokens") or 0)
-        usage.output_tokens = int(total.get("output_tokens") or 0)
-        usage.cost_usd = total.get("cost_usd")
-        self.baseline = _usage_dict(usage)
-        return answer
-
-    def before_phase(self, story_id: str, phase: Any) -> str | None:
-        if self.stop.is_set():
-            raise StopRequested("the run is stopping")
-        answer = self.sync("before_phase", phase=phase.value)
-        if answer.get("stop"):
-            raise StopRequested(str(answer.get("stop")))
-        reason = answer.get("reason")
-        return str(reason) if reason else None
-
-    def guard_factory(self, inner: Any) -> Any:
-        """Wrap the runner's call guard: sync the run's spend before every provider call."""
-
-        def factory(story_id: str, phase: Any, record: Any) -> Any:
-            guard = inner(story_id, phase, record)
-
-            def guarded(fn: Any, /) -> Any:
-                def synced() -> Any:
-                    self.sync("usage")
-                    return fn()
-
-                return guard(synced)
-
-            return guarded
-
-        return factory
-
-
-def _usage_dict(usage: Any) -> dict[str, Any]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cost_usd": usage.cost_usd,
-    }
-
-
 def worker_main(
     spec: WorkerSpec,
     story_id: str,
@@ -357,7 +274,7 @@ def worker_main(
     os.environ.update(spec.environ)
     with contextlib.suppress(OSError):
         os.chdir(spec.cwd)
-    link: _Link | None = None
+    link: Link | None = None
     lost = threading.Event()
     if lifeline is not None:
         threading.Thread(
@@ -376,7 +293,7 @@ def worker_main(
     try:
         link = _open(spec, token, outbox, replies, stop, slots)
         link.lost = lost
-        finish(*_run(link, story_id))
+        finish(*run_to_stop(link, story_id))
     except KeyboardInterrupt:
         finish("interrupted", reason="interrupted (Ctrl-C)")
     except BaseException as exc:  # the coordinator must always hear back
@@ -419,20 +336,17 @@ def _watch_lifeline(lifeline: Any, lost: threading.Event, stop: Any, outbox: Any
     os._exit(1)
 
 
-def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, slots: Any) -> _Link:
+def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, slots: Any) -> Link:
     from ai_sdlc.store import StoryStore
-    from ai_sdlc.workflow.session import Session
 
-    store = StoryStore(Path(spec.project))
-    session = Session.open(
-        store,
+    session = spec.open_session(
+        StoryStore(Path(spec.project)),
         provider_name=spec.provider,
-        emit=lambda _event: None,
         no_worktree=spec.no_worktree,
         no_sandbox=spec.no_sandbox,
     )
     runner = session.runner
-    link = _Link(token, outbox, replies, stop, runner)
+    link = Link(token, outbox, replies, stop, runner)
     session.relay.watcher = link
     deps = runner.deps
     deps.guard_factory = link.guard_factory(deps.guard_factory)
@@ -446,34 +360,15 @@ def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, sl
     return link
 
 
-def _run(link: _Link, story_id: str) -> tuple[str, str | None, str]:
-    from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
-    from ai_sdlc.workflow.state.runlock import run_lock
-
-    runner = link.runner
-    try:
-        with run_lock(runner.store.ai_dir, story_id, what=story_id):
-            outcome = runner.run(story_id)
-        return "outcome", outcome.result, outcome.reason
-    except StopRequested as exc:
-        return "stopped", None, str(exc)
-    except StoryBlockedError as exc:
-        return "outcome", "blocked", exc.message
-    except BusyError as exc:
-        return "busy", None, exc.message
-    except RunHaltedError as exc:
-        return "halted", None, exc.message
-    except AiSdlcError as exc:
-        return "outcome", "error", exc.message
-
-
 __all__ = [
+    "Answer",
     "Ask",
     "Event",
     "Executor",
     "Handle",
     "LocalExecutor",
     "Message",
+    "OpenSession",
     "StopRequested",
     "WorkerDone",
     "WorkerSpec",
