@@ -3,125 +3,32 @@
 Everything is inline (CSS, SVG charts, a few lines of JS) and a Content-Security-Policy forbids
 every fetch, so the file opens anywhere, offline, with nothing of the project at hand. Every
 string that came from a story, a model or an event goes through `html.escape`; numbers are
-formatted from floats. The data is `workflow.report.build_report`'s dict.
+formatted from floats. The data is `reporting.data`'s dict. This module lays the page out
+(header, tables, each story's events); the frame (CSP, CSS, script, colours) is
+`reporting.page`, the SVG charts `reporting.charts`.
 """
 
 from __future__ import annotations
 
-import html
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import UsageError
 from ai_sdlc.fsutil import atomic_write_text
-from ai_sdlc.reporting.data import recovery_kind_label
-
-#: Phase colours (the timeline's bars), in workflow order.
-PHASE_COLOURS = {
-    "refine": "#8e7cc3",
-    "research": "#6fa8dc",
-    "plan": "#76a5af",
-    "implement": "#e6b450",
-    "rework": "#e69138",
-    "review": "#6aa84f",
-}
-OTHER_PHASE = "#999999"
-#: Recovery kinds' colours (the budget bars and the timeline's markers).
-KIND_COLOURS = ["#cc4125", "#e69138", "#3d85c6", "#8e7cc3", "#45818e", "#a64d79", "#7f6000"]
-#: Phase results drawn as a failure (red outline).
-FAILED_RESULTS = frozenset(
-    {"failed", "rejected", "blocked", "story_blocked", "rollback_initiated", "interrupted"}
+from ai_sdlc.reporting.charts import budget, kind_legend, phase_legend, stop_charts, timeline
+from ai_sdlc.reporting.page import (
+    CSP,
+    CSS,
+    ERROR_HOOK,
+    KIND_COLOURS,
+    SCRIPT,
+    STATUS_COLOURS,
+    esc,
+    fmt_s,
+    num,
 )
-STATUS_COLOURS = {
-    "done": "#38761d",
-    "blocked": "#cc0000",
-    "failed": "#cc0000",
-    "waiting": "#b45f06",
-    "skipped": "#666666",
-    "pending": "#666666",
-    "in-progress": "#1155cc",
-}
-
-LABEL_W = 230
-PLOT_W = 880
-ROW_H = 26
-AXIS_H = 24
-
-CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-    "img-src data:; base-uri 'none'; form-action 'none'"
-)
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#222;
-background:#f6f7f9}
-main{max-width:1160px;margin:0 auto;padding:18px 24px 48px}
-h1{font-size:22px;margin:6px 0 2px}h2{font-size:17px;margin:28px 0 8px}
-.sub{color:#555}.card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:12px 14px}
-.tiles{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
-.tile{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:8px 14px;min-width:96px}
-.tile b{display:block;font-size:20px}.tile span{color:#666;font-size:12px}
-.stop{border-left:4px solid #cc0000;background:#fff4f4;padding:8px 12px;margin:10px 0}
-svg{display:block;max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif}
-table{border-collapse:collapse;width:100%;background:#fff}
-th,td{border-bottom:1px solid #e4e7eb;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f0f2f5;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-details.story,details.log{background:#fff;border:1px solid #dde1e6;border-radius:6px;margin:8px 0}
-details.story>summary,details.log>summary{cursor:pointer;padding:8px 12px;font-weight:600}
-details.story>div,details.log>div{padding:0 12px 12px}
-.badge{display:inline-block;border-radius:10px;padding:0 8px;color:#fff;font-size:12px}
-.legend{display:flex;flex-wrap:wrap;gap:12px;margin:6px 0;font-size:12px;color:#444}
-.legend i{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:4px;
-vertical-align:-2px}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:12px}
-code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
-.detail{white-space:pre-wrap;word-break:break-word;max-width:640px}
-button{font:inherit;margin-right:6px}
-a{color:#1155cc}
-"""
-
-#: Counts script errors into the page (a browser check reads `data-errors`), then wires the
-#: expand/collapse buttons and opens the story a link points at.
-ERROR_HOOK = (
-    "window.addEventListener('error',function(){var d=document.documentElement;"
-    "d.setAttribute('data-errors',String(Number(d.getAttribute('data-errors')||0)+1));});"
-)
-SCRIPT = """
-(function(){
-  function all(open){document.querySelectorAll('details').forEach(function(d){
-    d.open=open;});}
-  document.getElementById('expand-all').addEventListener('click',function(){all(true);});
-  document.getElementById('collapse-all').addEventListener('click',function(){all(false);});
-  function reveal(){var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
-    var el=document.getElementById(id);if(el&&el.tagName==='DETAILS'){el.open=true;}}
-  window.addEventListener('hashchange',reveal);reveal();
-  document.documentElement.setAttribute('data-ready',
-    String(document.querySelectorAll('details.story').length));
-})();
-"""
-
-
-def esc(value: Any) -> str:
-    """Any value as escaped text (None as an empty string)."""
-    return "" if value is None else html.escape(str(value), quote=True)
-
-
-def num(value: Any, default: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return float(value)
-
-
-def fmt_s(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def render(report: Mapping[str, Any]) -> str:
@@ -139,14 +46,14 @@ def render(report: Mapping[str, Any]) -> str:
         f"<style>{CSS}</style></head><body><main>",
         _header(report),
         '<h2 id="timeline">Timeline</h2>',
-        _phase_legend(),
-        _kind_legend(kinds, colours, "▼ recovery: "),
-        f'<div class="card">{_timeline(report, colours)}</div>',
+        phase_legend(),
+        kind_legend(kinds, colours, "▼ recovery: "),
+        f'<div class="card">{timeline(report, colours)}</div>',
         '<h2 id="budget">Recovery budget per story</h2>',
-        _kind_legend(kinds, colours, ""),
-        f'<div class="card">{_budget(report, kinds, colours)}</div>',
+        kind_legend(kinds, colours, ""),
+        f'<div class="card">{budget(report, kinds, colours)}</div>',
         '<h2 id="stop-conditions">Stop conditions over time</h2>',
-        _stop_charts(report),
+        stop_charts(report),
         '<h2 id="cost">Cost and tokens per story</h2>',
         _usage_table(report),
         '<h2 id="events">Events per story</h2>',
@@ -208,273 +115,6 @@ def _header(report: Mapping[str, Any]) -> str:
             f"{num(stats.get('reject_rate')):.2f}</div>"
         )
     return "\n".join(out)
-
-
-def _phase_legend() -> str:
-    items = "".join(
-        f'<span><i style="background:{c}"></i>{esc(p)}</span>' for p, c in PHASE_COLOURS.items()
-    )
-    failed = '<span><i style="background:#fff;border:2px solid #cc0000"></i>failed attempt</span>'
-    return f'<div class="legend">{items}{failed}</div>'
-
-
-def _kind_legend(kinds: Sequence[str], colours: Mapping[str, str], prefix: str) -> str:
-    if not kinds:
-        return '<div class="legend">no recoveries in this run</div>'
-    items = "".join(
-        f'<span><i style="background:{colours[k]}"></i>{esc(prefix)}{esc(recovery_kind_label(k))}'
-        "</span>"
-        for k in kinds
-    )
-    return f'<div class="legend">{items}</div>'
-
-
-# --- timeline ---------------------------------------------------------------------------------
-def _ticks(span: float, count: int = 8) -> list[float]:
-    """Round tick positions (seconds) over [0, span]."""
-    if span <= 0:
-        return [0.0]
-    raw = span / count
-    steps = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60]
-    steps += [120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, 86400]
-    step = next((s for s in steps if s >= raw), steps[-1])
-    ticks, t = [], 0.0
-    while t <= span + 1e-9:
-        ticks.append(round(t, 6))
-        t += step
-    return ticks
-
-
-def _x(seconds: Any, span: float) -> float:
-    return LABEL_W + (num(seconds) / span) * PLOT_W if span > 0 else LABEL_W
-
-
-def _axis(span: float, top: float, height: float) -> list[str]:
-    out = []
-    for t in _ticks(span):
-        x = _x(t, span)
-        out.append(
-            f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{top + height:.1f}" '
-            'stroke="#e4e7eb"/>'
-        )
-        out.append(
-            f'<text x="{x:.1f}" y="{top + height + 14:.1f}" text-anchor="middle">'
-            f"{esc(fmt_s(t) if t else '0')}</text>"
-        )
-    return out
-
-
-def _timeline(report: Mapping[str, Any], colours: Mapping[str, str]) -> str:
-    stories = report["stories"]
-    span = max(num(report["span"].get("seconds")), 0.001)
-    height = ROW_H * max(len(stories), 1)
-    out = [
-        f'<svg id="timeline-chart" viewBox="0 0 {LABEL_W + PLOT_W + 10} {height + AXIS_H + 6}" '
-        f'width="{LABEL_W + PLOT_W + 10}" role="img" aria-label="phases of each story over time">'
-    ]
-    out += _axis(span, 0, height)
-    for row, story in enumerate(stories):
-        y = row * ROW_H
-        sid = str(story["id"])
-        if row % 2:
-            out.append(
-                f'<rect x="0" y="{y}" width="{LABEL_W + PLOT_W}" height="{ROW_H}" fill="#f7f8fa"/>'
-            )
-        title = str(story.get("title") or "")
-        label = f"{sid} {title}"
-        short = label if len(label) <= 32 else label[:31] + "…"
-        colour = STATUS_COLOURS.get(str(story.get("status")), "#333")
-        out.append(
-            f'<a href="#story-{esc(sid)}"><text class="row-label" x="4" y="{y + 17}" '
-            f'fill="{colour}"><title>{esc(label)} ({esc(story.get("status"))})</title>'
-            f"{esc(short)}</text></a>"
-        )
-        for phase in story.get("phases") or []:
-            out.append(_phase_bar(phase, y, span, report))
-        for rec in story.get("recoveries") or []:
-            if rec.get("at_s") is None:
-                continue
-            x = _x(rec["at_s"], span)
-            fill = colours.get(str(rec.get("kind")), "#000")
-            out.append(
-                f'<path class="recovery" d="M{x - 4:.1f},{y + 1} L{x + 4:.1f},{y + 1} '
-                f'L{x:.1f},{y + 8} Z" fill="{fill}" stroke="#fff" stroke-width="0.5">'
-                f"<title>{esc(recovery_kind_label(str(rec.get('kind'))))} "
-                f"#{esc(rec.get('total'))} in {esc(rec.get('phase'))}: "
-                f"{esc(rec.get('reason'))}</title></path>"
-            )
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _phase_bar(phase: Mapping[str, Any], y: int, span: float, report: Mapping[str, Any]) -> str:
-    start = phase.get("start_s")
-    if start is None:
-        return ""
-    end = phase.get("end_s")
-    ongoing = end is None
-    end_s = num(report["span"].get("seconds")) if ongoing else num(end)
-    x0, x1 = _x(start, span), _x(max(end_s, num(start)), span)
-    width = max(x1 - x0, 2.0)
-    name = str(phase.get("phase") or "")
-    fill = PHASE_COLOURS.get(name, OTHER_PHASE)
-    result = str(phase.get("result") or ("running" if ongoing else ""))
-    failed = result in FAILED_RESULTS
-    stroke = ' stroke="#cc0000" stroke-width="2"' if failed else ""
-    attempt = phase.get("attempt")
-    recs = phase.get("recoveries") or {}
-    rec_text = ", ".join(f"{esc(k)} {esc(v)}" for k, v in recs.items())
-    tip = (
-        f"{esc(name)} attempt {esc(attempt)}: {esc(result)} "
-        f"({esc(fmt_s(max(end_s - num(start), 0.0)))}) on {esc(phase.get('worker'))}"
-        + (f"; recoveries: {rec_text}" if rec_text else "")
-    )
-    out = (
-        f'<rect class="phase" x="{x0:.1f}" y="{y + 9}" width="{width:.1f}" height="{ROW_H - 12}" '
-        f'rx="2" fill="{fill}"{stroke}><title>{tip}</title></rect>'
-    )
-    if width >= 22 and attempt is not None:
-        out += (
-            f'<text x="{x0 + 3:.1f}" y="{y + 21}" style="font-size:10px">{esc(name[:3])}'
-            f"{esc(attempt)}</text>"
-        )
-    return out
-
-
-# --- recovery budget ----------------------------------------------------------------------------
-def _budget(report: Mapping[str, Any], kinds: Sequence[str], colours: Mapping[str, str]) -> str:
-    stories = report["stories"]
-    limit = num(report["limits"].get("global_recovery"), 10)
-    top = max([limit, *(num(s["budget"].get("total")) for s in stories)]) * 1.08 or 1
-    bar_h, gap = 16, 8
-    height = (bar_h + gap) * max(len(stories), 1) + 8
-    width = LABEL_W + PLOT_W + 10
-
-    def x(v: float) -> float:
-        return LABEL_W + v / top * PLOT_W
-
-    out = [
-        f'<svg id="budget-chart" viewBox="0 0 {width} {height + 22}" width="{width}" role="img" '
-        'aria-label="recovery budget per story">'
-    ]
-    for row, story in enumerate(stories):
-        y = 4 + row * (bar_h + gap)
-        budget = story["budget"]
-        total = num(budget.get("total"))
-        out.append(
-            f'<text x="4" y="{y + 12}">{esc(story["id"])} <title>{esc(story.get("title"))}'
-            "</title></text>"
-        )
-        left = 0.0
-        by_kind: Mapping[str, Any] = budget.get("by_kind") or {}
-        for kind in kinds:
-            n = num(by_kind.get(kind))
-            if n <= 0:
-                continue
-            out.append(
-                f'<rect class="budget" x="{x(left):.1f}" y="{y}" '
-                f'width="{x(left + n) - x(left):.1f}" '
-                f'height="{bar_h}" fill="{colours[kind]}"><title>{esc(story["id"])}: '
-                f"{int(n)} {esc(recovery_kind_label(kind))}</title></rect>"
-            )
-            left += n
-        if total > left:  # counted before a breakdown existed
-            out.append(
-                f'<rect x="{x(left):.1f}" y="{y}" width="{x(total) - x(left):.1f}" '
-                f'height="{bar_h}" fill="#bbb"><title>{int(total - left)} unattributed</title>'
-                "</rect>"
-            )
-        out.append(
-            f'<text x="{x(max(total, 0)) + 4:.1f}" y="{y + 12}">{int(total)}/{int(limit)}</text>'
-        )
-    lx = x(limit)
-    out.append(
-        f'<line id="limit-line" x1="{lx:.1f}" y1="0" x2="{lx:.1f}" y2="{height}" '
-        'stroke="#cc0000" stroke-width="2" stroke-dasharray="5,3"/>'
-        f'<text x="{lx - 4:.1f}" y="{height + 14}" text-anchor="end" fill="#cc0000">'
-        f"global limit {int(limit)} (limits.global_recovery)</text></svg>"
-    )
-    return "".join(out)
-
-
-# --- stop conditions ----------------------------------------------------------------------------
-def _stop_charts(report: Mapping[str, Any]) -> str:
-    points = report.get("stop_figures") or []
-    cond = report["limits"].get("stop_conditions") or {}
-    span = max(num(report["span"].get("seconds")), 0.001)
-    charts = [
-        ("total_attempts", "Agent attempts", cond.get("max_total_attempts"), False),
-        ("consecutive_fails", "Consecutive fails", cond.get("max_consecutive_fails"), False),
-        ("reject_rate", "Reject rate", cond.get("max_reject_rate"), True),
-        ("retry_rate", "Retry rate", cond.get("max_retry_rate"), True),
-    ]
-    note = (
-        f'<p class="sub">Replayed from the run\'s events. Rates judge the stories with an outcome '
-        f"in the current segment, and only once {esc(cond.get('min_attempted'))} were attempted "
-        "(run.stop_conditions.min_attempted).</p>"
-    )
-    cells = "".join(
-        f'<div class="card">{_step_chart(points, key, label, limit, rate, span)}</div>'
-        for key, label, limit, rate in charts
-    )
-    return f'{note}<div class="grid2">{cells}</div>'
-
-
-def _step_chart(
-    points: Sequence[Mapping[str, Any]],
-    key: str,
-    label: str,
-    limit: Any,
-    rate: bool,
-    span: float,
-) -> str:
-    w, h, left, top, bottom = 520, 150, 40, 20, 22
-    values = [num(p.get(key)) for p in points]
-    ceiling = max([*values, num(limit), 1.0]) * 1.1
-    plot_w, plot_h = w - left - 10, h - top - bottom
-
-    def px(t: Any) -> float:
-        return left + num(t) / span * plot_w
-
-    def py(v: float) -> float:
-        return top + plot_h - v / ceiling * plot_h
-
-    coords: list[str] = [f"{px(0):.1f},{py(0):.1f}"]
-    last = 0.0
-    for p, v in zip(points, values, strict=True):
-        x = px(p.get("at_s"))
-        coords += [f"{x:.1f},{py(last):.1f}", f"{x:.1f},{py(v):.1f}"]
-        last = v
-    coords.append(f"{px(span):.1f},{py(last):.1f}")
-    shown = f"{last:.2f}" if rate else f"{int(last)}"
-    out = [
-        f'<svg class="stop-chart" data-figure="{esc(key)}" viewBox="0 0 {w} {h}" width="{w}" '
-        f'role="img" aria-label="{esc(label)} over time">',
-        f'<text x="{left}" y="13" style="font-weight:600">{esc(label)}: {esc(shown)}</text>',
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
-        'stroke="#999"/>',
-        f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end">0</text>',
-        f'<text x="{left + plot_w}" y="{h - 6}" text-anchor="end">{esc(fmt_s(span))}</text>',
-    ]
-    if limit is not None:
-        ly = py(num(limit))
-        out.append(
-            f'<line x1="{left}" y1="{ly:.1f}" x2="{left + plot_w}" y2="{ly:.1f}" stroke="#cc0000" '
-            f'stroke-dasharray="5,3"/><text x="{left + plot_w}" y="{ly - 3:.1f}" '
-            f'text-anchor="end" fill="#cc0000">limit {esc(limit)}</text>'
-        )
-    out.append(
-        f'<polyline points="{" ".join(coords)}" fill="none" stroke="#1155cc" stroke-width="2"/>'
-    )
-    for p, v in zip(points, values, strict=True):
-        if str(p.get("event", "")).startswith("story_"):
-            out.append(
-                f'<circle cx="{px(p.get("at_s")):.1f}" cy="{py(v):.1f}" r="3" fill="#1155cc">'
-                f"<title>{esc(p.get('story'))} {esc(p.get('event'))} at {esc(p.get('time'))}: "
-                f"{esc(label.lower())} {esc(p.get(key))}</title></circle>"
-            )
-    out.append("</svg>")
-    return "".join(out)
 
 
 # --- usage --------------------------------------------------------------------------------------
