@@ -78,7 +78,7 @@ def no_delay(conn: Any) -> None:
 
 
 class SocketLink:
-    """The same ends over a direct connection to the coordinator (`ray_executor.Endpoint`): one
+    """The same ends over a direct connection to the coordinator (`ray_mailbox.Endpoint`): one
     round trip per question instead of four Ray calls through the mailbox actor, in order by
     construction. A connection that fails or closes means the coordinator is gone."""
 
