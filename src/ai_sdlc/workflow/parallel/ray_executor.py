@@ -94,8 +94,6 @@ class RayExecutor:
         self.store = store
         #: Owner and checkpoint asks, breaker and metrics tells, applied on the project.
         self.ledger = LedgerServer(store, owner)
-        self.owner = owner
-        self.checkpoints = self.ledger.checkpoints
         self.address = address or "a local Ray instance"
         _keep_stdout_clean()
         os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", SHUTDOWN_FLUSH_MS)
