@@ -49,15 +49,23 @@ def changed_paths(project: Path, story_id: str) -> set[str]:
         worktrees.pin_tree(found.common_dir, tree.path)
     except GitError:
         return set()
-    head = git(top, "rev-parse", "HEAD", check=False)
-    base = git(tree.path, "merge-base", "HEAD", head.stdout.strip(), check=False)
-    if not head.ok or not base.ok:
+    try:  # the sibling may finish and remove its worktree meanwhile (git then has no folder)
+        head = git(top, "rev-parse", "HEAD", check=False)
+        base = git(tree.path, "merge-base", "HEAD", head.stdout.strip(), check=False)
+        if not head.ok or not base.ok:
+            return set()
+        raw = ("--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")
+        diff = git(tree.path, "diff", *raw, "--name-only", base.stdout.strip(), check=False)
+        untracked = git(
+            tree.path,
+            "ls-files",
+            "--others",
+            "--exclude-standard",
+            ":(exclude).ai-sdlc",
+            check=False,
+        )
+    except GitError:
         return set()
-    raw = ("--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")
-    diff = git(tree.path, "diff", *raw, "--name-only", base.stdout.strip(), check=False)
-    untracked = git(
-        tree.path, "ls-files", "--others", "--exclude-standard", ":(exclude).ai-sdlc", check=False
-    )
     names = diff.stdout.splitlines() + untracked.stdout.splitlines()
     return {n.strip() for n in names if n.strip() and not n.startswith(".ai-sdlc/")}
 
