@@ -177,9 +177,10 @@ def test_read_only_phase_gets_read_tools_only(fake: Fake) -> None:
     assert (fake.ws / "README.md").read_text() == "# demo\n"
     assert result.files_changed == []
     argv = fake.recorded()["argv"]
-    assert argv[argv.index("--tools") + 1] == "Read,Glob,Grep,LS"
+    assert argv[argv.index("--tools") + 1] == "Read,Glob,Grep"
     denied = argv[argv.index("--disallowedTools") + 1].split(",")
-    assert {"Write", "Edit", "MultiEdit", "Bash", "WebFetch"} <= set(denied)
+    assert {"Write", "Edit", "NotebookEdit", "Bash", "WebFetch"} <= set(denied)
+    assert "LS" not in argv and "MultiEdit" not in ",".join(argv)  # unknown to Claude Code 2.1
     assert argv[argv.index("--permission-mode") + 1] == "default"
 
 

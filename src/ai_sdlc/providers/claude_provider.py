@@ -5,12 +5,15 @@ invisible. Each `system`/`api_retry` event it prints is reported through
 `request.on_backend_retry(delay, reason)`, which counts it as an `api_retry` recovery and
 raises `StoryBlockedError` at the global limit — then we kill the process group and let it
 propagate. The phase's access becomes Claude Code's tool set: read-only phases get
-Read/Glob/Grep only, edit phases add Write/Edit/MultiEdit with `acceptEdits`; Bash only for
-commands in `ai.tools.allow_commands`. A read-only phase that still changed files fails with
-`AccessViolationError`. The prompt goes through stdin, never a shell or an argument. A
-`result` event that reports an error (`is_error`) not classified as an outage, or an edit phase
-in which Claude Code was denied tool calls (`permission_denials`: it may still say "success"),
-raises `AgentReportedError`: the runner counts a failed attempt.
+Read/Glob/Grep only, edit phases add Write/Edit/NotebookEdit with `acceptEdits`; Bash only for
+commands in `ai.tools.allow_commands`. Only names Claude Code 2.1 knows are passed (it dropped
+`LS` and `MultiEdit`, and drops an unknown `--tools` name silently). Claude Code prints one
+`assistant` event per content block, so turns and `agent_turn` events are counted per message
+id; the phase's usage is the `result` event's own report. A read-only phase that still
+changed files fails with `AccessViolationError`. The prompt goes through stdin, never a shell
+or an argument. A `result` event that reports an error (`is_error`) not classified as an
+outage, or an edit phase in which Claude Code was denied tool calls (`permission_denials`: it
+may still say "success"), raises `AgentReportedError`: the runner counts a failed attempt.
 
 Settings:
     ai.claude.binary       executable (default: `claude` on PATH, else the one bundled with
@@ -67,8 +70,8 @@ from ai_sdlc.providers.tools import (
 )
 from ai_sdlc.spawn import start_session
 
-READ_TOOLS = ("Read", "Glob", "Grep", "LS")
-EDIT_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+READ_TOOLS = ("Read", "Glob", "Grep")
+EDIT_TOOLS = ("Write", "Edit", "NotebookEdit")
 #: Never offered: they reach outside the workspace or spawn agents we cannot confine.
 DENIED_ALWAYS = ("WebFetch", "WebSearch", "Task")
 _STDERR_KEEP = 4000
@@ -131,6 +134,8 @@ class _Outcome:
     files: list[str] = field(default_factory=list)
     last_retry_status: int | None = None
     turns: int = 0
+    #: The id of the model message the last `assistant` event belonged to.
+    message_id: str | None = None
 
 
 def _status_kind(status: int | None) -> str | None:
@@ -308,6 +313,15 @@ class ClaudeProvider(ConfiguredProvider):
             self._assistant(event, request, outcome)
         elif kind == "result":
             outcome.result = event
+        elif kind == "system" and subtype == "permission_denied":
+            self._emit(
+                request,
+                "tool_denied",
+                {
+                    "tool": event.get("tool_name"),
+                    "reason": truncate(redact(str(event.get("decision_reason") or "")), 200),
+                },
+            )
 
     def _backend_retry(
         self, event: dict[str, Any], request: ProviderRequest, out: _Outcome
@@ -329,7 +343,11 @@ class ClaudeProvider(ConfiguredProvider):
         message = event.get("message")
         if not isinstance(message, dict):
             return
-        out.turns += 1
+        message_id = message.get("id") if isinstance(message.get("id"), str) else None
+        new_message = message_id is None or message_id != out.message_id
+        out.message_id = message_id
+        if new_message:
+            out.turns += 1
         for block in message.get("content") or []:
             if not isinstance(block, dict):
                 continue
@@ -357,7 +375,7 @@ class ClaudeProvider(ConfiguredProvider):
                 if block.get("name") in EDIT_TOOLS and args.get("file_path"):
                     out.files.append(str(args["file_path"]))
         usage = message.get("usage")
-        if isinstance(usage, dict):
+        if new_message and isinstance(usage, dict):
             self._emit(
                 request,
                 "agent_turn",
@@ -386,7 +404,12 @@ class ClaudeProvider(ConfiguredProvider):
         if result is not None:
             detail = str(result.get("result") or result.get("errors") or result.get("subtype"))
         text = redact(f"{detail}\n{stderr}".strip())
-        kind = classify_output(text) or _status_kind(outcome.last_retry_status)
+        status = result.get("api_error_status") if result is not None else None
+        kind = (
+            _status_kind(status if isinstance(status, int) else None)
+            or classify_output(text)
+            or _status_kind(outcome.last_retry_status)
+        )
         message = f"claude failed (exit code {code}): {truncate(text, 300) or 'no output'}"
         if kind is not None:
             raise error_for_kind(kind, message)
