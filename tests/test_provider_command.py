@@ -231,7 +231,7 @@ def _stand_in(tmp_path: Path, tool: str, **env: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("preset", "tokens"),
-    [("codex", (2400, 120)), ("gemini", (None, 96 + 152))],
+    [("codex", (2400, 120)), ("gemini", (2000, 100))],
 )
 def test_structured_presets_report_real_usage_priced(
     ws: Path, tmp_path: Path, preset: str, tokens: tuple[int | None, int]
@@ -270,7 +270,7 @@ def test_an_agents_own_retries_are_reported_and_can_block(ws: Path, tmp_path: Pa
 
 def test_output_format_setting(ws: Path, tmp_path: Path) -> None:
     assert command_spec({"command": {"preset": "codex"}}).output == "codex-jsonl"
-    assert command_spec({"command": {"preset": "gemini"}}).output == "gemini-json"
+    assert command_spec({"command": {"preset": "gemini"}}).output == "gemini-jsonl"
     assert command_spec({"command": {"preset": "aider"}}).output == "aider"
     # your own command line is read as text unless you say otherwise
     assert command_spec({"command": {"preset": "codex", "template": ["codex"]}}).output == "text"

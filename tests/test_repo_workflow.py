@@ -232,7 +232,7 @@ def test_command_presets_take_a_story_to_a_pull_request(world: World, preset: st
                 "read-only" if read_only else "workspace-write"
             )
         elif preset == "gemini":
-            assert argv[argv.index("--output-format") + 1] == "json"
+            assert argv[argv.index("--output-format") + 1] == "stream-json"
             assert argv[argv.index("--approval-mode") + 1] == (
                 "default" if read_only else "auto_edit"
             )

@@ -380,6 +380,8 @@ def gemini(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> i
         return 42
     session = "6c2d3a7e-5b1f-4f0e-9a57-3b0c9e1d2f48"
     as_json = _opt(argv, "--output-format") == "json"
+    if _opt(argv, "--output-format") == "stream-json":
+        return _gemini_stream(argv, prompt, phase, files, mode)
     if _fail_once():
         message = "Resource has been exhausted (e.g. check quota)."
         error = {"type": "RetryableQuotaError", "message": message, "code": 429}
@@ -453,6 +455,95 @@ def gemini(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> i
         )
     else:
         sys.stdout.write(answer + "\n")
+    return 0
+
+
+def _gemini_stream(
+    argv: list[str], prompt: str, phase: str, files: dict[str, str], mode: str
+) -> int:
+    """Gemini CLI 0.61's `--output-format stream-json`: JSON events a line on stdout, its
+    retries logged on stderr ("Attempt 1 failed with status 429. Retrying with backoff...")."""
+    stamp = "2026-11-26T00:00:00.000Z"
+
+    def emit(event: dict[str, object]) -> None:
+        sys.stdout.write(json.dumps({"type": event.pop("type"), "timestamp": stamp, **event}))
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+
+    model = _opt(argv, "--model") or _opt(argv, "-m") or "auto"
+    emit({"type": "init", "session_id": "6c2d3a7e-5b1f-4f0e-9a57", "model": model})
+    emit({"type": "message", "role": "user", "content": prompt})
+    for attempt in range(1, _api_errors() + 1):
+        sys.stderr.write(f"Attempt {attempt} failed with status 429. Retrying with backoff...\n")
+        sys.stderr.flush()
+    usage = {"total_tokens": 2100, "input_tokens": 2000, "output_tokens": 100, "cached": 0}
+    if _fail_once():
+        error = (
+            '[API Error: {"error":{"code":429,"message":"Resource has been exhausted '
+            '(e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}]'
+        )
+        emit(
+            {
+                "type": "result",
+                "status": "error",
+                "error": {"type": "unknown", "message": error},
+                "stats": {**usage, "input_tokens": 0, "output_tokens": 0},
+            }
+        )
+        return 1
+    editing = mode in ("auto_edit", "yolo")
+    _outside_writes(not editing)
+    tools = 0
+    if phase in ("implement", "rework"):
+        for number, (name, content) in enumerate(files.items()):
+            tools += 1
+            tool_id = f"write_file__write_file_{number}"
+            emit(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": f"Writing {name}.",
+                    "delta": True,
+                }
+            )
+            emit(
+                {
+                    "type": "tool_use",
+                    "tool_name": "write_file",
+                    "tool_id": tool_id,
+                    "parameters": {"file_path": str(Path(name).resolve()), "content": content},
+                }
+            )
+            if editing:
+                Path(name).parent.mkdir(parents=True, exist_ok=True)
+                Path(name).write_text(content)
+                emit({"type": "tool_result", "tool_id": tool_id, "status": "success"})
+            else:
+                emit(
+                    {
+                        "type": "tool_result",
+                        "tool_id": tool_id,
+                        "status": "error",
+                        "output": "Tool execution denied by policy.",
+                        "error": {
+                            "type": "policy_violation",
+                            "message": "Tool execution denied by policy.",
+                        },
+                    }
+                )
+    emit({"type": "message", "role": "assistant", "content": _answer(phase, files), "delta": True})
+    emit(
+        {
+            "type": "result",
+            "status": "success",
+            "stats": {
+                **usage,
+                "duration_ms": 900,
+                "tool_calls": tools,
+                "models": {model: dict(usage)},
+            },
+        }
+    )
     return 0
 
 

@@ -10,6 +10,11 @@ here. A preset (or `ai.command.output`) names how to read them:
                `turn.completed` (`input_tokens` includes `cached_input_tokens`), a failure is a
                `turn.failed` (or a fatal `error` event) with its message. Codex's own stream
                retries arrive as `error` events "Reconnecting... 2/5 (…)": each is a retry.
+  gemini-jsonl `gemini --output-format stream-json` (the gemini preset), stderr merged in: its
+               retry log lines ("Attempt 2 failed with status 503. Retrying…") are counted as
+               they are printed, usage is the `result` event's `stats`, the answer the
+               assistant's text after its last tool call; exit 55 (untrusted folder) and 41 (no
+               auth method) are set-up errors with a hint (exit 4), never raw ANSI.
   gemini-json  `gemini --output-format json`: one JSON object `{session_id, response, stats,
                error}` (packages/core/src/output/types.ts), the error form on stderr with exit
                code 1 or the error's own code. Usage sums `stats.models.*.tokens` (prompt; and
@@ -40,7 +45,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ai_sdlc.providers.base import ProviderError, Usage
+from ai_sdlc.providers.base import ProviderAuthError, ProviderConfigError, ProviderError, Usage
 from ai_sdlc.providers.errors_map import (
     DEFAULT_OUTPUT_PATTERNS,
     classify_output,
@@ -50,7 +55,7 @@ from ai_sdlc.providers.errors_map import (
 from ai_sdlc.providers.tools import truncate
 
 #: Output formats a preset or `ai.command.output` may name.
-OUTPUT_FORMATS = ("text", "codex-jsonl", "gemini-json", "aider")
+OUTPUT_FORMATS = ("text", "codex-jsonl", "gemini-json", "aider", "gemini-jsonl", "claude-json")
 
 MAX_ANSWER = 1_000_000
 _TAIL = 4000
@@ -110,6 +115,10 @@ def parse_output(
         return _codex(stdout, stderr, returncode, classifier)
     if fmt == "gemini-json":
         return _gemini(stdout, stderr, returncode, classifier)
+    if fmt == "gemini-jsonl":
+        return _gemini_stream(stdout, stderr, returncode, classifier)
+    if fmt == "claude-json":
+        return _claude(stdout, stderr, returncode, classifier)
     if fmt != "text":
         raise ValueError(f"unknown output format {fmt!r}")
     if returncode == 0:
@@ -326,6 +335,126 @@ def _gemini(stdout: str, stderr: str, code: int, classifier: Classifier) -> Agen
 AIDER_HISTORY = "llm-history.txt"
 AIDER_ANALYTICS = "analytics.jsonl"
 
+# --- claude -p --output-format json ----------------------------------------------------------
+
+
+def _claude(stdout: str, stderr: str, code: int, classifier: Classifier) -> AgentOutput:
+    """`claude -p --output-format json`: one `result` object (the stream's last event): the
+    answer, Claude Code's own usage, `is_error` and the HTTP status of a failed API call."""
+    result = next(
+        (e for e in reversed(list(_json_lines(stdout))) if e.get("type") == "result"), None
+    )
+    if result is None:
+        if code == 0:
+            return AgentOutput(
+                error=ProviderError(
+                    f"{classifier.program} printed no JSON result",
+                    hint="the claude preset needs `claude -p --output-format json`; for another "
+                    "program set ai.command.output: text",
+                )
+            )
+        return AgentOutput(error=_plain_failure(stdout, stderr, code, classifier))
+    out = AgentOutput()
+    usage = result.get("usage")
+    if isinstance(usage, dict):
+        out.usage = Usage(
+            sum(
+                _int(usage.get(k))
+                for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            ),
+            _int(usage.get("output_tokens")),
+        )
+    if not result.get("is_error") and code == 0:
+        out.text = str(result.get("result") or "")[-MAX_ANSWER:]
+        return out
+    status = result.get("api_error_status")
+    kind = _gemini_status_kind(f'"code": {status}') if isinstance(status, int) else None
+    detail = str(result.get("result") or result.get("subtype") or "") or stderr[-_TAIL:]
+    out.error = _failure(classifier, code, detail, kind)
+    return out
+
+
+# --- gemini --output-format stream-json -------------------------------------------------------
+
+#: Gemini CLI's own retry, logged on stderr (its retryWithBackoff): "Attempt 2 failed with
+#: status 503. Retrying with backoff...", "... failed with 429 error (no Retry-After header)".
+_GEMINI_RETRY = re.compile(
+    r"^Attempt (\d+) failed(?: with status (\d+)| with (\w+) error)?.*Retrying"
+)
+#: Exit codes of Gemini CLI that are set-up problems, never worth a retry.
+_GEMINI_UNTRUSTED = 55
+_GEMINI_AUTH_SETUP = 41
+_GEMINI_STATUS = re.compile(r'"code"\s*:\s*(\d{3})')
+
+
+def _gemini_retry(line: str) -> BackendRetry | None:
+    found = _GEMINI_RETRY.match(_ANSI.sub("", line).strip())
+    if found is None:
+        return None
+    status = found.group(2) or found.group(3)
+    why = f" after HTTP {status}" if status else ""
+    return BackendRetry(0.0, f"gemini API retry {found.group(1)}{why}")
+
+
+def _gemini_status_kind(text: str) -> str | None:
+    found = _GEMINI_STATUS.search(text)
+    status = int(found.group(1)) if found else None
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limit"
+    if status is not None and status >= 500:
+        return "server"
+    return None
+
+
+def _gemini_stream(stdout: str, stderr: str, code: int, classifier: Classifier) -> AgentOutput:
+    """`gemini --output-format stream-json`, its stderr merged in (the preset does): JSON
+    events (`message` deltas, `tool_use`, `result` with `stats`) among its log lines. The
+    answer is the assistant's text after its last tool call; its retries are its log lines."""
+    text = _ANSI.sub("", f"{stdout}\n{stderr}")
+    out = AgentOutput(retries=[r for r in map(_gemini_retry, text.splitlines()) if r])
+    answer: list[str] = []
+    result: dict[str, Any] | None = None
+    for event in _json_lines(text):
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            answer.append(str(event.get("content") or ""))
+        elif kind == "tool_use":
+            answer = []
+        elif kind == "result":
+            result = event
+    stats = result.get("stats") if result is not None else None
+    if isinstance(stats, dict):
+        out.usage = Usage(_int(stats.get("input_tokens")), _int(stats.get("output_tokens")))
+    if result is not None and result.get("status") == "success" and code == 0:
+        out.text = "".join(answer)[-MAX_ANSWER:]
+        return out
+    logs = "\n".join(line for line in text.splitlines() if not line.startswith("{"))
+    if code == _GEMINI_UNTRUSTED:
+        out.error = ProviderConfigError(
+            f"{classifier.program} refused to run in an untrusted folder (exit code 55): "
+            + truncate(redact(logs.strip()), _MESSAGE),
+            hint="trust the project folder in Gemini CLI (run `gemini` in it once and trust it, "
+            "or add it to ~/.gemini/trustedFolders.json): the story worktrees under it inherit "
+            "the trust; or set GEMINI_CLI_TRUST_WORKSPACE=true for ai-sdlc's runs",
+        )
+        return out
+    if code == _GEMINI_AUTH_SETUP or "Invalid auth method" in logs:
+        out.error = ProviderAuthError(
+            f"{classifier.program} has no usable auth method (exit code {code}): "
+            + truncate(redact(logs.strip()), _MESSAGE),
+            hint='set security.auth.selectedType in ~/.gemini/settings.json (e.g. "gemini-api-key"'
+            " with GEMINI_API_KEY set), or log in once with `gemini`",
+        )
+        return out
+    error = result.get("error") if result is not None else None
+    message = str(error.get("message") or "") if isinstance(error, dict) else ""
+    detail = message or logs.strip()[-_TAIL:]
+    out.error = _failure(classifier, code, detail, _gemini_status_kind(detail))
+    return out
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _AIDER_HEADER = re.compile(r"^(TO LLM|LLM RESPONSE) \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*$")
 _AIDER_RETRY = re.compile(r"^Retrying in (\d+(?:\.\d+)?) seconds")
@@ -434,6 +563,8 @@ class LiveRetries:
             except json.JSONDecodeError:
                 event = None
             retry = _codex_retry(event) if isinstance(event, dict) else None
+        elif self.fmt == "gemini-jsonl":
+            retry = _gemini_retry(line)
         elif self.fmt == "aider":
             line = _ANSI.sub("", line).strip()
             if _AIDER_ERROR.match(line):

@@ -88,6 +88,8 @@ class Preset:
     output: str = "text"
     #: (name, text) written into the private `{output_dir}` before each run.
     files: tuple[tuple[str, str], ...] = ()
+    #: Read stderr as part of stdout, as it comes (a CLI that logs its retries there).
+    merge_stderr: bool = False
 
 
 #: Aider, headless: no prompts, no update checks, no browser, no analytics sent; the answer and
@@ -120,18 +122,36 @@ _AIDER_SETTINGS = "- name: aider/extra_params\n  extra_params:\n    max_retries:
 
 PRESETS: dict[str, Preset] = {
     "claude": Preset(
+        # Claude Code 2.1's own tool names only (an unknown one is dropped silently): the
+        # implement phase is never offered Task/Agent, Cron*, EnterWorktree, SendMessage & co.
         template=(
             "claude",
             "-p",
+            "--output-format",
+            "json",
             "--permission-mode",
             "acceptEdits",
+            "--tools",
+            "Read,Glob,Grep,Write,Edit,NotebookEdit",
             "--disallowedTools",
-            "Bash,WebFetch,WebSearch",
+            "Bash,WebFetch,WebSearch,Task",
             "--model={model}",
         ),
-        read_only_template=("claude", "-p", "--tools", "Read,Glob,Grep", "--model={model}"),
+        read_only_template=(
+            "claude",
+            "-p",
+            "--output-format",
+            "json",
+            "--tools",
+            "Read,Glob,Grep",
+            "--disallowedTools",
+            "Write,Edit,NotebookEdit,Bash,WebFetch,WebSearch,Task",
+            "--model={model}",
+        ),
         prompt_via="stdin",
-        doc="Claude Code, plain text output (the `claude` provider streams events instead)",
+        doc="Claude Code, `--output-format json` (answer, token usage and errors from its "
+        "`result`; the `claude` provider streams events instead)",
+        output="claude-json",
     ),
     "codex": Preset(
         template=(
@@ -179,7 +199,7 @@ PRESETS: dict[str, Preset] = {
         template=(
             "gemini",
             "--output-format",
-            "json",
+            "stream-json",
             "--approval-mode",
             "auto_edit",
             "--model={model}",
@@ -187,7 +207,7 @@ PRESETS: dict[str, Preset] = {
         read_only_template=(
             "gemini",
             "--output-format",
-            "json",
+            "stream-json",
             "--approval-mode",
             "default",
             "--model={model}",
@@ -198,10 +218,14 @@ PRESETS: dict[str, Preset] = {
         # denied: `default` leaves read tools only, `auto_edit` adds the edit tools (never the
         # shell). An untrusted folder (security.folderTrust) fails with exit code 55 and says
         # how to trust it; we never pass --skip-trust on the user's behalf.
-        doc="Gemini CLI, `--output-format json` (answer, token usage per model, its own API "
-        "retries, typed errors); prompt on stdin; `--approval-mode default` for read-only "
-        "phases (headless: edits denied), `auto_edit` for edit phases",
-        output="gemini-json",
+        # Its retries are log lines on stderr, so stderr is read with stdout as it comes:
+        # each is counted at once, and the global limit can stop it mid-way.
+        doc="Gemini CLI, `--output-format stream-json` with stderr merged in (answer, token "
+        "usage, its own API retries as they happen, typed errors); prompt on stdin; "
+        "`--approval-mode default` for read-only phases (headless: edits denied), `auto_edit` "
+        "for edit phases",
+        output="gemini-jsonl",
+        merge_stderr=True,
     ),
 }
 
@@ -217,6 +241,7 @@ class CommandSpec:
     exit_codes: dict[int, str]
     output: str = "text"
     files: tuple[tuple[str, str], ...] = ()
+    merge_stderr: bool = False
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -299,8 +324,10 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
             "`gemini --output-format json`, text for anything else",
         )
     files = preset.files if preset is not None else ()
+    # stderr goes with stdout for the preset's own format (the user's format reads it apart)
+    merge = preset is not None and preset.merge_stderr and output == preset.output
     return CommandSpec(
-        template, read_only, str(via), tuple(patterns), exit_codes, str(output), files
+        template, read_only, str(via), tuple(patterns), exit_codes, str(output), files, merge
     )
 
 
@@ -416,7 +443,7 @@ class CommandProvider(ConfiguredProvider):
                 cwd=request.workspace,
                 stdin=subprocess.PIPE if via_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE,
                 env=dict(self.environ),
                 sandbox=request.sandbox,
             )
