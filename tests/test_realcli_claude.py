@@ -202,7 +202,7 @@ def test_a_write_in_a_read_only_phase_is_refused(
 
     assert result.returncode == 0, result.output
     assert proj.story()["status"] == "done"
-    assert "notes.py" not in proj.commits()
+    assert "notes.py" not in proj.committed_files()
     worktree_file = proj.root / str(proj.story().get("worktree_path") or "none") / "notes.py"
     assert not worktree_file.exists()
     # the model asked for the write and Claude Code answered it with an error: not offered

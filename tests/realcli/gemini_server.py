@@ -20,6 +20,7 @@ _CWD = re.compile(r"Workspace Directories:\*\*\n\s*- (/\S+)")
 INPUT_TOKENS = 1000
 OUTPUT_TOKENS = 50
 
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 _STATUS = {
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
@@ -47,6 +48,9 @@ def _parts_text(content: Any) -> str:
 
 
 class GeminiServer(ModelServer):
+    #: When set (e.g. "0.1s"), refusals carry a google.rpc.RetryInfo with this delay.
+    retry_delay: str | None = None
+
     def conversation_text(self, body: dict[str, Any]) -> str:
         return "\n".join(
             _parts_text(c) for c in body.get("contents") or [] if c.get("role") == "user"
@@ -69,7 +73,15 @@ class GeminiServer(ModelServer):
 
     def refuse(self, handler: BaseHTTPRequestHandler, status: int) -> None:
         message = _MESSAGES.get(status, f"HTTP {status}")
-        error = {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}
+        error: dict[str, Any] = {
+            "code": status,
+            "message": message,
+            "status": _STATUS.get(status, "UNKNOWN"),
+        }
+        if self.retry_delay is not None and (status == 429 or status >= 500):
+            # the API's own "retry in": Gemini CLI then waits that instead of its 5 s backoff,
+            # and retries silently (no log line, nothing in stream-json)
+            error["details"] = [{"@type": _RETRY_INFO, "retryDelay": self.retry_delay}]
         send_json(handler, status, {"error": error})
 
     def answer(

@@ -62,3 +62,8 @@ class RealProject:
 
     def committed(self, path: str) -> str:
         return git(self.root, "show", f"{self.story()['branch']}:{path}")
+
+    def committed_files(self) -> list[str]:
+        """The files the story branch's commits changed."""
+        branch = str(self.story()["branch"])
+        return git(self.root, "diff", "--name-only", f"main...{branch}").split()
