@@ -20,6 +20,7 @@ import pytest
 
 from ai_sdlc.providers.base import Access, Phase, ProviderRequest, access_for
 from ai_sdlc.providers.claude_provider import ClaudeProvider, claude_argv
+from ai_sdlc.providers.command_provider import PRESETS
 from tests.fakes.agent_clis import install_agent
 from tests.fakes.guard import RecordingGuard
 from tests.git_support import git_env
@@ -134,6 +135,25 @@ def test_turns_are_counted_per_model_message(
         2 * INPUT_TOKENS,
         2 * OUTPUT_TOKENS,
     )
+
+
+def test_the_command_preset_reads_claudes_own_usage(
+    tmp_path: Path, claude: Path, server: AnthropicServer
+) -> None:
+    """The `command` provider's `claude` preset (`--output-format json`): done with a commit,
+    and the usage recorded is Claude Code's own report, not an estimate from text length."""
+    proj = project(
+        tmp_path, claude, server, "ai:\n  provider: command\n  command:\n    preset: claude\n"
+    )
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert proj.committed("hello.py") == HELLO
+    assert fm["usage"]["input_tokens"] == 6 * INPUT_TOKENS
+    assert fm["usage"]["output_tokens"] == 6 * OUTPUT_TOKENS
 
 
 def test_a_rejected_review_is_reworked_then_approved(
@@ -322,3 +342,50 @@ def test_the_stand_in_speaks_the_real_tools_stream(tmp_path: Path, claude: Path)
         init = stream[0]
         assert init["type"] == "system" and init["subtype"] == "init"
         assert "Write" in init["tools"]
+
+
+def _offered(claude: Path, tmp_path: Path, tools: str) -> set[str]:
+    """The tools the real Claude Code offers when asked for `tools` (its `init` event)."""
+    with AnthropicServer() as server:
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **claude_env(tmp_path, server)}
+        argv = [str(claude), "-p", "--output-format", "stream-json", "--verbose"]
+        done = subprocess.run(
+            [*argv, "--tools", tools],
+            input="## Your task (research)\n\nLook.",
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "matches no known tool" not in done.stdout + done.stderr
+    return set(_events(done.stdout)[0]["tools"])
+
+
+def test_every_tool_name_we_pass_is_one_claude_code_knows(tmp_path: Path, claude: Path) -> None:
+    """Claude Code drops an unknown `--tools` name silently (2.1 has no `LS`, no `MultiEdit`):
+    each list the provider and the `command` preset pass is offered whole, and the implement
+    phase is never offered agents, schedules, worktrees or messages."""
+    lists: set[str] = set()
+    for phase in Phase:
+        request = ProviderRequest(
+            phase=phase,
+            prompt="x",
+            system_prompt="",
+            workspace=tmp_path,
+            access=access_for(phase),
+            timeout=60,
+            story_id="S-0001",
+        )
+        argv = claude_argv("claude", request, model=None, turns=5, bash_prefixes=(), extra=[])
+        lists |= {argv[argv.index("--tools") + 1], argv[argv.index("--disallowedTools") + 1]}
+    preset = PRESETS["claude"]
+    for template in (preset.template, preset.read_only_template):
+        lists |= {template[template.index("--tools") + 1]}
+        lists |= {template[template.index("--disallowedTools") + 1]}
+    for tools in sorted(lists):
+        assert _offered(claude, tmp_path, tools) == set(tools.split(",")), tools
+    implement = preset.template[preset.template.index("--tools") + 1].split(",")
+    banned = ("Task", "Agent", "Cron", "EnterWorktree", "SendMessage", "Bash", "Web")
+    assert not [name for name in implement if name.startswith(banned)]

@@ -31,8 +31,11 @@ pytestmark = [
     pytest.mark.usefixtures("git_env"),
     pytest.mark.realcli,
     pytest.mark.slow,
-    pytest.mark.xdist_group("realcli-gemini"),
 ]
+#: Two xdist groups: a Gemini CLI start takes 5-10 s of a loaded machine, six per story, so
+#: one group would be the suite's tail; each test of a group runs on one worker, in order.
+FIRST = pytest.mark.xdist_group("realcli-gemini-1")
+SECOND = pytest.mark.xdist_group("realcli-gemini-2")
 
 CONFIG = "ai:\n  provider: command\n  model: gemini-test\n  command:\n    preset: gemini\n"
 
@@ -65,6 +68,8 @@ def gemini_env(home: Path, server: GeminiServer) -> dict[str, str]:
         "GEMINI_CLI_HOME": str(home),
         "GOOGLE_GEMINI_BASE_URL": server.url,
         "GEMINI_API_KEY": "test-key-not-a-secret",
+        # no second node process with a bigger heap (2 s of each start on this machine)
+        "GEMINI_CLI_NO_RELAUNCH": "true",
     }
 
 
@@ -99,6 +104,7 @@ def recoveries(fm: dict[str, Any]) -> dict[str, int]:
     return dict(fm.get("recovery_breakdown") or {})
 
 
+@FIRST
 def test_backlog_to_done_with_a_commit(tmp_path: Path, gemini: Path, server: GeminiServer) -> None:
     proj = project(tmp_path, gemini, server)
 
@@ -121,6 +127,7 @@ def test_backlog_to_done_with_a_commit(tmp_path: Path, gemini: Path, server: Gem
     )
 
 
+@SECOND
 def test_a_rejected_review_is_reworked_then_approved(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -142,6 +149,7 @@ def test_a_rejected_review_is_reworked_then_approved(
     assert server.phases()[-4:] == ["review", "rework", "rework", "review"]
 
 
+@SECOND
 def test_api_faults_are_counted_one_for_one(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -160,6 +168,7 @@ def test_api_faults_are_counted_one_for_one(
     assert recoveries(fm) == {"api_retry": 2}
 
 
+@FIRST
 def test_the_global_limit_stops_a_session_mid_way(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -177,6 +186,7 @@ def test_the_global_limit_stops_a_session_mid_way(
     assert len(server.calls) == 2
 
 
+@FIRST
 def test_a_write_in_a_read_only_phase_is_refused(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -196,6 +206,7 @@ def test_a_write_in_a_read_only_phase_is_refused(
     assert "functionResponse" in answered and "error" in answered
 
 
+@SECOND
 def test_an_auth_failure_is_exit_4_with_geminis_message(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -210,6 +221,7 @@ def test_an_auth_failure_is_exit_4_with_geminis_message(
     assert server.refused() == 1  # Gemini CLI does not retry a 401
 
 
+@FIRST
 def test_an_untrusted_worktree_is_exit_4_with_a_hint(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -223,6 +235,7 @@ def test_an_untrusted_worktree_is_exit_4_with_a_hint(
     assert server.calls == []
 
 
+@SECOND
 def test_no_auth_type_is_exit_4_with_a_hint(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
@@ -247,6 +260,7 @@ def _shape(event: dict[str, Any]) -> tuple[str, str | None, str | None]:
     return str(event.get("type")), event.get("role"), event.get("status")
 
 
+@SECOND
 def test_the_stand_in_speaks_the_real_tools_stream(tmp_path: Path, gemini: Path) -> None:
     """For the same implement phase (write one file, then answer), the stand-in prints the
     event kinds the real Gemini CLI prints, with the fields the preset reads."""
