@@ -368,7 +368,7 @@ def _claude(stdout: str, stderr: str, code: int, classifier: Classifier) -> Agen
         out.text = str(result.get("result") or "")[-MAX_ANSWER:]
         return out
     status = result.get("api_error_status")
-    kind = _gemini_status_kind(f'"code": {status}') if isinstance(status, int) else None
+    kind = _http_kind(status if isinstance(status, int) else None)
     detail = str(result.get("result") or result.get("subtype") or "") or stderr[-_TAIL:]
     out.error = _failure(classifier, code, detail, kind)
     return out
@@ -397,12 +397,18 @@ def _gemini_retry(line: str) -> BackendRetry | None:
 
 
 def _gemini_status_kind(text: str) -> str | None:
+    """The kind of the HTTP status an API error's JSON names (`"code": 503`), if any."""
     found = _GEMINI_STATUS.search(text)
-    status = int(found.group(1)) if found else None
+    return _http_kind(int(found.group(1)) if found else None)
+
+
+def _http_kind(status: int | None) -> str | None:
     if status in (401, 403):
         return "auth"
     if status == 429:
         return "rate_limit"
+    if status == 529:
+        return "overloaded"
     if status is not None and status >= 500:
         return "server"
     return None
