@@ -10,8 +10,9 @@ import typer
 from ai_sdlc.cli.common import open_store, terminal
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import load_config
+from ai_sdlc.store.schema import breakdown_text
 from ai_sdlc.workflow.engine.assess import pending_gate
-from ai_sdlc.workflow.state.ledger import KIND_LABELS, breakdown_text
+from ai_sdlc.workflow.state.ledger import KIND_LABELS
 
 COUNTERS = (
     "total_recovery_attempts",

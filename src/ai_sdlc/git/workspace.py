@@ -1,6 +1,6 @@
 """`GitWorkspace`: each story works in its own git worktree and branch.
 
-The runner's `StoryWorkspace` seam (`ai_sdlc.workflow.engine.workspace`) implemented with git: the
+The runner's `StoryWorkspace` seam (`ai_sdlc.git.seam`) implemented with git: the
 worktree `.ai-sdlc/worktrees/<id>-<slug>/` on branch `ai-sdlc/<id>-<slug>` is created from the
 base branch or resumed; a passing attempt is committed with explicit staging; a failing one is
 saved as a patch and rolled back; a done story's branch is pushed and gets a pull request. Story
@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git import changes as work_changes
@@ -32,19 +32,18 @@ from ai_sdlc.git.changes import ChangeSet
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
-from ai_sdlc.git.settings import GitSettings
-from ai_sdlc.locks import held
-from ai_sdlc.resilience import CircuitBreakerOpenError
-from ai_sdlc.workflow.engine.workspace import (
+from ai_sdlc.git.seam import (
     AttemptChanges,
+    Environment,
     InPlace,
     Prepared,
     Publication,
     StoryWorkspace,
 )
-
-if TYPE_CHECKING:
-    from ai_sdlc.worktree_env.setup import WorktreeEnvironment
+from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.locks import held
+from ai_sdlc.resilience import CircuitBreakerOpenError
+from ai_sdlc.store.schema import breakdown_text
 
 
 class PublishError(GitError):
@@ -117,7 +116,7 @@ class GitWorkspace:
         self.prefix = self.root.relative_to(top)
         self.worktrees_root = self.settings.worktrees_root(self.root).resolve()
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
-        self.environment: WorktreeEnvironment | None = None
+        self.environment: Environment | None = None
 
     @classmethod
     def from_config(
@@ -701,8 +700,6 @@ class GitWorkspace:
 
 
 def _breakdown(story: Any) -> str:
-    from ai_sdlc.workflow.state.ledger import breakdown_text
-
     total = int(story.frontmatter.get("total_recovery_attempts") or 0)
     raw = story.frontmatter.get("recovery_breakdown") or {}
     breakdown = {str(k): int(v) for k, v in dict(raw).items()}
