@@ -125,10 +125,8 @@ def test_in_process_runner_gives_what_a_real_process_gives(project: Path) -> Non
 def test_in_process_runner_restores_the_process_state(project: Path) -> None:
     before = (dict(os.environ), sys.argv, sys.stdout, sys.stderr, sys.stdin, os.getcwd())
     handler = signal.getsignal(signal.SIGINT)
-    project_before = cli_app.STATE.project
     result = run_cli(project, "status", env={"AI_SDLC_DEBUG": "1"}, input="ignored\n")
     assert result.returncode == 0, result.output
     after = (dict(os.environ), sys.argv, sys.stdout, sys.stderr, sys.stdin, os.getcwd())
     assert after == before
     assert signal.getsignal(signal.SIGINT) is handler
-    assert cli_app.STATE.project == project_before
