@@ -71,7 +71,7 @@ def github(
         for s in store.list()
         if isinstance(s.frontmatter.get("ticket_url"), str)
     }
-    now = dt.datetime.now(dt.UTC)
+    now = dt.datetime.fromtimestamp(app.clock(), dt.UTC)
     created, skipped = [], []
     for issue in reversed(issues):  # gh lists newest first; oldest gets the lowest id
         if issue.url in known:
