@@ -293,6 +293,6 @@ def test_text_format_is_stdout_or_a_classified_exit() -> None:
     limited = parse_output("text", "", "Error: rate limit reached", 1, Classifier("aider"))
     assert isinstance(limited.error, TransientProviderError)
     assert "exited with code 1" in limited.error.message
-    assert set(OUTPUT_FORMATS) == {"text", "codex-jsonl", "gemini-json"}
+    assert set(OUTPUT_FORMATS) == {"text", "codex-jsonl", "gemini-json", "aider"}
     with pytest.raises(ValueError, match="unknown output format"):
         parse_output("xml", "", "", 0, Classifier("x"))

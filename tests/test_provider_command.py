@@ -271,7 +271,7 @@ def test_an_agents_own_retries_are_reported_and_can_block(ws: Path, tmp_path: Pa
 def test_output_format_setting(ws: Path, tmp_path: Path) -> None:
     assert command_spec({"command": {"preset": "codex"}}).output == "codex-jsonl"
     assert command_spec({"command": {"preset": "gemini"}}).output == "gemini-json"
-    assert command_spec({"command": {"preset": "aider"}}).output == "text"
+    assert command_spec({"command": {"preset": "aider"}}).output == "aider"
     # your own command line is read as text unless you say otherwise
     assert command_spec({"command": {"preset": "codex", "template": ["codex"]}}).output == "text"
     with pytest.raises(InvalidInputError, match=r"ai\.command\.output must be one of"):

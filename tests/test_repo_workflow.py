@@ -217,9 +217,8 @@ def test_command_presets_take_a_story_to_a_pull_request(world: World, preset: st
 
     result = world.run()
 
-    # aider leaves its chat and input history in the worktree (never committed)
-    scratch = "?? .aider.chat.history.md\n?? .aider.input.history\n" if preset == "aider" else ""
-    world.assert_done_in_worktree(result, {"hello.py"}, scratch=scratch)
+    # the aider preset sends aider's chat and input history to a private folder
+    world.assert_done_in_worktree(result, {"hello.py"})
     calls = world.agent_calls()
     assert {c["phase"] for c in calls} >= {"refine", "research", "plan", "implement", "review"}
     assert {c["cwd"] for c in calls} == {str(world.worktree)}
@@ -240,8 +239,8 @@ def test_command_presets_take_a_story_to_a_pull_request(world: World, preset: st
         else:
             assert ("--dry-run" in argv) == read_only
     if preset == "aider":
-        # its scratch files stay in the worktree, uncommitted; the user's .gitignore untouched
-        assert (world.worktree / ".aider.chat.history.md").exists()
+        # no scratch files in the worktree; the user's .gitignore untouched
+        assert not (world.worktree / ".aider.chat.history.md").exists()
         assert git(world.root, "show", f"{world.branch}:.gitignore") == "*.log\nbuild/\n"
 
 

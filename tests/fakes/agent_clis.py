@@ -20,8 +20,11 @@ files) and speaks the real tool's output format:
           code: 429}} on stderr, exit code 429.
   aider   `--message-file F --yes-always --no-auto-commits --no-pretty [--dry-run]`: plain text
           (the banner, the reply with SEARCH/REPLACE blocks, "Applied edit to X"); writes its
-          chat/input history files in the git root and, unless `--no-gitignore`, adds `.aider*`
-          to the root `.gitignore` like the real tool does with --yes-always.
+          chat/input history files in the git root (or where `--chat-history-file`/
+          `--input-history-file` say) and, unless `--no-gitignore`, adds `.aider*` to the root
+          `.gitignore` like the real tool does with --yes-always. `--llm-history-file` and
+          `--analytics-log` get what Aider 0.86 writes there (`tests/realcli` checks the shapes
+          against the real tool).
 
 Environment: FAKE_AGENT_FILES (JSON {path: content} written by implement/rework, relative to the
 working folder), FAKE_AGENT_LOG (one JSON line per call: tool, argv, phase, cwd),
@@ -311,7 +314,8 @@ def aider(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> in
                 content += "\n"
             ignore.write_text(content + ".aider*\n")
             print("Added .aider* to .gitignore")
-    (root / ".aider.input.history").write_text(f"# aider input\n+{prompt[:80]}\n")
+    input_history = Path(_opt(argv, "--input-history-file") or root / ".aider.input.history")
+    input_history.write_text(f"# aider input\n+{prompt[:80]}\n")
     _outside_writes(dry_run)
     answer = _answer(phase, files)
     blocks = ""
@@ -328,8 +332,26 @@ def aider(argv: list[str], prompt: str, phase: str, files: dict[str, str]) -> in
                 Path(name).write_text(content)
                 print(f"Applied edit to {name}")
     print("Tokens: 2.4k sent, 120 received. Cost: $0.0074 message, $0.0074 session.")
-    (root / ".aider.chat.history.md").write_text(f"# aider chat\n#### {prompt[:80]}\n{answer}\n")
+    chat = Path(_opt(argv, "--chat-history-file") or root / ".aider.chat.history.md")
+    chat.write_text(f"# aider chat\n#### {prompt[:80]}\n{answer}\n")
+    _aider_logs(argv, prompt, answer + "\n" + blocks)
     return 0
+
+
+def _aider_logs(argv: list[str], prompt: str, reply: str) -> None:
+    """`--llm-history-file` and `--analytics-log` as Aider 0.86 writes them."""
+    stamp = "2026-11-26T00:00:00"
+    history = _opt(argv, "--llm-history-file")
+    if history:
+        sent = "\n".join(f"USER {line}" for line in prompt.splitlines())
+        got = "\n".join(f"ASSISTANT {line}" for line in reply.splitlines())
+        with open(history, "a", encoding="utf-8") as fh:
+            fh.write(f"TO LLM {stamp}\n-------\n{sent}\nLLM RESPONSE {stamp}\n{got}\n")
+    analytics = _opt(argv, "--analytics-log")
+    if analytics:
+        props = {"prompt_tokens": 2400, "completion_tokens": 120, "total_tokens": 2520}
+        with open(analytics, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"event": "message_send", "properties": props}) + "\n")
 
 
 def _gemini_approval(argv: list[str]) -> str | None:

@@ -15,6 +15,17 @@ here. A preset (or `ai.command.output`) names how to read them:
                code 1 or the error's own code. Usage sums `stats.models.*.tokens` (prompt; and
                candidates + thoughts as output). `stats.models.*.api.totalErrors` in a session
                that still answered are API calls Gemini CLI retried by itself: each is a retry.
+  aider        Aider 0.86 (`--no-pretty`), which exits 0 even when its API call failed. Its
+               stdout is a console (banner, warnings, the answer printed again), so the answer
+               is the last `LLM RESPONSE` of its `--llm-history-file`, the usage the
+               `message_send` events of its `--analytics-log` (the API's own counts), else its
+               `Tokens: … sent, … received.` lines. No answer means the run failed: the
+               `litellm.<Error>` line it printed says why. Each "Retrying in N seconds..." line
+               is one API retry it made by itself.
+
+`LiveRetries` reads stdout line by line while the agent runs, so each retry it prints is
+counted at once (the global limit can stop the agent midway); `parse_output` still returns
+every retry, and the caller counts those the live reader did not.
 
 Retries are handed back, not reported here: the provider passes each to
 `request.on_backend_retry`, so they count as `api_retry` recoveries like Claude Code's.
@@ -39,7 +50,7 @@ from ai_sdlc.providers.errors_map import (
 from ai_sdlc.providers.tools import truncate
 
 #: Output formats a preset or `ai.command.output` may name.
-OUTPUT_FORMATS = ("text", "codex-jsonl", "gemini-json")
+OUTPUT_FORMATS = ("text", "codex-jsonl", "gemini-json", "aider")
 
 MAX_ANSWER = 1_000_000
 _TAIL = 4000
@@ -84,9 +95,17 @@ class Classifier:
 
 
 def parse_output(
-    fmt: str, stdout: str, stderr: str, returncode: int, classifier: Classifier
+    fmt: str,
+    stdout: str,
+    stderr: str,
+    returncode: int,
+    classifier: Classifier,
+    files: Mapping[str, str] | None = None,
 ) -> AgentOutput:
-    """Read one finished agent run in format `fmt` (one of OUTPUT_FORMATS)."""
+    """Read one finished agent run in format `fmt` (one of OUTPUT_FORMATS); `files` are the
+    texts the agent wrote into its private output folder, by name."""
+    if fmt == "aider":
+        return _aider(stdout, stderr, returncode, classifier, files or {})
     if fmt == "codex-jsonl":
         return _codex(stdout, stderr, returncode, classifier)
     if fmt == "gemini-json":
@@ -149,16 +168,11 @@ def _codex(stdout: str, stderr: str, code: int, classifier: Classifier) -> Agent
     for event in _json_lines(stdout):
         kind = event.get("type")
         if kind == "error":
-            message = str(event.get("message") or "")
-            retry = _RECONNECT.match(message)
-            if retry:
-                reason = f"codex API retry {retry.group(1)}/{retry.group(2)}"
-                detail = message[retry.end() :].strip(" :()")
-                if detail:
-                    reason += f": {truncate(redact(detail), 200)}"
-                out.retries.append(BackendRetry(0.0, reason))
+            retry = _codex_retry(event)
+            if retry is not None:
+                out.retries.append(retry)
             else:
-                last_error = message or last_error
+                last_error = str(event.get("message") or "") or last_error
         elif kind == "turn.failed":
             error = event.get("error")
             failure = str(error.get("message") or "") if isinstance(error, dict) else ""
@@ -187,8 +201,30 @@ def _codex(stdout: str, stderr: str, code: int, classifier: Classifier) -> Agent
         )
         return out
     detail = failure or last_error or f"{stderr[-_TAIL:]}\n{stdout[-_TAIL:]}"
-    out.error = _failure(classifier, code, detail)
+    out.error = _failure(classifier, code, detail, classify_output(detail, _CODEX_KINDS))
     return out
+
+
+#: Codex's words for a failure whose status it does not print (a 5xx it gave up on).
+_CODEX_KINDS = (
+    (r"experiencing high demand|server is busy", "overloaded"),
+    (r"stream (disconnected|closed) before", "server"),
+)
+
+
+def _codex_retry(event: Mapping[str, Any]) -> BackendRetry | None:
+    """A `Reconnecting... n/m (why)` error event: one retry codex made by itself."""
+    if event.get("type") != "error":
+        return None
+    message = str(event.get("message") or "")
+    retry = _RECONNECT.match(message)
+    if not retry:
+        return None
+    reason = f"codex API retry {retry.group(1)}/{retry.group(2)}"
+    detail = message[retry.end() :].strip(" :()")
+    if detail:
+        reason += f": {truncate(redact(detail), 200)}"
+    return BackendRetry(0.0, reason)
 
 
 # --- gemini --output-format json -------------------------------------------------------------
@@ -281,4 +317,162 @@ def _gemini(stdout: str, stderr: str, code: int, classifier: Classifier) -> Agen
     message = str(error.get("message") or "") or f"{stderr[-_TAIL:]}\n{stdout[-_TAIL:]}"
     label = f"{error_type}: {message}" if error_type else message
     out.error = _failure(classifier, code, label, hint)
+    return out
+
+
+# --- aider ----------------------------------------------------------------------------------
+
+#: The files the aider preset asks Aider to write into the private output folder.
+AIDER_HISTORY = "llm-history.txt"
+AIDER_ANALYTICS = "analytics.jsonl"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_AIDER_HEADER = re.compile(r"^(TO LLM|LLM RESPONSE) \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*$")
+_AIDER_RETRY = re.compile(r"^Retrying in (\d+(?:\.\d+)?) seconds")
+_AIDER_ERROR = re.compile(r"^litellm\.(\w+):")
+_AIDER_TOKENS = re.compile(r"^Tokens: ([\d.]+)(k?) sent, (?:.*?, )?([\d.]+)(k?) received")
+#: litellm's exception names (what Aider prints) → our kinds.
+_AIDER_KINDS = {
+    "AuthenticationError": "auth",
+    "PermissionDeniedError": "auth",
+    "RateLimitError": "rate_limit",
+    "InternalServerError": "server",
+    "ServiceUnavailableError": "overloaded",
+    "APIConnectionError": "connection",
+    "Timeout": "timeout",
+    "APIError": "server",
+    "BadRequestError": "request",
+    "ContextWindowExceededError": "request",
+    "NotFoundError": "request",
+    "UnprocessableEntityError": "request",
+}
+_QUOTA = ((r"insufficient[_ ]quota|exceeded your current quota|credit balance", "limit"),)
+
+
+def _aider_answer(history: str) -> str | None:
+    """The last non-empty `LLM RESPONSE` of Aider's LLM history (each line `ASSISTANT …`)."""
+    answer: str | None = None
+    block: list[str] | None = None
+
+    def close() -> None:
+        nonlocal answer
+        if block is not None:
+            text = "\n".join(block).strip()
+            if text:
+                answer = text
+
+    for line in history.splitlines():
+        header = _AIDER_HEADER.match(line)
+        if header:
+            close()
+            block = [] if header.group(1) == "LLM RESPONSE" else None
+        elif block is not None:
+            if line == "ASSISTANT":
+                block.append("")
+            elif line.startswith("ASSISTANT "):
+                block.append(line[len("ASSISTANT ") :])
+    close()
+    return answer
+
+
+def _kilo(number: str, k: str) -> int:
+    return round(float(number) * (1000 if k else 1))
+
+
+def _aider_usage(analytics: str, stdout: str) -> Usage | None:
+    """The API's counts from `message_send` events; else Aider's `Tokens:` lines (rounded to
+    hundreds past 1k, the best it prints)."""
+    usage: Usage | None = None
+    for event in _json_lines(analytics):
+        props = event.get("properties")
+        if event.get("event") == "message_send" and isinstance(props, dict):
+            usage = usage or Usage()
+            usage.input_tokens += _int(props.get("prompt_tokens"))
+            usage.output_tokens += _int(props.get("completion_tokens"))
+    if usage is not None:
+        return usage
+    for line in stdout.splitlines():
+        found = _AIDER_TOKENS.match(line.strip())
+        if found:
+            usage = usage or Usage()
+            usage.input_tokens += _kilo(found.group(1), found.group(2))
+            usage.output_tokens += _kilo(found.group(3), found.group(4))
+    return usage
+
+
+def _aider_error(stdout: str) -> tuple[str, str | None] | None:
+    """The last `litellm.<Error>: …` Aider printed, with the lines that explain it, and its kind."""
+    lines = [_ANSI.sub("", line).rstrip() for line in stdout.splitlines()]
+    found: tuple[str, str | None] | None = None
+    for i, line in enumerate(lines):
+        error = _AIDER_ERROR.match(line)
+        if not error:
+            continue
+        text = [line]
+        for follow in lines[i + 1 :]:
+            if not follow.strip() or _AIDER_RETRY.match(follow) or _AIDER_ERROR.match(follow):
+                break
+            text.append(follow.strip())
+        detail = " ".join(text)
+        found = (detail, classify_output(detail, _QUOTA) or _AIDER_KINDS.get(error.group(1)))
+    return found
+
+
+class LiveRetries:
+    """Reads an agent's stdout a line at a time while it runs: each retry it announces."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.count = 0
+        self._last_error = ""
+
+    def feed(self, line: str) -> BackendRetry | None:
+        retry = None
+        if self.fmt == "codex-jsonl" and line.lstrip().startswith("{"):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = None
+            retry = _codex_retry(event) if isinstance(event, dict) else None
+        elif self.fmt == "aider":
+            line = _ANSI.sub("", line).strip()
+            if _AIDER_ERROR.match(line):
+                self._last_error = line
+            found = _AIDER_RETRY.match(line)
+            if found:
+                why = truncate(redact(self._last_error), 200) or "API error"
+                retry = BackendRetry(float(found.group(1)), f"aider API retry: {why}")
+        if retry is not None:
+            self.count += 1
+        return retry
+
+
+def _aider_retries(stdout: str) -> list[BackendRetry]:
+    reader = LiveRetries("aider")
+    return [r for r in map(reader.feed, stdout.splitlines()) if r is not None]
+
+
+def _aider(
+    stdout: str, stderr: str, code: int, classifier: Classifier, files: Mapping[str, str]
+) -> AgentOutput:
+    out = AgentOutput(
+        usage=_aider_usage(files.get(AIDER_ANALYTICS, ""), stdout),
+        retries=_aider_retries(stdout),
+    )
+    answer = _aider_answer(files.get(AIDER_HISTORY, ""))
+    if code == 0 and answer is not None:
+        out.text = answer[-MAX_ANSWER:]
+        return out
+    error = _aider_error(stdout)
+    if error is not None:
+        out.error = _failure(classifier, code, error[0], error[1])
+    elif code == 0:
+        out.error = ProviderError(
+            f"{classifier.program} exited without an answer: "
+            f"{truncate(redact(_ANSI.sub('', stdout + stderr).strip()[-_TAIL:]), _MESSAGE)}",
+            hint="the aider preset reads the answer from --llm-history-file {output_dir}/"
+            f"{AIDER_HISTORY}; keep it in your template",
+        )
+    else:
+        out.error = _plain_failure(_ANSI.sub("", stdout), _ANSI.sub("", stderr), code, classifier)
     return out

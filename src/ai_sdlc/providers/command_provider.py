@@ -17,22 +17,26 @@ Settings (`ai.command.*`):
     template: ["my-agent", "--prompt-file", "{prompt_file}", "--model={model}"]
     read_only_template: [...]            used for refine/research/plan/review (default: template)
     prompt_via: file | stdin             default: file when a token has {prompt_file}
-    output: text | codex-jsonl | gemini-json   how stdout is read (default: the preset's, or
+    output: text | codex-jsonl | gemini-json | aider   how stdout is read (default: the preset's, or
                                          text for your own template)
     patterns: [{pattern: "quota exceeded", kind: limit}, ...]   checked before the defaults
     exit_codes: {75: rate_limit}         exit code → kind
-Placeholders: {prompt_file}, {workspace}, {model}, {phase}; a token whose placeholder has no
-value (no model configured) is dropped. Kinds: rate_limit, overloaded, server, timeout,
-connection, auth, limit, request. With `text` output token usage is estimated from text length;
-the structured formats report it. `ai.prices.<model>` turns it into a cost.
+Placeholders: {prompt_file}, {workspace}, {model}, {phase}, {output_dir} (a private folder,
+new for each try, holding the preset's own files and whatever the agent writes there); a
+token whose placeholder has no value (no model configured) is dropped. Kinds: rate_limit,
+overloaded, server, timeout, connection, auth, limit, request. With `text` output token usage
+is estimated from text length; the structured formats report it. `ai.prices.<model>` turns
+it into a cost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,10 +55,13 @@ from ai_sdlc.providers.base import (
     Usage,
 )
 from ai_sdlc.providers.cli_output import (
+    AIDER_ANALYTICS,
+    AIDER_HISTORY,
     OUTPUT_FORMATS,
     AgentOutput,
     BackendRetry,
     Classifier,
+    LiveRetries,
     parse_output,
 )
 from ai_sdlc.providers.errors_map import OUTPUT_KINDS, redact
@@ -68,7 +75,7 @@ from ai_sdlc.providers.tools import (
 )
 from ai_sdlc.spawn import start_session
 
-PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}")
+PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}", "{output_dir}")
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,37 @@ class Preset:
     doc: str
     #: How stdout is read (`cli_output.OUTPUT_FORMATS`).
     output: str = "text"
+    #: (name, text) written into the private `{output_dir}` before each run.
+    files: tuple[tuple[str, str], ...] = ()
 
+
+#: Aider, headless: no prompts, no update checks, no browser, no analytics sent; the answer and
+#: usage go to files in the private output folder (cli_output.AIDER_*).
+_AIDER = (
+    "aider",
+    "--message-file",
+    "{prompt_file}",
+    "--yes-always",
+    "--no-auto-commits",
+    "--no-gitignore",
+    "--no-pretty",
+    "--no-stream",
+    "--no-fancy-input",
+    "--no-show-model-warnings",
+    "--no-show-release-notes",
+    "--no-check-update",
+    "--no-detect-urls",
+    "--no-suggest-shell-commands",
+    "--no-analytics",
+    "--analytics-log={output_dir}/" + AIDER_ANALYTICS,
+    "--llm-history-file={output_dir}/" + AIDER_HISTORY,
+    "--chat-history-file={output_dir}/chat-history.md",
+    "--input-history-file={output_dir}/input-history.txt",
+    "--model-settings-file={output_dir}/model-settings.yml",
+)
+#: `aider/extra_params` apply to every model: no retries inside litellm (the OpenAI client's
+#: two, which Aider never shows), so each retry is one Aider prints and ai-sdlc counts.
+_AIDER_SETTINGS = "- name: aider/extra_params\n  extra_params:\n    max_retries: 0\n"
 
 PRESETS: dict[str, Preset] = {
     "claude": Preset(
@@ -124,32 +161,19 @@ PRESETS: dict[str, Preset] = {
         output="codex-jsonl",
     ),
     "aider": Preset(
-        template=(
-            "aider",
-            "--message-file",
-            "{prompt_file}",
-            "--yes-always",
-            "--no-auto-commits",
-            "--no-gitignore",
-            "--no-pretty",
-            "--model={model}",
-        ),
-        read_only_template=(
-            "aider",
-            "--message-file",
-            "{prompt_file}",
-            "--yes-always",
-            "--no-auto-commits",
-            "--no-gitignore",
-            "--no-pretty",
-            "--dry-run",
-            "--model={model}",
-        ),
+        template=(*_AIDER, "--model={model}"),
+        read_only_template=(*_AIDER, "--dry-run", "--model={model}"),
         prompt_via="file",
         # --no-gitignore: with --yes-always aider would otherwise add `.aider*` (and `.env`)
         # to the project's .gitignore, a change nobody asked for (and a read-only violation).
+        # Its console is never the answer: the answer is read from its LLM history, the usage
+        # from its analytics log (both in the private output folder). Its model settings turn
+        # off litellm's own hidden retries, so each retry is Aider's printed one (counted).
         doc="Aider; --dry-run for read-only phases, no commits and no .gitignore edits "
-        "(the runner owns git)",
+        "(the runner owns git); answer, usage and retries read from its history, analytics "
+        "log and output lines; an API failure is a failure although Aider exits 0",
+        output="aider",
+        files=(("model-settings.yml", _AIDER_SETTINGS),),
     ),
     "gemini": Preset(
         template=(
@@ -192,6 +216,7 @@ class CommandSpec:
     patterns: tuple[tuple[str, str], ...]
     exit_codes: dict[int, str]
     output: str = "text"
+    files: tuple[tuple[str, str], ...] = ()
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -273,7 +298,10 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
             hint="codex-jsonl for `codex exec --json`, gemini-json for "
             "`gemini --output-format json`, text for anything else",
         )
-    return CommandSpec(template, read_only, str(via), tuple(patterns), exit_codes, str(output))
+    files = preset.files if preset is not None else ()
+    return CommandSpec(
+        template, read_only, str(via), tuple(patterns), exit_codes, str(output), files
+    )
 
 
 def render(template: tuple[str, ...], values: Mapping[str, str | None]) -> list[str]:
@@ -323,6 +351,7 @@ class CommandProvider(ConfiguredProvider):
             fd = os.open(prompt_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(prompt)
+            output_dir = Path(tmp) / "out"
             template = spec.template if request.access is Access.EDIT else spec.read_only_template
             argv = render(
                 template,
@@ -331,6 +360,7 @@ class CommandProvider(ConfiguredProvider):
                     "{workspace}": str(request.workspace),
                     "{model}": model,
                     "{phase}": request.phase.value,
+                    "{output_dir}": str(output_dir),
                 },
             )
             if request.on_event is not None:
@@ -348,8 +378,12 @@ class CommandProvider(ConfiguredProvider):
                 # Each try gets the whole phase time limit: a timeout is a transient failure,
                 # retried (and counted as an API retry) under the `llm` policy like any other.
                 attempt = Deadline(deadline.seconds)
+                shutil.rmtree(output_dir, ignore_errors=True)  # a fresh folder for each try
+                output_dir.mkdir(mode=0o700)
+                for name, text in spec.files:
+                    (output_dir / name).write_text(text, encoding="utf-8")
                 try:
-                    return self._run(argv, spec, request, prompt, attempt)
+                    return self._run(argv, spec, request, prompt, attempt, output_dir)
                 except PhaseDeadlineReached:
                     raise attempt.expired_error(f"agent {argv[0]!r}") from None
 
@@ -373,6 +407,7 @@ class CommandProvider(ConfiguredProvider):
         request: ProviderRequest,
         prompt: str,
         deadline: Deadline,
+        output_dir: Path,
     ) -> AgentOutput:
         via_stdin = spec.prompt_via == "stdin"
         try:
@@ -390,32 +425,76 @@ class CommandProvider(ConfiguredProvider):
                 f"cannot start agent {argv[0]!r}: {exc.strerror or exc}",
                 hint="check ai.command.template (the program must be on PATH)",
             ) from None
+        live = LiveRetries(spec.output)
         try:
-            out, err = proc.communicate(
-                input=prompt.encode("utf-8") if via_stdin else None,
-                timeout=max(deadline.left(), 0.01),
-            )
-        except subprocess.TimeoutExpired:
-            kill_process_group(proc)
-            proc.communicate()
-            raise PhaseDeadlineReached(f"agent {argv[0]!r} ran past the time limit") from None
+            out, err = self._stream(proc, prompt if via_stdin else None, deadline, request, live)
         except BaseException:
             kill_process_group(proc)
             raise
+        files = {}
+        for name in (AIDER_HISTORY, AIDER_ANALYTICS):
+            path = output_dir / name
+            if path.is_file():
+                files[name] = path.read_text(encoding="utf-8", errors="replace")
         parsed = parse_output(
             spec.output,
-            out.decode("utf-8", "replace"),
-            err.decode("utf-8", "replace"),
+            out,
+            err,
             proc.returncode,
             Classifier(argv[0], spec.patterns, spec.exit_codes),
+            files,
         )
-        # The agent's own retries happened whether or not it finally answered: count each
-        # (this may raise StoryBlockedError at the global limit; the agent has exited).
-        for retry in parsed.retries:
+        # The agent's own retries happened whether or not it finally answered: count each the
+        # live reader did not (this may raise StoryBlockedError at the global limit).
+        for retry in parsed.retries[live.count :]:
             self._backend_retry(request, retry)
         if parsed.error is not None:
             raise parsed.error
         return parsed
+
+    def _stream(
+        self,
+        proc: subprocess.Popen[bytes],
+        stdin: str | None,
+        deadline: Deadline,
+        request: ProviderRequest,
+        live: LiveRetries,
+    ) -> tuple[str, str]:
+        """Run the agent to its end, reading stdout a line at a time: each retry it announces
+        is counted at once, so the global limit stops it midway (the caller kills it)."""
+        expired = threading.Event()
+
+        def on_deadline() -> None:
+            expired.set()
+            kill_process_group(proc)
+
+        errors: list[bytes] = []
+        readers = [threading.Thread(target=lambda: errors.append(_read_all(proc.stderr)))]
+        if stdin is not None:
+            readers.append(threading.Thread(target=_feed, args=(proc, stdin.encode("utf-8"))))
+        timer = threading.Timer(max(deadline.left(), 0.01), on_deadline)
+        timer.daemon = True
+        for thread in readers:
+            thread.daemon = True
+            thread.start()
+        timer.start()
+        lines: list[str] = []
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace")
+                lines.append(line)
+                retry = live.feed(line)
+                if retry is not None:
+                    self._backend_retry(request, retry)  # may raise StoryBlockedError
+            proc.wait()
+            for thread in readers:
+                thread.join()
+        finally:
+            timer.cancel()
+        if expired.is_set():
+            raise PhaseDeadlineReached(f"agent {proc.args!r} ran past the time limit")
+        return "".join(lines), b"".join(errors).decode("utf-8", "replace")
 
     @staticmethod
     def _backend_retry(request: ProviderRequest, retry: BackendRetry) -> None:
@@ -441,3 +520,19 @@ class CommandProvider(ConfiguredProvider):
                 hint="give ai.command.read_only_template a read-only mode of your agent",
             )
         return changed
+
+
+def _read_all(stream: Any) -> bytes:
+    return stream.read() if stream is not None else b""
+
+
+def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write the prompt to the agent's stdin, then close it (`codex exec` waits for EOF)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the agent exited without reading its prompt: its exit code says why
+    finally:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
