@@ -88,6 +88,22 @@ class Preset:
     output: str = "text"
     #: (name, text) written into the private `{output_dir}` before each run.
     files: tuple[tuple[str, str], ...] = ()
+    #: The edit phases' command line when ai-sdlc's own sandbox confines the agent (an agent
+    #: whose own sandbox cannot start inside ours).
+    confined_template: tuple[str, ...] | None = None
+
+
+def _codex(sandbox: str) -> tuple[str, ...]:
+    return (
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        sandbox,
+        "--skip-git-repo-check",
+        "--model={model}",
+        "-",
+    )
 
 
 #: Aider, headless: no prompts, no update checks, no browser, no analytics sent; the answer and
@@ -134,31 +150,19 @@ PRESETS: dict[str, Preset] = {
         doc="Claude Code, plain text output (the `claude` provider streams events instead)",
     ),
     "codex": Preset(
-        template=(
-            "codex",
-            "exec",
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-            "--model={model}",
-            "-",
-        ),
-        read_only_template=(
-            "codex",
-            "exec",
-            "--json",
-            "--sandbox",
-            "read-only",
-            "--skip-git-repo-check",
-            "--model={model}",
-            "-",
-        ),
+        template=_codex("workspace-write"),
+        read_only_template=_codex("read-only"),
         prompt_via="stdin",
         doc="OpenAI Codex CLI, `exec --json` events (answer, token usage, its own "
         "`Reconnecting... n/m` retries, `turn.failed`); the prompt is read from stdin, which "
         "is then closed; `--sandbox read-only` for read-only phases",
         output="codex-jsonl",
+        # Codex's own sandbox (bubblewrap) cannot set up its user namespace inside ai-sdlc's
+        # Landlock sandbox ("bwrap: setting up uid map: Permission denied"), so every command
+        # it ran failed. Confined by ours (writes: the worktree, a private temp folder, tool
+        # state), an edit phase turns Codex's off; a read-only phase keeps `read-only`, under
+        # which its commands cannot run at all: nothing is written.
+        confined_template=_codex("danger-full-access"),
     ),
     "aider": Preset(
         template=(*_AIDER, "--model={model}"),
@@ -217,6 +221,7 @@ class CommandSpec:
     exit_codes: dict[int, str]
     output: str = "text"
     files: tuple[tuple[str, str], ...] = ()
+    confined_template: tuple[str, ...] | None = None
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -299,8 +304,11 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
             "`gemini --output-format json`, text for anything else",
         )
     files = preset.files if preset is not None else ()
+    confined = (
+        preset.confined_template if preset is not None and section.get("template") is None else None
+    )
     return CommandSpec(
-        template, read_only, str(via), tuple(patterns), exit_codes, str(output), files
+        template, read_only, str(via), tuple(patterns), exit_codes, str(output), files, confined
     )
 
 
@@ -353,6 +361,8 @@ class CommandProvider(ConfiguredProvider):
                 fh.write(prompt)
             output_dir = Path(tmp) / "out"
             template = spec.template if request.access is Access.EDIT else spec.read_only_template
+            if request.access is Access.EDIT and request.sandbox is not None:
+                template = spec.confined_template or template
             argv = render(
                 template,
                 {
