@@ -162,6 +162,9 @@ class Project:
             self.env["OPENAI_API_BASE"] = server.openai_base_url
             self.config("ai.model", "openai/gpt-fake")
         self.config("ai.command.preset", cli)
+        # ai-sdlc's own retries (Codex's failed turns): room for the tests' faults, no waiting
+        for key, value in (("max_attempts", "5"), ("initial_delay", "0.05"), ("max_delay", "0.2")):
+            self.config(f"resilience.policies.llm.{key}", value)
         self.sid = self.repo.story("Multiply numbers")
 
     def _codex(self) -> None:
