@@ -26,9 +26,14 @@ from tests.realcli.openai_server import OpenAiServer
 
 __all__ = ["git_env"]
 
-pytestmark = [pytest.mark.xdist_group("realcli"), pytest.mark.usefixtures("git_env")]
+pytestmark = pytest.mark.usefixtures("git_env")
 
-CLIS = ["codex", "aider"]
+#: One xdist group per tool: its tests run one after another on one worker, beside the rest
+#: of the suite (and the other tool's group) on the others.
+CLIS = [
+    pytest.param("codex", marks=pytest.mark.xdist_group("realcli-codex")),
+    pytest.param("aider", marks=pytest.mark.xdist_group("realcli-aider")),
+]
 #: What the CLIs print around the answer (Aider's banner, warnings, token lines).
 CONSOLE = ("Aider v", "Model:", "Repo-map:", "Tokens:", "Git repo:", "HTTPSConnection", "Warning")
 
@@ -87,7 +92,7 @@ def test_a_story_goes_from_backlog_to_done_through_a_rework_cycle(
     answered = server.answered()
     assert usage["input_tokens"] == TOKENS_IN * answered, (usage, answered)
     assert usage["output_tokens"] == TOKENS_OUT * answered
-    assert [e.get("recovery_kind") for e in p.recoveries()] == ["review_rework"], p.recoveries()
+    assert [e.get("recovery_kind") for e in p.recoveries()] == ["rework"], p.recoveries()
 
 
 @pytest.mark.parametrize("cli", CLIS)
@@ -145,9 +150,12 @@ def test_a_write_in_a_read_only_phase_is_refused(
     assert "refine" in p.model.served
     worktree = p.root / str(p.fm()["worktree_path"])
     assert not (worktree / "src/calc/hack.py").exists()
-    assert git(worktree, "status", "--porcelain") == ""
+    # nothing but Aider's repo-map cache (a scratch file ai-sdlc never commits)
+    status = git(worktree, "status", "--porcelain").splitlines()
+    assert [line for line in status if ".aider.tags.cache" not in line] == []
 
 
+@pytest.mark.xdist_group("realcli-aider")
 def test_a_write_a_read_only_template_lets_through_is_counted_and_undone(
     template: Path, tmp_path: Path, server: OpenAiServer
 ) -> None:

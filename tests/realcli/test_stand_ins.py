@@ -31,7 +31,7 @@ from tests.realcli.openai_server import OpenAiServer
 
 __all__ = ["git_env"]
 
-pytestmark = [pytest.mark.xdist_group("realcli"), pytest.mark.usefixtures("git_env")]
+pytestmark = pytest.mark.usefixtures("git_env")
 
 PROMPT = "## Your task (research)\n\nFind where calc lives."
 ANSWER = "## Findings\n\nA small module is needed."
@@ -81,6 +81,7 @@ def _aider_run(program: str, tmp: Path, server: OpenAiServer) -> tuple[Any, dict
     return done, files
 
 
+@pytest.mark.xdist_group("realcli-aider")
 def test_the_aider_stand_in_writes_what_real_aider_writes(
     tmp_path: Path, server: OpenAiServer
 ) -> None:
@@ -137,6 +138,7 @@ def _usage_keys(events: list[dict[str, Any]]) -> set[str]:
     return {k for e in events if e["type"] == "turn.completed" for k in e.get("usage", {})}
 
 
+@pytest.mark.xdist_group("realcli-codex")
 def test_the_codex_stand_in_prints_what_real_codex_prints(
     tmp_path: Path, server: OpenAiServer
 ) -> None:
