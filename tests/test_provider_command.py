@@ -305,3 +305,19 @@ def test_a_bad_output_format_in_the_config_file_names_file_and_line(project: Pat
     config.write_text("ai:\n  provider: command\n  command:\n    preset: gemini\n")
     shown = run_cli(project, "config", "ai.command.preset")
     assert shown.returncode == 0 and shown.stdout.strip() == "gemini"
+
+
+def test_codex_turns_its_own_sandbox_off_only_inside_ours() -> None:
+    """Codex's bubblewrap cannot map uids inside ai-sdlc's Landlock sandbox (every command it
+    ran failed): confined by ours, an edit phase runs with danger-full-access; unconfined it
+    keeps workspace-write; a template of the user's own is never changed."""
+    spec = command_spec({"command": {"preset": "codex"}})
+    assert spec.template[spec.template.index("--sandbox") + 1] == "workspace-write"
+    assert spec.confined_template is not None
+    assert spec.confined_template[spec.confined_template.index("--sandbox") + 1] == (
+        "danger-full-access"
+    )
+    ro = spec.read_only_template
+    assert ro[ro.index("--sandbox") + 1] == "read-only"
+    own = command_spec({"command": {"preset": "codex", "template": ["codex", "exec", "-"]}})
+    assert own.confined_template is None
