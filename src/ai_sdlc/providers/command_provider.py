@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,7 +343,8 @@ class CommandProvider(ConfiguredProvider):
         found = shutil.which(program, path=self.environ.get("PATH"))
         if found is None:
             return ProviderStatus(self.name, False, f"{program!r} is not on PATH")
-        return ProviderStatus(self.name, True, f"runs {found}")
+        note = codex_retry_note(self.environ) if spec.output == "codex-jsonl" else None
+        return ProviderStatus(self.name, True, f"runs {found}" + (f"; {note}" if note else ""))
 
     def execute(self, request: ProviderRequest) -> ProviderResult:
         spec = command_spec(self.settings)
@@ -546,3 +548,26 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
     finally:
         with contextlib.suppress(OSError):
             proc.stdin.close()
+
+
+def codex_retry_note(environ: Mapping[str, str]) -> str | None:
+    """Codex retries a refused API request by itself (4 times by default) and never says so in
+    `exec --json`, so those retries cannot be counted. A provider of the user's own with
+    `request_max_retries = 0` hands each failure back: ai-sdlc's `llm` policy retries and counts
+    it. The built-in `openai` provider cannot be changed (codex refuses to load such a config)."""
+    default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
+    home = environ.get("CODEX_HOME") or str(default)
+    try:
+        data = tomllib.loads((Path(home) / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = {}
+    provider = str(data.get("model_provider") or "openai")
+    providers = data.get("model_providers")
+    info = providers.get(provider) if isinstance(providers, dict) else None
+    if isinstance(info, dict) and info.get("request_max_retries") == 0:
+        return None
+    return (
+        f"codex retries refused API requests by itself (model provider {provider!r}) and does "
+        "not report them, so they are not counted; to count each, use a model provider of your "
+        "own in codex's config.toml with request_max_retries = 0"
+    )
