@@ -32,11 +32,12 @@ demo: $(STAMP_RUN)
 test: $(STAMP_DEV)
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 
-## verify: lint, format check, strict typing, tests (what CI and reviewers trust)
+## verify: lint, format check, strict typing, import contracts (pyproject.toml), tests (what CI and reviewers trust)
 verify: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 format: $(STAMP_DEV)

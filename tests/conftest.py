@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 
 import pytest
 
@@ -174,7 +174,7 @@ def _run_in_process(argv: list[str], env: dict[str, str], stdin: str, timeout: f
     # and click would measure. COLUMNS gives both the width a pipe gets.
     env = {"COLUMNS": "80", **env}
     returncode = 0
-    with _isolated(env, ["ai-sdlc", *argv], stdin, out, err, cli_app), _deadline(timeout):
+    with _isolated(env, ["ai-sdlc", *argv], stdin, out, err), _deadline(timeout):
         try:
             cli_app.main()
         except SystemExit as exc:
@@ -215,15 +215,13 @@ def _isolated(
     stdin: str,
     out: io.TextIOWrapper,
     err: io.TextIOWrapper,
-    cli_app: ModuleType,
 ) -> Iterator[None]:
-    """Give the call its own argv, environment, std streams and app state; put ours back."""
+    """Give the call its own argv, environment and std streams; put ours back. (The app's
+    state is the call's own `Application`, so there is none to save.)"""
     saved_env = dict(os.environ)
     saved_streams = (sys.stdin, sys.stdout, sys.stderr)
     saved_argv = sys.argv
     saved_cwd = os.getcwd()
-    state = cli_app.STATE
-    saved_project = state.project
     saved_handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
     os.environ.clear()
     os.environ.update(env)
@@ -241,7 +239,6 @@ def _isolated(
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
-        state.project = saved_project
         for sig, handler in saved_handlers.items():
             if handler is not None and signal.getsignal(sig) is not handler:
                 signal.signal(sig, handler)

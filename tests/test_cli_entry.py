@@ -125,10 +125,30 @@ def test_in_process_runner_gives_what_a_real_process_gives(project: Path) -> Non
 def test_in_process_runner_restores_the_process_state(project: Path) -> None:
     before = (dict(os.environ), sys.argv, sys.stdout, sys.stderr, sys.stdin, os.getcwd())
     handler = signal.getsignal(signal.SIGINT)
-    project_before = cli_app.STATE.project
     result = run_cli(project, "status", env={"AI_SDLC_DEBUG": "1"}, input="ignored\n")
     assert result.returncode == 0, result.output
     after = (dict(os.environ), sys.argv, sys.stdout, sys.stderr, sys.stdin, os.getcwd())
     assert after == before
     assert signal.getsignal(signal.SIGINT) is handler
-    assert cli_app.STATE.project == project_before
+
+
+def test_an_invocation_leaves_nothing_behind_for_the_next(project: Path, tmp_path: Path) -> None:
+    """Each call has its own `Application`: the `--json`, `-q` and `-C` of one call do not
+    reach the next one made in the same process."""
+    other = tmp_path / "other"
+    other.mkdir()
+    assert run_cli(other, "init").returncode == 0
+    assert run_cli(project, "add", "Here").returncode == 0
+    assert run_cli(project, "-q", "add", "Quiet").returncode == 0
+    failed = run_cli(project, "show", "S-0099", "--json")
+    assert failed.returncode != 0 and '"event": "error"' in failed.stdout.replace('":"', '": "')
+    assert run_cli(project, "-C", str(other), "add", "Elsewhere").returncode == 0
+    for args in (("show", "S-0099"), ("status",), ("add", "Loud")):
+        in_process = run_cli(project, *args)
+        process = run_cli(project, *args, subprocess=True)
+        if args[0] == "add":
+            assert (in_process.stdout, process.stdout) == ("S-0003\n", "S-0004\n")
+            assert process.stderr == in_process.stderr.replace("S-0003", "S-0004") != ""
+            continue
+        assert in_process == process, args
+    assert "Elsewhere" not in run_cli(project, "status").stdout

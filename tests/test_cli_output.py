@@ -18,7 +18,7 @@ from ai_sdlc.providers.base import (
     ProviderLimitError,
     TransientProviderError,
 )
-from ai_sdlc.providers.cli_output import OUTPUT_FORMATS, Classifier, parse_output
+from ai_sdlc.providers.cli_output import OUTPUT_FORMATS, Classifier, LiveRetries, parse_output
 
 CODEX = Classifier("codex")
 GEMINI = Classifier("gemini")
@@ -303,3 +303,98 @@ def test_text_format_is_stdout_or_a_classified_exit() -> None:
     }
     with pytest.raises(ValueError, match="unknown output format"):
         parse_output("xml", "", "", 0, Classifier("x"))
+
+
+# --- aider (console and files as Aider 0.86.2 printed and wrote them against a fake server) ---
+
+AIDER = Classifier("aider")
+AIDER_BANNER = (
+    "HTTPSConnectionPool(host='raw.githubusercontent.com', port=443): Max retries exceeded\n"
+    "Aider v0.86.2\nModel: openai/gpt-fake with whole edit format\n"
+    "Git repo: .git with 1 files\nRepo-map: using 1024 tokens, auto refresh\n\n"
+)
+AIDER_HISTORY = (
+    "TO LLM 2026-11-26T00:24:12\n-------\nSYSTEM Act as an expert software developer.\n"
+    "-------\nUSER Refine the story please.\nLLM RESPONSE 2026-11-26T00:24:15\n"
+    "ASSISTANT Here is the plan.\nASSISTANT \nASSISTANT DECISION: APPROVED\n"
+)
+AIDER_SEND = {
+    "event": "message_send",
+    "properties": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290},
+}
+
+
+def test_aider_answer_is_its_llm_response_not_its_console() -> None:
+    stdout = (
+        AIDER_BANNER
+        + "Here is the plan.\n\n\n\nDECISION: APPROVED\n\nTokens: 1.2k sent, 56 received.\n"
+    )
+    files = {"llm-history.txt": AIDER_HISTORY, "analytics.jsonl": jsonl(AIDER_SEND)}
+
+    out = parse_output("aider", stdout, "", 0, AIDER, files)
+
+    assert out.error is None
+    assert out.text == "Here is the plan.\n\nDECISION: APPROVED"
+    assert out.usage is not None
+    assert (out.usage.input_tokens, out.usage.output_tokens) == (1234, 56)  # the API's counts
+    # without the analytics log: Aider's own Tokens: line, the best it prints
+    fallback = parse_output("aider", stdout, "", 0, AIDER, {"llm-history.txt": AIDER_HISTORY})
+    assert fallback.usage is not None
+    assert (fallback.usage.input_tokens, fallback.usage.output_tokens) == (1200, 56)
+
+
+def test_aider_api_failure_with_exit_zero_is_a_typed_failure() -> None:
+    """Aider exits 0 after a 401: no LLM response, a `litellm.AuthenticationError` line."""
+    stdout = AIDER_BANNER + (
+        "litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect \n"
+        "API key provided\nThe API provider is not able to authenticate you. Check your API key.\n"
+    )
+    history = "TO LLM 2026-11-26T00:24:42\n-------\nUSER hi\nLLM RESPONSE 2026-11-26T00:24:43\n"
+
+    out = parse_output("aider", stdout, "", 0, AIDER, {"llm-history.txt": history})
+
+    assert isinstance(out.error, ProviderAuthError)
+    assert "Incorrect API key provided" in out.error.message
+    assert "Aider v" not in out.error.message
+    # a rate limit Aider gave up on is retryable; a quota is a limit
+    limited = parse_output(
+        "aider", "litellm.RateLimitError: RateLimitError: OpenAIException - slow down\n", "", 0,
+        AIDER, {},
+    )  # fmt: skip
+    assert isinstance(limited.error, TransientProviderError)
+    quota = parse_output(
+        "aider", "litellm.RateLimitError: You exceeded your current quota\n", "", 0, AIDER, {}
+    )
+    assert isinstance(quota.error, ProviderLimitError)
+    silent = parse_output("aider", AIDER_BANNER, "", 0, AIDER, {})
+    assert silent.error is not None and "without an answer" in silent.error.message
+
+
+def test_aider_retrying_lines_are_each_one_retry() -> None:
+    retry = (
+        "litellm.InternalServerError: InternalServerError: OpenAIException - boom\n"
+        "The API provider's servers are down or overloaded.\nRetrying in 0.2 seconds...\n"
+    )
+    stdout = AIDER_BANNER + retry + retry.replace("0.2", "0.5") + "Here is the plan.\n"
+
+    out = parse_output("aider", stdout, "", 0, AIDER, {"llm-history.txt": AIDER_HISTORY})
+
+    assert [r.delay for r in out.retries] == [0.2, 0.5]
+    assert all("InternalServerError" in r.reason for r in out.retries)
+    live = LiveRetries("aider")
+    assert [r for r in map(live.feed, stdout.splitlines()) if r] == out.retries
+
+
+def test_codex_high_demand_is_overloaded() -> None:
+    """What codex 0.169 says of a 500 it did not retry (request_max_retries = 0)."""
+    said = "We\u2019re currently experiencing high demand, which may cause temporary errors."
+    out = parse_output(
+        "codex-jsonl",
+        jsonl(
+            *START,
+            {"type": "error", "message": said},
+            {"type": "turn.failed", "error": {"message": said}},
+        ),
+        "", 1, CODEX,
+    )  # fmt: skip
+    assert isinstance(out.error, TransientProviderError) and out.error.kind == "overloaded"

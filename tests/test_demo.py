@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from ai_sdlc.demo import command_to_type
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The folder of this venv's console scripts, which `make demo` does not put on PATH.
+VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
+
+
+def _path_without_venv() -> str:
+    return os.pathsep.join(
+        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and d != VENV_BIN
+    )
 
 
 @pytest.mark.slow
@@ -19,11 +33,14 @@ def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
     # plugins of this venv (hypothesis, xdist, ...): as in a venv with only the `demo` extra,
     # each run takes 0.2 s instead of 0.6 s.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    # As after `make demo` in a fresh clone: the venv's `ai-sdlc` is not on PATH.
+    env["PATH"] = _path_without_venv()
     proc = subprocess.run(
         [sys.executable, "-m", "ai_sdlc.demo"],
         capture_output=True,
         text=True,
         env=env,
+        cwd=ROOT,
         timeout=300,
         stdin=subprocess.DEVNULL,
     )
@@ -48,3 +65,23 @@ def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
             "[S-0001] pull request skipped: gh (GitHub CLI) not found on PATH: branch "
             f"{branch} is pushed to origin; install gh and run `ai-sdlc pr S-0001`" in output
         )
+    # The closing "Try:" lines name a command that runs as typed, from where `make demo` ran.
+    try_line = re.search(r"^Try:  (.+) --project (\S+) worktrees$", output, re.M)
+    assert try_line is not None, output
+    command = shlex.split(try_line.group(1))
+    assert command != ["ai-sdlc"]  # not on this PATH: it would be "command not found"
+    version = subprocess.run(
+        [*command, "--version"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+    )
+    assert version.returncode == 0 and version.stdout.startswith("ai-sdlc "), version
+    assert "`ai-sdlc` is not on your PATH" in output
+    assert f'export PATH="{VENV_BIN}:$PATH"' in output
+
+
+def test_the_demo_says_plain_ai_sdlc_when_this_one_is_on_path() -> None:
+    if not os.path.isfile(os.path.join(VENV_BIN, "ai-sdlc")):
+        pytest.skip("no console script next to this Python (not installed with pip)")
+    assert command_to_type(os.pathsep.join([VENV_BIN, _path_without_venv()])) == ("ai-sdlc", None)
+    command, hint = command_to_type(_path_without_venv())
+    assert command != "ai-sdlc" and hint is not None
+    assert os.path.samefile(os.path.join(os.getcwd(), command), os.path.join(VENV_BIN, "ai-sdlc"))

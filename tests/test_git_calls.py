@@ -154,7 +154,7 @@ def test_without_a_remote_head_a_story_starts_from_the_checkouts_branch(repo: Re
 
     assert prep.notice and prep.notice.endswith("from feature")
     assert git(prep.path, "rev-parse", "HEAD") == git(repo.root, "rev-parse", "feature")
-    assert ws.base_branch() == "feature"
+    assert ws.base_branch.name() == "feature"
 
 
 def test_a_remote_head_naming_a_deleted_branch_is_refused_as_before(repo: Repo) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.git import changes
+from ai_sdlc.git.seam import InPlace
 from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.workflow.engine.work import REVIEW_DIFF_LIMIT, change_section
-from ai_sdlc.workflow.engine.workspace import InPlace
 from tests.git_support import Repo, git, git_env, make_repo, prepared, repo
 
 __all__ = ["git_env", "repo"]

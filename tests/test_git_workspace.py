@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from ai_sdlc.git.run import TransientRemoteError
+from ai_sdlc.git.seam import InPlace
 from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.git.staging import SecretsInWorkError
 from ai_sdlc.git.workspace import GitWorkspace, PublishError, select_workspace
-from ai_sdlc.workflow.engine.workspace import InPlace
 from tests.fakes.gh_support import gh_calls
 from tests.git_support import (
     Repo,

@@ -354,15 +354,15 @@ def test_scripted_rules_may_not_write_into_protected_folders(project: Path, targ
 
 
 def test_every_provider_shares_one_confinement(tmp_path: Path) -> None:
-    from ai_sdlc.providers import scripted, tools
+    from ai_sdlc.providers import paths, scripted, tools
     from ai_sdlc.providers.base import ProviderError
 
     (tmp_path / ".ai-sdlc").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / ".ai-sdlc")
     box = tools.ToolRoot(tmp_path)
     for raw in (".ai-sdlc/x", ".Ai-Sdlc/x", ".GIT/config", "alias/config.yaml", "a\\..\\x"):
-        with pytest.raises(tools.PathRefused):
-            tools.confine(tmp_path, raw, write=True)
+        with pytest.raises(paths.PathRefused):
+            paths.confine(tmp_path, raw, write=True)
         with pytest.raises(tools.ToolRefused):
             box.resolve(raw, write=True)
         with pytest.raises(ProviderError):

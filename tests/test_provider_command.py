@@ -22,7 +22,13 @@ from ai_sdlc.providers.base import (
     TransientProviderError,
     access_for,
 )
-from ai_sdlc.providers.command_provider import PRESETS, CommandProvider, command_spec, render
+from ai_sdlc.providers.command_provider import (
+    PRESETS,
+    CommandProvider,
+    codex_retry_note,
+    command_spec,
+    render,
+)
 from ai_sdlc.providers.tools import AccessViolationError
 from tests.conftest import run_cli
 from tests.fakes.agent_clis import install_agent
@@ -305,3 +311,37 @@ def test_a_bad_output_format_in_the_config_file_names_file_and_line(project: Pat
     config.write_text("ai:\n  provider: command\n  command:\n    preset: gemini\n")
     shown = run_cli(project, "config", "ai.command.preset")
     assert shown.returncode == 0 and shown.stdout.strip() == "gemini"
+
+
+def test_codex_turns_its_own_sandbox_off_only_inside_ours() -> None:
+    """Codex's bubblewrap cannot map uids inside ai-sdlc's Landlock sandbox (every command it
+    ran failed): confined by ours, an edit phase runs with danger-full-access; unconfined it
+    keeps workspace-write; a template of the user's own is never changed."""
+    spec = command_spec({"command": {"preset": "codex"}})
+    assert spec.template[spec.template.index("--sandbox") + 1] == "workspace-write"
+    assert spec.confined_template is not None
+    assert spec.confined_template[spec.confined_template.index("--sandbox") + 1] == (
+        "danger-full-access"
+    )
+    ro = spec.read_only_template
+    assert ro[ro.index("--sandbox") + 1] == "read-only"
+    own = command_spec({"command": {"preset": "codex", "template": ["codex", "exec", "-"]}})
+    assert own.confined_template is None
+
+
+def test_doctor_says_when_codex_hides_its_request_retries(tmp_path: Path) -> None:
+    """The built-in provider retries refused requests unseen; a provider of the user's own with
+    request_max_retries = 0 lets ai-sdlc retry and count each."""
+    home = tmp_path / "codex"
+    home.mkdir()
+    assert codex_retry_note({"CODEX_HOME": str(home)}) is not None  # no config: built-in openai
+    (home / "config.toml").write_text(
+        'model_provider = "mine"\n[model_providers.mine]\nname = "m"\nbase_url = "http://x"\n'
+    )
+    note = codex_retry_note({"CODEX_HOME": str(home)})
+    assert note is not None and "'mine'" in note and "request_max_retries = 0" in note
+    (home / "config.toml").write_text(
+        'model_provider = "mine"\n[model_providers.mine]\nname = "m"\nbase_url = "http://x"\n'
+        "request_max_retries = 0\n"
+    )
+    assert codex_retry_note({"CODEX_HOME": str(home)}) is None

@@ -91,7 +91,7 @@ def test_importing_the_package_loads_no_client_library() -> None:
         "import sys, ai_sdlc.providers as p\n"
         "p.create_provider('scripted', project_root=__import__('pathlib').Path('.'), "
         "settings={})\n"
-        "heavy = [m for m in ('openai', 'anthropic', 'claude_agent_sdk', 'typer', 'rich') "
+        "heavy = [m for m in ('openai', 'anthropic', 'claude_agent_sdk') "
         "if m in sys.modules]\n"
         "print(heavy)"
     )

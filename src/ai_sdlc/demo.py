@@ -205,6 +205,7 @@ def main() -> None:
     _cli(project, "show", "S-0002", check=False)
 
     stories = project / ".ai-sdlc" / "stories"
+    command, hint = command_to_type()
     print(
         textwrap.dedent(f"""
         Where to look:
@@ -216,10 +217,36 @@ def main() -> None:
           story worktrees:      {project}/.ai-sdlc/worktrees/ (one per story, own branch)
           failed attempts:      {stories}/S-0002/attempts/N.patch (rolled back, diff kept)
           the bare origin:      {project.parent / "origin.git"}
-        Try:  ai-sdlc --project {project} worktrees
-              ai-sdlc --project {project} unblock S-0002 --reset-retries
+        Try:  {command} --project {project} worktrees
+              {command} --project {project} unblock S-0002 --reset-retries
         """)
     )
+    if hint:
+        print(hint)
+
+
+def command_to_type(search_path: str | None = None) -> tuple[str, str | None]:
+    """The command a user can type to run this `ai-sdlc` after the demo, and a hint when it is
+    not on PATH (`make demo` installs it into the clone's `.venv`, which is not on PATH)."""
+    script = Path(os.path.abspath(sys.executable)).parent / "ai-sdlc"
+    if not script.is_file():  # run from a source tree without the console script
+        return f"{shlex.quote(sys.executable)} -m ai_sdlc", None
+    found = shutil.which("ai-sdlc", path=search_path)
+    if found is not None and os.path.samefile(found, script):
+        return "ai-sdlc", None
+    try:
+        shown = str(script.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(script)
+    typed = shlex.quote(shown)
+    if found is not None:
+        hint = f"(the `ai-sdlc` on your PATH is another install: type {typed} to use this one)"
+    else:
+        hint = (
+            f"(`ai-sdlc` is not on your PATH: type {typed} as above, put it on PATH with "
+            f'`export PATH="{script.parent}:$PATH"`, or install it with `pipx install .`)'
+        )
+    return typed, hint
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ made through `os.environ` (or `os.putenv`'s callers in the standard library) giv
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -29,3 +30,14 @@ def current() -> Mapping[str, str]:
     decoded: Mapping[str, str] = MappingProxyType(dict(os.environ))
     _copy = (dict(raw), decoded)
     return decoded
+
+
+def home_folder(env: Mapping[str, str]) -> str:
+    """$HOME when it is an absolute path, else the account's home from the password database
+    (a relative or empty HOME would put the user's files under the current folder)."""
+    home = env.get("HOME", "")
+    if posixpath.isabs(home):
+        return home.rstrip("/") or "/"
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir.rstrip("/") or "/"

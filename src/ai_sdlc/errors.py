@@ -127,6 +127,74 @@ class DiskFullError(AiSdlcError):
         self.path = path
 
 
+# --- provider failures (raised by `ai_sdlc.providers`, classified by `ai_sdlc.resilience`) ---
+
+TRANSIENT_KINDS = ("rate_limit", "overloaded", "server", "timeout", "connection")
+
+
+class ProviderError(AiSdlcError):
+    """Base of every provider failure. `kind` is a short machine-readable name."""
+
+    kind: str = "provider"
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class TransientProviderError(ProviderError):
+    """Worth retrying: rate limit (with a hint), overload, server error, timeout, connection."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> None:
+        if kind not in TRANSIENT_KINDS:
+            raise ValueError(f"unknown transient kind {kind!r}")
+        super().__init__(message, status=status)
+        self.kind = kind
+        self.retry_after = retry_after
+
+
+class ProviderAuthError(ProviderError):
+    """Missing or rejected credentials, or no permission. Never retried."""
+
+    kind = "auth"
+    exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class ProviderConfigError(ProviderError):
+    """The provider is not set up (missing binary, extra, model name). Never retried."""
+
+    kind = "config"
+    exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class ProviderRequestError(ProviderError):
+    """The request itself is wrong (invalid request, context too long). Never retried."""
+
+    kind = "request"
+
+
+class ProviderLimitError(ProviderError):
+    """A spend cap or quota that will not clear by retrying. Never retried."""
+
+    kind = "limit"
+
+
+class AgentReportedError(ProviderError):
+    """The agent ran and itself reported that it failed (an error result, or tool calls it was
+    denied in an edit phase). Not a provider outage: the runner counts the attempt as failed,
+    like any failed attempt of its phase, and the story goes on (never reads it as success)."""
+
+    kind = "agent_failed"
+
+
 #: errno values that mean the disk cannot take the write (EDQUOT is missing on Windows).
 DISK_ERRNOS = frozenset(
     e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EIO) if e is not None

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ai_sdlc.environ import home_folder
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.fsutil import append_whole, atomic_write_bytes
 
@@ -39,9 +40,7 @@ def user_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     xdg = env.get("XDG_STATE_HOME", "")
     if posixpath.isabs(xdg):
         return Path(xdg, "ai-sdlc")
-    from ai_sdlc.config import _home_folder
-
-    return Path(_home_folder(env), ".local", "state", "ai-sdlc")
+    return Path(home_folder(env), ".local", "state", "ai-sdlc")
 
 
 class ProjectState:

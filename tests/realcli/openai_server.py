@@ -110,17 +110,8 @@ def response_events(
     response_id = server.new_id("resp")
     yield "response.created", {"type": "response.created", "response": {"id": response_id}}
     if isinstance(reply, StreamFailure):
-        # a stream that breaks off before `response.completed`: the client sees a failure
-        yield (
-            "response.failed",
-            {
-                "type": "response.failed",
-                "response": {
-                    "id": response_id,
-                    "error": {"code": "server_error", "message": reply.message},
-                },
-            },
-        )
+        # a stream that breaks off before `response.completed` (the connection just closes):
+        # the client's stream retry
         return
     if reply.text:
         message = {

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
@@ -19,6 +19,7 @@ STORY_TYPES = ("feature", "bug", "chore", "spike")
 
 
 def add(
+    ctx: typer.Context,
     title: Annotated[
         str | None, typer.Argument(help="The story's title.", show_default=False)
     ] = None,
@@ -43,7 +44,8 @@ def add(
     json: JsonOption = False,
 ) -> None:
     """Add a story to the backlog and print its id on stdout."""
-    out = terminal(json)
+    app = Application.of(ctx)
+    out = app.terminal(json)
     if type_ not in STORY_TYPES:
         raise UsageError(
             f"unknown story type '{type_}'", hint="use one of " + ", ".join(STORY_TYPES)
@@ -53,13 +55,13 @@ def add(
             raise UsageError("give a title or --from, not both")
         if any(not lb.strip() or not lb.isprintable() for lb in label or []):
             raise UsageError("labels are short one-line words")
-        _add_from(out, source, type_=type_, labels=label or [], priority=priority, json=json)
+        _add_from(app, out, source, type_=type_, labels=label or [], priority=priority, json=json)
         return
     if title is None or not title.strip():
         raise UsageError(
             "the title is empty", hint='ai-sdlc add "Title", or ai-sdlc add --from FILE.md'
         )
-    store = open_store()
+    store = app.store()
     story = store.add(title.strip(), type=type_, labels=tuple(label or ()), priority=priority)
     if json:
         out.json(story.to_json())
@@ -69,6 +71,7 @@ def add(
 
 
 def _add_from(
+    app: Application,
     out: Terminal,
     source: Path,
     *,
@@ -80,7 +83,7 @@ def _add_from(
     """Validate every document, then create one story each (in file-name order)."""
     from ai_sdlc.store.foreign import documents, read_draft
 
-    store = open_store()
+    store = app.store()
     drafts = [read_draft(path) for path in documents(source)]
     created = []
     for draft in drafts:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from ai_sdlc import __version__
+from ai_sdlc.cli.application import NORMAL, QUIET, VERBOSE, Application
 
 if TYPE_CHECKING:
     import typer
@@ -109,30 +110,6 @@ _CREATES_PROJECT = frozenset({"init"})
 #: The environment variable of typer's shell completion for PROG_NAME.
 COMPLETE_VAR = "_AI_SDLC_COMPLETE"
 
-QUIET, NORMAL, VERBOSE = -1, 0, 1
-
-
-class AppState:
-    """Options shared by every command (set by `main()` and the root callback)."""
-
-    project: Path = Path.cwd()
-    #: How the project folder was chosen: "option" (-C / AI_SDLC_PROJECT), "found" (walked up),
-    #: "cwd" (the current folder: `init`, or nothing found).
-    project_source: str = "cwd"
-    #: QUIET, NORMAL or VERBOSE.
-    verbosity: int = NORMAL
-    #: `--json` was given: failures also end stdout with an `{"event": "error", ...}` line.
-    json_mode: bool = False
-    #: The command being run (None for help, version, an unknown name).
-    command: str | None = None
-
-
-STATE = AppState()
-
-
-def project_root() -> Path:
-    return STATE.project
-
 
 def find_project(start: Path, home: Path | None = None) -> Path | None:
     """The nearest folder from `start` upwards holding `.ai-sdlc/stories`, like git looks for
@@ -164,6 +141,9 @@ def choose_project(explicit: Path | None, command: str | None) -> tuple[Path, st
     return (found, "found") if found is not None else (cwd, "cwd")
 
 
+#: The typer app and the command modules registered on it: definitions only, built on first use
+#: (so `--version` never imports typer) and reused by later invocations in the same process.
+#: Everything about one invocation is in its `Application` (the click context's `obj`).
 _app: typer.Typer | None = None
 _registered: set[str] = set()
 
@@ -206,8 +186,8 @@ def _build_app() -> typer.Typer:
 
     # Defaults instead of `Annotated[...]`: annotations are strings here and `typer` is not a
     # module global, so the option objects must live in the defaults.
-    @app.callback()
     def _root(
+        ctx: typer.Context,
         project: Path | None = typer.Option(  # noqa: B008 (see above)
             None,
             "--project",
@@ -229,9 +209,16 @@ def _build_app() -> typer.Typer:
     ) -> None:
         if verbose and quiet:
             raise typer.BadParameter("use one of --verbose and --quiet", param_hint="'--quiet'")
-        STATE.verbosity = VERBOSE if verbose else QUIET if quiet else NORMAL
-        STATE.project, STATE.project_source = choose_project(project, STATE.command)
+        application = ctx.ensure_object(Application)
+        chosen, source = choose_project(project, application.command)
+        application.choose_project(
+            chosen, source, VERBOSE if verbose else QUIET if quiet else NORMAL
+        )
 
+    # typer finds the context parameter by its type, and the string annotation cannot be
+    # evaluated here (typer is not a module global): give it the class itself.
+    _root.__annotations__["ctx"] = typer.Context
+    app.callback()(_root)
     return app
 
 
@@ -401,28 +388,26 @@ def main() -> None:
     from ai_sdlc.errors import AiSdlcError, ExitCode, disk_full
 
     argv = hoist_global_options(argv)
-    STATE.command = _command_name(argv)
-    STATE.json_mode = _wants_json(argv)
-    STATE.verbosity = NORMAL
+    application = Application(command=_command_name(argv), json_mode=_wants_json(argv))
     try:
         register_commands(argv)
         with _debug_logging(argv):
-            rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False)
+            rc = get_app()(args=argv, prog_name=PROG_NAME, standalone_mode=False, obj=application)
     except AiSdlcError as exc:
-        exc = disk_full(exc, STATE.project) or exc  # a git command that hit a full disk
-        fail(exc.message, hint=exc.hint, exit_code=int(exc.exit_code))
+        exc = disk_full(exc, application.project) or exc  # a git command that hit a full disk
+        fail(application, exc.message, hint=exc.hint, exit_code=int(exc.exit_code))
     except (KeyboardInterrupt, Interrupted):
-        fail("interrupted", exit_code=int(ExitCode.INTERRUPTED))
+        fail(application, "interrupted", exit_code=int(ExitCode.INTERRUPTED))
     except BrokenPipeError:
         # Output closed early (e.g. `| head`): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(int(ExitCode.FAILURE))
     except Exception as exc:  # click usage errors and aborts come through here
-        full = disk_full(exc, STATE.project)  # ENOSPC/EDQUOT/EIO anywhere: no traceback
+        full = disk_full(exc, application.project)  # ENOSPC/EDQUOT/EIO anywhere: no traceback
         if full is not None:
-            fail(full.message, hint=full.hint, exit_code=int(full.exit_code))
-        _handle_click_exception(exc)
+            fail(application, full.message, hint=full.hint, exit_code=int(full.exit_code))
+        _handle_click_exception(application, exc)
     sys.exit(rc if isinstance(rc, int) else 0)
 
 
@@ -438,23 +423,19 @@ def _debug_logging(argv: list[str]) -> contextlib.AbstractContextManager[None]:
     return Terminal(verbosity=VERBOSE).debug_logging()
 
 
-def _terminal() -> Any:
-    from ai_sdlc.cli.terminal import Terminal
-
-    return Terminal(json_mode=STATE.json_mode, verbosity=STATE.verbosity)
-
-
-def fail(message: str, *, hint: str | None = None, exit_code: int) -> NoReturn:
+def fail(
+    application: Application, message: str, *, hint: str | None = None, exit_code: int
+) -> NoReturn:
     """Report a failure (stderr; plus the final NDJSON error event in `--json` mode) and
     exit with `exit_code`."""
-    terminal = _terminal()
+    terminal = application.terminal(application.json_mode)
     terminal.error(message, hint=hint)
-    if STATE.json_mode:
+    if application.json_mode:
         terminal.error_event(message, hint=hint, exit_code=exit_code)
     sys.exit(exit_code)
 
 
-def _handle_click_exception(exc: Exception) -> None:
+def _handle_click_exception(application: Application, exc: Exception) -> None:
     from ai_sdlc.errors import ExitCode
 
     # typer vendors click; its exceptions carry `exit_code` and `show()`.
@@ -462,15 +443,18 @@ def _handle_click_exception(exc: Exception) -> None:
     exit_code = getattr(exc, "exit_code", None)
     if callable(show) and isinstance(exit_code, int):
         show()
-        if STATE.json_mode:
+        if application.json_mode:
             message = getattr(exc, "format_message", lambda: str(exc))()
-            _terminal().error_event(str(message), hint=_usage_hint(), exit_code=exit_code)
+            application.terminal(True).error_event(
+                str(message), hint=_usage_hint(application), exit_code=exit_code
+            )
         sys.exit(exit_code)
     if type(exc).__name__ == "Abort":
-        fail("aborted", exit_code=int(ExitCode.INTERRUPTED))
+        fail(application, "aborted", exit_code=int(ExitCode.INTERRUPTED))
     if os.environ.get("AI_SDLC_DEBUG"):
         raise exc
     fail(
+        application,
         f"internal error: {type(exc).__name__}: {exc}",
         hint="this is a bug in ai-sdlc; run again with AI_SDLC_DEBUG=1 for the traceback "
         "and report it",
@@ -478,6 +462,6 @@ def _handle_click_exception(exc: Exception) -> None:
     )
 
 
-def _usage_hint() -> str:
-    command = f"{PROG_NAME} {STATE.command}" if STATE.command else PROG_NAME
+def _usage_hint(application: Application) -> str:
+    command = f"{PROG_NAME} {application.command}" if application.command else PROG_NAME
     return f"see '{command} --help'"

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.config import load_config
 from ai_sdlc.workflow.state.transitions import StoryState
 
 
-def approve(story_ref: StoryArg, json: JsonOption = False) -> None:
+def approve(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> None:
     """Approve the gate the story is waiting at, so `run` continues."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     story_id = store.resolve(story_ref)
-    config = load_config(store.root)
+    config = app.config()
     owner = StoryState(store, limit=int(config.get("limits.global_recovery")))
     gate = owner.approve(story_id, config.section("gates"))
     if json:

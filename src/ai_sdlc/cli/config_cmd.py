@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal, to_json
 from ai_sdlc.config import get_value, load_config, mask_setting, set_value, user_config_path
@@ -37,6 +36,7 @@ AcceptOption = Annotated[
 
 
 def config(
+    ctx: typer.Context,
     key: Annotated[
         str | None, typer.Argument(help="Dotted key, e.g. limits.global_recovery.")
     ] = None,
@@ -46,14 +46,15 @@ def config(
     json: JsonOption = False,
 ) -> None:
     """Show the effective config with each key's source, one key, or set a key."""
-    out = terminal(json)
+    app = Application.of(ctx)
+    out = app.terminal(json)
     if accept:
         if key is not None or user:
             raise UsageError(
                 "--accept takes no key, value or --user: it accepts the config files as they are",
                 hint="ai-sdlc config --accept",
             )
-        _accept(out, json)
+        _accept(app, out, json)
         return
     if user and value is None:
         raise UsageError(
@@ -63,12 +64,12 @@ def config(
     if user:
         from ai_sdlc.store import StoryStore
 
-        store = StoryStore(project_root(), write_cache=False)
+        store = StoryStore(app.project, write_cache=False)
         new = set_value(store.root, key or "", value or "", user=True)
         _record(store.root, key or "")
         _print_set(out, key or "", new, json, f" (in {user_config_path()})")
         return
-    store = open_store(check_config=value is None)
+    store = app.store(check_config=value is None)
     if key is None:
         loaded = load_config(store.root)
         settings = loaded.effective()
@@ -101,8 +102,8 @@ def _record(root: Path, key: str) -> None:
         GuardrailRecord(root).accept(key)
 
 
-def _accept(out: Terminal, json: bool) -> None:
-    store = open_store()
+def _accept(app: Application, out: Terminal, json: bool) -> None:
+    store = app.store()
     changed = GuardrailRecord(store.root).accept()
     listed = {k: [shown(a), shown(b)] for k, (a, b) in changed.items()}
     if json:

@@ -25,8 +25,7 @@ from typing import Any
 
 import typer
 
-from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
 
@@ -277,10 +276,11 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
         out.warn(problem)
 
 
-def doctor(json: JsonOption = False) -> None:
+def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
     """Show which agent providers are usable here, and the effective AI config."""
-    out = terminal(json)
-    report = build_report(project_root())
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    report = build_report(app.project)
     if json:
         out.json(report)
     else:

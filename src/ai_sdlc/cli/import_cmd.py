@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import AiSdlcError, UsageError
 
@@ -27,6 +27,7 @@ import_app = typer.Typer(
 
 @import_app.command("github")
 def github(
+    ctx: typer.Context,
     label: Annotated[
         list[str] | None,
         typer.Option(
@@ -42,16 +43,16 @@ def github(
     json: JsonOption = False,
 ) -> None:
     """Create a backlog story for every GitHub issue not imported yet."""
-    from ai_sdlc.config import load_config
+    app = Application.of(ctx)
     from ai_sdlc.git.issues import STATES, list_issues
     from ai_sdlc.git.run import GitError, TransientRemoteError
     from ai_sdlc.workflow.state.guard import GuardFactory
 
-    out = terminal(json)
+    out = app.terminal(json)
     if state not in STATES:
         raise UsageError(f"unknown state '{state}'", hint="use one of " + ", ".join(STATES))
-    store = open_store()
-    config = load_config(store.root)
+    store = app.store()
+    config = app.config()
     guard = GuardFactory.from_config(store, config).git
     try:
         issues = list_issues(store.root, state=state, labels=label or (), limit=limit, guard=guard)
@@ -70,7 +71,7 @@ def github(
         for s in store.list()
         if isinstance(s.frontmatter.get("ticket_url"), str)
     }
-    now = dt.datetime.now(dt.UTC)
+    now = dt.datetime.fromtimestamp(app.clock(), dt.UTC)
     created, skipped = [], []
     for issue in reversed(issues):  # gh lists newest first; oldest gets the lowest id
         if issue.url in known:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import write_default_config
 from ai_sdlc.workflow.state.anchor import forget_project
 from ai_sdlc.worktree_env.propose import propose
 
 
-def init(json: JsonOption = False) -> None:
+def init(ctx: typer.Context, json: JsonOption = False) -> None:
     """Create .ai-sdlc/ in the project folder (safe to run again)."""
-    out = terminal(json)
-    store = open_store(must_exist=False)
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store(must_exist=False)
     fresh = not store.is_initialized()
     created = store.init()
     if fresh:  # nothing of an earlier project at this path applies to this one's stories

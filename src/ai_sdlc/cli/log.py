@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
@@ -58,6 +58,7 @@ Wait = Callable[[], None]
 
 
 def log(
+    ctx: typer.Context,
     story: Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")],
     json: JsonOption = False,
     follow: Annotated[
@@ -80,9 +81,10 @@ def log(
     ] = 0.25,  # how often --follow looks for new lines
 ) -> None:
     """Show a story's event log as a timeline (recoveries highlighted), or follow it."""
-    out = terminal(json)
+    app = Application.of(ctx)
+    out = app.terminal(json)
     wanted = actions_for(kind or [])
-    store = open_store(read_only=True)
+    store = app.store(read_only=True)
     story_id = store.resolve(story)
     path = store.artifact_path(story_id, EVENTS_FILE)
     reader = EventReader(path)

@@ -7,17 +7,18 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import NotInitializedError, terminal
+from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.common import NotInitializedError
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.resilience.report import metrics_report
 
 
-def metrics(json: JsonOption = False) -> None:
+def metrics(ctx: typer.Context, json: JsonOption = False) -> None:
     """Show retry and circuit-breaker figures per policy (llm, github, tool, verification)."""
-    out = terminal(json)
-    root = project_root()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    root = app.project
     if not (root / ".ai-sdlc").is_dir():
         raise NotInitializedError(
             f"no ai-sdlc project in {root}",

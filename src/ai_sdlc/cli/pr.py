@@ -6,26 +6,26 @@ at the time, GitHub unreachable). Pushes and `gh` calls go through the `github` 
 
 from __future__ import annotations
 
-from ai_sdlc.cli.common import open_store, terminal
+import typer
+
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.config import load_config
 from ai_sdlc.git import repo, worktrees
 from ai_sdlc.git.workspace import GitWorkspace
 
 
-def pr(story_ref: StoryArg, json: JsonOption = False) -> None:
+def pr(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> None:
     """Push a story's branch and open (or reuse) its pull request."""
-    import typer
-
     from ai_sdlc.workflow.state.guard import GuardFactory
     from ai_sdlc.workflow.state.transitions import StoryState
 
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     story_id = store.resolve(story_ref)
     story = store.get(story_id)
-    config = load_config(store.root)
+    config = app.config()
     guard = GuardFactory.from_config(store, config).git
     workspace = GitWorkspace.from_config(store.root, config, guard=guard)
     recorded = story.frontmatter.get("branch")
@@ -62,8 +62,5 @@ def pr(story_ref: StoryArg, json: JsonOption = False) -> None:
         raise typer.Exit(1)
 
 
-def register(app: object) -> None:
-    import typer
-
-    assert isinstance(app, typer.Typer)
+def register(app: typer.Typer) -> None:
     app.command("pr")(pr)

@@ -8,10 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
-from ai_sdlc.config import load_config
 from ai_sdlc.reporting.data import report_for
 from ai_sdlc.reporting.html import render, write_html
 from ai_sdlc.workflow.runs.runstate import RunNotFoundError, RunRepository, check_run_id
@@ -20,6 +19,7 @@ from ai_sdlc.workflow.state.events import utc_now
 
 
 def report(
+    ctx: typer.Context,
     run_id: Annotated[
         str | None, typer.Argument(help="A run id from 'ai-sdlc runs' (default: the latest run).")
     ] = None,
@@ -36,8 +36,9 @@ def report(
 
     Without --html or --json, a short summary is printed. The JSON is the data the HTML draws
     (its shape is described in the README, "Run report")."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     repo = RunRepository(store.ai_dir)
     if run_id is None:
         state = repo.latest()
@@ -48,7 +49,7 @@ def report(
             )
     else:
         state = repo.load(check_run_id(run_id))
-    config = load_config(store.root)
+    config = app.config()
     data = report_for(
         store.ai_dir,
         store,

@@ -8,12 +8,14 @@ from typing import Annotated
 
 import typer
 
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.run_command import execute
 from ai_sdlc.providers.base import Phase
 
 
 def run(
+    ctx: typer.Context,
     story_refs: Annotated[
         list[str] | None,
         typer.Argument(
@@ -75,6 +77,7 @@ def run(
 ) -> None:
     """Take a story through refine → research → plan → implement → review → done."""
     code = execute(
+        Application.of(ctx),
         story_refs,
         auto=auto,
         batch=batch,

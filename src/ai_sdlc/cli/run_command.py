@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ai_sdlc.cli.common import checked_provider, open_store, terminal
+from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.common import checked_provider
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.terminal import Terminal
-from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.dryrun import DryRunPlan, plan_dry_run
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
 
 
 def execute(
+    app: Application,
     story_refs: list[str] | None = None,
     *,
     auto: bool = False,
@@ -39,7 +41,7 @@ def execute(
 ) -> int:
     """Run what the options ask for; the command's exit code (0, BLOCKED, INTERRUPTED). Errors
     are raised as `AiSdlcError`s, which `main()` maps to their exit codes."""
-    out = terminal(json)
+    out = app.terminal(json)
     refs = list(story_refs or [])
     if epic is not None and not batch and not refs and resume is None and not continue_:
         auto = True
@@ -71,8 +73,8 @@ def execute(
 
         check_run_id(resume)
     checked_provider(provider)
-    store = open_store(read_only=dry_run or provider == "dry-run", check_config=False)
-    config = load_config(store.root)  # checked as every command checks it, and loaded once
+    store = app.store(read_only=dry_run or provider == "dry-run", check_config=False)
+    config = app.config()  # checked as every command checks it, and loaded once
     ids = [store.resolve(ref) for ref in refs]
 
     if dry_run or provider == "dry-run":
@@ -117,7 +119,7 @@ def execute(
             executor=executor,
             ray_address=ray_address,
         )
-        return _finish_multi(out, report, json)
+        return _finish_multi(out, store.root, report, json)
     outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
@@ -204,7 +206,7 @@ def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
             out.info(f"{o.story_id}: {o.reason}")
 
 
-def _finish_multi(out: Terminal, report: RunOutcome | None, json: bool) -> int:
+def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable)."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
@@ -228,7 +230,7 @@ def _finish_multi(out: Terminal, report: RunOutcome | None, json: bool) -> int:
         _render_outcomes(out, report.outcomes)
         if report.loop is not None:
             render_loop(out, report.loop, report.diagnostic_path)
-    command = continue_command(state.run_id)
+    command = continue_command(root, state.run_id)
     stats = statistics_line(state.statistics)
     if report.interrupted:
         out.line(f"Run {state.run_id} interrupted; finished work is kept. {stats}")

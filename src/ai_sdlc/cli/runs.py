@@ -9,8 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.app import project_root
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import BusyError
@@ -28,9 +27,9 @@ runs_app = typer.Typer(
 )
 
 
-def continue_command(run_id: str) -> str:
-    """The exact command that resumes the run (with --project when not run from there)."""
-    root = project_root()
+def continue_command(root: Path, run_id: str) -> str:
+    """The exact command that resumes the run of the project at `root` (with --project when not
+    run from there)."""
     args = ["ai-sdlc"]
     if root != Path.cwd().resolve():
         args += ["--project", str(root)]
@@ -63,7 +62,7 @@ def render_loop(out: Terminal, loop: FailureLoop, diagnostic: Path | None) -> No
         out.line(f"  diagnostic: {diagnostic}")
 
 
-def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
+def render_state(out: Terminal, root: Path, state: RunState, *, active: bool) -> None:
     status = state.run_status + (" (process gone: resumable)" if _stale(state, active) else "")
     out.line(f"Run {state.run_id} · {state.mode} · {status}", style="bold")
     out.line(
@@ -94,7 +93,7 @@ def render_state(out: Terminal, state: RunState, *, active: bool) -> None:
             f"bounces {s.bounces} · errors {s.errors}{extra}"
         )
     if state.resumable and not active:
-        out.line(f"  continue with: {continue_command(state.run_id)}")
+        out.line(f"  continue with: {continue_command(root, state.run_id)}")
 
 
 def _stale(state: RunState, active: bool) -> bool:
@@ -123,8 +122,9 @@ def runs(ctx: typer.Context, json: JsonOption = False) -> None:
     """List the runs of this project, oldest first."""
     if ctx.invoked_subcommand is not None:
         return
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     states = RunRepository(store.ai_dir).list()
     live = _live_run(store.ai_dir, states)
     if json:
@@ -143,19 +143,21 @@ def runs(ctx: typer.Context, json: JsonOption = False) -> None:
 
 @runs_app.command("show")
 def show(
+    ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help="A run id from 'ai-sdlc runs'.")],
     json: JsonOption = False,
 ) -> None:
     """Show one run: its state, statistics, stop reason and every story."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     repo = RunRepository(store.ai_dir)
     state = repo.load(check_run_id(run_id))
     live = _live_run(store.ai_dir, repo.list())
     if json:
         out.json(_entry(state, live))
         return
-    render_state(out, state, active=state.run_id == live)
+    render_state(out, store.root, state, active=state.run_id == live)
 
 
 def register(app: typer.Typer) -> None:

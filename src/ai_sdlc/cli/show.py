@@ -7,11 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.config import load_config
+from ai_sdlc.store.schema import breakdown_text
 from ai_sdlc.workflow.engine.assess import pending_gate
-from ai_sdlc.workflow.state.ledger import KIND_LABELS, breakdown_text
+from ai_sdlc.workflow.state.ledger import KIND_LABELS
 
 COUNTERS = (
     "total_recovery_attempts",
@@ -50,12 +50,13 @@ def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> d
     }
 
 
-def show(story_ref: StoryArg, json: JsonOption = False) -> None:
+def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> None:
     """Show one story in full."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     story = store.get(store.resolve(story_ref))
-    config = load_config(store.root)
+    config = app.config()
     limit = int(config.get("limits.global_recovery"))
     info = details_of(story, limit, config.section("gates"))
     info["verification"] = [

@@ -8,9 +8,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.config import load_config
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
 from ai_sdlc.workflow.engine.assess import pending_gate
@@ -33,12 +32,13 @@ def _priority_key(fm: dict[str, object]) -> tuple[int, str]:
     return (p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000, str(fm.get("id")))
 
 
-def status(json: JsonOption = False) -> None:
+def status(ctx: typer.Context, json: JsonOption = False) -> None:
     """Show the board: every story by status, blocked ones with their reason."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     scan = store.scan()
-    gates = load_config(store.root).section("gates")
+    gates = app.config().section("gates")
     rows = [
         {**s.to_json(), "waiting_for": pending_gate(s.frontmatter, gates)} for s in scan.stories
     ]

@@ -6,14 +6,14 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.config import load_config
 from ai_sdlc.workflow.state.transitions import StoryState
 
 
 def unblock(
+    ctx: typer.Context,
     story_ref: StoryArg,
     reset_retries: Annotated[
         bool,
@@ -27,11 +27,12 @@ def unblock(
     json: JsonOption = False,
 ) -> None:
     """Clear a story's block; it returns to the first phase it has not passed."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before any edit
-    limit = int(load_config(store.root).get("limits.global_recovery"))
+    limit = int(app.config().get("limits.global_recovery"))
     result = StoryState(store, limit=limit).unblock(story_id, reset_retries=reset_retries)
     if json:
         out.json(result)

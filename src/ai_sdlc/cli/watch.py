@@ -6,12 +6,14 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
 import typer
 
-from ai_sdlc.cli.common import checked_provider, open_store, terminal
+from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.common import checked_provider
 from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.progress import Progress
 from ai_sdlc.cli.runs import continue_command
@@ -29,6 +31,7 @@ from ai_sdlc.workflow.watch import (
 
 
 def watch(
+    ctx: typer.Context,
     once: Annotated[
         bool,
         typer.Option("--once", help="Run what is ready now, then exit (for cron and CI)."),
@@ -52,11 +55,12 @@ def watch(
     json: JsonOption = False,
 ) -> None:
     """Run stories as they become ready: a foreground daemon, or once with --once."""
-    out = terminal(json)
+    app = Application.of(ctx)
+    out = app.terminal(json)
     checked_provider(provider)
     if provider is not None and provider.strip().lower() == "dry-run":
         raise UsageError("watch runs stories; for a plan use 'ai-sdlc run --auto --dry-run'")
-    store = open_store()
+    store = app.store()
     _check_sandbox(store, no_sandbox)
     progress = Progress(out)
     notices: set[str] = set()
@@ -88,7 +92,7 @@ def watch(
     )
     with _signals(stop):
         result = core.once() if once else core.serve()
-    _finish(out, result, once=once)
+    _finish(out, store.root, result, once=once)
 
 
 def _check_sandbox(store: Any, no_sandbox: bool) -> None:
@@ -100,7 +104,7 @@ def _check_sandbox(store: Any, no_sandbox: bool) -> None:
     sandbox.check_unattended(no_sandbox=no_sandbox, command="ai-sdlc watch")
 
 
-def _finish(out: Terminal, result: WatchResult, *, once: bool) -> None:
+def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> None:
     if result.stopped_by == "SIGTERM":
         out.info("Watch stopped (SIGTERM); finished work is kept.")
         return
@@ -118,7 +122,8 @@ def _finish(out: Terminal, result: WatchResult, *, once: bool) -> None:
         raise RunHaltedError(
             f"run {last.run_id} halted: "
             + (last.stop_reason.message if last.stop_reason else "a stop condition"),
-            hint=f"every finished story is kept; to continue: {continue_command(last.run_id)}",
+            hint="every finished story is kept; to continue: "
+            + continue_command(root, last.run_id),
         )
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import load_config
 from ai_sdlc.git.inventory import WorktreeState, story_worktrees
@@ -40,8 +40,9 @@ def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
     """List the story worktrees with their story status, branch, dirty/clean, ahead/behind."""
     if ctx.invoked_subcommand is not None:
         return
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     states = _states(store)
     if json:
         out.json({"worktrees": [s.to_json() for s in states]})
@@ -58,6 +59,7 @@ def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
 
 @worktrees_app.command("prune")
 def prune(
+    ctx: typer.Context,
     force: Annotated[
         bool,
         typer.Option("--force", help="Also remove worktrees with uncommitted work (it is lost)."),
@@ -65,8 +67,9 @@ def prune(
     json: JsonOption = False,
 ) -> None:
     """Remove the worktrees of done or abandoned stories (their branches stay)."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     result = prune_worktrees(store.root, _states(store), force=force)
     if json:
         out.json({"removed": result.removed, "kept": result.kept})
@@ -81,6 +84,7 @@ def prune(
 
 @worktrees_app.command("venv")
 def venv(
+    ctx: typer.Context,
     base: Annotated[
         Path | None,
         typer.Option(
@@ -91,11 +95,12 @@ def venv(
 ) -> None:
     """Build this story worktree's own .venv (what `worktree.setup` runs for Python projects):
     layered on the project's venv when the dependency files match, else a full venv."""
+    app = Application.of(ctx)
     from ai_sdlc.errors import UsageError
     from ai_sdlc.worktree_env.pyvenv import build
     from ai_sdlc.worktree_env.setup import PROJECT_VAR, WORKTREE_VAR
 
-    out = terminal(False)
+    out = app.terminal(False)
     project = os.environ.get(PROJECT_VAR)
     if not project:
         raise UsageError(

@@ -15,7 +15,7 @@ files and scratch files (swap files, bytecode caches, aider's history) never do.
 
 Diffs are asked with `--no-ext-diff --no-textconv`: no program named by the repository's
 config or attributes runs. Outside git (a plain folder) nothing here applies: see
-`ai_sdlc.verify.fingerprint`.
+`ai_sdlc.fingerprint`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import msgspec
 
+from ai_sdlc.fingerprint import entry_digest
 from ai_sdlc.git import staging
 from ai_sdlc.git.run import git
-from ai_sdlc.verify.fingerprint import entry_digest
 
 #: Diff options that no config of the repository may change (external diff programs, text
 #: conversion filters, colour, rename detection, path prefixes, relative paths).

@@ -63,7 +63,12 @@ HARDENING_CONFIG = (
 )
 HARDENING = tuple(o for key, value in HARDENING_CONFIG for o in ("-c", f"{key}={value}"))
 
-#: Story worktree tops → their git folder (see `pin`).
+#: Story worktree tops → their git folder (see `pin`). Process-wide on purpose, the one piece of
+#: module-level state that carries meaning: every `git` call in a story worktree, from any
+#: floor (attempts, verification's protected-test checks, the worktree setup, conflict checks),
+#: must get the explicit `--git-dir`, and a registry each call site had to be handed would lose
+#: the pin silently wherever one was forgotten. Pins only ever name folders ai-sdlc found in
+#: the main repository's own `worktrees/` list.
 _PINNED: dict[Path, Path] = {}
 _PIN_LOCK = threading.Lock()
 

@@ -1,6 +1,6 @@
 """`GitWorkspace`: each story works in its own git worktree and branch.
 
-The runner's `StoryWorkspace` seam (`ai_sdlc.workflow.engine.workspace`) implemented with git: the
+The runner's `StoryWorkspace` seam (`ai_sdlc.git.seam`) implemented with git: the
 worktree `.ai-sdlc/worktrees/<id>-<slug>/` on branch `ai-sdlc/<id>-<slug>` is created from the
 base branch or resumed; a passing attempt is committed with explicit staging; a failing one is
 saved as a patch and rolled back; a done story's branch is pushed and gets a pull request. Story
@@ -16,6 +16,11 @@ process where git's own files answer for certain: refs from the files ref store 
 else one `for-each-ref` for several questions), the new commit's sha from the checkpoint ref
 `update-ref <ref> HEAD` just wrote, and whether a new story's folder or branch is taken by a
 worktree (else `git worktree list`).
+
+Split out: which branch is the base (`basebranch.BaseBranch`) and where the story worktrees are
+(`storytrees.StoryTrees`). What is left (about 590 lines) stays one class on purpose: prepare,
+the attempt commits and publishing share its per-story memory (checkpoints, the commit a branch
+was created from, vetted tips, checked work states), which is what lets a run skip git calls.
 """
 
 from __future__ import annotations
@@ -23,28 +28,28 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git import changes as work_changes
-from ai_sdlc.git import run as run_git
+from ai_sdlc.git.basebranch import BaseBranch
 from ai_sdlc.git.changes import ChangeSet
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
-from ai_sdlc.git.settings import GitSettings
-from ai_sdlc.locks import held
-from ai_sdlc.resilience import CircuitBreakerOpenError
-from ai_sdlc.workflow.engine.workspace import (
+from ai_sdlc.git.seam import (
     AttemptChanges,
+    Environment,
     InPlace,
     Prepared,
     Publication,
     StoryWorkspace,
 )
-
-if TYPE_CHECKING:
-    from ai_sdlc.worktree_env.setup import WorktreeEnvironment
+from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.git.storytrees import StoryTrees
+from ai_sdlc.locks import held
+from ai_sdlc.resilience import CircuitBreakerOpenError
+from ai_sdlc.store.schema import breakdown_text
 
 
 class PublishError(GitError):
@@ -89,8 +94,6 @@ class GitWorkspace:
             )
         self.top = top
         self._common_dir = found.common_dir
-        #: Story worktree tops already checked by `_own` (or made by `prepare`), by folder.
-        self._tops: dict[Path, Path] = {}
         #: The checkpoint sha this process last wrote or read, by story: read again from the ref
         #: by each `prepare`, then carried forward (an agent cannot move it behind our back).
         self._checkpoints: dict[str, str] = {}
@@ -104,20 +107,20 @@ class GitWorkspace:
         #: left it: clean at that HEAD. Any other call about the story drops it; used only
         #: when the caller says nothing ran in the worktree since (`checked`).
         self._checked: dict[str, work_changes.WorkState] = {}
-        #: The base branch once resolved: a story's pull request targets the branch it was
-        #: started from, even if `origin/HEAD` or the checkout's branch changes meanwhile.
-        self._base: str | None = None
+        #: The branch stories start from and their pull requests target (resolved once).
+        self.base_branch = BaseBranch(top, self._common_dir, self.settings)
         #: Story → a commit of its branch whose history since the start point is known to keep
         #: the commit rules (checked by `incoming`, or made by this process on such a commit):
         #: `publish` checks the branch again unless its tip is this commit.
         self._vetted: dict[str, str] = {}
         #: `user.email` and the remotes' URLs, read once (see `_config`).
         self._facts: repo.ConfigFacts | None = None
-        #: The project folder's place inside the repository ("" when it is the top).
-        self.prefix = self.root.relative_to(top)
         self.worktrees_root = self.settings.worktrees_root(self.root).resolve()
+        #: Where the story worktrees are, and which folders are theirs.
+        self.trees = StoryTrees(self.root, top, self._common_dir, self.worktrees_root)
+        self.prefix = self.trees.prefix
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
-        self.environment: WorktreeEnvironment | None = None
+        self.environment: Environment | None = None
 
     @classmethod
     def from_config(
@@ -158,7 +161,7 @@ class GitWorkspace:
     def prepare(self, story: Any) -> Prepared:
         self._checked.pop(story.id, None)
         branch, folder = self.location(story)
-        self._keep_out_of_checkout()
+        self.trees.keep_out_of_checkout()
         with self._worktrees_serialised():
             if folder.is_dir():  # a `.git` file an agent deleted or rewrote: put it back first
                 admin = worktrees.git_dir_of(self._common_dir, folder)
@@ -181,7 +184,7 @@ class GitWorkspace:
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
-                    shown = self._shown(folder)
+                    shown = self.trees.shown(folder)
                     notice = (
                         f"resumed worktree {shown} (branch {branch}) with an earlier run's changes"
                     )
@@ -197,23 +200,23 @@ class GitWorkspace:
                         hint="switch that checkout to another branch, then run again",
                     )
                 branch_ref = f"refs/heads/{branch}"
-                refs.ask(branch_ref, cp_ref, *self._base_names(trees))
+                refs.ask(branch_ref, cp_ref, *self.base_branch.ref_names(trees))
                 existing = refs.get(branch_ref)
                 if existing is not None:
                     worktrees.add(self.top, folder, branch, start=None)
                     worktrees.pin_tree(self._common_dir, folder)
                     head = existing.sha
-                    notice = f"recreated worktree {self._shown(folder)} from branch {branch}"
+                    notice = f"recreated worktree {self.trees.shown(folder)} from branch {branch}"
                 else:
-                    base = self.base_branch(refs, trees)
-                    start, start_ref = self._start_point(base, refs)
+                    base = self.base_branch.name(refs, trees)
+                    start, start_ref = self.base_branch.start_point(base, refs)
                     head = origin = start_ref.sha
                     # The branch and its checkpoint in one transaction, at the commit just read
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
                     worktrees.add(self.top, folder, branch, start=None)
                     worktrees.pin_tree(self._common_dir, folder)
-                    shown = self._shown(folder)
+                    shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                 dirty = False  # a worktree just checked out
         recorded = refs.get(cp_ref)
@@ -231,13 +234,13 @@ class GitWorkspace:
         self._bases.pop(story.id, None)
         if origin is not None and checkpoint == origin:
             self._origins[story.id] = origin
-        wanted = {"branch": branch, "worktree_path": self._shown(folder)}
+        wanted = {"branch": branch, "worktree_path": self.trees.shown(folder)}
         fields = {k: v for k, v in wanted.items() if story.frontmatter.get(k) != v}
         work = folder / self.prefix
         # A project in a subfolder of the repository whose subfolder holds nothing committed
         # yet (only its git-ignored .ai-sdlc state): the agents still work there.
         work.mkdir(parents=True, exist_ok=True)
-        self._tops[work] = folder  # listed by git as a worktree of ours a moment ago
+        self.trees.remember(work, folder)  # listed by git as a worktree of ours a moment ago
         if self.environment is not None:
             self.environment.ensure(work)  # a failure stops the run before any attempt
         return Prepared(work, fields, notice)
@@ -264,9 +267,9 @@ class GitWorkspace:
         origin = self._origins.get(story.id) or self._bases.get(story.id)
         if origin is not None:
             return origin
-        top = self._own(path)
+        top = self.trees.own(path)
         refs = RefSnapshot(self.top, self._common_dir)
-        _start, start_ref = self._start_point(self.base_branch(refs), refs)
+        _start, start_ref = self.base_branch.start_point(self.base_branch.name(refs), refs)
         found = run(("git", "merge-base", "HEAD", start_ref.sha), top, check=False)
         base = (found.stdout.strip() or None) if found.returncode == 0 else None
         if base is not None:  # the fork point does not move while this process runs it
@@ -280,14 +283,14 @@ class GitWorkspace:
         seen = self._checked.pop(story.id, None)
         if checked and seen is not None:
             return seen.key
-        return work_changes.work_state(self._own(path)).key
+        return work_changes.work_state(self.trees.own(path)).key
 
     def changes(self, story: Any, path: Path, *, checked: bool = False) -> ChangeSet:
         """Against `base_commit`; against the checkpoint when the fork point cannot be told
         (a base branch since deleted). `checked`: as for `fingerprint` (after a commit of all
         the work, the review's look needs no `git status`, and compares two commits)."""
         seen = self._checked.pop(story.id, None)
-        top = self._own(path)
+        top = self.trees.own(path)
         try:
             base = self.base_commit(story, path)
         except GitError:
@@ -298,7 +301,7 @@ class GitWorkspace:
 
     def read_only_violations(self, story: Any, path: Path) -> list[str]:
         self._checked.pop(story.id, None)
-        top = self._own(path)
+        top = self.trees.own(path)
         found, head = attempts.looked_violations(
             top, story.id, base=self._checkpoints.get(story.id)
         )
@@ -308,18 +311,18 @@ class GitWorkspace:
 
     def revert(self, story: Any, path: Path) -> None:
         self._checked.pop(story.id, None)
-        top = self._own(path)
+        top = self.trees.own(path)
         base = self._checkpoints.get(story.id)
         found = attempts.violations(top, story.id, base=base)
         changed = [p for p in found if not p.startswith("HEAD ")]
         attempts.rollback(top, story.id, changed, base=base)
-        self._restore_git_file(top)
+        self.trees.restore_git_file(top)
 
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         base = self._checkpoints.get(story.id)
         sha = attempts.commit_attempt(
-            self._own(path),
+            self.trees.own(path),
             story,
             attempt,
             base=base,
@@ -330,7 +333,7 @@ class GitWorkspace:
             self._checkpoints[story.id] = sha  # a child of the checkpoint: origins still hold
             if base is not None and self._vetted.get(story.id) == base:
                 self._vetted[story.id] = sha  # our commit, on a checked history
-        self._restore_git_file(self._own(path))
+        self.trees.restore_git_file(self.trees.own(path))
         if sha is None:
             return AttemptChanges()
         # The commit holds every committable change: the work tree is clean at it.
@@ -339,12 +342,12 @@ class GitWorkspace:
 
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
-        top = self._own(path)
+        top = self.trees.own(path)
         base = self._checkpoints.get(story.id)
         diff = attempts.capture(top, story.id, base=base)
         if not self.settings.keep_failed_attempts:
             attempts.rollback(top, story.id, base=base)
-        self._restore_git_file(top)
+        self.trees.restore_git_file(top)
         if diff is None:
             return AttemptChanges(summary="no files changed")
         return AttemptChanges(patch=diff.patch, summary=diff.summary)
@@ -353,7 +356,7 @@ class GitWorkspace:
         """`checked`: as for `fingerprint`; then the done worktree is removed without git's
         own look at it (the check just saw nothing uncommitted but scratch files)."""
         clean = self._checked.pop(story.id, None) is not None and checked
-        top = self._own(path)
+        top = self.trees.own(path)
         recorded = str(story.frontmatter.get("branch") or "")
         # The story worktree's refs (read from files, else one `for-each-ref`) say whether its
         # HEAD is still on the recorded branch (an agent may have switched it), and answer
@@ -361,7 +364,7 @@ class GitWorkspace:
         refs = RefSnapshot(top, self._common_dir)
         branch = ""
         if recorded:
-            refs.ask(f"refs/heads/{recorded}", *self._base_names())
+            refs.ask(f"refs/heads/{recorded}", *self.base_branch.ref_names())
             found = refs.get(f"refs/heads/{recorded}")
             if found is not None and found.checked_out:
                 branch = recorded
@@ -384,7 +387,7 @@ class GitWorkspace:
         when those are only scratch (bytecode caches) it is forced, else the worktree stays
         and the message says so. `clean`: our own last look found only scratch, and nothing
         ran since: forced at once (git's look would cost another `status`)."""
-        shown = self._shown(top)
+        shown = self.trees.shown(top)
         try:
             with self._worktrees_serialised():
                 try:
@@ -396,7 +399,7 @@ class GitWorkspace:
         except GitError as exc:
             note = f"kept worktree {shown}: it has uncommitted work ({exc.message.strip()})"
         else:
-            self._tops = {k: v for k, v in self._tops.items() if v != top}
+            self.trees.forget(top)
             note = f"removed worktree {shown} (git.keep_worktrees: true keeps it)"
         message = f"{finished.message}; {note}" if finished.message else note
         return Publication(finished.fields, finished.outcome, message)
@@ -410,7 +413,7 @@ class GitWorkspace:
         remote = self.settings.remote
         refs = refs if refs is not None else RefSnapshot(self.top, self._common_dir)
         if branch:
-            refs.ask(f"refs/heads/{branch}", *self._base_names())
+            refs.ask(f"refs/heads/{branch}", *self.base_branch.ref_names())
         tip = refs.get(f"refs/heads/{branch}") if branch else None
         if tip is None:
             raise GitError(
@@ -423,11 +426,11 @@ class GitWorkspace:
                 message=f"no git remote {remote!r}: the work stays on branch {branch}; add the "
                 f"remote, then run `{later}`",
             )
-        base = self.base_branch(refs)
-        start, start_ref = self._start_point(base, refs)
+        base = self.base_branch.name(refs)
+        start, start_ref = self.base_branch.start_point(base, refs)
         if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
             folder = self.location(story)[1]
-            since = self._base_commits(base, refs)
+            since = self.base_branch.commits(base, refs)
             incoming.refuse(
                 self.top, since, tip.sha, story_id=story.id, branch=branch, worktree=folder
             )
@@ -490,24 +493,13 @@ class GitWorkspace:
         """Check the commits `head` has beyond the base branch (beyond `fallback`, the
         recorded checkpoint, when the base cannot be resolved); raise `UnsafeCommitsError`."""
         try:
-            since = self._base_commits(self.base_branch(refs), refs)
+            since = self.base_branch.commits(self.base_branch.name(refs), refs)
         except GitError:
             if fallback is None:
                 raise
             since = [fallback]
         incoming.refuse(folder, since, head, story_id=story.id, branch=branch, worktree=folder)
         self._vetted[story.id] = head
-
-    def _base_commits(self, base: str, refs: RefSnapshot) -> list[str]:
-        """The commits of the base branch, local and remote-tracking (what the story branch
-        has beyond both is the story's own); `GitError` when neither exists."""
-        remote = self.settings.remote
-        names = (f"refs/heads/{base}", f"refs/remotes/{remote}/{base}")
-        refs.ask(*names)
-        found = [ref.sha for ref in map(refs.get, names) if ref is not None]
-        if not found:
-            self._start_point(base, refs)  # raises its "does not exist" error
-        return found
 
     def _push(self, branch: str) -> None:
         remote = self.settings.remote
@@ -527,67 +519,6 @@ class GitWorkspace:
         )
 
     # --- helpers -------------------------------------------------------------------------------
-
-    def base_branch(
-        self, refs: RefSnapshot | None = None, trees: list[worktrees.Worktree] | None = None
-    ) -> str:
-        """`git.base_branch`, else the repository's default branch (resolved once; `refs` and
-        `trees` are what the caller already read, to answer without asking git again)."""
-        if self.settings.base_branch:
-            return self.settings.base_branch
-        if self._base is None:
-            self._base = self._default_branch(refs, trees)
-        return self._base
-
-    def _default_branch(
-        self, refs: RefSnapshot | None, trees: list[worktrees.Worktree] | None
-    ) -> str:
-        """`repo.default_branch`, answered from `refs` (`origin/HEAD`) and `trees` (the
-        checkout's branch) when they can; git is asked as before when they cannot."""
-        remote = self.settings.remote
-        name = f"refs/remotes/{remote}/HEAD"
-        prefix = f"refs/remotes/{remote}/"
-        if refs is not None:
-            found = refs.get(name)
-            if found is not None and found.symref.startswith(prefix):
-                return found.symref[len(prefix) :]
-            # No remote HEAD at all (not even one pointing at a deleted branch, which
-            # `for-each-ref` does not list): the branch checked out in the main checkout.
-            if found is None and trees and not repo.maybe_symref(self._common_dir, name):
-                here = worktrees.find_in(trees, self.top)
-                if here is not None and here.branch:
-                    return here.branch
-        return repo.default_branch(self.top, remote)
-
-    def _base_names(self, trees: list[worktrees.Worktree] | None = None) -> list[str]:
-        """The refs that tell the base branch and where a story branch starts from, as far as
-        they can be named before asking git (to ask for them in the same call)."""
-        remote = self.settings.remote
-        base = self.settings.base_branch or self._base
-        names: list[str] = []
-        if not base:
-            names.append(f"refs/remotes/{remote}/HEAD")
-            here = worktrees.find_in(trees, self.top) if trees else None
-            base = here.branch if here is not None else None
-        if base:
-            names += [f"refs/heads/{base}", f"refs/remotes/{remote}/{base}"]
-        return names
-
-    def _start_point(self, base: str, refs: RefSnapshot) -> tuple[str, repo.Ref]:
-        """`repo.start_point` from the snapshot: the local base branch, else its
-        remote-tracking branch; with the commit it names."""
-        remote = self.settings.remote
-        refs.ask(f"refs/heads/{base}", f"refs/remotes/{remote}/{base}")
-        local = refs.get(f"refs/heads/{base}")
-        if local is not None:
-            return base, local
-        tracking = refs.get(f"refs/remotes/{remote}/{base}")
-        if tracking is not None:
-            return f"{remote}/{base}", tracking
-        raise GitError(
-            f"base branch {base!r} does not exist (neither locally nor as {remote}/{base})",
-            hint="set an existing branch: ai-sdlc config git.base_branch <branch>",
-        )
 
     def _surely_ahead(self, story_id: str, tip: repo.Ref, start: repo.Ref) -> bool:
         """True when the branch certainly has commits the start point lacks, without
@@ -620,89 +551,11 @@ class GitWorkspace:
         return repo.remote_url(self.top, remote) is not None
 
     def location(self, story: Any) -> tuple[str, Path]:
-        """The story's branch and worktree folder: the recorded ones, else derived from its id
-        and slug. A recorded `worktree_path` outside the worktrees folder is refused."""
-        fm = story.frontmatter
-        recorded_branch = fm.get("branch")
-        branch = (
-            str(recorded_branch)
-            if isinstance(recorded_branch, str) and recorded_branch.startswith("ai-sdlc/")
-            else worktrees.branch_for(story.id, fm.get("slug"))
-        )
-        name = branch.removeprefix(worktrees.BRANCH_PREFIX)
-        recorded_path = fm.get("worktree_path")
-        folder = self.worktrees_root / name
-        if isinstance(recorded_path, str) and recorded_path:
-            candidate = (self.root / recorded_path).resolve()
-            if candidate.parent == self.worktrees_root or self._registered(candidate, branch):
-                folder = candidate
-        return branch, folder
-
-    def _registered(self, folder: Path, branch: str) -> bool:
-        """Whether `folder` is a worktree of this repository on the story's `branch`: a story
-        worktree made before `git.worktrees_dir` changed is used where it is, not stranded."""
-        if folder.parent == self.worktrees_root or not worktrees.is_worktree_folder(folder):
-            return False
-        tree = worktrees.find(self.top, folder)
-        if tree is None or tree.prunable or tree.branch != branch:
-            return False
-        self._tops[folder / self.prefix] = folder
-        return True
-
-    def _own(self, path: Path) -> Path:
-        """The top of the story worktree holding `path`; refuses any other folder (above all
-        the user's own checkout) before anything is reset or cleaned. Asked of git once per
-        folder, or known from `prepare` (a worktree's top does not move while it exists)."""
-        top = self._tops.get(path)
-        if top is None or not top.is_dir():
-            top = self._story_top(path)
-            if top is None:
-                raise GitError(f"{path} is not a story worktree under {self.worktrees_root}")
-            self._tops[path] = top
-        return top
-
-    def _restore_git_file(self, top: Path) -> None:
-        """After our own git is done with an attempt (it never reads the worktree's `.git`
-        file): undo an agent's rewrite of that file for the next agent and verification."""
-        pinned = run_git.pinned(top)
-        if pinned is not None and pinned[0] == top:
-            worktrees.restore_git_file(top, pinned[1])
-
-    def _story_top(self, path: Path) -> Path | None:
-        """The story worktree holding `path` (a folder right under the worktrees folder that
-        the main repository lists as its worktree), pinned to its git folder; None otherwise.
-        Told by the main repository alone: the worktree's `.git` file is the agent's to
-        rewrite."""
-        try:
-            inside = path.resolve().relative_to(self.worktrees_root)
-        except (OSError, ValueError):
-            return None
-        if not inside.parts:
-            return None
-        top = self.worktrees_root / inside.parts[0]
-        if not top.is_dir() or worktrees.git_dir_of(self._common_dir, top) is None:
-            return None
-        worktrees.pin_tree(self._common_dir, top)
-        return top
-
-    def _shown(self, folder: Path) -> str:
-        try:
-            return folder.relative_to(self.root).as_posix()
-        except ValueError:
-            return str(folder)
-
-    def _keep_out_of_checkout(self) -> None:
-        """Make the worktrees folder invisible to the main checkout's `git status` (projects
-        initialised before `worktrees/` was in `.ai-sdlc/.gitignore`)."""
-        self.worktrees_root.mkdir(parents=True, exist_ok=True)
-        marker = self.worktrees_root / ".gitignore"
-        if not marker.exists():
-            marker.write_text("# ai-sdlc story worktrees: not for git\n*\n", encoding="utf-8")
+        """The story's branch and worktree folder (see `StoryTrees.location`)."""
+        return self.trees.location(story)
 
 
 def _breakdown(story: Any) -> str:
-    from ai_sdlc.workflow.state.ledger import breakdown_text
-
     total = int(story.frontmatter.get("total_recovery_attempts") or 0)
     raw = story.frontmatter.get("recovery_breakdown") or {}
     breakdown = {str(k): int(v) for k, v in dict(raw).items()}

@@ -16,7 +16,32 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 
-from ai_sdlc.errors import AiSdlcError, ExitCode
+# The provider errors live on the base floor (resilience classifies them without importing
+# providers); they are part of this seam and importable from here.
+from ai_sdlc.errors import (
+    TRANSIENT_KINDS as TRANSIENT_KINDS,
+)
+from ai_sdlc.errors import (
+    AgentReportedError as AgentReportedError,
+)
+from ai_sdlc.errors import (
+    ProviderAuthError as ProviderAuthError,
+)
+from ai_sdlc.errors import (
+    ProviderConfigError as ProviderConfigError,
+)
+from ai_sdlc.errors import (
+    ProviderError as ProviderError,
+)
+from ai_sdlc.errors import (
+    ProviderLimitError as ProviderLimitError,
+)
+from ai_sdlc.errors import (
+    ProviderRequestError as ProviderRequestError,
+)
+from ai_sdlc.errors import (
+    TransientProviderError as TransientProviderError,
+)
 from ai_sdlc.sandbox.policy import SandboxPolicy
 
 
@@ -122,74 +147,6 @@ class ProviderResult(msgspec.Struct):
     duration: float = 0.0
     #: Relative paths the provider wrote in the workspace (informational).
     files_changed: list[str] = msgspec.field(default_factory=list)
-
-
-# --- errors -------------------------------------------------------------------------------
-
-TRANSIENT_KINDS = ("rate_limit", "overloaded", "server", "timeout", "connection")
-
-
-class ProviderError(AiSdlcError):
-    """Base of every provider failure. `kind` is a short machine-readable name."""
-
-    kind: str = "provider"
-    exit_code = ExitCode.FAILURE
-
-    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
-        super().__init__(message, hint=hint)
-        self.status = status
-
-
-class TransientProviderError(ProviderError):
-    """Worth retrying: rate limit (with a hint), overload, server error, timeout, connection."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        kind: str,
-        retry_after: float | None = None,
-        status: int | None = None,
-    ) -> None:
-        if kind not in TRANSIENT_KINDS:
-            raise ValueError(f"unknown transient kind {kind!r}")
-        super().__init__(message, status=status)
-        self.kind = kind
-        self.retry_after = retry_after
-
-
-class ProviderAuthError(ProviderError):
-    """Missing or rejected credentials, or no permission. Never retried."""
-
-    kind = "auth"
-    exit_code = ExitCode.PROVIDER_UNAVAILABLE
-
-
-class ProviderConfigError(ProviderError):
-    """The provider is not set up (missing binary, extra, model name). Never retried."""
-
-    kind = "config"
-    exit_code = ExitCode.PROVIDER_UNAVAILABLE
-
-
-class ProviderRequestError(ProviderError):
-    """The request itself is wrong (invalid request, context too long). Never retried."""
-
-    kind = "request"
-
-
-class ProviderLimitError(ProviderError):
-    """A spend cap or quota that will not clear by retrying. Never retried."""
-
-    kind = "limit"
-
-
-class AgentReportedError(ProviderError):
-    """The agent ran and itself reported that it failed (an error result, or tool calls it was
-    denied in an edit phase). Not a provider outage: the runner counts the attempt as failed,
-    like any failed attempt of its phase, and the story goes on (never reads it as success)."""
-
-    kind = "agent_failed"
 
 
 # --- the base class -----------------------------------------------------------------------

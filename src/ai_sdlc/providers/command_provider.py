@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,22 @@ class Preset:
     files: tuple[tuple[str, str], ...] = ()
     #: Read stderr as part of stdout, as it comes (a CLI that logs its retries there).
     merge_stderr: bool = False
+    #: The edit phases' command line when ai-sdlc's own sandbox confines the agent (an agent
+    #: whose own sandbox cannot start inside ours).
+    confined_template: tuple[str, ...] | None = None
+
+
+def _codex(sandbox: str) -> tuple[str, ...]:
+    return (
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        sandbox,
+        "--skip-git-repo-check",
+        "--model={model}",
+        "-",
+    )
 
 
 #: Aider, headless: no prompts, no update checks, no browser, no analytics sent; the answer and
@@ -154,31 +171,19 @@ PRESETS: dict[str, Preset] = {
         output="claude-json",
     ),
     "codex": Preset(
-        template=(
-            "codex",
-            "exec",
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-            "--model={model}",
-            "-",
-        ),
-        read_only_template=(
-            "codex",
-            "exec",
-            "--json",
-            "--sandbox",
-            "read-only",
-            "--skip-git-repo-check",
-            "--model={model}",
-            "-",
-        ),
+        template=_codex("workspace-write"),
+        read_only_template=_codex("read-only"),
         prompt_via="stdin",
         doc="OpenAI Codex CLI, `exec --json` events (answer, token usage, its own "
         "`Reconnecting... n/m` retries, `turn.failed`); the prompt is read from stdin, which "
         "is then closed; `--sandbox read-only` for read-only phases",
         output="codex-jsonl",
+        # Codex's own sandbox (bubblewrap) cannot set up its user namespace inside ai-sdlc's
+        # Landlock sandbox ("bwrap: setting up uid map: Permission denied"), so every command
+        # it ran failed. Confined by ours (writes: the worktree, a private temp folder, tool
+        # state), an edit phase turns Codex's off; a read-only phase keeps `read-only`, under
+        # which its commands cannot run at all: nothing is written.
+        confined_template=_codex("danger-full-access"),
     ),
     "aider": Preset(
         template=(*_AIDER, "--model={model}"),
@@ -242,6 +247,7 @@ class CommandSpec:
     output: str = "text"
     files: tuple[tuple[str, str], ...] = ()
     merge_stderr: bool = False
+    confined_template: tuple[str, ...] | None = None
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -326,8 +332,19 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
     files = preset.files if preset is not None else ()
     # stderr goes with stdout for the preset's own format (the user's format reads it apart)
     merge = preset is not None and preset.merge_stderr and output == preset.output
+    confined = (
+        preset.confined_template if preset is not None and section.get("template") is None else None
+    )
     return CommandSpec(
-        template, read_only, str(via), tuple(patterns), exit_codes, str(output), files, merge
+        template,
+        read_only,
+        str(via),
+        tuple(patterns),
+        exit_codes,
+        str(output),
+        files,
+        merge_stderr=merge,
+        confined_template=confined,
     )
 
 
@@ -361,7 +378,8 @@ class CommandProvider(ConfiguredProvider):
         found = shutil.which(program, path=self.environ.get("PATH"))
         if found is None:
             return ProviderStatus(self.name, False, f"{program!r} is not on PATH")
-        return ProviderStatus(self.name, True, f"runs {found}")
+        note = codex_retry_note(self.environ) if spec.output == "codex-jsonl" else None
+        return ProviderStatus(self.name, True, f"runs {found}" + (f"; {note}" if note else ""))
 
     def execute(self, request: ProviderRequest) -> ProviderResult:
         spec = command_spec(self.settings)
@@ -380,6 +398,8 @@ class CommandProvider(ConfiguredProvider):
                 fh.write(prompt)
             output_dir = Path(tmp) / "out"
             template = spec.template if request.access is Access.EDIT else spec.read_only_template
+            if request.access is Access.EDIT and request.sandbox is not None:
+                template = spec.confined_template or template
             argv = render(
                 template,
                 {
@@ -563,3 +583,26 @@ def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
     finally:
         with contextlib.suppress(OSError):
             proc.stdin.close()
+
+
+def codex_retry_note(environ: Mapping[str, str]) -> str | None:
+    """Codex retries a refused API request by itself (4 times by default) and never says so in
+    `exec --json`, so those retries cannot be counted. A provider of the user's own with
+    `request_max_retries = 0` hands each failure back: ai-sdlc's `llm` policy retries and counts
+    it. The built-in `openai` provider cannot be changed (codex refuses to load such a config)."""
+    default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
+    home = environ.get("CODEX_HOME") or str(default)
+    try:
+        data = tomllib.loads((Path(home) / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = {}
+    provider = str(data.get("model_provider") or "openai")
+    providers = data.get("model_providers")
+    info = providers.get(provider) if isinstance(providers, dict) else None
+    if isinstance(info, dict) and info.get("request_max_retries") == 0:
+        return None
+    return (
+        f"codex retries refused API requests by itself (model provider {provider!r}) and does "
+        "not report them, so they are not counted; to count each, use a model provider of your "
+        "own in codex's config.toml with request_max_retries = 0"
+    )

@@ -255,7 +255,7 @@ def _fault_error(fault: Fault, rule: Rule) -> Exception:
 def resolve_confined(workspace: Path, relative: str) -> Path:
     """The real path of `relative` below `workspace`; refuses absolute paths, `..` and symlinks
     that lead outside (a rule must never write anywhere but the workspace)."""
-    from ai_sdlc.providers.tools import PathRefused, confine
+    from ai_sdlc.providers.paths import PathRefused, confine
 
     try:
         return confine(workspace, relative, write=True)  # the check every provider shares

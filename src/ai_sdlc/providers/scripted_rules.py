@@ -391,9 +391,9 @@ class _RulesParser:
 
 def unsafe_relative_path(raw: str) -> str | None:
     """Why `raw` may not be written below a workspace, or None when it is a plain relative path
-    (the shared confinement rules of `tools.path_problem`: no `..`, no absolute path, nothing
+    (the shared confinement rules of `paths.path_problem`: no `..`, no absolute path, nothing
     in `.git/` or `.ai-sdlc/` in any letter case). Symlink escapes can only be seen against a
-    real folder; the writer checks those with `tools.confine`."""
-    from ai_sdlc.providers.tools import path_problem
+    real folder; the writer checks those with `paths.confine`."""
+    from ai_sdlc.providers.paths import path_problem
 
     return path_problem(raw, write=True)

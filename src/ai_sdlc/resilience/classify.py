@@ -17,14 +17,16 @@ from typing import Any
 
 import msgspec
 
-from ai_sdlc.errors import AiSdlcError, RunHaltedError, StoryBlockedError
-from ai_sdlc.providers.base import (
+from ai_sdlc.errors import (
     TRANSIENT_KINDS,
+    AiSdlcError,
     ProviderAuthError,
     ProviderConfigError,
     ProviderError,
     ProviderLimitError,
     ProviderRequestError,
+    RunHaltedError,
+    StoryBlockedError,
     TransientProviderError,
 )
 from ai_sdlc.resilience.errors import AttemptTimeoutError, CircuitBreakerOpenError

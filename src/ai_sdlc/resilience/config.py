@@ -14,8 +14,7 @@ from typing import Any, NoReturn
 
 import msgspec
 
-from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.providers.base import TRANSIENT_KINDS
+from ai_sdlc.errors import TRANSIENT_KINDS, InvalidInputError
 from ai_sdlc.resilience.backoff import JITTERS, STRATEGIES, Jitter
 from ai_sdlc.resilience.breaker import CircuitBreakerConfig
 from ai_sdlc.resilience.budget import BudgetConfig

@@ -16,8 +16,7 @@ from typing import Generic, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
 
-from ai_sdlc.errors import RunHaltedError, StoryBlockedError
-from ai_sdlc.providers.base import TRANSIENT_KINDS
+from ai_sdlc.errors import TRANSIENT_KINDS, RunHaltedError, StoryBlockedError
 from ai_sdlc.resilience.backoff import (
     JITTERS,
     STRATEGIES,

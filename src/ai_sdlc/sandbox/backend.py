@@ -17,12 +17,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import msgspec
-
-if TYPE_CHECKING:
-    from ai_sdlc.sandbox.policy import SandboxPolicy
 
 #: The diagnostic switch: `off` (or `0`, `false`, `no`) makes no backend available.
 SANDBOX_ENV = "AI_SDLC_SANDBOX"
@@ -45,8 +42,8 @@ class Backend(Protocol):
 
     def available(self) -> Availability: ...
 
-    def wrap(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
-        """The argument list that runs `argv` writing only beneath `policy.writable`. `argv[0]`
+    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        """The argument list that runs `argv` writing only beneath `writable`. `argv[0]`
         is the resolved executable, `argv[1:]` the original argument list (its own argv[0]
         first)."""
         ...
@@ -60,9 +57,9 @@ class LandlockBackend:
     def available(self) -> Availability:
         return _landlock_availability()
 
-    def wrap(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
+    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
         launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
-        for path in policy.writable:
+        for path in writable:
             launcher += ["--rw", path]
         return [*launcher, "--", *argv]
 
@@ -95,7 +92,7 @@ class Unavailable:
     def available(self) -> Availability:
         return Availability(False, self.reason)
 
-    def wrap(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
+    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 
 

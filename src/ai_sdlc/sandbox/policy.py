@@ -77,8 +77,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 environment[name] = tmpdir
             for name, value in self.env:
                 environment.setdefault(name, value)
-            mine = msgspec.structs.replace(self, writable=(*self.writable, tmpdir))
-            wrapped = self.backend.wrap([executable, *argv], mine)
+            wrapped = self.backend.wrap([executable, *argv], (*self.writable, tmpdir))
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise

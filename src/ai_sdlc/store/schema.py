@@ -28,6 +28,7 @@ RECOVERY_KIND_LABELS: dict[str, tuple[str, str]] = {
     "refinement": ("refinement iteration", "refinement iterations"),
 }
 RECOVERY_KINDS: tuple[str, ...] = tuple(RECOVERY_KIND_LABELS)
+
 COUNTER_FIELDS: tuple[str, ...] = (
     "implementation_retry_count",
     "retry_count",
@@ -277,3 +278,20 @@ def find_problem(frontmatter: object, folder_id: str) -> Problem | None:
             example = "backlog" if name == "status" else "A one-line title"
             return Problem(None, f"the frontmatter has no `{name}`", f"add `{name}: {example}`")
     return None
+
+
+def breakdown_text(total: int, breakdown: dict[str, int]) -> str:
+    """ "3 implementation retries, 1 rework": a story's recovery counts in words (the
+    ledger's limit message, `show`, the pull request's body)."""
+    parts: list[str] = []
+    for kind, (one, many) in RECOVERY_KIND_LABELS.items():
+        n = breakdown.get(kind, 0)
+        if n:
+            parts.append(f"{n} {one if n == 1 else many}")
+    for kind in sorted(set(breakdown) - set(RECOVERY_KIND_LABELS)):
+        if breakdown[kind]:
+            parts.append(f"{breakdown[kind]} {kind}")
+    unattributed = total - sum(v for v in breakdown.values() if v > 0)
+    if unattributed > 0:
+        parts.append(f"{unattributed} unattributed")
+    return ", ".join(parts) if parts else "none recorded"

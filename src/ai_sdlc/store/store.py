@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.errors import InvalidInputError, StoryNotFoundError, UsageError
 from ai_sdlc.secrets import redact, redact_title
-from ai_sdlc.store import ids, schema
-from ai_sdlc.store.cache import Stamp, StoryCache, stamp_of
+from ai_sdlc.store import ids, scanning, schema
+from ai_sdlc.store.cache import StoryCache, stamp_of
 from ai_sdlc.store.story import Story, StoryScan
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class StoryStore:
         canonical = ids.canonical_id(story_id)
         path = self.stories_dir / canonical
         self._require_real_tree()
-        problem = _not_a_story(str(path), str(path / STORY_FILE))
+        problem = scanning.not_a_story(str(path), str(path / STORY_FILE))
         if problem is None:
             return path
         if isinstance(problem, InvalidInputError):
@@ -257,7 +257,7 @@ class StoryStore:
         for _, name, linked in sorted(self._story_folders()):
             path = os.path.join(base, name, STORY_FILE)
             if linked:
-                result.errors.append(_refused_folder(os.path.join(base, name)))
+                result.errors.append(scanning.refused_folder(os.path.join(base, name)))
                 continue
             try:
                 info = os.lstat(path)  # the same stamp as stat() for the regular files we read
@@ -266,15 +266,15 @@ class StoryStore:
             except OSError:
                 info = None
             if info is None or not stat.S_ISREG(info.st_mode):
-                result.errors.append(_error_from(path, _unreadable_payload(path)))
+                result.errors.append(scanning.error_from(path, scanning.unreadable_payload(path)))
                 continue
             stamp = stamp_of(info)
-            item = _from_cache(cache, name, path, stamp)
+            item = scanning.from_cache(cache, name, path, stamp)
             if item is None:
-                payload = _read_for_cache(path, name, now_ns, cache)
+                payload = scanning.read_for_cache(path, name, now_ns, cache)
                 if payload is None:
                     continue
-                item = _from_payload(name, path, payload)
+                item = scanning.from_payload(name, path, payload)
             if isinstance(item, Story):
                 result.stories.append(item)
             else:
@@ -487,148 +487,6 @@ def _remove_stale_temps(path: Path) -> None:
     for leftover in path.parent.glob(f".{path.name}.*.tmp"):
         with contextlib.suppress(OSError):
             leftover.unlink()
-
-
-def _read_for_cache(path: str, name: str, now_ns: int, cache: StoryCache) -> dict[str, Any] | None:
-    """Parse one story (fast path first) into a cache payload; None if it vanished.
-
-    Opened without following a symlink and without blocking on a FIFO; a file that is not a
-    readable regular one is an error payload (not cached: its stamp says nothing).
-    """
-    from ai_sdlc.store import loading
-    from ai_sdlc.store.values import encode
-
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return _unreadable_payload(path)
-    try:
-        with open(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return _unreadable_payload(path)
-            stamp = stamp_of(info)
-            data = handle.read()
-    except OSError:
-        return _unreadable_payload(path)
-    try:
-        plain, _ = loading.load_fast(path, name, data)
-        form, same = encode(plain)
-        payload: dict[str, Any] = {"fm": form, "plain": same}
-    except InvalidInputError as exc:
-        payload = {"error": [_bare_message(exc), exc.line, exc.column, exc.hint]}
-    cache.put(name, stamp, payload, now_ns)
-    return payload
-
-
-def _unreadable_payload(path: str) -> dict[str, Any]:
-    """The error payload of a story file that cannot be read as a regular file (the reason
-    comes from the one reader every command uses, so `status` and `show` say the same)."""
-    from ai_sdlc.store import loading
-
-    try:
-        loading.read(Path(path))
-    except InvalidInputError as exc:
-        return {"error": [_bare_message(exc), exc.line, exc.column, exc.hint]}
-    except OSError as exc:
-        return {"error": [f"cannot be read: {exc.strerror or exc}", None, None, None]}
-    return {"error": ["changed while it was being read; run the command again", None, None, None]}
-
-
-def _error_from(path: str, payload: dict[str, Any]) -> InvalidInputError:
-    message, line, column, hint = payload["error"]
-    return InvalidInputError(message, path=path, line=line, column=column, hint=hint)
-
-
-def _refused_folder(folder: str) -> InvalidInputError:
-    kind = "a symbolic link"
-    with contextlib.suppress(OSError):
-        kind = f"a symbolic link (to {os.readlink(folder)})"
-    return InvalidInputError(
-        f"refused: the story folder is {kind}; .ai-sdlc/ must be a real folder tree",
-        path=folder,
-        hint="replace the link with a real folder (or remove it)",
-    )
-
-
-def _not_a_story(folder: str, story_file: str) -> InvalidInputError | bool | None:
-    """Why a story folder cannot be used: an InvalidInputError when the folder is a symlink or
-    not a folder, or story.md is not a regular file; True when story.md is missing; None when
-    both are fine (lstat only: nothing is followed or opened)."""
-    from ai_sdlc import untrusted
-
-    try:
-        mode = os.lstat(folder).st_mode
-    except OSError:
-        return True
-    if stat.S_ISLNK(mode):
-        return _refused_folder(folder)
-    if not stat.S_ISDIR(mode):
-        return True  # e.g. a stray file named S-0001: no story there
-    try:
-        mode = os.lstat(story_file).st_mode
-    except FileNotFoundError:
-        return True
-    except OSError as exc:
-        return InvalidInputError(
-            f"cannot be read: {exc.strerror or exc}", path=story_file, hint=untrusted.REGULAR_HINT
-        )
-    kind = untrusted.kind_of(mode)
-    if kind is None:
-        return None
-    if stat.S_ISLNK(mode):
-        with contextlib.suppress(OSError):
-            kind = f"a symbolic link (to {os.readlink(story_file)})"
-    return untrusted.not_regular(story_file, kind)
-
-
-def _bare_message(exc: InvalidInputError) -> str:
-    where = exc.path or ""
-    if exc.line is not None:
-        where += f":{exc.line}"
-        if exc.column is not None:
-            where += f":{exc.column}"
-    prefix = where + ": " if exc.path is not None else ""
-    return exc.message[len(prefix) :] if exc.message.startswith(prefix) else exc.message
-
-
-def _from_cache(
-    cache: StoryCache, name: str, path: str, stamp: Stamp
-) -> Story | InvalidInputError | None:
-    payload = cache.get(name, stamp)
-    if payload is None:
-        return None
-    try:
-        return _from_payload(name, path, payload)
-    except (ValueError, TypeError, KeyError):
-        return None  # a damaged entry: parse the file again
-
-
-def _from_payload(name: str, path: str, payload: dict[str, Any]) -> Story | InvalidInputError:
-    from ai_sdlc.store import loading
-    from ai_sdlc.store.values import decode
-
-    if "error" in payload:
-        message, line, column, hint = payload["error"]
-        if not all(v is None or type(v) is int for v in (line, column)):
-            raise TypeError("malformed error entry")
-        return InvalidInputError(
-            str(message),
-            path=path,
-            line=line,
-            column=column,
-            hint=hint if isinstance(hint, str) else None,
-        )
-    same = payload.get("plain") is True
-    frontmatter = payload["fm"] if same else decode(payload["fm"])
-    if not isinstance(frontmatter, dict):
-        raise TypeError("malformed frontmatter entry")
-    return Story(
-        name, path, frontmatter, read_body=lambda: loading.body_of(Path(path)), json_ready=same
-    )
 
 
 def _check_title(title: str) -> str:

@@ -1,5 +1,6 @@
 """Verification: run the project's build/test commands, compare failures, fingerprint work."""
 
+from ai_sdlc.fingerprint import EXCLUDED_DIRS, workspace_fingerprint
 from ai_sdlc.verify.commands import (
     SECRET_ENV_VARS,
     StepResult,
@@ -9,7 +10,6 @@ from ai_sdlc.verify.commands import (
     run_commands,
     run_step,
 )
-from ai_sdlc.verify.fingerprint import EXCLUDED_DIRS, workspace_fingerprint
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
 
 __all__ = [

@@ -21,12 +21,12 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import msgspec
 
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError
+from ai_sdlc.git.seam import InPlace, Prepared, StoryWorkspace
 from ai_sdlc.providers.base import CallGuard, Phase, Provider, Usage, direct_call
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.store import Story, StoryStore
 from ai_sdlc.verify import VerificationResult
 from ai_sdlc.verify.judge import Judge
-from ai_sdlc.workflow.engine.workspace import InPlace, Prepared, StoryWorkspace
 from ai_sdlc.workflow.state.checkpoint import Checkpoints
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
 from ai_sdlc.workflow.state.transitions import StoryState

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from ai_sdlc.errors import ProviderUnavailableError, RunHaltedError
 from ai_sdlc.providers.base import (
+    Access,
     AgentReportedError,
     Phase,
     ProviderRequest,
@@ -114,6 +115,8 @@ class AgentCalls(RunnerBase):
             result = self.deps.provider.execute(request)
         except AccessViolationError as exc:
             self._persist_usage(story_id, self._live, calls=1)
+            if request.access is Access.READ_ONLY:  # written in a read-only phase: undo it
+                self.workspaces.revert(ticket.story, path)
             self._violation(ticket, phase, exc.message, [])
         except AgentReportedError as exc:
             self._persist_usage(story_id, self._live, calls=1)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
+from ai_sdlc.git.seam import AttemptChanges, Prepared
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED
 from ai_sdlc.store import Story
@@ -22,7 +23,6 @@ from ai_sdlc.workflow.engine.assess import PHASE_FLAG
 from ai_sdlc.workflow.engine.base import first_line, plural, with_hint, with_trailing_newline
 from ai_sdlc.workflow.engine.judging import Judging
 from ai_sdlc.workflow.engine.work import NO_WORK_FEEDBACK, Work, look, no_work_reason
-from ai_sdlc.workflow.engine.workspace import AttemptChanges, Prepared
 from ai_sdlc.workflow.state import ledger as L
 from ai_sdlc.workflow.state.transitions import DELETE, PhaseLimit, Ticket
 

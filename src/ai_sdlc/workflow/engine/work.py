@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from ai_sdlc.git.changes import ChangeSet, patch_text
-from ai_sdlc.workflow.engine.workspace import StoryWorkspace
+from ai_sdlc.git.seam import StoryWorkspace
 
 #: Characters of diff the review prompt carries at most; a larger change is listed by file.
 REVIEW_DIFF_LIMIT = 40_000

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.fsutil import append_whole
-from ai_sdlc.store.schema import RECOVERY_KIND_LABELS
+from ai_sdlc.store.schema import RECOVERY_KIND_LABELS, breakdown_text
 
 IMPLEMENTATION_RETRY = "implementation_retry"
 REWORK = "rework"
@@ -48,21 +48,6 @@ MAX_GLOBAL_LIMIT = 1000
 #: Longest failure feedback kept for the next prompt.
 FEEDBACK_LIMIT = 2000
 _TAIL_BYTES = 64 * 1024
-
-
-def breakdown_text(total: int, breakdown: dict[str, int]) -> str:
-    parts: list[str] = []
-    for kind, (one, many) in KIND_LABELS.items():
-        n = breakdown.get(kind, 0)
-        if n:
-            parts.append(f"{n} {one if n == 1 else many}")
-    for kind in sorted(set(breakdown) - set(KIND_LABELS)):
-        if breakdown[kind]:
-            parts.append(f"{breakdown[kind]} {kind}")
-    unattributed = total - sum(v for v in breakdown.values() if v > 0)
-    if unattributed > 0:
-        parts.append(f"{unattributed} unattributed")
-    return ", ".join(parts) if parts else "none recorded"
 
 
 def limit_message(story_id: str, total: int, limit: int, breakdown: dict[str, int]) -> str:

@@ -6,6 +6,8 @@ it returns what the runner should record (branch, worktree path, commit, patch t
 and the state owner writes it. Two implementations exist: `InPlace` (the project folder itself,
 the behaviour outside git or with `--no-worktree`) and the git worktree workspace in
 `ai_sdlc.git.workspace` (one worktree and branch per story, commits, rollback, pull requests).
+The seam lives on the git floor, below the engine that uses it, so that its git implementation
+imports nothing from above.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ai_sdlc.fingerprint import workspace_fingerprint
 from ai_sdlc.git import changes
 from ai_sdlc.git.changes import ChangeSet
 from ai_sdlc.git.run import GitError
-from ai_sdlc.verify.fingerprint import workspace_fingerprint
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -52,6 +54,15 @@ class Publication(msgspec.Struct, frozen=True):
     #: "opened", "reused", "skipped", "merged", "failed"
     outcome: str = "skipped"
     message: str = ""
+
+
+class Environment(Protocol):
+    """A story worktree's own environment (`ai_sdlc.worktree_env.setup.WorktreeEnvironment`,
+    a floor above git), made ready before each phase."""
+
+    def ensure(self, work: Path) -> Any:
+        """Set the worktree's environment up, or check it still is; raise when it cannot be."""
+        ...
 
 
 class StoryWorkspace(Protocol):
