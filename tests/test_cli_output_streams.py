@@ -43,6 +43,11 @@ def test_gemini_stream_answer_usage_and_logged_retries() -> None:
     logs = (
         "Attempt 1 failed with status 429. Retrying with backoff... _ApiError: {}\n"
         "Attempt 2 failed: quota. Retrying after 1200ms...\n"
+        # a refusal with the API's RetryInfo, as Gemini CLI 0.61 logs it: over two lines
+        "Attempt 3 failed: Resource has been exhausted (e.g. check quota).\n"
+        "Suggested retry after 0.1s.. Retrying after 5882ms...\n"
+        # the last attempt is no retry
+        "Attempt 4 failed: Resource has been exhausted.\nMax attempts reached\n"
     )
     out = parse_output("gemini-jsonl", logs + stdout, "", 0, GEMINI)
     assert out.error is None and out.text == "Done here."
@@ -50,8 +55,10 @@ def test_gemini_stream_answer_usage_and_logged_retries() -> None:
     assert (out.usage.input_tokens, out.usage.output_tokens) == (2000, 100)
     assert [r.reason for r in out.retries] == [
         "gemini API retry 1 after HTTP 429",
-        "gemini API retry 2",
+        "gemini API retry 2: quota",
+        "gemini API retry 3: Resource has been exhausted (e.g. check quota)",
     ]
+    assert [r.delay for r in out.retries] == [0.0, 1.2, 5.882]
     live = LiveRetries("gemini-jsonl")
     seen = [live.feed(line) for line in (logs + stdout).splitlines(keepends=True)]
     assert [r.reason for r in seen if r] == [r.reason for r in out.retries]

@@ -186,6 +186,45 @@ def test_the_global_limit_stops_a_session_mid_way(
     assert len(server.calls) == 2
 
 
+@SECOND
+def test_refusals_with_retry_info_are_counted_one_for_one(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    """A refusal carrying the API's google.rpc.RetryInfo is logged over several lines
+    ("Attempt 1 failed: <message>" ... "Retrying after 5882ms..."): each is one `api_retry`."""
+    server.retry_delay = "0.1s"
+    server.fail(429, times=2)
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert server.refused() == 2
+    assert recoveries(fm) == {"api_retry": 2}
+    counted = [e for e in proj.events() if e.get("action") == "recovery"]
+    assert len(counted) == 2 and all("exhausted" in json.dumps(e) for e in counted), counted
+
+
+@FIRST
+def test_the_global_limit_stops_retry_info_retries_mid_way(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    server.retry_delay = "0.1s"
+    server.fail(429, times=50)
+    proj = project(tmp_path, gemini, server, "limits:\n  global_recovery: 2\n")
+
+    result = proj.run()
+
+    assert result.returncode == 5, result.output
+    fm = proj.story()
+    assert fm["status"] == "blocked"
+    assert recoveries(fm) == {"api_retry": 2}
+    # counted as Gemini CLI logged each: stopped at the second, no call after
+    assert server.refused() == 2 and len(server.calls) == 2
+
+
 @FIRST
 def test_a_write_in_a_read_only_phase_is_refused(
     tmp_path: Path, gemini: Path, server: GeminiServer

@@ -80,7 +80,8 @@ class GeminiServer(ModelServer):
         }
         if self.retry_delay is not None and (status == 429 or status >= 500):
             # the API's own "retry in": Gemini CLI then waits that instead of its 5 s backoff,
-            # and retries silently (no log line, nothing in stream-json)
+            # and logs the retry over several lines ("Attempt 1 failed: <message>" ... "Retrying
+            # after 5882ms...", its 5 s backoff being longer), nothing in stream-json
             error["details"] = [{"@type": _RETRY_INFO, "retryDelay": self.retry_delay}]
         send_json(handler, status, {"error": error})
 

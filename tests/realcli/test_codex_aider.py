@@ -112,7 +112,6 @@ def test_each_refused_request_is_one_counted_api_retry(
     retries = p.recoveries("api_retry")
     assert len(retries) == server.refused(), retries
     assert p.fm()["total_recovery_attempts"] == 3
-    assert "DECISION" not in p.artifact("story.md") or True
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -381,19 +381,48 @@ def _claude(stdout: str, stderr: str, code: int, classifier: Classifier) -> Agen
 _GEMINI_RETRY = re.compile(
     r"^Attempt (\d+) failed(?: with status (\d+)| with (\w+) error)?.*Retrying"
 )
+#: A refusal carrying the API's RetryInfo is logged as "Attempt 1 failed: <the API's message,
+#: often several lines>" and, lines later, "Suggested retry after 0.1s.. Retrying after 5882ms...".
+_GEMINI_FAILED = re.compile(r"^Attempt (\d+) failed: (.*)")
+_GEMINI_AFTER = re.compile(r"Retrying after (\d+)ms")
+_GEMINI_TAIL = re.compile(r"\s*(Suggested retry after|Retrying after).*$")
 #: Exit codes of Gemini CLI that are set-up problems, never worth a retry.
 _GEMINI_UNTRUSTED = 55
 _GEMINI_AUTH_SETUP = 41
 _GEMINI_STATUS = re.compile(r'"code"\s*:\s*(\d{3})')
 
 
-def _gemini_retry(line: str) -> BackendRetry | None:
-    found = _GEMINI_RETRY.match(_ANSI.sub("", line).strip())
-    if found is None:
+class _GeminiRetries:
+    """Gemini CLI's retry log lines, one line at a time (a retry's message may span lines)."""
+
+    def __init__(self) -> None:
+        self._failed: tuple[str, str] | None = None  # attempt number, first line of the message
+
+    def feed(self, line: str) -> BackendRetry | None:
+        line = _ANSI.sub("", line).strip()
+        failed = _GEMINI_FAILED.match(line)
+        found = _GEMINI_RETRY.match(line)
+        if found is not None and failed is None:  # "Attempt n failed with status s. Retrying"
+            self._failed = None
+            status = found.group(2) or found.group(3)
+            why = f" after HTTP {status}" if status else ""
+            return BackendRetry(0.0, f"gemini API retry {found.group(1)}{why}")
+        if failed is not None:
+            self._failed = (failed.group(1), failed.group(2))
+        after = _GEMINI_AFTER.search(line)
+        if self._failed is not None and after is not None:
+            number, message = self._failed
+            self._failed = None
+            why = truncate(redact(_GEMINI_TAIL.sub("", message).strip(" .")), 200)
+            return BackendRetry(int(after.group(1)) / 1000, f"gemini API retry {number}: {why}")
+        if line.startswith("{") or "Max attempts reached" in line:
+            self._failed = None  # an event, or the last attempt: no retry follows
         return None
-    status = found.group(2) or found.group(3)
-    why = f" after HTTP {status}" if status else ""
-    return BackendRetry(0.0, f"gemini API retry {found.group(1)}{why}")
+
+
+def _gemini_retries(text: str) -> list[BackendRetry]:
+    reader = _GeminiRetries()
+    return [r for r in map(reader.feed, text.splitlines()) if r is not None]
 
 
 def _gemini_status_kind(text: str) -> str | None:
@@ -419,7 +448,7 @@ def _gemini_stream(stdout: str, stderr: str, code: int, classifier: Classifier) 
     events (`message` deltas, `tool_use`, `result` with `stats`) among its log lines. The
     answer is the assistant's text after its last tool call; its retries are its log lines."""
     text = _ANSI.sub("", f"{stdout}\n{stderr}")
-    out = AgentOutput(retries=[r for r in map(_gemini_retry, text.splitlines()) if r])
+    out = AgentOutput(retries=_gemini_retries(text))
     answer: list[str] = []
     result: dict[str, Any] | None = None
     for event in _json_lines(text):
@@ -560,6 +589,7 @@ class LiveRetries:
         self.fmt = fmt
         self.count = 0
         self._last_error = ""
+        self._gemini = _GeminiRetries()
 
     def feed(self, line: str) -> BackendRetry | None:
         retry = None
@@ -570,7 +600,7 @@ class LiveRetries:
                 event = None
             retry = _codex_retry(event) if isinstance(event, dict) else None
         elif self.fmt == "gemini-jsonl":
-            retry = _gemini_retry(line)
+            retry = self._gemini.feed(line)
         elif self.fmt == "aider":
             line = _ANSI.sub("", line).strip()
             if _AIDER_ERROR.match(line):
