@@ -275,6 +275,31 @@ def test_an_untrusted_worktree_is_exit_4_with_a_hint(
 
 
 @SECOND
+def test_worktrees_outside_the_trusted_project_get_a_hint_naming_their_folder(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    """git.worktrees_dir outside the project: the trusted project's trust does not reach the
+    story worktree. The hint names the folder to trust; trusting it as told is enough."""
+    outside = tmp_path / "worktrees"
+    proj = project(tmp_path, gemini, server, f"git:\n  worktrees_dir: {outside}\n")
+
+    result = proj.run()
+
+    assert result.returncode == 4, result.output
+    assert "untrusted folder" in result.stderr and ANSI not in result.output
+    assert f"trust {outside}" in result.stderr, result.stderr
+    assert server.calls == []
+    trust = tmp_path / "gemini-home" / ".gemini" / "trustedFolders.json"
+    trust.write_text(json.dumps({str(proj.root): "TRUST_FOLDER", str(outside): "TRUST_FOLDER"}))
+
+    again = proj.run()
+
+    assert again.returncode == 0, again.output
+    assert proj.story()["status"] == "done"
+    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"]
+
+
+@SECOND
 def test_no_auth_type_is_exit_4_with_a_hint(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:

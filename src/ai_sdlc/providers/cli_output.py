@@ -43,6 +43,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ai_sdlc.providers.base import ProviderAuthError, ProviderConfigError, ProviderError, Usage
@@ -89,6 +90,8 @@ class Classifier:
     program: str
     patterns: tuple[tuple[str, str], ...] = ()
     exit_codes: Mapping[int, str] = field(default_factory=dict)
+    #: The folder the agent ran in (a story worktree), for hints that name it.
+    workspace: str | None = None
 
     def error(self, message: str, detail: str, code: int | None, hint: str | None) -> ProviderError:
         kind = (self.exit_codes.get(code) if code is not None else None) or hint
@@ -425,6 +428,20 @@ def _gemini_retries(text: str) -> list[BackendRetry]:
     return [r for r in map(reader.feed, text.splitlines()) if r is not None]
 
 
+def _untrusted_hint(workspace: str | None) -> str:
+    """Story worktrees inside a trusted project inherit its trust; ones that git.worktrees_dir
+    puts elsewhere do not, so the hint names the folder that holds them."""
+    where = "the project folder"
+    if workspace:
+        where = f"{Path(workspace).parent} (the folder holding the story worktrees)"
+    return (
+        f"trust {where} in Gemini CLI: add it to ~/.gemini/trustedFolders.json as "
+        '"TRUST_FOLDER", or run `gemini` in it once and trust it; worktrees inside a trusted '
+        "project inherit its trust, those git.worktrees_dir puts outside it do not; or set "
+        "GEMINI_CLI_TRUST_WORKSPACE=true for ai-sdlc's runs"
+    )
+
+
 def _gemini_status_kind(text: str) -> str | None:
     """The kind of the HTTP status an API error's JSON names (`"code": 503`), if any."""
     found = _GEMINI_STATUS.search(text)
@@ -470,9 +487,7 @@ def _gemini_stream(stdout: str, stderr: str, code: int, classifier: Classifier) 
         out.error = ProviderConfigError(
             f"{classifier.program} refused to run in an untrusted folder (exit code 55): "
             + truncate(redact(logs.strip()), _MESSAGE),
-            hint="trust the project folder in Gemini CLI (run `gemini` in it once and trust it, "
-            "or add it to ~/.gemini/trustedFolders.json): the story worktrees under it inherit "
-            "the trust; or set GEMINI_CLI_TRUST_WORKSPACE=true for ai-sdlc's runs",
+            hint=_untrusted_hint(classifier.workspace),
         )
         return out
     if code == _GEMINI_AUTH_SETUP or "Invalid auth method" in logs:

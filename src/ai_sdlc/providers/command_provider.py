@@ -488,7 +488,7 @@ class CommandProvider(ConfiguredProvider):
             out,
             err,
             proc.returncode,
-            Classifier(argv[0], spec.patterns, spec.exit_codes),
+            Classifier(argv[0], spec.patterns, spec.exit_codes, str(request.workspace)),
             files,
         )
         # The agent's own retries happened whether or not it finally answered: count each the
