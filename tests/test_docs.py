@@ -308,6 +308,24 @@ def test_the_provider_versions_are_those_the_real_agent_suite_installs() -> None
     assert by_package == {tool.package: tool.version for tool in TOOLS.values()}
 
 
+def test_the_preset_table_says_how_each_preset_is_read() -> None:
+    """Each `command` preset has its row, naming the output format the preset really uses."""
+    from ai_sdlc.providers.command_provider import PRESETS
+
+    text = (ROOT / "docs" / "providers.md").read_text()
+    found = [t for t in tables(text) if t.header[0].strip() == "preset"]
+    assert len(found) == 1
+    rows = {cells[0].strip().strip("`"): cells for _, cells in found[0].rows}
+    assert set(rows) == set(PRESETS)
+    for name, preset in PRESETS.items():
+        assert f"read as `{preset.output}`" in rows[name][2], name
+        assert preset.template[0] in rows[name][1], name
+    retries = [t for t in tables(text) if t.header[1].strip() == "who retries"]
+    assert len(retries) == 1
+    agents = {cells[0].strip() for _, cells in retries[0].rows}
+    assert {f"`{name}` preset" for name in PRESETS} <= agents
+
+
 def tutorial_offline_commands() -> list[list[str]]:
     """The tutorial's shell lines up to its scripted run (what needs no AI), as argument lists,
     comments dropped."""

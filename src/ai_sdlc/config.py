@@ -419,8 +419,12 @@ PROVIDER_SCHEMA: dict[str, Setting] = {
     "command.preset": Setting(None, _opt_preset, "claude, codex, aider, gemini or null"),
     "command.output": Setting(
         None,
-        lambda v: v in (None, "text", "codex-jsonl", "gemini-json", "aider"),  # OUTPUT_FORMATS
-        "text, codex-jsonl, gemini-json, aider or null",
+        # cli_output.OUTPUT_FORMATS
+        lambda v: (
+            v
+            in (None, "text", "codex-jsonl", "gemini-json", "aider", "gemini-jsonl", "claude-json")
+        ),
+        "text, codex-jsonl, gemini-json, aider, gemini-jsonl, claude-json or null",
     ),
     "command.template": Setting(None, _opt_argv, "a non-empty argument list"),
     "command.read_only_template": Setting(None, _opt_argv, "a non-empty argument list"),
