@@ -26,6 +26,7 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.runs.runstate import (
     BLOCKED,
     DONE,
+    SINGLE,
     STORY_FAILED,
     WAITING,
     RunRepository,
@@ -471,7 +472,7 @@ def report_for(
 ) -> dict[str, Any]:
     """Read and build in one call (what the CLI uses). Every string in it is redacted here,
     the one way into both the JSON and the HTML report (titles, reasons, feedback)."""
-    repo = RunRepository(ai_dir)
+    repo = RunRepository(ai_dir, single=state.mode == SINGLE)
     data = build_report(
         load_inputs(store, repo, state, global_limit=global_limit, conditions=conditions, now=now)
     )

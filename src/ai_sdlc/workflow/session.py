@@ -392,11 +392,16 @@ class Session(msgspec.Struct):
         )
 
     def _run_one(self, story_id: str, *, step: Phase | None) -> StoryOutcome:
+        from ai_sdlc.workflow.runs.single import SingleRun  # its record, for `ai-sdlc report`
+
         with run_lock(self.store.ai_dir, story_id, what=story_id):
-            try:
-                return self.runner.run(story_id, step=step)
-            except StoryBlockedError as exc:
-                return StoryOutcome(story_id, "blocked", exc.message)
+            record = SingleRun(self.store, self.runner, story_id, self.clock)
+            with record.watching(self.relay):
+                try:
+                    outcome = self.runner.run(story_id, step=step)
+                except StoryBlockedError as exc:
+                    outcome = StoryOutcome(story_id, "blocked", exc.message)
+                return record.finish(outcome)
 
 
 def open_worker(store: StoryStore, **options: Any) -> Session:

@@ -22,6 +22,10 @@ from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.state.events import iso
 
 RUNS_DIR = "runs"
+#: Single-story runs (`ai-sdlc run S-0001`) are kept apart from multi-story runs (under
+#: `runs/single/`): `runs` and `run --resume` never see them, `report` does.
+SINGLE_DIR = "single"
+SINGLE = "single"
 STATE_FILE = "state.json"
 DIAGNOSTIC_FILE = "diagnostic.json"
 FORMAT = "ai-sdlc/run-state"
@@ -175,6 +179,10 @@ def new_run_id(moment: dt.datetime) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
+def is_run_id(text: str) -> bool:
+    return bool(_RUN_ID.match(text))
+
+
 def check_run_id(run_id: str) -> str:
     """A run id from the command line (never a path)."""
     if not _RUN_ID.match(run_id):
@@ -186,10 +194,10 @@ def check_run_id(run_id: str) -> str:
 
 
 class RunRepository:
-    """Run folders under `.ai-sdlc/runs/`."""
+    """Run folders under `.ai-sdlc/runs/` (`single`: the single-story runs' folder)."""
 
-    def __init__(self, ai_dir: Path) -> None:
-        self.root = ai_dir / RUNS_DIR
+    def __init__(self, ai_dir: Path, *, single: bool = False) -> None:
+        self.root = ai_dir / RUNS_DIR / SINGLE_DIR if single else ai_dir / RUNS_DIR
 
     def folder(self, run_id: str) -> Path:
         return self.root / check_run_id(run_id)
