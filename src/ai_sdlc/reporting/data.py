@@ -179,7 +179,9 @@ def build_report(inputs: ReportInputs) -> dict[str, Any]:
             "start": _iso(window.start),
             "end": _iso(window.end),
             "seconds": window.offset(window.end),
+            **_idle(inputs, window),
         },
+        "halts": _halts(inputs.run_events, window),
         "limits": {
             "global_recovery": inputs.global_limit,
             "stop_conditions": asdict(inputs.conditions),
@@ -190,6 +192,66 @@ def build_report(inputs: ReportInputs) -> dict[str, Any]:
         "totals": _totals(stories, st),
         "run_events": [_with_offset(e, window) for e in inputs.run_events],
     }
+
+
+def attempt_label(phase: Mapping[str, Any]) -> str:
+    """An attempt named as the console names it ("attempt 1/4": this attempt within the phase's
+    limit); a run recorded before the timeline kept it shows the ledger's attempt number."""
+    step, of = phase.get("step"), phase.get("of")
+    if step is None:
+        step, of = phase.get("attempt"), None
+    return f"attempt {step}/{of}" if of else f"attempt {step}"
+
+
+def _idle(inputs: ReportInputs, window: _Window) -> dict[str, Any]:
+    """The idle gaps of a resumed run (from the last thing that happened before a resume to the
+    resume), which the timeline draws as a break, and the time the run was active."""
+    times = sorted(
+        t
+        for t in (
+            *(parse_time(e.get("time")) for e in inputs.run_events),
+            *(
+                parse_time(p.get(key))
+                for s in inputs.state.stories
+                for p in s.phases
+                for key in ("started_at", "ended_at")
+            ),
+        )
+        if t is not None
+    )
+    gaps = []
+    for e in inputs.run_events:
+        resumed = parse_time(e.get("time")) if e.get("action") == "run_resumed" else None
+        before = [t for t in times if resumed is not None and t < resumed]
+        if resumed is None or not before or resumed <= before[-1]:
+            continue
+        start, end = window.offset(before[-1]), window.offset(resumed)
+        assert start is not None and end is not None
+        gaps.append({"start_s": start, "end_s": end, "seconds": round(end - start, 3)})
+    total = window.offset(window.end) or 0.0
+    idle = sum(g["seconds"] for g in gaps)
+    return {"gaps": gaps, "active_seconds": round(max(total - idle, 0.0), 3)}
+
+
+def _halts(run_events: list[dict[str, Any]], window: _Window) -> list[dict[str, Any]]:
+    """Each time the run stopped (a stop condition, Ctrl-C, an error) and when it was resumed:
+    a resumed run's halt banner stays while a story it blocked is still blocked."""
+    halts: list[dict[str, Any]] = []
+    for e in run_events:
+        action = e.get("action")
+        if action in ("run_stopped", "run_failed"):
+            halts.append(
+                {
+                    "time": e.get("time"),
+                    "at_s": window.offset(parse_time(e.get("time"))),
+                    "condition": e.get("condition") or "error",
+                    "message": e.get("message"),
+                    "resumed_at": None,
+                }
+            )
+        elif action == "run_resumed" and halts and halts[-1]["resumed_at"] is None:
+            halts[-1]["resumed_at"] = e.get("time")
+    return halts
 
 
 def _iso(moment: dt.datetime) -> str:
@@ -214,6 +276,9 @@ def _story(
             {
                 "phase": p.get("phase"),
                 "attempt": p.get("attempt"),
+                "step": p.get("step"),
+                "of": p.get("of"),
+                "attempt_label": attempt_label(p),
                 "started_at": p.get("started_at"),
                 "ended_at": p.get("ended_at"),
                 "result": p.get("result"),
