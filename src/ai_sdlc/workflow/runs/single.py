@@ -51,6 +51,7 @@ class SingleRun(RunRecord):
         self.notifier = Notifier(command=None, webhook=None, cwd=store.root)  # never halts
         self.emit = lambda _event: None  # the runner's own events already reach the display
         self.started = False
+        self.broken = False
 
     def _start(self) -> None:
         now = self.clock()
@@ -69,10 +70,18 @@ class SingleRun(RunRecord):
 
     def observe(self, event: dict[str, Any]) -> None:
         """The multi-story run's bookkeeping for one story: attempts, retries, rejections and
-        the phase timeline, saved after each phase boundary."""
-        name = str(event.get("event", ""))
-        if event.get("story") != self.story_id:
+        the phase timeline, saved after each phase boundary. The record serves the report
+        only: when it cannot be written (a full disk, a read-only folder) the story's run goes
+        on unrecorded."""
+        if self.broken or event.get("story") != self.story_id:
             return
+        try:
+            self._observe(event)
+        except (AiSdlcError, OSError):
+            self.broken = True
+
+    def _observe(self, event: dict[str, Any]) -> None:
+        name = str(event.get("event", ""))
         if not self.started:
             if name != "phase_started":
                 return
@@ -92,16 +101,20 @@ class SingleRun(RunRecord):
             self._save()
 
     def finish(self, outcome: StoryOutcome) -> StoryOutcome:
-        if self.started:
-            s = self.state.stories[0]
-            s.status = _STATUS.get(outcome.result, outcome.result)
-            s.reason = outcome.reason
-            s.outcomes += 1
-            s.escalated = s.status == BLOCKED
-            s.escalation_reason = outcome.reason if s.escalated else None
-            self.outcomes.append(outcome)
-            self._complete()
+        if self.started and not self.broken:
+            with contextlib.suppress(AiSdlcError, OSError):
+                self._finish(outcome)
         return outcome
+
+    def _finish(self, outcome: StoryOutcome) -> None:
+        s = self.state.stories[0]
+        s.status = _STATUS.get(outcome.result, outcome.result)
+        s.reason = outcome.reason
+        s.outcomes += 1
+        s.escalated = s.status == BLOCKED
+        s.escalation_reason = outcome.reason if s.escalated else None
+        self.outcomes.append(outcome)
+        self._complete()
 
     @contextlib.contextmanager
     def watching(self, relay: _Relay) -> Iterator[SingleRun]:
@@ -111,12 +124,12 @@ class SingleRun(RunRecord):
         try:
             yield self
         except KeyboardInterrupt:
-            if self.started:
+            if self.started and not self.broken:
                 with contextlib.suppress(AiSdlcError, OSError):  # the stop matters more
                     self._stop_interrupted()
             raise
         except BaseException as exc:
-            if self.started:
+            if self.started and not self.broken:
                 with contextlib.suppress(AiSdlcError, OSError):
                     self._mark_failed(exc)
             raise
