@@ -69,6 +69,9 @@ def test_a_single_story_run_is_reported_with_the_consoles_attempts(tmp_path: Pat
     assert page.count('class="phase"') == len(started)
     assert "implement · attempt 1/4" in page  # the bar's tooltip, in the console's words
     assert "imp1" not in page
+    # Stop conditions judge multi-story runs: none drawn for a single story's run.
+    assert 'class="stop-chart"' not in page and "judge multi-story runs only" in page
+    assert report["run"]["statistics"]["approved"] == 1
 
 
 def test_report_of_a_story_picks_its_latest_run_of_either_kind(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ def render(report: Mapping[str, Any]) -> str:
     run = report["run"]
     kinds: list[str] = list(report.get("recovery_kinds") or [])
     colours = {k: KIND_COLOURS[i % len(KIND_COLOURS)] for i, k in enumerate(kinds)}
+    single = run.get("mode") == "single"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -53,7 +54,9 @@ def render(report: Mapping[str, Any]) -> str:
         kind_legend(kinds, colours, ""),
         f'<div class="card">{budget(report, kinds, colours)}</div>',
         '<h2 id="stop-conditions">Stop conditions over time</h2>',
-        stop_charts(report),
+        '<p class="sub">A single-story run: stop conditions judge multi-story runs only.</p>'
+        if single
+        else stop_charts(report),
         '<h2 id="cost">Cost and tokens per story</h2>',
         _usage_table(report),
         '<h2 id="events">Events per story</h2>',
@@ -105,7 +108,7 @@ def _header(report: Mapping[str, Any]) -> str:
         + "</div>",
     ]
     out.append(_halt_banner(report))
-    if stats:
+    if stats and run.get("mode") != "single":  # the stop conditions' figures
         out.append(
             f'<div class="sub">attempted {esc(stats.get("attempted"))} · approved '
             f"{esc(stats.get('approved'))} · rejected {esc(stats.get('rejected'))} · failed "

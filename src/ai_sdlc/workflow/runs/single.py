@@ -111,6 +111,7 @@ class SingleRun(RunRecord):
         s.status = _STATUS.get(outcome.result, outcome.result)
         s.reason = outcome.reason
         s.outcomes += 1
+        s.segment = self.state.segments
         s.escalated = s.status == BLOCKED
         s.escalation_reason = outcome.reason if s.escalated else None
         self.outcomes.append(outcome)
