@@ -8,12 +8,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
 from ai_sdlc.reporting.page import GAP_W, PLOT_W
 from tests.conftest import run_cli
-from tests.runs_support import make_project, only_run, story_events, write_rules
+from tests.runs_support import (
+    make_project,
+    only_run,
+    stop_or_explain,
+    story_events,
+    wait_for_pid,
+    write_rules,
+)
 from tests.test_parallel_runs import add_field
 from tests.test_report import FAST, RULES, by_id
 
@@ -221,3 +229,30 @@ def test_after_a_resume_the_report_marks_the_gap_and_keeps_the_halt(tmp_path: Pa
     assert re.search(rf'id="story-S-0004".*?<summary>.*?{reason}.*?</summary>', page, re.S)
     # A long title: whole in the label (wrapped by the page) and in its tooltip.
     assert f'title="S-0001 {LONG} (done): ' in page and f"<b>S-0001</b> {LONG}</a>" in page
+
+
+def test_a_single_run_stopped_by_ctrl_c_is_reported_as_interrupted(tmp_path: Path) -> None:
+    """Ctrl-C in the implement phase's agent call (a real process, waited for by its marker):
+    the run's record says it was interrupted, its phases up to there are drawn."""
+    from tests.test_interrupts import GUARD, Point, _env, _kill_leftovers, _project, _start
+
+    root, agent, verify = _project(tmp_path, Point("report", agent="implement"))
+    proc = _start(root, "run", "S-0001")
+    try:
+        wait_for_pid(agent, timeout=GUARD)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = stop_or_explain(proc, GUARD)
+    finally:
+        _kill_leftovers((agent, verify))
+    assert proc.returncode == 130, stderr
+    result = run_cli(root, "report", "S-0001", "--json", env=_env())
+    assert result.returncode == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["run"]["mode"] == "single" and report["run"]["run_status"] == "stopped"
+    assert report["run"]["stop_reason"]["condition"] == "interrupted"
+    phases = report["stories"][0]["phases"]
+    assert [p["phase"] for p in phases] == ["refine", "research", "plan", "implement"]
+    assert phases[-1]["attempt_label"] == "attempt 1/4"
+    out = tmp_path / "r.html"
+    assert run_cli(root, "report", "--html", str(out), env=_env()).returncode == 0
+    assert "<b>Stopped by interrupted</b>" in out.read_text(encoding="utf-8")
