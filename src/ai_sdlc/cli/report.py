@@ -36,7 +36,7 @@ def report(
     ] = None,
     json: JsonOption = False,
 ) -> None:
-    """Report a run: timeline, recovery budgets, stop conditions, cost (HTML, JSON).
+    """Report a run (any kind): timeline, recovery budgets, stop conditions, cost (HTML, JSON).
 
     Any run: `ai-sdlc run S-0007` and `run --auto` alike. Without --html or --json, a short
     summary is printed. The JSON is the data the HTML draws (its shape is described in the
