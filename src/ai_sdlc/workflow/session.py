@@ -32,7 +32,7 @@ from ai_sdlc.workflow.wiring import (
     worktree_environment,
 )
 
-if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
+if TYPE_CHECKING:  # a one-story run imports runs/ only for its record (runs/single.py)
     from ai_sdlc.workflow.runs import graph as G
     from ai_sdlc.workflow.runs.multirun import RunOutcome
     from ai_sdlc.workflow.runs.runstate import RunRepository, RunState
