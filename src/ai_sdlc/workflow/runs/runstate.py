@@ -196,8 +196,11 @@ def check_run_id(run_id: str) -> str:
 class RunRepository:
     """Run folders under `.ai-sdlc/runs/` (`single`: the single-story runs' folder)."""
 
-    def __init__(self, ai_dir: Path, *, single: bool = False) -> None:
+    def __init__(self, ai_dir: Path, *, single: bool = False, durable: bool = True) -> None:
         self.root = ai_dir / RUNS_DIR / SINGLE_DIR if single else ai_dir / RUNS_DIR
+        #: False: each save is atomic but not waited onto the disk (a record only a report
+        #: reads: a power loss may cost its last saves, never a whole file).
+        self.durable = durable
 
     def folder(self, run_id: str) -> Path:
         return self.root / check_run_id(run_id)
@@ -214,7 +217,9 @@ class RunRepository:
         # No indent: json's C encoder (the indented one is pure Python, and a long run's state
         # is saved after every event); `runs show` is the way to read it.
         text = json.dumps(state.to_json(), ensure_ascii=False, default=str) + "\n"
-        atomic_write_text(self.folder(state.run_id) / STATE_FILE, redact(text))
+        atomic_write_text(
+            self.folder(state.run_id) / STATE_FILE, redact(text), durable=self.durable
+        )
 
     def load(self, run_id: str) -> RunState:
         path = self.folder(run_id) / STATE_FILE
