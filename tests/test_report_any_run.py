@@ -215,7 +215,15 @@ def test_after_a_resume_the_report_marks_the_gap_and_keeps_the_halt(tmp_path: Pa
         float(x) + float(w)
         for x, w in re.findall(r'class="phase" x="([\d.]+)" y="\d+" width="([\d.]+)"', timeline)
     ]
-    assert max(ends) > 0.8 * PLOT_W  # not squeezed into the first 1 % of the width
+    # Drawn to scale, the first segment would end 0.04 % into the width; the break starts
+    # where the worked time says (its share of the active time), after the last bar.
+    gap_x = float(
+        re.findall(r'<g class="gap" data-idle-s="[\d.]+"><rect x="([\d.]+)"', timeline)[0]
+    )
+    share = gap["start_s"] / report["span"]["active_seconds"]
+    assert abs(gap_x - share * (PLOT_W - GAP_W)) <= 0.1
+    assert share > 0.3  # the resumed segment only skipped a story: far shorter than the first
+    assert 0.5 * gap_x < max(ends) <= gap_x + 0.1  # the bars spread over the first segment
     # The banner stays: the earlier halt and the story it left blocked.
     banner = re.search(r'<div class="stop" id="halt-banner">(.*?)</div>', page)
     assert banner, "no halt banner"
