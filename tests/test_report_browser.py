@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tests.runs_support import only_run
+from tests.runs_support import make_project, only_run
 from tests.test_report import report_project
 from tests.test_report_any_run import LONG, halted_and_resumed
 
@@ -197,3 +197,24 @@ def test_the_layout_check_sees_a_title_that_overflows(tmp_path: Path) -> None:
     m = measured(out, tmp_path, "nowrap", 1280, css)
     label = m["rows"][0]["label"]
     assert label["sw"] > label["cw"], label
+
+
+@needs_browser
+def test_a_single_story_runs_report_renders_in_chromium(tmp_path: Path) -> None:
+    """`ai-sdlc run S-0001`'s report (no stop-condition charts) renders without an error, its
+    one story's row laid out like any other."""
+    root = tmp_path / "p"
+    make_project(root, [LONG])
+    assert run_cli(root, "run", "S-0001").returncode == 0
+    out = tmp_path / "single.html"
+    result = run_cli(root, "report", "S-0001", "--html", str(out))
+    assert result.returncode == 0 and result.stdout == f"{out}\n", result.output
+    m = measured(out, tmp_path, "single", 1280)
+    [row] = m["rows"]
+    assert row["story"] == "S-0001" and LONG in row["label"]["title"]
+    assert (
+        row["label"]["sw"] <= row["label"]["cw"]
+        and row["label"]["right"] <= row["plot"]["left"] + 0.5
+    )
+    assert m["banner"] == [] and m["gaps"] == []
+    assert m["page"]["sw"] <= m["page"]["cw"]
