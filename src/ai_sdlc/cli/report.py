@@ -39,8 +39,8 @@ def report(
     """Report a run (any kind): timeline, recovery budgets, stop conditions, cost (HTML, JSON).
 
     Any run: `ai-sdlc run S-0007` and `run --auto` alike. Without --html or --json, a short
-    summary is printed. The JSON is the data the HTML draws (its shape is described in the
-    README, "Run report"). Data goes to stdout (the summary, the JSON, the HTML file's path)."""
+    summary is printed. The JSON is the data the HTML draws (its shape: docs/runs.md, "Run
+    report"). Data goes to stdout (the summary, the JSON, the HTML file's path)."""
     app = Application.of(ctx)
     out = app.terminal(json)
     store = app.store()
