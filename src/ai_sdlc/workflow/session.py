@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ai_sdlc.config import Config, load_config
-from ai_sdlc.configguard import GuardrailRecord
+from ai_sdlc.config.guard import GuardrailRecord
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
