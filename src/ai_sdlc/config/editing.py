@@ -51,7 +51,12 @@ def typed_value(dotted: str, raw: str) -> Any:
     with the file, the line, the key and its type."""
     value = parse_scalar(raw)
     setting = SCHEMA.get(dotted)
-    if setting is not None and not setting.check(value) and setting.check(raw):
+    if (
+        setting is not None
+        and not isinstance(value, str)  # YAML made it something else: maybe text was meant
+        and not setting.check(value)
+        and setting.check(raw)
+    ):
         return raw
     return value
 

@@ -83,49 +83,53 @@ CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def settings_of(model: type[msgspec.Struct], prefix: str = "") -> dict[str, Setting]:
-    """Every leaf key of `model`, dotted, in declaration order (nested Structs are walked;
-    their own leaves take `materialize` from the Struct field's key when it says False)."""
+def settings_of(model: type[msgspec.Struct]) -> dict[str, Setting]:
+    """Every leaf key of `model`, dotted, in declaration order (nested Structs are walked; a
+    nested Struct whose key says `materialize=False` passes that on to its leaves)."""
     out: dict[str, Setting] = {}
+    info = mi.type_info(model)  # once: the tree holds every nested Struct
+    assert isinstance(info, mi.StructType)
+    _walk(info, "", True, out, [])
+    return out
+
+
+def sections_of(model: type[msgspec.Struct]) -> list[str]:
+    """Dotted names of every nested Struct of `model` (`run`, `run.stop_conditions`...)."""
+    sections: list[str] = []
     info = mi.type_info(model)
     assert isinstance(info, mi.StructType)
+    _walk(info, "", True, {}, sections)
+    return sections
+
+
+def _walk(
+    info: mi.StructType,
+    prefix: str,
+    materialize: bool,
+    out: dict[str, Setting],
+    sections: list[str],
+) -> None:
+    annotations = {f.name: f.type for f in msgspec.structs.fields(info.cls)}
     for field in info.fields:
         dotted = prefix + field.encode_name
         inner, meta = _unwrap(field.type)
+        keep = materialize and meta.get("materialize", True)
         nested = _struct_of(inner)
         if nested is not None:
-            sub = settings_of(nested, dotted + ".")
-            if not meta.get("materialize", True):
-                sub = {k: msgspec.structs.replace(s, materialize=False) for k, s in sub.items()}
-            out.update(sub)
+            sections.append(dotted)
+            _walk(nested, dotted + ".", keep, out, sections)
             continue
-        default = field.default if field.default is not mi.NODEFAULT else None
-        if field.default_factory is not mi.NODEFAULT:
+        default = field.default if field.default is not msgspec.NODEFAULT else None
+        if field.default_factory is not msgspec.NODEFAULT:
             default = field.default_factory()
         out[dotted] = Setting(
             default=default,
-            check=_checker(_annotation(model, field.name), meta.get("check")),
+            check=_checker(annotations[field.name], meta.get("check")),
             expected=meta.get("expected") or expected_text(inner),
             doc=meta.get("doc", ""),
             type_name=meta.get("type") or type_text(inner),
-            materialize=meta.get("materialize", True),
+            materialize=keep,
         )
-    return out
-
-
-def sections_of(model: type[msgspec.Struct], prefix: str = "") -> list[str]:
-    """Dotted names of every nested Struct of `model` (`run`, `run.stop_conditions`...)."""
-    out: list[str] = []
-    for field in msgspec.structs.fields(model):
-        nested = _struct_of(_unwrap(mi.type_info(field.type))[0])
-        if nested is not None:
-            out.append(prefix + field.encode_name)
-            out.extend(sections_of(nested, prefix + field.encode_name + "."))
-    return out
-
-
-def _annotation(model: type[msgspec.Struct], name: str) -> Any:
-    return next(f.type for f in msgspec.structs.fields(model) if f.name == name)
 
 
 def _unwrap(t: mi.Type) -> tuple[mi.Type, dict[str, Any]]:
@@ -138,11 +142,11 @@ def _unwrap(t: mi.Type) -> tuple[mi.Type, dict[str, Any]]:
     return t, meta
 
 
-def _struct_of(t: mi.Type) -> type[msgspec.Struct] | None:
+def _struct_of(t: mi.Type) -> mi.StructType | None:
     if isinstance(t, mi.StructType):
-        return t.cls
+        return t
     if isinstance(t, mi.UnionType):
-        found = [x.cls for x in t.types if isinstance(x, mi.StructType)]
+        found = [x for x in t.types if isinstance(x, mi.StructType)]
         return found[0] if found else None
     return None
 

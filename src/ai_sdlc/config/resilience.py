@@ -12,9 +12,12 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
+
+import msgspec
 
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.settingkey import key
 
 #: Error kinds worth retrying by default (`providers.base.TRANSIENT_KINDS`; a test holds the two
 #: equal), kinds never retried (`resilience.classify.NEVER_RETRY_KINDS`) and the backoff
@@ -109,6 +112,52 @@ DEFAULT_BUDGET: dict[str, Any] = {
     "floor_per_second": 0.05,
     "burst": 5,
 }
+
+
+class BreakerKeys(msgspec.Struct, forbid_unknown_fields=True):
+    """`resilience.policies.<name>.breaker`: a circuit breaker around each attempt (for the
+    docs; `check_section` checks it, with the messages the tests pin)."""
+
+    failure_threshold: Annotated[int, key("failures in the window that trip the breaker")]
+    window: Annotated[Literal["time", "count"], key("the window: the last seconds or calls")]
+    window_size: Annotated[float, key("seconds (time) or calls (count) in the window")]
+    minimum_calls: Annotated[int, key("calls in the window before it may trip")]
+    failure_rate_threshold: Annotated[
+        float | None, key("share of failing calls that also must be reached; null: none")
+    ]
+    open_timeout: Annotated[float, key("seconds open before one trial call")]
+    half_open_max_calls: Annotated[int, key("trial calls let through while half-open")]
+    success_threshold: Annotated[int, key("trial successes that close it again")]
+
+
+class PolicyKeys(msgspec.Struct, forbid_unknown_fields=True):
+    """`resilience.policies.<name>` (llm, github, tool, verification): how calls are retried."""
+
+    max_attempts: Annotated[int, key("attempts in total, the first included")]
+    initial_delay: Annotated[float, key("seconds before the first retry")]
+    max_delay: Annotated[float, key("longest wait between attempts, seconds")]
+    strategy: Annotated[
+        Literal["exponential", "linear", "fixed", "decorrelated"], key("how the wait grows")
+    ]
+    multiplier: Annotated[float, key("growth factor of the wait (>= 1)")]
+    jitter: Annotated[
+        Literal["none", "full", "equal"] | float,
+        key("randomness of the wait: none | full | equal, or a factor 0..1"),
+    ]
+    retryable_errors: Annotated[list[str], key("error kinds retried (never auth, config...)")]
+    retryable_statuses: Annotated[list[int], key("HTTP statuses retried")]
+    attempt_timeout: Annotated[float | None, key("seconds one attempt may take; null: none")]
+    overall_timeout: Annotated[float | None, key("seconds all attempts may take; null: none")]
+    breaker: Annotated[BreakerKeys | bool | None, key("circuit breaker settings; false/null: none")]
+
+
+class BudgetKeys(msgspec.Struct, forbid_unknown_fields=True):
+    """`resilience.budget`: retries a run may make, as a share of its calls."""
+
+    enabled: Annotated[bool, key("false: no retry budget")]
+    ratio: Annotated[float, key("retries allowed per call made (0..1)")]
+    floor_per_second: Annotated[float, key("retries per second always allowed")]
+    burst: Annotated[float, key("retries that may be spent at once")]
 
 
 def check_section(

@@ -6,8 +6,6 @@ are all read from them. `resilience` is modelled in `config.resilience`; each pr
 `ai.<provider>` settings in `providers.settings`.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import msgspec

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from ai_sdlc.providers.base import Provider, ProviderConfigError
-from ai_sdlc.providers.settings import PROVIDER_NAMES
+from ai_sdlc.providers.settings import PROVIDER_NAMES as PROVIDER_NAMES
 
 
 class ProviderSpec(msgspec.Struct, frozen=True):

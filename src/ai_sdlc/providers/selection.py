@@ -37,6 +37,7 @@ class HasSections(Protocol):
 
     def section(self, name: str) -> dict[str, Any]: ...
 
+
 #: Used when no model is configured anywhere (the CLI agents pick their own default).
 DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-6"}
 DEFAULT_MAX_TURNS = 40

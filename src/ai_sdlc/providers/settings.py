@@ -6,8 +6,6 @@ The names here are the one source: `PROVIDER_NAMES` (registry), `PRESET_NAMES`
 (`command_provider.PRESETS`), `OUTPUT_FORMATS` (`cli_output`).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import msgspec
