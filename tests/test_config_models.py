@@ -90,7 +90,7 @@ def test_config_round_trips_each_type_through_the_cli_and_the_file(
         pytest.param("git.draft", "maybe", "true or false", id="bool"),
         pytest.param("git.remote", "''", "a name", id="str-blank"),
         pytest.param("sandbox.writable", "5", "a list of folders", id="list"),
-        pytest.param("run.done_means", "sometimes", "one of done, merged, pr", id="choice"),
+        pytest.param("run.done_means", "sometimes", "one of done, pr, merged", id="choice"),
         pytest.param(
             "verify.max_parallel", "0", "an integer from 1 to 256, or null", id="optional"
         ),

@@ -13,8 +13,9 @@ import math
 import posixpath
 import re
 import shlex
+import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import msgspec.inspect as mi
@@ -112,7 +113,7 @@ def _walk(
     annotations = {f.name: f.type for f in msgspec.structs.fields(info.cls)}
     for field in info.fields:
         dotted = prefix + field.encode_name
-        inner, meta = _unwrap(field.type)
+        inner, meta = _unwrap(_in_order(field.type, annotations[field.name]))
         keep = materialize and meta.get("materialize", True)
         nested = _struct_of(inner)
         if nested is not None:
@@ -130,6 +131,31 @@ def _walk(
             type_name=meta.get("type") or type_text(inner),
             materialize=keep,
         )
+
+
+def _literals(annotation: Any) -> list[Any]:
+    """Every Literal value in `annotation`, in the order written."""
+    if typing.get_origin(annotation) is Literal:
+        return list(typing.get_args(annotation))
+    return [v for arg in typing.get_args(annotation) for v in _literals(arg)]
+
+
+def _in_order(t: mi.Type, annotation: Any) -> mi.Type:
+    """`t` with its Literal values in the order written (msgspec sorts them)."""
+    order = {v: i for i, v in enumerate(_literals(annotation))}
+    if not order:
+        return t
+
+    def fix(node: mi.Type) -> mi.Type:
+        if isinstance(node, mi.LiteralType):
+            return mi.LiteralType(tuple(sorted(node.values, key=lambda v: order.get(v, 0))))
+        if isinstance(node, mi.UnionType):
+            return mi.UnionType(tuple(fix(x) for x in node.types))
+        if isinstance(node, mi.Metadata):
+            return msgspec.structs.replace(node, type=fix(node.type))
+        return node
+
+    return fix(t)
 
 
 def _unwrap(t: mi.Type) -> tuple[mi.Type, dict[str, Any]]:
