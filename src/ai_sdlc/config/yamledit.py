@@ -4,8 +4,6 @@ not allow that (flow mappings, anchors...) is re-dumped whole, keeping comments.
 from __future__ import annotations
 
 import io
-import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -125,33 +123,21 @@ def _lines(parts: list[str], rendered: str, indent: int, newline: str) -> str:
     return newline.join(lines) + newline
 
 
-_PLAIN_TEXT = re.compile(r"[A-Za-z0-9_./@+=-](?:[A-Za-z0-9 _./@+=,-]*[A-Za-z0-9_./@+=-])?\Z")
-
-
 def _render(value: Any) -> str:
-    """One YAML 1.2 flow value (JSON where a plain word would not read back the same)."""
+    """One flow value, written by the story store's renderer (`store.render`: plain where YAML
+    1.2 and 1.1 both read it back as written, quoted otherwise). A nested value with no flow
+    form (a list of mappings) is written as JSON, which YAML reads as flow."""
     import json
 
-    from ai_sdlc.store.fastload import resolves_to_text
+    from ai_sdlc.store import render
 
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ".nan"
-        if math.isinf(value):
-            return ".inf" if value > 0 else "-.inf"
-        return repr(value)
-    if isinstance(value, str):
-        if _PLAIN_TEXT.match(value) and resolves_to_text(value):
-            return value
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(_render(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_render(str(k))}: {_render(v)}" for k, v in value.items()) + "}"
-    return json.dumps(str(value), ensure_ascii=False)
+    try:
+        nested = isinstance(value, list | Mapping) and bool(value)
+        text = (
+            render.flow(dict(value) if isinstance(value, Mapping) else value)
+            if nested
+            else (render.inline(value))
+        )
+    except render.UnrenderableError:
+        text = None
+    return text if text is not None else json.dumps(value, ensure_ascii=False, default=str)
