@@ -182,3 +182,15 @@ def test_each_vocabulary_has_one_source() -> None:
     llm_breaker = DEFAULT_POLICIES["llm"]["breaker"]
     assert set(llm_breaker) == set(BreakerKeys.__struct_fields__)
     assert set(DEFAULT_BUDGET) == set(BudgetKeys.__struct_fields__)
+
+
+def test_the_effective_config_reads_as_the_typed_models(project: Path) -> None:
+    assert run_cli(project, "config", "limits.global_recovery", "07").returncode == 0
+    assert run_cli(project, "config", "ai.command.preset", "codex").returncode == 0
+    typed = load_config(project, environ={"AI_SDLC_RUN__JOBS": "3"}).typed()
+    assert typed.limits.global_recovery == 7
+    assert typed.run.jobs == 3
+    assert typed.run.stop_conditions.max_retry_rate == 0.5
+    assert typed.ai.command is not None and typed.ai.command.preset == "codex"
+    assert typed.ai.openai is None  # a provider section nobody wrote
+    assert isinstance(typed.verify.timeout, float)

@@ -9,8 +9,10 @@ from typing import Any
 
 import msgspec
 
+from ai_sdlc.config.fields import _builtin
 from ai_sdlc.config.keys import SCHEMA
 from ai_sdlc.config.secrets import mask_setting
+from ai_sdlc.config.sections import Settings
 
 
 def defaults() -> dict[str, Any]:
@@ -142,3 +144,9 @@ class Config(msgspec.Struct):
     def section(self, name: str) -> dict[str, Any]:
         value = self.data.get(name)
         return value if isinstance(value, dict) else {}
+
+    def typed(self) -> Settings:
+        """The effective settings as the typed models (every layer was checked against them
+        when loaded): `config.typed().limits.global_recovery` is an int."""
+        plain = {k: v for k, v in self.data.items() if k != "resilience"}
+        return msgspec.convert(_builtin(plain), Settings)
