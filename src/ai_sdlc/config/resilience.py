@@ -16,13 +16,12 @@ from typing import Annotated, Any, Literal, NoReturn
 
 import msgspec
 
-from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.errors import TRANSIENT_KINDS, InvalidInputError
 from ai_sdlc.settingkey import key
 
-#: Error kinds worth retrying by default (`providers.base.TRANSIENT_KINDS`; a test holds the two
-#: equal), kinds never retried (`resilience.classify.NEVER_RETRY_KINDS`) and the backoff
-#: vocabulary (`resilience.backoff`).
-TRANSIENT_KINDS: tuple[str, ...] = ("rate_limit", "overloaded", "server", "timeout", "connection")
+#: Kinds never retried (`resilience.classify.NEVER_RETRY_KINDS`) and the backoff vocabulary
+#: (`resilience.backoff`), here so that config can check the section without importing
+#: `resilience` (a test holds the copies equal).
 NEVER_RETRY_KINDS = frozenset({"auth", "config", "request", "limit", "blocked", "halted"})
 STRATEGIES: tuple[str, ...] = ("exponential", "linear", "fixed", "decorrelated")
 JITTERS: tuple[str, ...] = ("none", "full", "equal")
