@@ -9,7 +9,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 # every module again (about 0.25 s of CPU). Some machines set this variable globally.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test verify lint format bench fuzz clean
+.PHONY: demo test verify lint format bench fuzz clean config-docs
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
@@ -43,6 +43,10 @@ verify: $(STAMP_DEV)
 format: $(STAMP_DEV)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
+
+## config-docs: regenerate docs/configuration.md from the config models (a test compares them)
+config-docs: $(STAMP_DEV)
+	$(BIN)/python -m ai_sdlc.config.docs > docs/configuration.md
 
 ## bench: the benchmarks under bench/ (print figures and ratios; not part of the test suite)
 bench: $(STAMP_DEV)

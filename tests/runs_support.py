@@ -204,7 +204,12 @@ def run_states(root: Path) -> list[dict[str, Any]]:
     runs = root / ".ai-sdlc" / "runs"
     if not runs.is_dir():
         return []
-    states = [json.loads((d / "state.json").read_text()) for d in sorted(runs.iterdir())]
+    # (not `runs/single/`: the single-story runs)
+    states = [
+        json.loads((d / "state.json").read_text())
+        for d in sorted(runs.iterdir())
+        if d.name != "single"
+    ]
     return sorted(states, key=lambda s: (s["started_at"], s["run_id"]))
 
 

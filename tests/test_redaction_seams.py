@@ -119,7 +119,7 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
     cli("status")
     cli("runs")
     report = root / "report.html"
-    assert cli("report", "--html", str(report)).returncode == 0
+    assert cli("report", SID, "--html", str(report)).returncode == 0  # its run, the batch
     assert cli("report", "--json").returncode == 0
     verbose = cli("-v", "run", SID)  # debug lines too
     assert verbose.returncode == 0, verbose.output

@@ -184,15 +184,15 @@ def test_report_defaults_to_the_latest_run_and_prints_a_summary(tmp_path: Path) 
     assert [s["id"] for s in named["stories"]] == ["S-0001"]
     summary = run_cli(root, "report")
     assert summary.returncode == 0, summary.output
-    assert f"Run {latest} · batch · completed" in summary.stderr
-    assert "S-0002  done" in summary.stderr and "budget 0/10" in summary.stderr
+    assert f"Run {latest} · batch · completed" in summary.stdout
+    assert "S-0002  done" in summary.stdout and "budget 0/10" in summary.stdout
 
 
 def test_unknown_or_bad_run_ids_and_no_runs_are_errors(tmp_path: Path) -> None:
     root = tmp_path / "p"
     make_project(root, ["One"])
     none = run_cli(root, "report")
-    assert none.returncode == 1 and "no multi-story runs" in none.stderr
+    assert none.returncode == 1 and "no runs in" in none.stderr
     unknown = run_cli(root, "report", "20250101T000000Z-abcdef")
     shown = run_cli(root, "runs", "show", "20250101T000000Z-abcdef")
     assert unknown.returncode == shown.returncode == 1
@@ -268,3 +268,7 @@ def test_report_of_a_parallel_run_replays_the_same_statistics(tmp_path: Path) ->
     workers = {p["worker"] for s in report["stories"] for p in s["phases"]}
     assert len(workers) >= 2 and all(w.startswith("local:") for w in workers), workers
     assert by_id(report)["S-0002"]["budget"]["total"] == 10
+    # The workers' attempts reach the timeline as the console names them ("attempt 1/4").
+    implements = [p for s in report["stories"] for p in s["phases"] if p["phase"] == "implement"]
+    assert implements and all(p["step"] is not None and p["of"] == 4 for p in implements)
+    assert {p["attempt_label"] for p in implements} == {"attempt 1/4"}

@@ -82,7 +82,7 @@ COMMANDS: dict[str, CommandInfo] = {
     "runs": CommandInfo("runs", "List multi-story runs (oldest first), or show one."),
     "report": CommandInfo(
         "report",
-        "Report a multi-story run: timeline, recovery budgets, stop conditions, cost (HTML, JSON).",
+        "Report a run (any kind): timeline, recovery budgets, stop conditions, cost (HTML, JSON).",
     ),
     "worktrees": CommandInfo(
         "worktrees", "List the story worktrees (status, branch, dirty, ahead/behind), or prune."

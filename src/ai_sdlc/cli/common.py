@@ -9,12 +9,12 @@ from ai_sdlc.errors import AiSdlcError
 
 def checked_provider(name: str | None) -> str | None:
     """`--provider` as given, once it names a known provider (UsageError, exit 2, otherwise)."""
-    from ai_sdlc.config import PROVIDER_CHOICES
     from ai_sdlc.errors import UsageError
+    from ai_sdlc.providers.settings import PROVIDER_NAMES
 
-    if name is not None and name.strip().lower() not in PROVIDER_CHOICES:
+    if name is not None and name.strip().lower() not in PROVIDER_NAMES:
         raise UsageError(
-            f"unknown provider '{name}'", hint="use one of " + ", ".join(PROVIDER_CHOICES)
+            f"unknown provider '{name}'", hint="use one of " + ", ".join(PROVIDER_NAMES)
         )
     return name
 

@@ -13,7 +13,7 @@ from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal, to_json
 from ai_sdlc.config import get_value, load_config, mask_setting, set_value, user_config_path
-from ai_sdlc.configguard import GuardrailRecord, is_guarded, shown
+from ai_sdlc.config.guard import GuardrailRecord, is_guarded, shown
 from ai_sdlc.errors import UsageError
 
 UserOption = Annotated[

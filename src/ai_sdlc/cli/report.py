@@ -1,5 +1,5 @@
-"""`ai-sdlc report [RUN_ID] [--html out.html] [--json]`: a multi-story run as a picture (one
-self-contained HTML file) or as data (the same report as JSON on stdout)."""
+"""`ai-sdlc report [RUN_ID | STORY] [--html out.html] [--json]`: a run (multi-story or single-story)
+as a picture (one self-contained HTML file) or as data (the same report as JSON on stdout)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,19 @@ from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.reporting.data import report_for
 from ai_sdlc.reporting.html import render, write_html
-from ai_sdlc.workflow.runs.runstate import RunNotFoundError, RunRepository, check_run_id
+from ai_sdlc.reporting.select import choose_run
 from ai_sdlc.workflow.runs.stopconditions import StopConditions
 from ai_sdlc.workflow.state.events import utc_now
 
 
 def report(
     ctx: typer.Context,
-    run_id: Annotated[
-        str | None, typer.Argument(help="A run id from 'ai-sdlc runs' (default: the latest run).")
+    which: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[RUN_ID|STORY]",
+            help="A run id, or a story (its latest run); default: the latest run of any kind.",
+        ),
     ] = None,
     html: Annotated[
         Path | None,
@@ -32,23 +36,15 @@ def report(
     ] = None,
     json: JsonOption = False,
 ) -> None:
-    """Report a multi-story run: timeline, recovery budgets, stop conditions, cost (HTML, JSON).
+    """Report a run (any kind): timeline, recovery budgets, stop conditions, cost (HTML, JSON).
 
-    Without --html or --json, a short summary is printed. The JSON is the data the HTML draws
-    (its shape is described in the README, "Run report")."""
+    Any run: `ai-sdlc run S-0007` and `run --auto` alike. Without --html or --json, a short
+    summary is printed. The JSON is the data the HTML draws (its shape: docs/runs.md, "Run
+    report"). Data goes to stdout (the summary, the JSON, the HTML file's path)."""
     app = Application.of(ctx)
     out = app.terminal(json)
     store = app.store()
-    repo = RunRepository(store.ai_dir)
-    if run_id is None:
-        state = repo.latest()
-        if state is None:
-            raise RunNotFoundError(
-                f"no multi-story runs in {repo.root}",
-                hint="'ai-sdlc run --auto' starts one; 'ai-sdlc runs' lists them",
-            )
-    else:
-        state = repo.load(check_run_id(run_id))
+    state = choose_run(store, which)
     config = app.config()
     data = report_for(
         store.ai_dir,
@@ -61,6 +57,8 @@ def report(
     if html is not None:
         target = write_html(html, render(data))
         out.info(f"Wrote the report of run {state.run_id} to {target}")
+        if not json:
+            out.result(str(target))
     if json:
         out.json(data)
     elif html is None:
@@ -72,17 +70,16 @@ def _summary(out: Terminal, data: dict[str, object]) -> None:
     assert isinstance(run, dict)
     span = data["span"]
     assert isinstance(span, dict)
-    out.line(
+    out.result(
         f"Run {run['run_id']} · {run['mode']} · {run['run_status']} · "
-        f"{span['seconds']} s from first to last event",
-        style="bold",
+        f"{span['seconds']} s from first to last event"
     )
     stories = data["stories"]
     assert isinstance(stories, list)
     for s in stories:
         budget, usage = s["budget"], s["usage"]
         kinds = ", ".join(f"{k} {n}" for k, n in s["recoveries_by_kind"].items()) or "none"
-        out.line(
+        out.result(
             f"  {s['id']}  {s['status']:<11} phases {len(s['phases'])} · recoveries in run: "
             f"{kinds} · budget {budget['total']}/{budget['limit']} · tokens "
             f"{usage['input_tokens'] + usage['output_tokens']} · events {len(s['events'])}"

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from ai_sdlc.providers.base import Provider, ProviderConfigError
+from ai_sdlc.providers.settings import PROVIDER_NAMES as PROVIDER_NAMES
 
 
 class ProviderSpec(msgspec.Struct, frozen=True):
@@ -67,8 +68,9 @@ PROVIDER_SPECS: tuple[ProviderSpec, ...] = (
     ProviderSpec("command", "ai_sdlc.providers.command_provider:CommandProvider"),
 )
 
-PROVIDER_NAMES: tuple[str, ...] = tuple(spec.name for spec in PROVIDER_SPECS)
 _BY_NAME = {spec.name: spec for spec in PROVIDER_SPECS}
+if tuple(_BY_NAME) != PROVIDER_NAMES:  # one list of names: `providers.settings`
+    raise RuntimeError("PROVIDER_SPECS must register exactly providers.settings.PROVIDER_NAMES")
 
 
 def provider_spec(name: str) -> ProviderSpec:

@@ -21,17 +21,22 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Phase, Provider, ProviderRequest
 
-if TYPE_CHECKING:
-    from ai_sdlc.config import Config
-
 Which = Callable[[str], str | None]
+
+
+class HasSections(Protocol):
+    """What selection reads of the effective config (`config.Config`; providers do not import
+    config)."""
+
+    def section(self, name: str) -> dict[str, Any]: ...
+
 
 #: Used when no model is configured anywhere (the CLI agents pick their own default).
 DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-6"}
@@ -168,7 +173,7 @@ def choose_provider_name(
 def select_provider(
     *,
     flag: str | None,
-    config: Config,
+    config: HasSections,
     project_root: Path,
     environ: Mapping[str, str] | None = None,
     which: Which = shutil.which,

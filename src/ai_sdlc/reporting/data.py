@@ -4,12 +4,9 @@ budget went, how the stop conditions moved, what each story cost.
 Pure data from what a run leaves on disk: its state (`runs/<id>/state.json`, with each story's
 phase timeline), its own event log, and each story's event log within the run's time window.
 `load_inputs` reads those; `build_report` turns them into one JSON-ready dict that `--json`
-prints and the HTML renderer draws. No HTML here.
-
-The stop-condition figures over time are replayed from the events with the rules of
-`stopconditions.compute_statistics` (rates over the stories with an outcome in the current
-segment; attempts and the fail streak carried over a resume), so their last point equals the
-statistics the run itself saved.
+prints and the HTML renderer draws. No HTML here. The stop-condition figures over time are
+`reporting.replay`'s; times and the run's window `reporting.timebase`'s. A single-story run
+(`ai-sdlc run S-0001`) leaves the same record under `runs/single/` (`workflow/runs/single.py`).
 """
 
 from __future__ import annotations
@@ -21,16 +18,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from ai_sdlc.errors import AiSdlcError
+from ai_sdlc.reporting.replay import stop_figures
+from ai_sdlc.reporting.timebase import Window, iso_ms, parse_time
 from ai_sdlc.secrets import redact_tree
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.runs.runstate import (
-    BLOCKED,
-    DONE,
-    STORY_FAILED,
-    WAITING,
-    RunRepository,
-    RunState,
-)
+from ai_sdlc.workflow.runs.runstate import SINGLE, RunRepository, RunState
 from ai_sdlc.workflow.runs.stopconditions import StopConditions
 from ai_sdlc.workflow.state.events import read_events
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
@@ -41,8 +33,6 @@ VERSION = 1
 MAX_STORY_EVENTS = 500
 #: Recovery kinds in the order the report stacks them (known kinds first).
 KIND_ORDER: tuple[str, ...] = tuple(KIND_LABELS)
-#: The escalation reason multirun gives a story whose phases crashed (an error, not a block).
-_CRASHED = "its phases crashed"
 
 
 @dataclass
@@ -95,31 +85,7 @@ def load_inputs(
     return ReportInputs(state, run_events, stories, global_limit, conditions, now)
 
 
-def parse_time(text: Any) -> dt.datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
-@dataclass
-class _Window:
-    start: dt.datetime
-    end: dt.datetime
-
-    def holds(self, moment: dt.datetime | None) -> bool:
-        return moment is not None and self.start <= moment <= self.end
-
-    def offset(self, moment: dt.datetime | None) -> float | None:
-        if moment is None:
-            return None
-        return round((moment - self.start).total_seconds(), 3)
-
-
-def _window(inputs: ReportInputs) -> _Window:
+def _window(inputs: ReportInputs) -> Window:
     """From the run's start to its end (or its last saved state, or now while it runs); the
     run's own events widen it (a clock that stepped back never hides one)."""
     st = inputs.state
@@ -132,7 +98,7 @@ def _window(inputs: ReportInputs) -> _Window:
     known = [t for t in times if t is not None]
     if known:
         start, end = min(start, *known), max(end, *known)
-    return _Window(start, max(start, end))
+    return Window(start, max(start, end))
 
 
 def build_report(inputs: ReportInputs) -> dict[str, Any]:
@@ -157,7 +123,7 @@ def build_report(inputs: ReportInputs) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "version": VERSION,
-        "generated_at": _iso(inputs.now),
+        "generated_at": iso_ms(inputs.now),
         "run": {
             "run_id": st.run_id,
             "mode": st.mode,
@@ -175,10 +141,12 @@ def build_report(inputs: ReportInputs) -> dict[str, Any]:
             "counters": asdict(st.counters),
         },
         "span": {
-            "start": _iso(window.start),
-            "end": _iso(window.end),
+            "start": iso_ms(window.start),
+            "end": iso_ms(window.end),
             "seconds": window.offset(window.end),
+            **_idle(inputs, window),
         },
+        "halts": _halts(inputs.run_events, window),
         "limits": {
             "global_recovery": inputs.global_limit,
             "stop_conditions": asdict(inputs.conditions),
@@ -191,11 +159,67 @@ def build_report(inputs: ReportInputs) -> dict[str, Any]:
     }
 
 
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def attempt_label(phase: Mapping[str, Any]) -> str:
+    """An attempt named as the console names it ("attempt 1/4": this attempt within the phase's
+    limit); a run recorded before the timeline kept it shows the ledger's attempt number."""
+    step, of = phase.get("step"), phase.get("of")
+    if step is None:
+        step, of = phase.get("attempt"), None
+    return f"attempt {step}/{of}" if of else f"attempt {step}"
 
 
-def _with_offset(event: dict[str, Any], window: _Window) -> dict[str, Any]:
+def _idle(inputs: ReportInputs, window: Window) -> dict[str, Any]:
+    """The idle gaps of a resumed run (from the last thing that happened before a resume to the
+    resume), which the timeline draws as a break, and the time the run was active."""
+    times = sorted(
+        t
+        for t in (
+            *(parse_time(e.get("time")) for e in inputs.run_events),
+            *(
+                parse_time(p.get(key))
+                for s in inputs.state.stories
+                for p in s.phases
+                for key in ("started_at", "ended_at")
+            ),
+        )
+        if t is not None
+    )
+    gaps = []
+    for e in inputs.run_events:
+        resumed = parse_time(e.get("time")) if e.get("action") == "run_resumed" else None
+        before = [t for t in times if resumed is not None and t < resumed]
+        if resumed is None or not before or resumed <= before[-1]:
+            continue
+        start = round((before[-1] - window.start).total_seconds(), 3)
+        end = round((resumed - window.start).total_seconds(), 3)
+        gaps.append({"start_s": start, "end_s": end, "seconds": round(end - start, 3)})
+    total = window.offset(window.end) or 0.0
+    idle = sum(g["seconds"] for g in gaps)
+    return {"gaps": gaps, "active_seconds": round(max(total - idle, 0.0), 3)}
+
+
+def _halts(run_events: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
+    """Each time the run stopped (a stop condition, Ctrl-C, an error) and when it was resumed:
+    a resumed run's halt banner stays while a story it blocked is still blocked."""
+    halts: list[dict[str, Any]] = []
+    for e in run_events:
+        action = e.get("action")
+        if action in ("run_stopped", "run_failed"):
+            halts.append(
+                {
+                    "time": e.get("time"),
+                    "at_s": window.offset(parse_time(e.get("time"))),
+                    "condition": e.get("condition") or "error",
+                    "message": e.get("message"),
+                    "resumed_at": None,
+                }
+            )
+        elif action == "run_resumed" and halts and halts[-1]["resumed_at"] is None:
+            halts[-1]["resumed_at"] = e.get("time")
+    return halts
+
+
+def _with_offset(event: dict[str, Any], window: Window) -> dict[str, Any]:
     return {**event, "at_s": window.offset(parse_time(event.get("time")))}
 
 
@@ -203,7 +227,7 @@ def _story(
     s: Any,
     inputs: StoryInputs,
     events: list[dict[str, Any]],
-    window: _Window,
+    window: Window,
     global_limit: int,
 ) -> dict[str, Any]:
     phases = []
@@ -213,6 +237,9 @@ def _story(
             {
                 "phase": p.get("phase"),
                 "attempt": p.get("attempt"),
+                "step": p.get("step"),
+                "of": p.get("of"),
+                "attempt_label": attempt_label(p),
                 "started_at": p.get("started_at"),
                 "ended_at": p.get("ended_at"),
                 "result": p.get("result"),
@@ -293,7 +320,7 @@ def _budget(
     return 0, {}
 
 
-def _usage(inputs: StoryInputs, window: _Window) -> dict[str, Any]:
+def _usage(inputs: StoryInputs, window: Window) -> dict[str, Any]:
     """The story's recorded usage. `scope` says whether it is this run's alone ("run": every
     phase of the story ran within this run) or the story's over all its runs ("story")."""
     u = inputs.usage
@@ -334,127 +361,6 @@ def _totals(stories: list[dict[str, Any]], st: RunState) -> dict[str, Any]:
     }
 
 
-# --- stop-condition figures over time -------------------------------------------------------
-@dataclass
-class _Replay:
-    """The run's statistics, replayed event by event."""
-
-    segment: int = 0
-    attempts: int = 0
-    consecutive_fails: int = 0
-    #: story → (status of its last outcome, segment of it)
-    last: dict[str, tuple[str, int]] = field(default_factory=dict)
-    retries: dict[str, int] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)
-
-    def outcome(self, story: str, status: str) -> None:
-        self.last[story] = (status, self.segment)
-        if status in (BLOCKED, STORY_FAILED):
-            self.consecutive_fails += 1
-            if status == STORY_FAILED:
-                self.errors[story] = self.errors.get(story, 0) + 1
-        else:
-            self.consecutive_fails = 0
-
-    def figures(self) -> dict[str, Any]:
-        worked = {sid: status for sid, (status, seg) in self.last.items() if seg == self.segment}
-        attempted = len(worked)
-        rejected = sum(1 for v in worked.values() if v == BLOCKED)
-        failed = sum(1 for v in worked.values() if v == STORY_FAILED)
-        retried = sum(
-            1 for sid in worked if self.retries.get(sid, 0) > 0 or self.errors.get(sid, 0) > 0
-        )
-        return {
-            "total_attempts": self.attempts,
-            "consecutive_fails": self.consecutive_fails,
-            "attempted": attempted,
-            "approved": sum(1 for v in worked.values() if v == DONE),
-            "rejected": rejected,
-            "failed": failed,
-            "waiting": sum(1 for v in worked.values() if v == WAITING),
-            "retried": retried,
-            "retry_rate": _rate(retried, attempted),
-            "reject_rate": _rate(rejected + failed, attempted),
-        }
-
-
-def _rate(part: int, whole: int) -> float:
-    return round(part / whole, 4) if whole else 0.0
-
-
-_RESULT_STATUS = {"done": DONE, "waiting": WAITING, "blocked": BLOCKED, "error": STORY_FAILED}
-
-
-def stop_figures(
-    run_events: list[dict[str, Any]],
-    story_events: Mapping[str, list[dict[str, Any]]],
-    state: RunState,
-    window: _Window,
-) -> list[dict[str, Any]]:
-    """One point per attempt and per story outcome: attempts, the fail streak, the reject and
-    retry rates (what the run's stop conditions judge), in time order."""
-    parallel = any(e.get("action") == "story_returned" for e in run_events)
-    merged: list[tuple[dt.datetime, int, str, dict[str, Any]]] = []
-    for n, e in enumerate(run_events):
-        t = parse_time(e.get("time"))
-        if t is not None:
-            merged.append((t, n, "run", e))
-    for sid, events in story_events.items():
-        for n, e in enumerate(events):
-            t = parse_time(e.get("time"))
-            if t is not None and e.get("action") in ("recovery", "done"):
-                merged.append((t, len(run_events) + n, sid, e))
-    if not parallel:
-        # A story left waiting at a gate by a one-at-a-time run has no event of its own: its
-        # outcome is the end of its last phase.
-        for s in state.stories:
-            ended = parse_time(s.phases[-1].get("ended_at")) if s.phases else None
-            if s.status == WAITING and ended is not None:
-                merged.append((ended, 1 << 30, s.story_id, {"action": "waiting"}))
-    merged.sort(key=lambda item: (item[0], item[1]))
-    replay = _Replay()
-    points: list[dict[str, Any]] = []
-
-    def point(moment: dt.datetime, what: str, story: str | None) -> None:
-        points.append(
-            {
-                "time": _iso(moment),
-                "at_s": window.offset(moment),
-                "event": what,
-                "story": story,
-                **replay.figures(),
-            }
-        )
-
-    for moment, _, source, e in merged:
-        action = str(e.get("action", ""))
-        story = str(e.get("story") or source)
-        if source != "run":
-            if action == "recovery":
-                replay.retries[source] = replay.retries.get(source, 0) + 1
-            elif action == "done" and not parallel:
-                replay.outcome(source, DONE)
-                point(moment, "story_done", source)
-            elif action == "waiting":
-                replay.outcome(source, WAITING)
-                point(moment, "story_waiting", source)
-            continue
-        if action in ("run_started", "run_resumed"):
-            replay.segment += 1
-        elif action == "phase_started":
-            replay.attempts += 1
-            point(moment, action, story)
-        elif action == "story_returned" and e.get("kind") in ("outcome", "crashed"):
-            result = str(e.get("result") or "error") if e.get("kind") == "outcome" else "error"
-            replay.outcome(story, _RESULT_STATUS.get(result, STORY_FAILED))
-            point(moment, f"story_{result}", story)
-        elif not parallel and action in ("story_escalated", "story_cooldown"):
-            crashed = action == "story_cooldown" or str(e.get("reason", "")).startswith(_CRASHED)
-            replay.outcome(story, STORY_FAILED if crashed else BLOCKED)
-            point(moment, "story_failed" if crashed else "story_blocked", story)
-    return points
-
-
 def recovery_kind_label(kind: str) -> str:
     """How messages spell a kind ("implementation retries"), else the kind itself."""
     return KIND_LABELS.get(kind, (kind, kind))[1]
@@ -471,7 +377,7 @@ def report_for(
 ) -> dict[str, Any]:
     """Read and build in one call (what the CLI uses). Every string in it is redacted here,
     the one way into both the JSON and the HTML report (titles, reasons, feedback)."""
-    repo = RunRepository(ai_dir)
+    repo = RunRepository(ai_dir, single=state.mode == SINGLE)
     data = build_report(
         load_inputs(store, repo, state, global_limit=global_limit, conditions=conditions, now=now)
     )

@@ -36,6 +36,7 @@ def render(report: Mapping[str, Any]) -> str:
     run = report["run"]
     kinds: list[str] = list(report.get("recovery_kinds") or [])
     colours = {k: KIND_COLOURS[i % len(KIND_COLOURS)] for i, k in enumerate(kinds)}
+    single = run.get("mode") == "single"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -53,7 +54,9 @@ def render(report: Mapping[str, Any]) -> str:
         kind_legend(kinds, colours, ""),
         f'<div class="card">{budget(report, kinds, colours)}</div>',
         '<h2 id="stop-conditions">Stop conditions over time</h2>',
-        stop_charts(report),
+        '<p class="sub">A single-story run: stop conditions judge multi-story runs only.</p>'
+        if single
+        else stop_charts(report),
         '<h2 id="cost">Cost and tokens per story</h2>',
         _usage_table(report),
         '<h2 id="events">Events per story</h2>',
@@ -89,6 +92,10 @@ def _header(report: Mapping[str, Any]) -> str:
         (f"${num(cost):.4f}" if cost is not None else "n/a", "cost"),
         (fmt_s(num(report["span"].get("seconds"))), "wall time"),
     ]
+    idle = sum(num(g.get("seconds")) for g in report["span"].get("gaps") or [])
+    if idle:  # a resumed run: the time it worked, and the time it waited to be resumed
+        tiles[-1] = (fmt_s(num(report["span"].get("active_seconds"))), "active")
+        tiles.append((fmt_s(idle), "idle between segments"))
     epic = f" · epic {esc(run.get('epic'))}" if run.get("epic") else ""
     ended = f" → {esc(run.get('finished_at'))}" if run.get("finished_at") else ""
     out = [
@@ -100,13 +107,8 @@ def _header(report: Mapping[str, Any]) -> str:
         + "".join(f"<div class='tile'><b>{esc(v)}</b><span>{esc(k)}</span></div>" for v, k in tiles)
         + "</div>",
     ]
-    stop = run.get("stop_reason")
-    if isinstance(stop, Mapping):
-        out.append(
-            f'<div class="stop"><b>Stopped by {esc(stop.get("condition"))}</b>: '
-            f"{esc(stop.get('message'))}</div>"
-        )
-    if stats:
+    out.append(_halt_banner(report))
+    if stats and run.get("mode") != "single":  # the stop conditions' figures
         out.append(
             f'<div class="sub">attempted {esc(stats.get("attempted"))} · approved '
             f"{esc(stats.get('approved'))} · rejected {esc(stats.get('rejected'))} · failed "
@@ -117,6 +119,31 @@ def _header(report: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _halt_banner(report: Mapping[str, Any]) -> str:
+    """Why the run stopped, and the stories still blocked: after a resume the banner stays (with
+    the earlier halt) while a story the run blocked is still blocked."""
+    stop = report["run"].get("stop_reason")
+    blocked = [s for s in report["stories"] if s.get("status") in ("blocked", "failed")]
+    lines = []
+    if isinstance(stop, Mapping):
+        lines.append(f"<b>Stopped by {esc(stop.get('condition'))}</b>: {esc(stop.get('message'))}")
+    elif blocked:
+        for halt in report.get("halts") or []:
+            resumed = f"; resumed {esc(halt.get('resumed_at'))}" if halt.get("resumed_at") else ""
+            lines.append(
+                f"<span class='earlier'><b>Stopped earlier by {esc(halt.get('condition'))}</b> "
+                f"at {esc(halt.get('time'))}{resumed}: {esc(halt.get('message'))}</span>"
+            )
+    for s in blocked:
+        lines.append(
+            f"<b>Still {esc(s.get('status'))}: <a href='#story-{esc(s['id'])}'>{esc(s['id'])}</a>"
+            f"</b> {esc(s.get('title'))}: <span class='detail'>{esc(s.get('reason'))}</span>"
+        )
+    if not lines:
+        return ""
+    return '<div class="stop" id="halt-banner">' + "<br>".join(lines) + "</div>"
+
+
 # --- usage --------------------------------------------------------------------------------------
 def _usage_table(report: Mapping[str, Any]) -> str:
     rows = []
@@ -125,7 +152,7 @@ def _usage_table(report: Mapping[str, Any]) -> str:
         cost = u.get("cost_usd")
         scope = "this run" if u.get("scope") == "run" else "all runs of the story"
         rows.append(
-            f'<tr><td><a href="#story-{esc(s["id"])}">{esc(s["id"])}</a></td>'
+            f'<tr><td class="id"><a href="#story-{esc(s["id"])}">{esc(s["id"])}</a></td>'
             f"<td>{esc(s.get('title'))}</td>"
             f'<td class="n">{int(num(u.get("input_tokens"))):,}</td>'
             f'<td class="n">{int(num(u.get("output_tokens"))):,}</td>'
@@ -187,7 +214,7 @@ def _story_section(story: Mapping[str, Any]) -> str:
     events = story.get("events") or []
     left_out = int(num(story.get("events_left_out")))
     phases = "".join(
-        f"<tr><td>{esc(p.get('phase'))}</td><td class='n'>{esc(p.get('attempt'))}</td>"
+        f"<tr><td>{esc(p.get('phase'))}</td><td>{esc(p.get('attempt_label'))}</td>"
         f"<td>{esc(p.get('result') or 'running')}</td><td class='mono'>"
         f"{esc(p.get('started_at'))}</td><td class='mono'>{esc(p.get('ended_at'))}</td>"
         f"<td>{esc(p.get('worker'))}</td></tr>"
@@ -206,14 +233,18 @@ def _story_section(story: Mapping[str, Any]) -> str:
         else ""
     )
     more = f"<p class='sub'>{left_out} older events left out.</p>" if left_out else ""
+    why = ""
+    if status in ("skipped", "blocked", "failed", "waiting") and story.get("reason"):
+        why = f'<span class="why">{esc(story.get("reason"))}</span> '  # the row says why
     reason += _tests_line(story.get("tests"))
     return (
         f'<details class="story" id="story-{esc(sid)}" data-story="{esc(sid)}">'
         f"<summary>{esc(sid)} · {esc(story.get('title'))} "
         f'<span class="badge" style="background:{colour}">{esc(status)}</span> '
+        f"{why}"
         f'<span class="sub">{len(events)} events</span></summary><div>'
         f"<p>{facts}</p>{reason}"
-        "<table><tr><th>phase</th><th class='n'>attempt</th><th>result</th><th>started</th>"
+        "<table><tr><th>phase</th><th>attempt</th><th>result</th><th>started</th>"
         f"<th>ended</th><th>worker</th></tr>{phases}</table>"
         f"<h3>Events</h3>{more}{_events_table(events)}</div></details>"
     )

@@ -35,7 +35,9 @@ STATUS_COLOURS = {
 
 LABEL_W = 230
 PLOT_W = 880
-ROW_H = 26
+ROW_H = 30
+#: The width of a resumed run's idle gap on the time axes (not to scale).
+GAP_W = 44
 AXIS_H = 24
 
 CSP = (
@@ -69,6 +71,17 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12p
 .detail{white-space:pre-wrap;word-break:break-word;max-width:640px}
 button{font:inherit;margin-right:6px}
 a{color:#1155cc}
+.timeline{background:#fff}
+.tl-row{display:grid;grid-template-columns:230px minmax(0,1fr);align-items:center;gap:0 8px}
+.tl-label{font-size:12px;line-height:15px;max-height:30px;overflow:hidden;text-decoration:none;
+display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow-wrap:anywhere}
+.tl-plot{position:relative;min-width:0}.tl-plot svg{width:100%}
+.tl-note{position:absolute;left:6px;right:6px;top:50%;transform:translateY(-50%);font-size:12px;
+line-height:15px;color:#444;overflow:hidden;display:-webkit-box;-webkit-line-clamp:2;
+-webkit-box-orient:vertical;overflow-wrap:anywhere}
+td.id{white-space:nowrap}
+summary .why{font-weight:400;color:#444;overflow-wrap:anywhere}
+.stop .earlier{color:#555}
 """
 
 #: Counts script errors into the page (a browser check reads `data-errors`), then wires the

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ai_sdlc.config import Config, load_config
-from ai_sdlc.configguard import GuardrailRecord
+from ai_sdlc.config.guard import GuardrailRecord
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
@@ -32,7 +32,7 @@ from ai_sdlc.workflow.wiring import (
     worktree_environment,
 )
 
-if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
+if TYPE_CHECKING:  # a one-story run imports runs/ only for its record (runs/single.py)
     from ai_sdlc.workflow.runs import graph as G
     from ai_sdlc.workflow.runs.multirun import RunOutcome
     from ai_sdlc.workflow.runs.runstate import RunRepository, RunState
@@ -392,11 +392,16 @@ class Session(msgspec.Struct):
         )
 
     def _run_one(self, story_id: str, *, step: Phase | None) -> StoryOutcome:
+        from ai_sdlc.workflow.runs.single import SingleRun  # its record, for `ai-sdlc report`
+
         with run_lock(self.store.ai_dir, story_id, what=story_id):
-            try:
-                return self.runner.run(story_id, step=step)
-            except StoryBlockedError as exc:
-                return StoryOutcome(story_id, "blocked", exc.message)
+            record = SingleRun(self.store, self.runner, story_id, self.clock)
+            with record.watching(self.relay):
+                try:
+                    outcome = self.runner.run(story_id, step=step)
+                except StoryBlockedError as exc:
+                    outcome = StoryOutcome(story_id, "blocked", exc.message)
+                return record.finish(outcome)
 
 
 def open_worker(store: StoryStore, **options: Any) -> Session:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ai_sdlc.config import Config
-from ai_sdlc.configguard import ConfigChangedError, GuardrailRecord
+from ai_sdlc.config.guard import ConfigChangedError, GuardrailRecord
 from ai_sdlc.errors import AiSdlcError, InvalidInputError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.sandbox.policy import SandboxPolicy

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ai_sdlc.config import Config
-from ai_sdlc.configguard import ConfigChangedError
+from ai_sdlc.config.guard import ConfigChangedError
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore

@@ -189,6 +189,9 @@ class RunRecord:
                 {
                     "phase": event.get("phase"),
                     "attempt": event.get("attempt"),
+                    # the attempt as the console shows it: `step` of `of` ("attempt 1/4")
+                    "step": event.get("step"),
+                    "of": event.get("of"),
                     "started_at": time,
                     "ended_at": None,
                     "result": None,

@@ -22,6 +22,10 @@ from ai_sdlc.untrusted import read_regular
 from ai_sdlc.workflow.state.events import iso
 
 RUNS_DIR = "runs"
+#: Single-story runs (`ai-sdlc run S-0001`) are kept apart from multi-story runs (under
+#: `runs/single/`): `runs` and `run --resume` never see them, `report` does.
+SINGLE_DIR = "single"
+SINGLE = "single"
 STATE_FILE = "state.json"
 DIAGNOSTIC_FILE = "diagnostic.json"
 FORMAT = "ai-sdlc/run-state"
@@ -175,6 +179,10 @@ def new_run_id(moment: dt.datetime) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
+def is_run_id(text: str) -> bool:
+    return bool(_RUN_ID.match(text))
+
+
 def check_run_id(run_id: str) -> str:
     """A run id from the command line (never a path)."""
     if not _RUN_ID.match(run_id):
@@ -186,10 +194,13 @@ def check_run_id(run_id: str) -> str:
 
 
 class RunRepository:
-    """Run folders under `.ai-sdlc/runs/`."""
+    """Run folders under `.ai-sdlc/runs/` (`single`: the single-story runs' folder)."""
 
-    def __init__(self, ai_dir: Path) -> None:
-        self.root = ai_dir / RUNS_DIR
+    def __init__(self, ai_dir: Path, *, single: bool = False, durable: bool = True) -> None:
+        self.root = ai_dir / RUNS_DIR / SINGLE_DIR if single else ai_dir / RUNS_DIR
+        #: False: each save is atomic but not waited onto the disk (a record only a report
+        #: reads: a power loss may cost its last saves, never a whole file).
+        self.durable = durable
 
     def folder(self, run_id: str) -> Path:
         return self.root / check_run_id(run_id)
@@ -206,7 +217,9 @@ class RunRepository:
         # No indent: json's C encoder (the indented one is pure Python, and a long run's state
         # is saved after every event); `runs show` is the way to read it.
         text = json.dumps(state.to_json(), ensure_ascii=False, default=str) + "\n"
-        atomic_write_text(self.folder(state.run_id) / STATE_FILE, redact(text))
+        atomic_write_text(
+            self.folder(state.run_id) / STATE_FILE, redact(text), durable=self.durable
+        )
 
     def load(self, run_id: str) -> RunState:
         path = self.folder(run_id) / STATE_FILE

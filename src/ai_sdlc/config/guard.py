@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.config import CONFIG_RELPATH, file_settings, user_config_path
+from ai_sdlc.config.files import CONFIG_RELPATH, user_config_path
+from ai_sdlc.config.layers import file_settings
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.secrets import redact
 from ai_sdlc.statehome import ProjectState
