@@ -79,9 +79,9 @@ class GeminiServer(ModelServer):
             "status": _STATUS.get(status, "UNKNOWN"),
         }
         if self.retry_delay is not None and (status == 429 or status >= 500):
-            # the API's own "retry in": Gemini CLI then waits that instead of its 5 s backoff,
-            # and logs the retry over several lines ("Attempt 1 failed: <message>" ... "Retrying
-            # after 5882ms...", its 5 s backoff being longer), nothing in stream-json
+            # the API's own "retry in": Gemini CLI waits the longer of it and its backoff (5 s,
+            # doubling) and logs the retry over several lines ("Attempt 1 failed: <message>"
+            # ... "Retrying after 5882ms..."), nothing in stream-json
             error["details"] = [{"@type": _RETRY_INFO, "retryDelay": self.retry_delay}]
         send_json(handler, status, {"error": error})
 

@@ -326,8 +326,10 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
     if output not in OUTPUT_FORMATS:
         raise InvalidInputError(
             f"ai.command.output must be one of {', '.join(OUTPUT_FORMATS)}, got {output!r}",
-            hint="codex-jsonl for `codex exec --json`, gemini-json for "
-            "`gemini --output-format json`, text for anything else",
+            hint="claude-json for `claude -p --output-format json`, codex-jsonl for `codex "
+            "exec --json`, gemini-jsonl for `gemini --output-format stream-json` (gemini-json "
+            "for `--output-format json`), aider for the aider preset's files, text for anything "
+            "else",
         )
     files = preset.files if preset is not None else ()
     # stderr goes with stdout for the preset's own format (the user's format reads it apart)
