@@ -314,6 +314,13 @@ class StoryStore:
             yield
 
     @contextmanager
+    def graph_locked(self) -> Iterator[None]:
+        """Held across a check of the whole backlog graph and the change it allows (a story's
+        dependencies, an archive), so two such changes never both pass on the same old graph."""
+        with self._locked("graph", "the backlog graph"):
+            yield
+
+    @contextmanager
     def edit(self, story_id: str) -> Iterator[Story]:
         """Locked read-modify-write of one story.
 
@@ -420,10 +427,9 @@ class StoryStore:
         unwritable = render.problem(more)
         if unwritable is not None:
             raise UsageError(f"cannot store the extra fields: {unwritable[0]}", hint=unwritable[1])
-        if type not in schema.STORY_TYPES:
-            raise UsageError(
-                f"unknown story type {type!r}", hint=f"use one of: {', '.join(schema.STORY_TYPES)}"
-            )
+        bad_type = schema.type_problem(type)
+        if bad_type is not None:
+            raise UsageError(bad_type.message, hint=bad_type.hint)
         clean_labels = _check_labels(labels)
         if priority is not None and (
             isinstance(priority, bool)
@@ -469,8 +475,11 @@ class StoryStore:
 
     def _claim_folder(self) -> Path:
         """Make the next id's folder with an exclusive mkdir (the id lock is held)."""
+        from ai_sdlc.store.archive import archived_numbers
+
         with os.scandir(self.stories_dir) as entries:
             numbers = [n for e in entries if (n := ids.any_id_number(e.name)) is not None]
+        numbers += archived_numbers(self)  # an archived id keeps its ledger: never reused
         number = max(numbers, default=0) + 1
         while True:
             folder = self.stories_dir / ids.format_id(number)
