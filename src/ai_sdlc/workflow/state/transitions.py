@@ -404,7 +404,8 @@ class StoryState(Steps):
                 waiting = shaping.dependents(story_id, backlog)
                 if waiting:
                     raise UsageError(
-                        f"{story_id} cannot be archived: {', '.join(waiting)} depend on it",
+                        f"{story_id} cannot be archived: {', '.join(waiting)} "
+                        f"{'depends' if len(waiting) == 1 else 'depend'} on it",
                         hint=f"first drop it from their dependencies "
                         f"(ai-sdlc set {waiting[0]} dependencies=...)",
                     )
