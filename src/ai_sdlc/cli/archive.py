@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.config import load_config
 from ai_sdlc.workflow.state.transitions import StoryState
 
 
-def archive(story_ref: StoryArg, json: JsonOption = False) -> None:
+def archive(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> None:
     """Move a story out of the backlog into .ai-sdlc/archive/ (show still finds it)."""
-    out = terminal(json)
-    store = open_store()
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    store = app.store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before anything moves
-    limit = int(load_config(store.root).get("limits.global_recovery"))
+    limit = int(app.config().get("limits.global_recovery"))
     folder = StoryState(store, limit=limit).archive(story_id)
     if json:
         out.json({"id": story_id, "archived": str(folder)})

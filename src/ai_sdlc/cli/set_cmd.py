@@ -11,16 +11,16 @@ from typing import Annotated
 
 import typer
 
-from ai_sdlc.cli.common import open_store, terminal
+from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.config import load_config
 from ai_sdlc.errors import UsageError
 from ai_sdlc.workflow.state.shaping import SETTABLE, parse_assignment
 from ai_sdlc.workflow.state.transitions import StoryState
 
 
 def set_fields(
+    ctx: typer.Context,
     story_ref: StoryArg,
     assignments: Annotated[
         list[str],
@@ -34,17 +34,18 @@ def set_fields(
     json: JsonOption = False,
 ) -> None:
     """Set a story's dependencies, epic, priority, labels, title, type or status."""
-    out = terminal(json)
+    app = Application.of(ctx)
+    out = app.terminal(json)
     changes: dict[str, object] = {}
     for text in assignments:
         key, value = parse_assignment(text)
         if key in changes:
             raise UsageError(f"{key} is given twice")
         changes[key] = value
-    store = open_store()
+    store = app.store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before any edit
-    limit = int(load_config(store.root).get("limits.global_recovery"))
+    limit = int(app.config().get("limits.global_recovery"))
     changed = StoryState(store, limit=limit).shape(story_id, changes)
     if json:
         out.json({"id": story_id, "changed": changed})

@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store import ids
+from ai_sdlc.store.store import ARCHIVE, StoryStore, _id_numbers
 from ai_sdlc.store.story import Story
-
-if TYPE_CHECKING:
-    from ai_sdlc.store.store import StoryStore
-
-ARCHIVE = "archive"
 
 
 def archive_dir(store: StoryStore) -> Path:
@@ -29,11 +24,7 @@ def archive_dir(store: StoryStore) -> Path:
 
 def archived_numbers(store: StoryStore) -> list[int]:
     """The id numbers of archived stories (never reused by `add`)."""
-    try:
-        with os.scandir(archive_dir(store)) as entries:
-            return [n for e in entries if (n := ids.any_id_number(e.name)) is not None]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    return _id_numbers(archive_dir(store))
 
 
 def archived_path(store: StoryStore, story_id: str) -> Path | None:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 AI_DIR = ".ai-sdlc"
 STORIES = "stories"
+#: Archived stories' folders (`store.archive`), beside `stories/`.
+ARCHIVE = "archive"
 STORY_FILE = "story.md"
 GITIGNORE_LINES = (".cache/", ".locks/", "state/", "runs/", "worktrees/")
 PRIORITY_GAP = 10
@@ -475,11 +477,8 @@ class StoryStore:
 
     def _claim_folder(self) -> Path:
         """Make the next id's folder with an exclusive mkdir (the id lock is held)."""
-        from ai_sdlc.store.archive import archived_numbers
-
-        with os.scandir(self.stories_dir) as entries:
-            numbers = [n for e in entries if (n := ids.any_id_number(e.name)) is not None]
-        numbers += archived_numbers(self)  # an archived id keeps its ledger: never reused
+        # An archived story's id keeps its ledger: it is never given to a new story.
+        numbers = [*_id_numbers(self.stories_dir), *_id_numbers(self.ai_dir / ARCHIVE)]
         number = max(numbers, default=0) + 1
         while True:
             folder = self.stories_dir / ids.format_id(number)
@@ -489,6 +488,15 @@ class StoryStore:
                 number += 1
                 continue
             return folder
+
+
+def _id_numbers(folder: Path) -> list[int]:
+    """The numbers of the `S-<digits>` entries of `folder` (none when it does not exist)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [n for e in entries if (n := ids.any_id_number(e.name)) is not None]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _remove_stale_temps(path: Path) -> None:
