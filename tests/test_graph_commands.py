@@ -296,3 +296,19 @@ def test_shaping_the_graph_writes_story_files_only_through_the_owner(
         assert run_cli(project, "archive", "S-0001").returncode == 0
     assert writes.outside_owner() == []
     assert writes.through("shape") >= 2 and writes.through("archive") >= 1
+
+
+def test_set_status_ready_is_what_watch_runs(project: Path) -> None:
+    add(project, "Waits in the backlog")
+    add(project, "Made ready later", "--depends-on", "S-0001")
+    idle = run_cli(project, "watch", "--once")
+    assert idle.returncode == 0 and "Nothing ready to run" in idle.output, idle.output
+    assert run_cli(project, "set", "S-0001", "status=ready").returncode == 0
+    assert run_cli(project, "set", "S-0002", "status=ready").returncode == 0
+    ran = run_cli(project, "watch", "--once")
+    assert ran.returncode == 0, ran.output
+    assert fm(project, "S-0001")["status"] == "done"
+    assert fm(project, "S-0002")["status"] == "done"  # after its dependency
+    done = next(e["time"] for e in events(project, "S-0001") if e["action"] == "done")
+    began = next(e["time"] for e in events(project, "S-0002") if e["action"] == "phase_started")
+    assert done <= began
