@@ -15,6 +15,7 @@ import pytest
 
 from ai_sdlc.workflow.state.runlock import run_lock
 from tests.conftest import run_cli
+from tests.git_support import git, git_env  # noqa: F401 (fixture)
 from tests.test_single_writer import recording
 
 
@@ -312,3 +313,22 @@ def test_set_status_ready_is_what_watch_runs(project: Path) -> None:
     done = next(e["time"] for e in events(project, "S-0001") if e["action"] == "done")
     began = next(e["time"] for e in events(project, "S-0002") if e["action"] == "phase_started")
     assert done <= began
+
+
+@pytest.mark.usefixtures("git_env")
+def test_an_archived_storys_worktree_shows_as_archived_and_is_pruned(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "start")
+    assert run_cli(root, "init").returncode == 0
+    add(root, "Started, then dropped")
+    assert run_cli(root, "run", "S-0001", "--step", "research").returncode == 0
+    assert run_cli(root, "archive", "S-0001").returncode == 0
+    listed = json.loads(run_cli(root, "worktrees", "--json").stdout)
+    assert [(w["story"], w["status"]) for w in listed["worktrees"]] == [("S-0001", "archived")]
+    pruned = run_cli(root, "worktrees", "prune")
+    assert pruned.returncode == 0, pruned.output
+    assert "Removed .ai-sdlc/worktrees/S-0001-" in pruned.output
+    assert not list((root / ".ai-sdlc" / "worktrees").glob("S-0001*"))
+    assert "ai-sdlc/S-0001" in git(root, "branch", "--list", "ai-sdlc/*")  # the branch stays
