@@ -332,3 +332,21 @@ def test_an_archived_storys_worktree_shows_as_archived_and_is_pruned(tmp_path: P
     assert "Removed .ai-sdlc/worktrees/S-0001-" in pruned.output
     assert not list((root / ".ai-sdlc" / "worktrees").glob("S-0001*"))
     assert "ai-sdlc/S-0001" in git(root, "branch", "--list", "ai-sdlc/*")  # the branch stays
+
+
+def test_a_body_file_that_cannot_be_a_story_text_is_refused(project: Path, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    latin = tmp_path / "latin.md"
+    latin.write_bytes("caf\xe9".encode("latin-1"))
+    for path, words in (
+        (fifo, "is not a regular file"),
+        (latin, "is not UTF-8 text"),
+        (tmp_path / "missing.md", "cannot be read"),
+    ):
+        result = run_cli(project, "add", "A story", "--body-file", str(path))
+        assert result.returncode == 3, result.output
+        assert str(path) in result.stderr and words in result.stderr, result.stderr
+    assert not any((project / ".ai-sdlc" / "stories").iterdir())

@@ -140,17 +140,36 @@ def _body(body: str | None, body_file: Path | None) -> str | None:
     if body is not None and body_file is not None:
         raise UsageError("give --body or --body-file, not both")
     if body_file is not None:
-        try:
-            body = body_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(
-                f"cannot be read as UTF-8 text: {exc}", path=str(body_file)
-            ) from None
+        body = _read_body_file(body_file)
     if body is None:
         return None
     if not body.strip():
         raise UsageError("the body is empty", hint="leave --body out for the default text")
     return body if body.endswith("\n") else body + "\n"
+
+
+def _read_body_file(path: Path) -> str:
+    """A regular file of UTF-8 text, at most a story's size (a FIFO would block: refused)."""
+    import stat
+
+    from ai_sdlc.store.foreign import MAX_BYTES
+
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidInputError("is not a regular file", path=str(path))
+        if info.st_size > MAX_BYTES:
+            raise InvalidInputError(
+                f"is {info.st_size:,} bytes; a story's text is at most {MAX_BYTES:,}",
+                path=str(path),
+            )
+        return path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot be read: {exc.strerror or exc}", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"is not UTF-8 text (byte {exc.start})", path=str(path), hint="save it as UTF-8"
+        ) from None
 
 
 def _archived(store: StoryStore) -> list[str]:
