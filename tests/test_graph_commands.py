@@ -228,8 +228,10 @@ def test_archive_takes_a_story_out_of_the_backlog(project: Path) -> None:
     assert add(project, "Three") == "S-0003"
     refused = run_cli(project, "set", "S-0003", "dependencies=S-0001")
     assert refused.returncode == 2 and "S-0001 is archived" in refused.stderr, refused.output
-    again = run_cli(project, "archive", "S-0001")
-    assert again.returncode != 0 and "no story S-0001" in again.stderr, again.output
+    for args in (("archive", "S-0001"), ("set", "S-0001", "priority=1"), ("run", "S-0001")):
+        gone = run_cli(project, *args)
+        assert gone.returncode != 0, (args, gone.output)
+        assert f"it was archived to {folder}" in gone.stderr, (args, gone.stderr)
 
 
 def test_archive_is_refused_while_a_run_holds_the_story(project: Path) -> None:

@@ -148,6 +148,13 @@ class StoryStore:
         if isinstance(problem, InvalidInputError):
             raise problem
         self._require_project()
+        archived = self.ai_dir / ARCHIVE / canonical
+        if (archived / STORY_FILE).is_file():  # `ai-sdlc archive` moved it: say where
+            raise StoryNotFoundError(
+                f"no story {canonical} in {self.stories_dir}: it was archived to {archived}",
+                hint=f"`ai-sdlc show {canonical}` shows it; move its folder back into "
+                f"{self.stories_dir} to work on it again",
+            )
         raise StoryNotFoundError(
             f"no story {canonical} in {self.stories_dir}",
             hint="`ai-sdlc status` lists the stories",
