@@ -38,6 +38,8 @@ def execute(
     executor: str | None = None,
     ray_address: str | None = None,
     json: bool = False,
+    ignore_dependencies: bool = False,
+    max_attempts: int | None = None,
 ) -> int:
     """Run what the options ask for; the command's exit code (0, BLOCKED, INTERRUPTED). Errors
     are raised as `AiSdlcError`s, which `main()` maps to their exit codes."""
@@ -59,6 +61,13 @@ def execute(
             "--executor and --ray-address apply to a multi-story run",
             hint="use them with --auto, --batch ID..., --resume or --continue",
         )
+    multi = auto or batch or resume or continue_
+    if ignore_dependencies and (multi or not refs):
+        raise UsageError(
+            "--ignore-dependencies applies to one story: 'ai-sdlc run ID --ignore-dependencies'"
+        )
+    if max_attempts is not None and not multi:
+        raise UsageError("--max-attempts applies to a multi-story run (--auto, --continue, ...)")
     if executor == "ray":
         from ai_sdlc.workflow.parallel.ray_executor import require_ray
 
@@ -118,9 +127,15 @@ def execute(
             epic=epic,
             executor=executor,
             ray_address=ray_address,
+            max_attempts=max_attempts,
         )
         return _finish_multi(out, store.root, report, json)
-    outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
+    outcomes = session.run(
+        story_id=ids[0] if ids else None,
+        auto=False,
+        step=step,
+        ignore_dependencies=ignore_dependencies,
+    )
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
         out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})

@@ -10,8 +10,8 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.store.schema import breakdown_text
-from ai_sdlc.workflow.engine.assess import pending_gate
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
+from ai_sdlc.workflow.state.readiness import pending_gate
 
 COUNTERS = (
     "total_recovery_attempts",

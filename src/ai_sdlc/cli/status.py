@@ -12,7 +12,7 @@ from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
-from ai_sdlc.workflow.engine.assess import pending_gate
+from ai_sdlc.workflow.state.readiness import pending_gate
 
 #: Board columns: the story statuses, plus "waiting" for stories held at a gate.
 WAITING = "waiting"

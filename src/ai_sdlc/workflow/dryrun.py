@@ -75,7 +75,10 @@ def plan_dry_run(
         actionable = {
             a.story_id
             for a in recommend(
-                (s.frontmatter for s in store.list()), gates=gates, global_limit=limit
+                (s.frontmatter for s in store.list()),
+                gates=gates,
+                global_limit=limit,
+                done_means=str(config.get("run.done_means")),
             )
         }
         stories = [s for s in store.list() if s.id in actionable]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ai_sdlc.config import Config
@@ -80,9 +80,13 @@ class RunSettings:
     done_means: str = "done"
 
     @classmethod
-    def from_config(cls, config: Config) -> RunSettings:
+    def from_config(cls, config: Config, *, max_attempts: int | None = None) -> RunSettings:
+        """`max_attempts`: `run --max-attempts N`, this run's own attempt cap."""
+        conditions = StopConditions.from_config(config)
+        if max_attempts is not None:
+            conditions = replace(conditions, max_total_attempts=max_attempts)
         return cls(
-            conditions=StopConditions.from_config(config),
+            conditions=conditions,
             max_consecutive_escalations=int(config.get("run.max_consecutive_escalations")),
             max_bounces=int(config.get("run.max_bounces")),
             cooldown_seconds=float(config.get("run.cooldown_seconds")),

@@ -39,7 +39,6 @@ from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story
 from ai_sdlc.store.values import to_plain
-from ai_sdlc.workflow.engine.assess import pending_gate
 from ai_sdlc.workflow.state.ledger import (
     API_RETRY,
     FEEDBACK_LIMIT,
@@ -48,6 +47,7 @@ from ai_sdlc.workflow.state.ledger import (
     REFINEMENT,
     REWORK,
 )
+from ai_sdlc.workflow.state.readiness import pending_gate
 from ai_sdlc.workflow.state.steps import DELETE, RecoveryRecord, Steps, _date
 from ai_sdlc.workflow.state.txn import BREAKDOWN, TOTAL
 
