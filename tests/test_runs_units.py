@@ -25,6 +25,7 @@ from ai_sdlc.workflow.runs.runstate import (
 from ai_sdlc.workflow.runs.stopconditions import (
     RunStatistics,
     StopConditions,
+    attempts_exhausted,
     compute_statistics,
     evaluate,
 )
@@ -35,6 +36,7 @@ def stats(**changes: float) -> RunStatistics:
         total_stories=10,
         attempted=5,
         approved=5,
+        blocked=0,
         rejected=0,
         failed=0,
         waiting=0,
@@ -42,6 +44,9 @@ def stats(**changes: float) -> RunStatistics:
         retry_rate=0.0,
         reject_rate=0.0,
         consecutive_fails=0,
+        segment_attempted=5,
+        segment_failing=0,
+        segment_retried=0,
         total_attempts=10,
     )
     base.update(changes)
@@ -50,60 +55,71 @@ def stats(**changes: float) -> RunStatistics:
 
 def test_conditions_trip_in_priority_order() -> None:
     conditions = StopConditions()
-    everything = stats(total_attempts=50, consecutive_fails=3, reject_rate=0.9, retry_rate=0.9)
+    everything = stats(consecutive_fails=3, reject_rate=0.9, retry_rate=0.9)
     order = []
-    for fix in ({"total_attempts": 1}, {"consecutive_fails": 0}, {"reject_rate": 0.0}, {}):
+    for fix in ({"consecutive_fails": 0}, {"reject_rate": 0.0}, {}):
         reason = evaluate(everything, conditions)
         assert reason is not None
         order.append(reason.condition)
         everything = stats(**{**everything.to_json(), **fix})
     assert order == [
-        "max_total_attempts",
         "max_consecutive_fails",
         "max_reject_rate",
         "max_retry_rate",
     ]
     assert evaluate(stats(), conditions) is None
+    # The attempt cap is checked before each implementation attempt, not after an outcome.
+    assert evaluate(stats(total_attempts=500), conditions) is None
+    capped = attempts_exhausted(50, conditions, left=3)
+    assert capped is not None and capped.condition == "max_total_attempts"
+    assert "50 implementation attempts" in capped.message and "3 stories are left" in capped.message
+    assert attempts_exhausted(49, conditions) is None
 
 
 def test_rates_judge_only_from_min_attempted_and_only_above_the_maximum() -> None:
     conditions = StopConditions(max_reject_rate=0.3, min_attempted=4)
-    assert evaluate(stats(attempted=3, reject_rate=1.0), conditions) is None
-    assert evaluate(stats(attempted=10, reject_rate=0.3), conditions) is None
-    tripped = evaluate(stats(attempted=10, reject_rate=0.31, rejected=3, failed=1), conditions)
+    assert evaluate(stats(segment_attempted=3, reject_rate=1.0), conditions) is None
+    assert evaluate(stats(segment_attempted=10, reject_rate=0.3), conditions) is None
+    tripped = evaluate(stats(segment_attempted=10, reject_rate=0.31, segment_failing=4), conditions)
     assert tripped == StopReason(
         "max_reject_rate",
         0.31,
         0.3,
         "reject rate 0.31 is above run.stop_conditions.max_reject_rate = 0.3 "
-        "(4 of 10 attempted stories were rejected or failed)",
+        "(4 of 10 attempted stories were blocked or failed)",
     )
     # Consecutive fails do not wait for min_attempted.
-    streak = evaluate(stats(attempted=2, consecutive_fails=3), conditions)
+    streak = evaluate(stats(segment_attempted=2, consecutive_fails=3), conditions)
     assert streak is not None and streak.condition == "max_consecutive_fails"
 
 
 def test_statistics_count_only_stories_the_run_worked_on() -> None:
     stories = [
         StoryRunState("S-0001", status="done", outcomes=1, retries=2),
-        StoryRunState("S-0002", status="blocked", outcomes=1),
+        StoryRunState("S-0002", status="blocked", outcomes=1, rejections=1),
+        StoryRunState("S-0006", status="blocked", outcomes=1),
         StoryRunState("S-0003", status="failed", outcomes=1, errors=1),
         StoryRunState("S-0004", status="waiting", outcomes=1),
         StoryRunState("S-0005"),
     ]
     result = compute_statistics(stories, RunCounters(total_attempts=12, consecutive_fails=2))
     assert result.to_json() == {
-        "total_stories": 5,
-        "attempted": 4,
+        "total_stories": 6,
+        "attempted": 5,
         "approved": 1,
+        "blocked": 2,  # a block is a block; one of them a rejection
         "rejected": 1,
         "failed": 1,
         "waiting": 1,
         "retried": 2,
-        "retry_rate": 0.5,
-        "reject_rate": 0.5,
+        "retry_rate": 0.4,
+        "reject_rate": 0.6,
+        "segment_attempted": 5,
+        "segment_failing": 3,
+        "segment_retried": 2,
         "consecutive_fails": 2,
         "total_attempts": 12,
+        "implementation_attempts": 0,
     }
 
 

@@ -225,6 +225,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable)."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
+    from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
 
     if report is None:
         if json:
@@ -232,6 +233,8 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
         out.info("Nothing to run: no story has an actionable next step.")
         return 0
     state = report.state
+    # Nothing left but escalated stories: what could be done was, and the rest is blocked.
+    stuck = state.stop_reason is not None and state.stop_reason.condition == ALL_ESCALATED_CONDITION
     if json:
         out.ndjson(
             {
@@ -243,7 +246,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
         )
     else:
         _render_outcomes(out, report.outcomes)
-        if report.loop is not None:
+        if report.loop is not None and not stuck:
             render_loop(out, report.loop, report.diagnostic_path)
     command = continue_command(root, state.run_id)
     stats = statistics_line(state.statistics)
@@ -255,7 +258,14 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
         for result in report.notifications:
             if not result.ok:
                 out.warn(f"notification by {result.channel} failed: {result.detail}")
-        out.line(f"Run {state.run_id} stopped. {stats}")
+        done = "finished what it could" if stuck else "stopped"
+        out.line(f"Run {state.run_id} {done}. {stats}")
+        if stuck:
+            out.warn(state.stop_reason.message)
+            out.line(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
+            blocked = any(s.escalated and s.status == "blocked" for s in state.stories)
+            if blocked:
+                return int(ExitCode.BLOCKED)
         # The reason once: a failure loop was just shown in full; a stop condition is said here.
         why = (
             "the failure loop above"

@@ -78,7 +78,8 @@ def plan_dry_run(
                 (s.frontmatter for s in store.list()),
                 gates=gates,
                 global_limit=limit,
-                done_means=str(config.get("run.done_means")),
+                # one action skips a story waiting for a dependency; a run waits for it
+                done_means=None if auto else str(config.get("run.done_means")),
             )
         }
         stories = [s for s in store.list() if s.id in actionable]

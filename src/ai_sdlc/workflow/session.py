@@ -346,8 +346,8 @@ class Session(msgspec.Struct):
         from ai_sdlc.workflow.runs import graph as G
         from ai_sdlc.workflow.runs.runstate import RunState, StoryRunState, new_run_id
 
-        if story_ids is None:
-            ids = [a.story_id for a in self._recommend()]
+        if story_ids is None:  # the run waits for a dependency it runs first: not skipped
+            ids = [a.story_id for a in self._recommend(dependencies=False)]
             mode = "auto"
         else:
             ids = list(dict.fromkeys(story_ids))
@@ -397,12 +397,14 @@ class Session(msgspec.Struct):
         # its last saved state is complete, so it continues from there.
         return state
 
-    def _recommend(self) -> list[NextAction]:
+    def _recommend(self, *, dependencies: bool = True) -> list[NextAction]:
+        """The next actions by priority; `dependencies`: without the stories whose
+        dependencies are not done."""
         return recommend(
             (s.frontmatter for s in self.store.list()),
             gates=self.config.section("gates"),
             global_limit=self.runner.limit,
-            done_means=str(self.config.get("run.done_means")),
+            done_means=str(self.config.get("run.done_means")) if dependencies else None,
         )
 
     def _check_dependencies(self, story_id: str) -> None:
