@@ -199,7 +199,9 @@ class StopConditions(_Section):
     max_consecutive_fails: Annotated[
         _AtLeastOne, key("stories in a row that failed (an approval resets it)")
     ] = 3
-    max_total_attempts: Annotated[_AtLeastOne, key("implementation attempts in one run segment")] = 50
+    max_total_attempts: Annotated[
+        _AtLeastOne, key("implementation attempts in one run segment")
+    ] = 50
     min_attempted: Annotated[_AtLeastOne, key("stories attempted before the rates judge")] = 4
 
 
