@@ -53,6 +53,7 @@ def test_run_id_names_a_blocked_dependency(tmp_path: Path) -> None:
     result = run_cli(root, "run", "S-0002")
     assert result.returncode == 1, result.output
     assert "depends on S-0001 (blocked)" in result.stderr
+    assert "ai-sdlc unblock S-0001" in result.stderr
 
 
 def test_ignore_dependencies_insists(tmp_path: Path) -> None:

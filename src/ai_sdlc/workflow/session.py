@@ -423,11 +423,13 @@ class Session(msgspec.Struct):
         unmet = unmet_dependencies(fm, lookup, done_means)
         if unmet:
             which = ", ".join(u.describe(done_means) for u in unmet)
-            first = unmet[0].story_id
+            first = unmet[0]
+            how = f"run {first.story_id} first ('ai-sdlc run {first.story_id}')"
+            if first.status == "blocked":
+                how = f"unblock {first.story_id} ('ai-sdlc unblock {first.story_id}') and run it"
             raise DependencyNotDoneError(
                 f"{story_id} cannot start: it depends on {which}, not done yet",
-                hint=f"run {first} first ('ai-sdlc run {first}'), or insist with "
-                f"'ai-sdlc run {story_id} --ignore-dependencies'",
+                hint=f"{how}, or insist with 'ai-sdlc run {story_id} --ignore-dependencies'",
             )
 
     def _run_one(self, story_id: str, *, step: Phase | None) -> StoryOutcome:
