@@ -367,3 +367,91 @@ def test_invalid_configs_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             RetryConfig(**bad)
+
+
+# --- `aexecute` decides exactly as `execute` does ---------------------------------------------
+
+#: (outcomes, each call's clock duration, config): every stop reason and hook.
+SAME_SCENARIOS: dict[str, tuple[list[BaseException | str], float, dict[str, Any]]] = {
+    "success after retries": (
+        [rate_limited(3), TransientProviderError("busy", kind="overloaded"), "done"],
+        0.25,
+        {"max_attempts": 4, "initial_delay": 0.5},
+    ),
+    "exhausted": ([rate_limited(), rate_limited(), rate_limited()], 1.0, {"max_attempts": 3}),
+    "non retryable": ([ProviderAuthError("no key", status=401)], 0.5, {"max_attempts": 5}),
+    "overall timeout": (
+        [rate_limited(), rate_limited(), "late"],
+        2.0,
+        {"max_attempts": 5, "initial_delay": 3.0, "overall_timeout": 6.0},
+    ),
+    "budget": (
+        [rate_limited(), rate_limited(), "never"],
+        0.0,
+        {"max_attempts": 5, "initial_delay": 1.0},
+    ),
+}
+
+
+def _run_both_ways(name: str, how: str) -> tuple[Any, list[Any], list[Any], list[float]]:
+    outcomes, duration, config = SAME_SCENARIOS[name]
+    clock = ManualClock(start=100.0)
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=0.0, burst=1.0), clock=clock)
+    retry = RetryEngine(
+        RetryConfig(jitter="none", **config),
+        clock=clock,
+        sleep=clock.sleep,
+        async_sleep=clock.async_sleep,
+        rand=lambda: 0.5,
+        budget=budget if name == "budget" else None,
+    )
+    attempts: list[Any] = []
+    retries: list[Any] = []
+    sync_call = scripted(*outcomes, clock=clock, duration=duration)
+
+    async def async_call() -> str:
+        return sync_call()
+
+    hooks: dict[str, Any] = {
+        "on_attempt": attempts.append,
+        "on_retry": lambda *args: retries.append(args),
+    }
+    if how == "sync":
+        result = retry.execute(sync_call, **hooks)
+    else:
+        result = asyncio.run(retry.aexecute(async_call, **hooks))
+    return result, attempts, retries, clock.sleeps
+
+
+@pytest.mark.parametrize("name", sorted(SAME_SCENARIOS))
+def test_aexecute_decides_exactly_as_execute(name: str) -> None:
+    sync, sync_attempts, sync_retries, sync_sleeps = _run_both_ways(name, "sync")
+    async_, async_attempts, async_retries, async_sleeps = _run_both_ways(name, "async")
+
+    def shape(result: Any) -> tuple[Any, ...]:
+        records = [(a.number, a.delay, a.duration, repr(a.error)) for a in result.attempts]
+        return (
+            result.success,
+            result.result,
+            repr(result.error),
+            records,
+            result.total_duration,
+            result.stop_reason,
+        )
+
+    assert shape(async_) == shape(sync)
+    assert [(a.number, a.delay, a.duration) for a in async_attempts] == [
+        (a.number, a.delay, a.duration) for a in sync_attempts
+    ]
+    assert len(async_attempts) == len(sync.attempts)
+    assert repr(async_retries) == repr(sync_retries) and async_sleeps == sync_sleeps
+    # ... and what both decided is what the scenario means
+    expected_stop = {
+        "success after retries": "success",
+        "exhausted": "exhausted",
+        "non retryable": "non_retryable",
+        "overall timeout": "overall_timeout",
+        "budget": "budget",
+    }[name]
+    assert sync.stop_reason == expected_stop, shape(sync)
+    assert sync.total_duration > 0 or name == "budget"
