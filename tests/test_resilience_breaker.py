@@ -454,3 +454,25 @@ def test_a_trial_of_an_earlier_generation_decides_nothing() -> None:
     clock.advance(5)
     assert _call(breaker, "sync", None) == "ok"
     assert breaker.state is CircuitState.HALF_OPEN  # a fresh generation needs two trials again
+
+
+def test_a_forced_open_survives_restore_and_time_until_reset() -> None:
+    from ai_sdlc.resilience.breaker import BreakerSnapshot
+
+    clock = ManualClock()
+    forced, _ = make(clock, open_timeout=5)
+    forced.force_open()
+    snap = forced.snapshot()
+    assert snap.forced and snap.state is CircuitState.OPEN and snap.open_remaining is None
+    other, _ = make(clock, open_timeout=5)
+    other.restore(snap)
+    clock.advance(1000)
+    assert other.state is CircuitState.OPEN and other.snapshot().forced
+    with pytest.raises(CircuitBreakerOpenError):
+        other.execute(ok)
+    other.reset()
+    assert other.execute(ok) == "ok"
+    # "forced" means nothing for a breaker that is not open
+    closed, _ = make(clock)
+    closed.restore(BreakerSnapshot(CircuitState.CLOSED, None, True))
+    assert not closed.snapshot().forced and closed.state is CircuitState.CLOSED

@@ -455,3 +455,75 @@ def test_aexecute_decides_exactly_as_execute(name: str) -> None:
     }[name]
     assert sync.stop_reason == expected_stop, shape(sync)
     assert sync.total_duration > 0 or name == "budget"
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_an_attempt_timeout_is_shortened_to_what_is_left_overall(how: str) -> None:
+    """attempt_timeout 30 s, overall 1.05 s: the second attempt starts 1 s in (after the first
+    failed and the 1 s delay), so it may run only the 0.05 s left; a hung one is abandoned
+    then, and its error says so."""
+    release = threading.Event()
+    clock = ManualClock(start=100.0)
+    calls: list[int] = []
+
+    def attempt() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise rate_limited()
+        release.wait(60)  # hung until the test ends it
+        return "late"
+
+    async def async_attempt() -> str:
+        if len(calls) == 0:
+            return attempt()
+        calls.append(1)
+        await asyncio.Event().wait()  # hung until cancelled
+        return "late"
+
+    retry = RetryEngine(
+        RetryConfig(
+            max_attempts=2,
+            initial_delay=1.0,
+            jitter="none",
+            attempt_timeout=30.0,
+            overall_timeout=1.05,
+        ),
+        clock=clock,
+        sleep=clock.sleep,
+        async_sleep=clock.async_sleep,
+    )
+    try:
+        if how == "sync":
+            result = retry.execute(attempt)
+        else:
+            result = asyncio.run(retry.aexecute(async_attempt))
+    finally:
+        release.set()
+    assert len(calls) == 2 and not result.success
+    error = result.attempts[-1].error
+    assert isinstance(error, AttemptTimeoutError), result.attempts
+    assert error.timeout == pytest.approx(0.05), error.timeout
+
+
+#: Runs a call that hangs past its attempt timeout, then returns from main: the abandoned
+#: attempt's thread must not keep the process alive.
+_ABANDONS = """
+import threading
+from ai_sdlc.resilience import RetryConfig, RetryEngine
+forever = threading.Event()
+retry = RetryEngine(RetryConfig(max_attempts=1, attempt_timeout=0.05, jitter="none"))
+result = retry.execute(lambda: forever.wait())
+print(type(result.attempts[0].error).__name__, flush=True)
+"""
+
+
+def test_an_abandoned_attempt_does_not_keep_the_process_alive() -> None:
+    import subprocess
+    import sys
+
+    from tests.waits import GUARD
+
+    done = subprocess.run(
+        [sys.executable, "-c", _ABANDONS], capture_output=True, text=True, timeout=GUARD
+    )
+    assert done.returncode == 0 and done.stdout == "AttemptTimeoutError\n", done
