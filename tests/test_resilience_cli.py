@@ -111,3 +111,38 @@ def test_metrics_errors_are_messages_not_tracebacks(project: Path, tmp_path: Pat
     missing = ai_sdlc(elsewhere, "metrics")
     assert missing.returncode != 0 and "no ai-sdlc project" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("trips", [False, True], ids=["exhausted", "breaker-open"])
+def test_a_provider_still_failing_is_unavailable_with_why_and_what_to_do(
+    tmp_path: Path, trips: bool
+) -> None:
+    """Through the real CLI: retries exhausted, or the breaker opened by the first failure,
+    end the run with exit 4 and a message that says which, with the policy's own words."""
+    from tests.conftest import run_cli
+    from tests.runs_support import make_project, write_rules
+
+    root = tmp_path / "p"
+    make_project(
+        root,
+        ["Flaky"],
+        "resilience:\n  policies:\n    llm:\n      max_attempts: 2\n"
+        "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
+        f"      breaker:\n        failure_threshold: {1 if trips else 100}\n",
+    )
+    write_rules(
+        root,
+        "rules:\n  - phase: refine\n    times: 5\n"
+        "    fault: {kind: server, message: '503 from the upstream proxy'}\n",
+    )
+    result = run_cli(root, "run", "S-0001")
+    assert result.returncode == ExitCode.PROVIDER_UNAVAILABLE, result.output
+    if trips:
+        assert "S-0001 refine: the provider's circuit breaker is open (" in result.stderr
+        assert "the provider failed repeatedly; wait, or see 'ai-sdlc metrics'" in result.stderr
+    else:
+        assert (
+            "S-0001 refine: the provider is still failing after 2 attempts (retries exhausted): "
+            "503 from the upstream proxy"
+        ) in result.stderr, result.stderr
+        assert "run again later; every retry so far is counted on the story" in result.stderr
