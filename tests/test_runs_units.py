@@ -287,3 +287,18 @@ def test_the_failure_tail_is_the_last_feedback_else_the_last_block_reason(
     )
     assert failure_tail(folder) == "  indented first\nsecond\nthird"
     assert failure_tail(folder, lines=2) == "second\nthird"
+
+
+def test_no_story_attempted_means_rates_of_zero_and_the_cap_names_its_key() -> None:
+    from ai_sdlc.workflow.runs.stopconditions import attempts_exhausted
+
+    empty = compute_statistics([], RunCounters())
+    assert (empty.attempted, empty.retry_rate, empty.reject_rate) == (0, 0.0, 0.0)
+    assert attempts_exhausted(49, StopConditions(max_total_attempts=50)) is None
+    assert attempts_exhausted(50, StopConditions(max_total_attempts=50)) == StopReason(
+        "max_total_attempts",
+        50,
+        50,
+        "the run made 50 agent attempts, the run-wide limit "
+        "(run.stop_conditions.max_total_attempts = 50)",
+    )
