@@ -476,3 +476,81 @@ def test_a_forced_open_survives_restore_and_time_until_reset() -> None:
     closed, _ = make(clock)
     closed.restore(BreakerSnapshot(CircuitState.CLOSED, None, True))
     assert not closed.snapshot().forced and closed.state is CircuitState.CLOSED
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_every_closed_success_is_counted_and_pushes_failures_out_of_a_count_window(
+    how: str,
+) -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=2, window="count", window_size=3)
+    names: list[str] = []
+    breaker.add_listener(lambda name, old, new: names.append(name))
+    with pytest.raises(Boom):
+        _call(breaker, how, Boom("down"))
+    for _ in range(3):
+        assert _call(breaker, how, None) == "ok"
+    with pytest.raises(Boom):  # the first failure left the window: one failure in the last 3
+        _call(breaker, how, Boom("down again"))
+    assert breaker.state is CircuitState.CLOSED and changes == []
+    assert _counts(breaker) == (5, 3, 2, 0, 0)
+    with pytest.raises(Boom):  # two in the last three: open
+        _call(breaker, how, Boom("and again"))
+    assert breaker.state is CircuitState.OPEN and names == ["svc"]
+
+
+def test_retry_in_is_zero_unless_open_and_never_negative() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=5)
+    assert breaker.retry_in() == 0.0
+    fail(breaker, 1)
+    clock.advance(2)
+    assert breaker.retry_in() == pytest.approx(3.0)
+    clock.advance(10)  # past the timeout, not yet asked: still open, nothing left to wait
+    assert breaker.retry_in() == 0.0
+
+
+def test_calls_beyond_the_half_open_trials_are_rejected_and_counted() -> None:
+    """One trial slot; while its trial runs, two more calls are rejected (and counted); a
+    non-failure error of a trial frees exactly its own slot."""
+    clock = ManualClock()
+    breaker, _ = _trial_breaker(clock, half_open_max_calls=1)
+    assert _call(breaker, "async", None) == "ok"
+    assert _call(breaker, "async", None) == "ok"
+    with pytest.raises(Boom):
+        _call(breaker, "async", Boom("down"))
+    clock.advance(5)
+
+    async def scenario() -> None:
+        may_end = asyncio.Event()
+
+        async def trial() -> str:
+            await may_end.wait()
+            raise NotTheService("bad input")
+
+        running = asyncio.ensure_future(breaker.aexecute(trial))
+        await asyncio.sleep(0)
+        for _ in range(2):
+            with pytest.raises(CircuitBreakerOpenError):
+                await breaker.aexecute(trial)
+        may_end.set()
+        with pytest.raises(NotTheService):
+            await running
+        # its slot is free again, and only one: a second concurrent trial is rejected
+        again = asyncio.Event()
+
+        async def slow_ok() -> str:
+            await again.wait()
+            return "ok"
+
+        first = asyncio.ensure_future(breaker.aexecute(slow_ok))
+        await asyncio.sleep(0)
+        with pytest.raises(CircuitBreakerOpenError):
+            await breaker.aexecute(slow_ok)
+        again.set()
+        assert await first == "ok"
+
+    asyncio.run(scenario())
+    assert breaker.state is CircuitState.CLOSED
+    # calls: 2 ok + 1 failure + the trial's non-failure + the closing trial
+    assert _counts(breaker) == (5, 4, 1, 3, 3)

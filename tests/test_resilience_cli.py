@@ -113,9 +113,13 @@ def test_metrics_errors_are_messages_not_tracebacks(project: Path, tmp_path: Pat
     assert "Traceback" not in missing.stderr
 
 
-@pytest.mark.parametrize("trips", [False, True], ids=["exhausted", "breaker-open"])
+@pytest.mark.parametrize(
+    ("attempts", "trips"),
+    [(2, False), (1, False), (2, True)],
+    ids=["exhausted", "one-attempt", "breaker-open"],
+)
 def test_a_provider_still_failing_is_unavailable_with_why_and_what_to_do(
-    tmp_path: Path, trips: bool
+    tmp_path: Path, attempts: int, trips: bool
 ) -> None:
     """Through the real CLI: retries exhausted, or the breaker opened by the first failure,
     end the run with exit 4 and a message that says which, with the policy's own words."""
@@ -126,7 +130,7 @@ def test_a_provider_still_failing_is_unavailable_with_why_and_what_to_do(
     make_project(
         root,
         ["Flaky"],
-        "resilience:\n  policies:\n    llm:\n      max_attempts: 2\n"
+        f"resilience:\n  policies:\n    llm:\n      max_attempts: {attempts}\n"
         "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
         f"      breaker:\n        failure_threshold: {1 if trips else 100}\n",
     )
@@ -137,12 +141,17 @@ def test_a_provider_still_failing_is_unavailable_with_why_and_what_to_do(
     )
     result = run_cli(root, "run", "S-0001")
     assert result.returncode == ExitCode.PROVIDER_UNAVAILABLE, result.output
+    lines = result.stderr.splitlines()
     if trips:
-        assert "S-0001 refine: the provider's circuit breaker is open (" in result.stderr
-        assert "the provider failed repeatedly; wait, or see 'ai-sdlc metrics'" in result.stderr
-    else:
         assert (
-            "S-0001 refine: the provider is still failing after 2 attempts (retries exhausted): "
-            "503 from the upstream proxy"
-        ) in result.stderr, result.stderr
-        assert "run again later; every retry so far is counted on the story" in result.stderr
+            "error: S-0001 refine: the provider's circuit breaker is open (circuit breaker "
+            "'llm' is open; next trial call in 60.0 s)"
+        ) in lines, lines
+        assert "  hint: the provider failed repeatedly; wait, or see 'ai-sdlc metrics'" in lines
+    else:
+        said = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        assert (
+            f"error: S-0001 refine: the provider is still failing after {said} "
+            "(retries exhausted): 503 from the upstream proxy"
+        ) in lines, lines
+        assert "  hint: run again later; every retry so far is counted on the story" in lines

@@ -527,3 +527,11 @@ def test_an_abandoned_attempt_does_not_keep_the_process_alive() -> None:
         [sys.executable, "-c", _ABANDONS], capture_output=True, text=True, timeout=GUARD
     )
     assert done.returncode == 0 and done.stdout == "AttemptTimeoutError\n", done
+
+
+def test_a_timed_attempt_runs_in_a_daemon_thread() -> None:
+    """What keeps an abandoned attempt from holding the process open at exit."""
+    seen: list[bool] = []
+    retry = engine(ManualClock(), max_attempts=1, attempt_timeout=30)
+    result = retry.execute(lambda: seen.append(threading.current_thread().daemon))
+    assert result.success and seen == [True]
