@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,10 +144,13 @@ def test_a_provider_still_failing_is_unavailable_with_why_and_what_to_do(
     assert result.returncode == ExitCode.PROVIDER_UNAVAILABLE, result.output
     lines = result.stderr.splitlines()
     if trips:
-        assert (
-            "error: S-0001 refine: the provider's circuit breaker is open (circuit breaker "
-            "'llm' is open; next trial call in 60.0 s)"
-        ) in lines, lines
+        # the time left is the real clock's (60 s, less the run's own time since it opened)
+        opened = re.compile(
+            r"error: S-0001 refine: the provider's circuit breaker is open \(circuit breaker "
+            r"'llm' is open; next trial call in (\d+\.\d) s\)"
+        )
+        shown = [m for m in map(opened.fullmatch, lines) if m]
+        assert len(shown) == 1 and 0 < float(shown[0][1]) <= 60, lines
         assert "  hint: the provider failed repeatedly; wait, or see 'ai-sdlc metrics'" in lines
     else:
         said = "1 attempt" if attempts == 1 else f"{attempts} attempts"
