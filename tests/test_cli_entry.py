@@ -104,7 +104,7 @@ def test_in_process_runner_gives_what_a_real_process_gives(project: Path) -> Non
         (("add", "First story", "--label", "ux"), {}),
         (("status", "--json"), {}),
         (("show", "S-0099"), {}),
-        (("add", "x", "--type", "epic"), {}),
+        (("add", "x", "--type", "Big Epic"), {}),
         (("status", "--bogus"), {}),
         (("--help",), {}),
         (("doctor", "--json"), {"ANTHROPIC_API_KEY": "sk-ant-api03-SECRETSECRETSECRET"}),

@@ -92,9 +92,9 @@ def test_concurrent_adds_never_share_an_id(project: Path) -> None:
 
 
 def test_add_rejects_bad_arguments_with_usage_exit(cli: CliRunner) -> None:
-    bad_type = cli("add", "x", "--type", "epic")
+    bad_type = cli("add", "x", "--type", "Big Epic")
     assert bad_type.returncode == 2
-    assert "unknown story type" in bad_type.stderr
+    assert "not a story type" in bad_type.stderr
     assert cli("add", "   ").returncode == 2
     assert cli("status", "--bogus").returncode == 2
 

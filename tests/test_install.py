@@ -119,11 +119,11 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
     ]
     assert unexpected == [], status
 
-    # `init` in a subfolder of the repository (a monorepo's service): its own project there,
-    # its stories run in worktrees of the whole repository, git sees only its story files.
+    # `init --here` in a subfolder of the repository (a monorepo's service): its own project
+    # there, its stories run in worktrees of the whole repository, git sees only its story files.
     service = repo / "service"
     service.mkdir()
-    sh(ai_sdlc, "init", cwd=service, env=env)
+    sh(ai_sdlc, "init", "--here", cwd=service, env=env)
     assert sh(ai_sdlc, "add", "Health endpoint", cwd=service, env=env) == "S-0001\n"
     sh(ai_sdlc, "run", "S-0001", cwd=service, env=env)
     assert '"status": "done"' in sh(ai_sdlc, "show", "S-0001", "--json", cwd=service, env=env)

@@ -193,9 +193,9 @@ def test_endless_429s_block_one_story_at_exactly_the_limit(tmp_path: Path, clust
     root = project(tmp_path, 4, ENDLESS_RETRIES + "  ray:\n    direct: false\n", rules)
     result = on_ray(root, cluster, "--auto", "--jobs", "4", cache=tmp_path / "cache")
     # The others finish; then the only story left is escalated: the run stops on that (as the
-    # local executor does), resumable once a human unblocks it.
-    assert result.returncode == 6, result.output
-    assert only_run(root)["stop_reason"]["condition"] == "failure_loop"
+    # local executor does) with the blocked story's code, resumable once a human unblocks it.
+    assert result.returncode == 5, result.output
+    assert only_run(root)["stop_reason"]["condition"] == "all_escalated"
     fm = frontmatter(root, "S-0001")
     assert fm["status"] == "blocked"
     assert fm["total_recovery_attempts"] == 10

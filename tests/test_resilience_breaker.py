@@ -306,3 +306,251 @@ def test_count_window_matches_the_last_n_calls(outcomes: list[bool], size: int) 
         window.record(failed, 0.0)
         last = outcomes[max(0, index + 1 - size) : index + 1]
         assert window.counts(0.0) == (len(last), sum(last))
+
+
+# --- half-open trials, counted exactly, through `execute` and `aexecute` alike -----------------
+
+
+class NotTheService(Exception):
+    """An error that says nothing about the service (`is_failure` says no)."""
+
+
+def _call(breaker: CircuitBreaker, how: str, outcome: BaseException | None) -> str:
+    """One call through `execute` or `aexecute` that returns "ok" or raises `outcome`."""
+
+    def sync() -> str:
+        if outcome is not None:
+            raise outcome
+        return "ok"
+
+    async def coro() -> str:
+        return sync()
+
+    if how == "sync":
+        return breaker.execute(sync)
+    return asyncio.run(breaker.aexecute(coro))
+
+
+def _counts(breaker: CircuitBreaker) -> tuple[int, int, int, int, int]:
+    s = breaker.stats()
+    return s.calls, s.successful, s.failed, s.rejected, s.state_changes
+
+
+def _trial_breaker(clock: ManualClock, **config: Any) -> tuple[CircuitBreaker, list[Any]]:
+    return make(
+        clock,
+        failure_threshold=1,
+        open_timeout=5,
+        is_failure=lambda exc: isinstance(exc, Boom),
+        **config,
+    )
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_half_open_needs_success_threshold_trials_and_counts_each(how: str) -> None:
+    clock = ManualClock()
+    breaker, changes = _trial_breaker(clock, half_open_max_calls=2, success_threshold=2)
+    with pytest.raises(Boom):
+        _call(breaker, how, Boom("down"))
+    assert _counts(breaker) == (1, 0, 1, 0, 1)
+    with pytest.raises(CircuitBreakerOpenError):
+        _call(breaker, how, None)
+    assert _counts(breaker) == (1, 0, 1, 1, 1)
+    clock.advance(5)
+    assert _call(breaker, how, None) == "ok"  # the first trial: still half-open
+    assert breaker.state is CircuitState.HALF_OPEN
+    assert _counts(breaker) == (2, 1, 1, 1, 2)
+    assert _call(breaker, how, None) == "ok"  # the second closes it
+    assert breaker.state is CircuitState.CLOSED
+    assert _counts(breaker) == (3, 2, 1, 1, 3)
+    assert changes == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")]
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_trial_error_that_is_not_the_services_frees_the_slot(how: str) -> None:
+    clock = ManualClock()
+    breaker, changes = _trial_breaker(clock, half_open_max_calls=1)
+    with pytest.raises(Boom):
+        _call(breaker, how, Boom("down"))
+    clock.advance(5)
+    with pytest.raises(NotTheService):
+        _call(breaker, how, NotTheService("bad input"))
+    # counted as a call that succeeded as far as the service goes; still half-open, and the
+    # only trial slot is free again
+    assert breaker.state is CircuitState.HALF_OPEN
+    assert _counts(breaker) == (2, 1, 1, 0, 2)
+    with pytest.raises(Boom):  # the next trial fails: open again
+        _call(breaker, how, Boom("still down"))
+    assert breaker.state is CircuitState.OPEN
+    assert _counts(breaker) == (3, 1, 2, 0, 3)
+    assert changes == [("closed", "open"), ("open", "half_open"), ("half_open", "open")]
+    with pytest.raises(CircuitBreakerOpenError):
+        _call(breaker, how, None)
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_an_interrupted_trial_counts_no_call_and_frees_the_slot(how: str) -> None:
+    clock = ManualClock()
+    breaker, _ = _trial_breaker(clock, half_open_max_calls=1)
+    with pytest.raises(Boom):
+        _call(breaker, how, Boom("down"))
+    clock.advance(5)
+    with pytest.raises(KeyboardInterrupt):
+        _call(breaker, how, KeyboardInterrupt())
+    assert breaker.state is CircuitState.HALF_OPEN
+    assert _counts(breaker) == (1, 0, 1, 0, 2)
+    assert _call(breaker, how, None) == "ok"  # the slot was freed: a trial, which closes it
+    assert breaker.state is CircuitState.CLOSED
+    assert _counts(breaker) == (2, 1, 1, 0, 3)
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_closed_calls_are_counted_and_a_non_failure_never_trips(how: str) -> None:
+    clock = ManualClock()
+    breaker, changes = _trial_breaker(clock)
+    assert _call(breaker, how, None) == "ok"
+    with pytest.raises(NotTheService):
+        _call(breaker, how, NotTheService("bad input"))
+    with pytest.raises(KeyboardInterrupt):
+        _call(breaker, how, KeyboardInterrupt())
+    assert breaker.state is CircuitState.CLOSED and changes == []
+    assert _counts(breaker) == (2, 2, 0, 0, 0)
+
+
+def test_a_trial_of_an_earlier_generation_decides_nothing() -> None:
+    """Two trials at once; the first fails and re-opens the breaker; the second, finishing
+    after, is counted but neither closes nor re-opens what the first decided."""
+    clock = ManualClock()
+    breaker, changes = _trial_breaker(clock, half_open_max_calls=2, success_threshold=2)
+    with pytest.raises(Boom):
+        _call(breaker, "sync", Boom("down"))
+    clock.advance(5)
+
+    async def scenario() -> None:
+        first_may_end, second_may_end = asyncio.Event(), asyncio.Event()
+
+        async def failing() -> str:
+            await first_may_end.wait()
+            raise Boom("down again")
+
+        async def passing() -> str:
+            await second_may_end.wait()
+            return "ok"
+
+        first = asyncio.ensure_future(breaker.aexecute(failing))
+        second = asyncio.ensure_future(breaker.aexecute(passing))
+        await asyncio.sleep(0)  # both admitted as trials
+        first_may_end.set()
+        with pytest.raises(Boom):
+            await first
+        assert breaker.state is CircuitState.OPEN
+        second_may_end.set()
+        assert await second == "ok"
+
+    asyncio.run(scenario())
+    assert breaker.state is CircuitState.OPEN
+    assert _counts(breaker) == (3, 1, 2, 0, 3)
+    assert changes == [("closed", "open"), ("open", "half_open"), ("half_open", "open")]
+    clock.advance(5)
+    assert _call(breaker, "sync", None) == "ok"
+    assert breaker.state is CircuitState.HALF_OPEN  # a fresh generation needs two trials again
+
+
+def test_a_forced_open_survives_restore_and_time_until_reset() -> None:
+    from ai_sdlc.resilience.breaker import BreakerSnapshot
+
+    clock = ManualClock()
+    forced, _ = make(clock, open_timeout=5)
+    forced.force_open()
+    snap = forced.snapshot()
+    assert snap.forced and snap.state is CircuitState.OPEN and snap.open_remaining is None
+    other, _ = make(clock, open_timeout=5)
+    other.restore(snap)
+    clock.advance(1000)
+    assert other.state is CircuitState.OPEN and other.snapshot().forced
+    with pytest.raises(CircuitBreakerOpenError):
+        other.execute(ok)
+    other.reset()
+    assert other.execute(ok) == "ok"
+    # "forced" means nothing for a breaker that is not open
+    closed, _ = make(clock)
+    closed.restore(BreakerSnapshot(CircuitState.CLOSED, None, True))
+    assert not closed.snapshot().forced and closed.state is CircuitState.CLOSED
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_every_closed_success_is_counted_and_pushes_failures_out_of_a_count_window(
+    how: str,
+) -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=2, window="count", window_size=3)
+    names: list[str] = []
+    breaker.add_listener(lambda name, old, new: names.append(name))
+    with pytest.raises(Boom):
+        _call(breaker, how, Boom("down"))
+    for _ in range(3):
+        assert _call(breaker, how, None) == "ok"
+    with pytest.raises(Boom):  # the first failure left the window: one failure in the last 3
+        _call(breaker, how, Boom("down again"))
+    assert breaker.state is CircuitState.CLOSED and changes == []
+    assert _counts(breaker) == (5, 3, 2, 0, 0)
+    with pytest.raises(Boom):  # two in the last three: open
+        _call(breaker, how, Boom("and again"))
+    assert breaker.state is CircuitState.OPEN and names == ["svc"]
+
+
+def test_retry_in_is_zero_unless_open_and_never_negative() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=5)
+    assert breaker.retry_in() == 0.0
+    fail(breaker, 1)
+    clock.advance(2)
+    assert breaker.retry_in() == pytest.approx(3.0)
+    clock.advance(10)  # past the timeout, not yet asked: still open, nothing left to wait
+    assert breaker.retry_in() == 0.0
+
+
+def test_calls_beyond_the_half_open_trials_are_rejected_and_counted() -> None:
+    """One trial slot; while its trial runs, two more calls are rejected (and counted); a
+    non-failure error of a trial frees exactly its own slot."""
+    clock = ManualClock()
+    breaker, _ = _trial_breaker(clock, half_open_max_calls=1)
+    assert _call(breaker, "async", None) == "ok"
+    assert _call(breaker, "async", None) == "ok"
+    with pytest.raises(Boom):
+        _call(breaker, "async", Boom("down"))
+    clock.advance(5)
+
+    async def scenario() -> None:
+        may_end = asyncio.Event()
+
+        async def trial() -> str:
+            await may_end.wait()
+            raise NotTheService("bad input")
+
+        running = asyncio.ensure_future(breaker.aexecute(trial))
+        await asyncio.sleep(0)
+        for _ in range(2):
+            with pytest.raises(CircuitBreakerOpenError):
+                await breaker.aexecute(trial)
+        may_end.set()
+        with pytest.raises(NotTheService):
+            await running
+        # its slot is free again, and only one: a second concurrent trial is rejected
+        again = asyncio.Event()
+
+        async def slow_ok() -> str:
+            await again.wait()
+            return "ok"
+
+        first = asyncio.ensure_future(breaker.aexecute(slow_ok))
+        await asyncio.sleep(0)
+        with pytest.raises(CircuitBreakerOpenError):
+            await breaker.aexecute(slow_ok)
+        again.set()
+        assert await first == "ok"
+
+    asyncio.run(scenario())
+    assert breaker.state is CircuitState.CLOSED
+    # calls: 2 ok + 1 failure + the trial's non-failure + the closing trial
+    assert _counts(breaker) == (5, 4, 1, 3, 3)

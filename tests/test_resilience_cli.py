@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,50 @@ def test_metrics_errors_are_messages_not_tracebacks(project: Path, tmp_path: Pat
     missing = ai_sdlc(elsewhere, "metrics")
     assert missing.returncode != 0 and "no ai-sdlc project" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("attempts", "trips"),
+    [(2, False), (1, False), (2, True)],
+    ids=["exhausted", "one-attempt", "breaker-open"],
+)
+def test_a_provider_still_failing_is_unavailable_with_why_and_what_to_do(
+    tmp_path: Path, attempts: int, trips: bool
+) -> None:
+    """Through the real CLI: retries exhausted, or the breaker opened by the first failure,
+    end the run with exit 4 and a message that says which, with the policy's own words."""
+    from tests.conftest import run_cli
+    from tests.runs_support import make_project, write_rules
+
+    root = tmp_path / "p"
+    make_project(
+        root,
+        ["Flaky"],
+        f"resilience:\n  policies:\n    llm:\n      max_attempts: {attempts}\n"
+        "      initial_delay: 0.001\n      max_delay: 0.002\n      jitter: 0\n"
+        f"      breaker:\n        failure_threshold: {1 if trips else 100}\n",
+    )
+    write_rules(
+        root,
+        "rules:\n  - phase: refine\n    times: 5\n"
+        "    fault: {kind: server, message: '503 from the upstream proxy'}\n",
+    )
+    result = run_cli(root, "run", "S-0001")
+    assert result.returncode == ExitCode.PROVIDER_UNAVAILABLE, result.output
+    lines = result.stderr.splitlines()
+    if trips:
+        # the time left is the real clock's (60 s, less the run's own time since it opened)
+        opened = re.compile(
+            r"error: S-0001 refine: the provider's circuit breaker is open \(circuit breaker "
+            r"'llm' is open; next trial call in (\d+\.\d) s\)"
+        )
+        shown = [m for m in map(opened.fullmatch, lines) if m]
+        assert len(shown) == 1 and 0 < float(shown[0][1]) <= 60, lines
+        assert "  hint: the provider failed repeatedly; wait, or see 'ai-sdlc metrics'" in lines
+    else:
+        said = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        assert (
+            f"error: S-0001 refine: the provider is still failing after {said} "
+            "(retries exhausted): 503 from the upstream proxy"
+        ) in lines, lines
+        assert "  hint: run again later; every retry so far is counted on the story" in lines

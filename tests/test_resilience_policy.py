@@ -201,3 +201,59 @@ def test_async_policy_calls() -> None:
     assert clock.sleeps == [1.0]  # 1 s ± 10 % jitter, rand 0.5 = the middle
     llm = policies.metrics()["llm"]
     assert llm["successes_after_retry"] == 1 and llm["fallbacks"] == 1
+
+
+def _policy_run(how: str, scenario: str) -> tuple[Any, ...]:
+    """One scenario through `execute_with_policy` or `aexecute_with_policy`: what came back or
+    was raised, every hook call, the sleeps, the metrics and the breaker's state."""
+    clock = ManualClock()
+    policies = manager(clock, budget=False)
+    service = Service()
+    service.down = True
+    retried: list[Any] = []
+    attempts: list[Any] = []
+
+    def on_retry(*args: Any) -> None:
+        retried.append(args)
+        if scenario == "blocked" and len(retried) == 2:
+            raise StoryBlockedError("Global recovery limit reached", story_id="S-0001")
+
+    hooks: dict[str, Any] = {"on_retry": on_retry, "on_attempt": attempts.append}
+    outcomes: list[str] = []
+    for _ in range(2 if scenario == "trips" else 1):
+        try:
+            if how == "sync":
+                value = policies.execute_with_policy("llm", service, **hooks)
+            else:
+
+                async def call() -> str:
+                    return service()
+
+                value = asyncio.run(policies.aexecute_with_policy("llm", call, **hooks))
+            outcomes.append(f"returned {value}")
+        except Exception as exc:
+            outcomes.append(f"raised {type(exc).__name__}")
+    breaker = policies.breaker("llm")
+    return (
+        outcomes,
+        service.calls,
+        [(a.number, a.delay, repr(a.error)) for a in attempts],
+        repr(retried),
+        clock.sleeps,
+        policies.metrics()["llm"],
+        breaker.state if breaker is not None else None,
+    )
+
+
+@pytest.mark.parametrize("scenario", ["trips", "blocked"])
+def test_async_policy_calls_decide_exactly_as_sync_ones(scenario: str) -> None:
+    sync = _policy_run("sync", scenario)
+    assert _policy_run("async", scenario) == sync
+    outcomes, calls, attempts, _, _, metrics, state = sync
+    if scenario == "trips":
+        assert outcomes == ["raised TransientProviderError", "raised CircuitBreakerOpenError"]
+        assert calls == 5 and state is CircuitState.OPEN
+    else:
+        assert outcomes == ["raised StoryBlockedError"] and calls == 2
+        assert metrics["aborted"] == 1, metrics
+    assert len(attempts) == (6 if scenario == "trips" else 2)

@@ -367,3 +367,171 @@ def test_invalid_configs_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             RetryConfig(**bad)
+
+
+# --- `aexecute` decides exactly as `execute` does ---------------------------------------------
+
+#: (outcomes, each call's clock duration, config): every stop reason and hook.
+SAME_SCENARIOS: dict[str, tuple[list[BaseException | str], float, dict[str, Any]]] = {
+    "success after retries": (
+        [rate_limited(3), TransientProviderError("busy", kind="overloaded"), "done"],
+        0.25,
+        {"max_attempts": 4, "initial_delay": 0.5},
+    ),
+    "exhausted": ([rate_limited(), rate_limited(), rate_limited()], 1.0, {"max_attempts": 3}),
+    "non retryable": ([ProviderAuthError("no key", status=401)], 0.5, {"max_attempts": 5}),
+    "overall timeout": (
+        [rate_limited(), rate_limited(), "late"],
+        2.0,
+        {"max_attempts": 5, "initial_delay": 3.0, "overall_timeout": 6.0},
+    ),
+    "budget": (
+        [rate_limited(), rate_limited(), "never"],
+        0.0,
+        {"max_attempts": 5, "initial_delay": 1.0},
+    ),
+}
+
+
+def _run_both_ways(name: str, how: str) -> tuple[Any, list[Any], list[Any], list[float]]:
+    outcomes, duration, config = SAME_SCENARIOS[name]
+    clock = ManualClock(start=100.0)
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=0.0, burst=1.0), clock=clock)
+    retry = RetryEngine(
+        RetryConfig(jitter="none", **config),
+        clock=clock,
+        sleep=clock.sleep,
+        async_sleep=clock.async_sleep,
+        rand=lambda: 0.5,
+        budget=budget if name == "budget" else None,
+    )
+    attempts: list[Any] = []
+    retries: list[Any] = []
+    sync_call = scripted(*outcomes, clock=clock, duration=duration)
+
+    async def async_call() -> str:
+        return sync_call()
+
+    hooks: dict[str, Any] = {
+        "on_attempt": attempts.append,
+        "on_retry": lambda *args: retries.append(args),
+    }
+    if how == "sync":
+        result = retry.execute(sync_call, **hooks)
+    else:
+        result = asyncio.run(retry.aexecute(async_call, **hooks))
+    return result, attempts, retries, clock.sleeps
+
+
+@pytest.mark.parametrize("name", sorted(SAME_SCENARIOS))
+def test_aexecute_decides_exactly_as_execute(name: str) -> None:
+    sync, sync_attempts, sync_retries, sync_sleeps = _run_both_ways(name, "sync")
+    async_, async_attempts, async_retries, async_sleeps = _run_both_ways(name, "async")
+
+    def shape(result: Any) -> tuple[Any, ...]:
+        records = [(a.number, a.delay, a.duration, repr(a.error)) for a in result.attempts]
+        return (
+            result.success,
+            result.result,
+            repr(result.error),
+            records,
+            result.total_duration,
+            result.stop_reason,
+        )
+
+    assert shape(async_) == shape(sync)
+    assert [(a.number, a.delay, a.duration) for a in async_attempts] == [
+        (a.number, a.delay, a.duration) for a in sync_attempts
+    ]
+    assert len(async_attempts) == len(sync.attempts)
+    assert repr(async_retries) == repr(sync_retries) and async_sleeps == sync_sleeps
+    # ... and what both decided is what the scenario means
+    expected_stop = {
+        "success after retries": "success",
+        "exhausted": "exhausted",
+        "non retryable": "non_retryable",
+        "overall timeout": "overall_timeout",
+        "budget": "budget",
+    }[name]
+    assert sync.stop_reason == expected_stop, shape(sync)
+    assert sync.total_duration > 0 or name == "budget"
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_an_attempt_timeout_is_shortened_to_what_is_left_overall(how: str) -> None:
+    """attempt_timeout 30 s, overall 1.05 s: the second attempt starts 1 s in (after the first
+    failed and the 1 s delay), so it may run only the 0.05 s left; a hung one is abandoned
+    then, and its error says so."""
+    release = threading.Event()
+    clock = ManualClock(start=100.0)
+    calls: list[int] = []
+
+    def attempt() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise rate_limited()
+        release.wait(60)  # hung until the test ends it
+        return "late"
+
+    async def async_attempt() -> str:
+        if len(calls) == 0:
+            return attempt()
+        calls.append(1)
+        await asyncio.Event().wait()  # hung until cancelled
+        return "late"
+
+    retry = RetryEngine(
+        RetryConfig(
+            max_attempts=2,
+            initial_delay=1.0,
+            jitter="none",
+            attempt_timeout=30.0,
+            overall_timeout=1.05,
+        ),
+        clock=clock,
+        sleep=clock.sleep,
+        async_sleep=clock.async_sleep,
+    )
+    try:
+        if how == "sync":
+            result = retry.execute(attempt)
+        else:
+            result = asyncio.run(retry.aexecute(async_attempt))
+    finally:
+        release.set()
+    assert len(calls) == 2 and not result.success
+    error = result.attempts[-1].error
+    assert isinstance(error, AttemptTimeoutError), result.attempts
+    assert error.timeout == pytest.approx(0.05), error.timeout
+
+
+#: Runs a call that hangs past its attempt timeout, then returns from main: the abandoned
+#: attempt's thread must not keep the process alive.
+_ABANDONS = """
+import threading
+from ai_sdlc.resilience import RetryConfig, RetryEngine
+forever = threading.Event()
+retry = RetryEngine(RetryConfig(max_attempts=1, attempt_timeout=0.05, jitter="none"))
+result = retry.execute(lambda: forever.wait())
+print(type(result.attempts[0].error).__name__, flush=True)
+"""
+
+
+def test_an_abandoned_attempt_does_not_keep_the_process_alive() -> None:
+    import subprocess
+    import sys
+
+    from tests.waits import GUARD
+
+    done = subprocess.run(
+        [sys.executable, "-c", _ABANDONS], capture_output=True, text=True, timeout=GUARD
+    )
+    assert done.returncode == 0 and done.stdout == "AttemptTimeoutError\n", done
+
+
+def test_a_timed_attempt_runs_in_a_daemon_thread() -> None:
+    """What keeps an abandoned attempt from holding the process open at exit."""
+    seen: list[bool] = []
+    retry = engine(ManualClock(), max_attempts=1, attempt_timeout=30)
+    result = retry.execute(lambda: seen.append(threading.current_thread().daemon))
+    assert result.success and seen == [True]

@@ -154,7 +154,7 @@ def test_a_bounce_loop_escalates_the_story(tmp_path: Path) -> None:
         "    feedback: The implementation changed nothing; do it again.\n",
     )
     result = run_cli(root, "run", "--auto")
-    assert result.returncode == 6, result.output
+    assert result.returncode == 5, result.output  # S-0002 done, S-0001 blocked
     fm = frontmatter(root, "S-0001")
     assert fm["status"] == "blocked"
     assert "Bounce loop" in fm["blocked_reason"]
@@ -170,6 +170,9 @@ def test_a_bounce_loop_escalates_the_story(tmp_path: Path) -> None:
     assert stories["S-0002"]["status"] == "done"
     bounced = [e for e in run_events(root, state["run_id"]) if e["action"] == "story_bounced"]
     assert [(e["previous"], e["phase"]) for e in bounced] == [("review", "implement")] * 4
-    # Nothing else left to run but an escalated story: the run halts instead of "completing".
-    assert state["stop_reason"]["condition"] == "failure_loop"
-    assert "all stories escalated" in state["stop_reason"]["message"]
+    # Nothing else left to run but an escalated story: the run stops (resumable) instead of
+    # "completing", and says which story is left and why.
+    assert state["stop_reason"]["condition"] == "all_escalated"
+    message = state["stop_reason"]["message"]
+    assert message.startswith("every remaining story is escalated: S-0001 (blocked: ")
+    assert "Bounce loop" in message

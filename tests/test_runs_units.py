@@ -25,6 +25,7 @@ from ai_sdlc.workflow.runs.runstate import (
 from ai_sdlc.workflow.runs.stopconditions import (
     RunStatistics,
     StopConditions,
+    attempts_exhausted,
     compute_statistics,
     evaluate,
 )
@@ -35,6 +36,7 @@ def stats(**changes: float) -> RunStatistics:
         total_stories=10,
         attempted=5,
         approved=5,
+        blocked=0,
         rejected=0,
         failed=0,
         waiting=0,
@@ -42,6 +44,9 @@ def stats(**changes: float) -> RunStatistics:
         retry_rate=0.0,
         reject_rate=0.0,
         consecutive_fails=0,
+        segment_attempted=5,
+        segment_failing=0,
+        segment_retried=0,
         total_attempts=10,
     )
     base.update(changes)
@@ -50,60 +55,71 @@ def stats(**changes: float) -> RunStatistics:
 
 def test_conditions_trip_in_priority_order() -> None:
     conditions = StopConditions()
-    everything = stats(total_attempts=50, consecutive_fails=3, reject_rate=0.9, retry_rate=0.9)
+    everything = stats(consecutive_fails=3, reject_rate=0.9, retry_rate=0.9)
     order = []
-    for fix in ({"total_attempts": 1}, {"consecutive_fails": 0}, {"reject_rate": 0.0}, {}):
+    for fix in ({"consecutive_fails": 0}, {"reject_rate": 0.0}, {}):
         reason = evaluate(everything, conditions)
         assert reason is not None
         order.append(reason.condition)
         everything = stats(**{**everything.to_json(), **fix})
     assert order == [
-        "max_total_attempts",
         "max_consecutive_fails",
         "max_reject_rate",
         "max_retry_rate",
     ]
     assert evaluate(stats(), conditions) is None
+    # The attempt cap is checked before each implementation attempt, not after an outcome.
+    assert evaluate(stats(total_attempts=500), conditions) is None
+    capped = attempts_exhausted(50, conditions, left=3)
+    assert capped is not None and capped.condition == "max_total_attempts"
+    assert "50 implementation attempts" in capped.message and "3 stories are left" in capped.message
+    assert attempts_exhausted(49, conditions) is None
 
 
 def test_rates_judge_only_from_min_attempted_and_only_above_the_maximum() -> None:
     conditions = StopConditions(max_reject_rate=0.3, min_attempted=4)
-    assert evaluate(stats(attempted=3, reject_rate=1.0), conditions) is None
-    assert evaluate(stats(attempted=10, reject_rate=0.3), conditions) is None
-    tripped = evaluate(stats(attempted=10, reject_rate=0.31, rejected=3, failed=1), conditions)
+    assert evaluate(stats(segment_attempted=3, reject_rate=1.0), conditions) is None
+    assert evaluate(stats(segment_attempted=10, reject_rate=0.3), conditions) is None
+    tripped = evaluate(stats(segment_attempted=10, reject_rate=0.31, segment_failing=4), conditions)
     assert tripped == StopReason(
         "max_reject_rate",
         0.31,
         0.3,
         "reject rate 0.31 is above run.stop_conditions.max_reject_rate = 0.3 "
-        "(4 of 10 attempted stories were rejected or failed)",
+        "(4 of 10 attempted stories were blocked or failed)",
     )
     # Consecutive fails do not wait for min_attempted.
-    streak = evaluate(stats(attempted=2, consecutive_fails=3), conditions)
+    streak = evaluate(stats(segment_attempted=2, consecutive_fails=3), conditions)
     assert streak is not None and streak.condition == "max_consecutive_fails"
 
 
 def test_statistics_count_only_stories_the_run_worked_on() -> None:
     stories = [
         StoryRunState("S-0001", status="done", outcomes=1, retries=2),
-        StoryRunState("S-0002", status="blocked", outcomes=1),
+        StoryRunState("S-0002", status="blocked", outcomes=1, rejections=1),
+        StoryRunState("S-0006", status="blocked", outcomes=1),
         StoryRunState("S-0003", status="failed", outcomes=1, errors=1),
         StoryRunState("S-0004", status="waiting", outcomes=1),
         StoryRunState("S-0005"),
     ]
     result = compute_statistics(stories, RunCounters(total_attempts=12, consecutive_fails=2))
     assert result.to_json() == {
-        "total_stories": 5,
-        "attempted": 4,
+        "total_stories": 6,
+        "attempted": 5,
         "approved": 1,
+        "blocked": 2,  # a block is a block; one of them a rejection
         "rejected": 1,
         "failed": 1,
         "waiting": 1,
         "retried": 2,
-        "retry_rate": 0.5,
-        "reject_rate": 0.5,
+        "retry_rate": 0.4,
+        "reject_rate": 0.6,
+        "segment_attempted": 5,
+        "segment_failing": 3,
+        "segment_retried": 2,
         "consecutive_fails": 2,
         "total_attempts": 12,
+        "implementation_attempts": 0,
     }
 
 
@@ -188,3 +204,117 @@ def test_notifier_failures_are_reported_never_raised(tmp_path: Path) -> None:
     assert (timed_out.ok, timed_out.detail) == (False, "timed out after 0.3s")
     assert (refused.ok, refused.detail) == (False, "only http and https URLs are posted to")
     assert not Notifier(command=None, webhook=None, cwd=tmp_path).enabled
+
+
+# --- stop conditions and failure loops, exactly (mutation survivors) -------------------------
+
+
+def test_stop_conditions_come_from_the_project_config(tmp_path: Path) -> None:
+    from ai_sdlc.config import load_config
+    from tests.runs_support import make_project
+
+    make_project(
+        tmp_path,
+        [],
+        "run:\n  stop_conditions:\n    max_retry_rate: 0.25\n    max_reject_rate: 0.125\n"
+        "    max_consecutive_fails: 7\n    max_total_attempts: 90\n    min_attempted: 6\n",
+    )
+    conditions = StopConditions.from_config(load_config(tmp_path, environ={}))
+    assert conditions == StopConditions(
+        max_retry_rate=0.25,
+        max_reject_rate=0.125,
+        max_consecutive_fails=7,
+        max_total_attempts=90,
+        min_attempted=6,
+    )
+
+
+def test_each_stop_reason_says_what_tripped_and_the_key_to_change() -> None:
+    conditions = StopConditions(max_consecutive_fails=3, max_retry_rate=0.4, min_attempted=2)
+    streak = evaluate(stats(consecutive_fails=3), conditions)
+    assert streak == StopReason(
+        "max_consecutive_fails",
+        3,
+        3,
+        "3 stories in a row failed (run.stop_conditions.max_consecutive_fails = 3)",
+    )
+    retries = evaluate(stats(attempted=5, retried=3, retry_rate=0.6), conditions)
+    assert retries == StopReason(
+        "max_retry_rate",
+        0.6,
+        0.4,
+        "retry rate 0.60 is above run.stop_conditions.max_retry_rate = 0.4 "
+        "(3 of 5 attempted stories needed a retry)",
+    )
+    # a rate at its threshold is not above it
+    assert evaluate(stats(attempted=5, retried=2, retry_rate=0.4), conditions) is None
+
+
+def test_a_step_back_needs_two_known_phases_the_second_earlier() -> None:
+    assert is_step_back("review", "implement") and is_step_back("plan", "refine")
+    assert not is_step_back("implement", "review")
+    assert not is_step_back("rework", "implement")  # the same place in the cycle
+    assert not is_step_back(None, "plan")
+    assert not is_step_back("unknown", "plan")
+    assert not is_step_back("review", "unknown")
+
+
+def test_bounce_reasons_and_failure_loops_say_what_to_look_at() -> None:
+    from ai_sdlc.workflow.runs.loops import ALL_ESCALATED, FailureLoop, bounce_reason
+
+    assert bounce_reason(3, 2, "review", "implement") == (
+        "Bounce loop: work went back to an earlier phase 3 times in this run "
+        "(last review → implement; limit run.max_bounces = 2). "
+        "The story keeps being sent back; look at the review feedback in its events.jsonl"
+    )
+    loop = FailureLoop(ALL_ESCALATED, ["S-0001"], "review", "why", "tail", 1, 2)
+    data = loop.to_json()
+    assert data["message"] == loop.message and data["loop_type"] == ALL_ESCALATED
+    assert data["stories"] == ["S-0001"]
+
+
+def test_the_failure_tail_is_the_last_feedback_else_the_last_block_reason(
+    tmp_path: Path,
+) -> None:
+    from ai_sdlc.workflow.runs.loops import failure_tail
+    from ai_sdlc.workflow.state.events import append_events
+
+    folder = tmp_path / "S-0001"
+    folder.mkdir()
+    assert failure_tail(folder) == ""
+    append_events(
+        folder,
+        [
+            {"action": "recovery", "reason": "not a block"},
+            {"action": "blocked", "reason": 7},
+        ],
+    )
+    assert failure_tail(folder) == ""  # neither feedback nor a block with a reason
+    append_events(folder, [{"action": "blocked", "reason": "first block"}])
+    append_events(folder, [{"action": "blocked", "reason": "Global recovery limit"}])
+    assert failure_tail(folder) == "Global recovery limit"
+    append_events(
+        folder,
+        [
+            {"action": "phase", "feedback": "  indented first\nsecond\nthird\n\n"},
+            {"action": "phase", "feedback": "   "},  # blank feedback does not replace it
+            {"action": "blocked", "reason": "a later block"},
+        ],
+    )
+    assert failure_tail(folder) == "  indented first\nsecond\nthird"
+    assert failure_tail(folder, lines=2) == "second\nthird"
+
+
+def test_no_story_attempted_means_rates_of_zero_and_the_cap_names_its_key() -> None:
+    from ai_sdlc.workflow.runs.stopconditions import attempts_exhausted
+
+    empty = compute_statistics([], RunCounters())
+    assert (empty.attempted, empty.retry_rate, empty.reject_rate) == (0, 0.0, 0.0)
+    assert attempts_exhausted(49, StopConditions(max_total_attempts=50)) is None
+    assert attempts_exhausted(50, StopConditions(max_total_attempts=50)) == StopReason(
+        "max_total_attempts",
+        50,
+        50,
+        "the run made 50 agent attempts, the run-wide limit "
+        "(run.stop_conditions.max_total_attempts = 50)",
+    )

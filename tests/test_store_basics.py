@@ -80,7 +80,7 @@ def test_add_with_body_priority_and_no_labels(tmp_path: Path) -> None:
     [
         ({"title": "  "}, "needs a title"),
         ({"title": "two\nlines"}, "one line"),
-        ({"title": "ok", "type": "epic"}, "unknown story type"),
+        ({"title": "ok", "type": "Big Epic"}, "not a story type"),
         ({"title": "ok", "labels": ["bad\tlabel"]}, "invalid label"),
         ({"title": "ok", "priority": True}, "whole number"),
     ],

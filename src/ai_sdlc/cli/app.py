@@ -59,6 +59,12 @@ COMMANDS: dict[str, CommandInfo] = {
     ),
     "show": CommandInfo("show", "Show one story in full."),
     "details": CommandInfo("show", "Alias of 'show'."),
+    "set": CommandInfo(
+        "set_cmd", "Set a story's dependencies, epic, priority, labels, title, type or status."
+    ),
+    "archive": CommandInfo(
+        "archive", "Move a story out of the backlog into .ai-sdlc/archive/ (show still finds it)."
+    ),
     "unblock": CommandInfo(
         "unblock", "Clear a story's block; it returns to the first phase it has not passed."
     ),

@@ -272,8 +272,42 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
         out.line(f"  {'✓' if env['ok'] else '✗'} {env['message']}")
         if env.get("fix"):
             out.line(f"    fix: {env['fix']}")
+    for nested in report.get("nested_projects", []):
+        out.line("")
+        out.line(f"⚠ nested project {nested['folder']} inside the git repository {nested['top']}")
+        out.line(f"    {nested['why']}")
+        out.line(f"    fix: {nested['fix']}")
     for problem in report["problems"]:
         out.warn(problem)
+
+
+def nested_projects(cwd: Path) -> list[dict[str, str]]:
+    """Every `.ai-sdlc` from `cwd` up to, not including, its git repository's top: a project
+    there hides the top's own (or stands apart from it) for every command run below it."""
+    from ai_sdlc.git.repo import toplevel
+
+    top = toplevel(cwd)
+    if top is None:
+        return []
+    found = []
+    start = cwd.resolve()
+    for folder in (start, *start.parents):
+        if folder == top or top not in folder.parents:
+            break
+        if (folder / ".ai-sdlc").is_dir():
+            if (top / ".ai-sdlc" / "stories").is_dir():
+                why = f"commands run below {folder} use it instead of {top}'s project"
+                fix = (
+                    f"bring its stories into the top project (ai-sdlc -C {top} add --from "
+                    f"<story.md>), then remove {folder / '.ai-sdlc'}"
+                )
+            else:
+                why = f"the repository's top {top} has no project"
+                fix = f"move it to the top: mv {folder / '.ai-sdlc'} {top}/"
+            found.append(
+                {"folder": str(folder / ".ai-sdlc"), "top": str(top), "why": why, "fix": fix}
+            )
+    return found
 
 
 def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
@@ -281,6 +315,7 @@ def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
     app = Application.of(ctx)
     out = app.terminal(json)
     report = build_report(app.project)
+    report["nested_projects"] = nested_projects(Path.cwd())
     if json:
         out.json(report)
     else:

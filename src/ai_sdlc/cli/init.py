@@ -1,21 +1,45 @@
-"""`ai-sdlc init`: create .ai-sdlc/ (stories folder, commented config, .gitignore); idempotent."""
+"""`ai-sdlc init`: create .ai-sdlc/ (stories folder, commented config, .gitignore); idempotent.
+
+Inside a git repository the project goes at the repository's top, wherever `init` is run from
+(a second project in a subfolder would hide the real one from every command run below it);
+`--here` keeps it in the current folder, `-C DIR` puts it in DIR."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import write_default_config
+from ai_sdlc.git.repo import toplevel
+from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.anchor import forget_project
 from ai_sdlc.worktree_env.propose import propose
 
 
-def init(ctx: typer.Context, json: JsonOption = False) -> None:
+def init(
+    ctx: typer.Context,
+    here: Annotated[
+        bool,
+        typer.Option(
+            "--here", help="Create it in the current folder, not at the git repository's top."
+        ),
+    ] = False,
+    json: JsonOption = False,
+) -> None:
     """Create .ai-sdlc/ in the project folder (safe to run again)."""
     app = Application.of(ctx)
     out = app.terminal(json)
     store = app.store(must_exist=False)
+    top = None if here or app.project_source == "option" else toplevel(store.root)
+    if top is not None and top != store.root.resolve():
+        store = StoryStore(top)
+        if not json:
+            out.info(f"{Path.cwd()} is inside the git repository {top}: the project goes there")
+            out.info("(use --here for a separate project in this folder)")
     fresh = not store.is_initialized()
     created = store.init()
     if fresh:  # nothing of an earlier project at this path applies to this one's stories

@@ -161,7 +161,8 @@ class Progress:
                     f"{carried.get('consecutive_fails')} failures and "
                     f"{carried.get('consecutive_escalations')} escalations in a row"
                     + (f", ${float(cost):.4f} spent" if cost is not None else "")
-                    + "; the reject and retry rates start afresh with this segment"
+                    + "; the reject and retry rates and the attempt cap start afresh with "
+                    "this segment"
                 )
             return line
         if name == "story_escalated":

@@ -73,6 +73,22 @@ def run(
             "starts a local Ray instance).",
         ),
     ] = None,
+    ignore_dependencies: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-dependencies",
+            help="Run the story even though a dependency is not done.",
+        ),
+    ] = False,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-attempts",
+            min=1,
+            help="For this run only: the run-wide cap on implementation attempts "
+            "(default: run.stop_conditions.max_total_attempts).",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Take a story through refine → research → plan → implement → review → done."""
@@ -93,6 +109,8 @@ def run(
         executor=executor,
         ray_address=ray_address,
         json=json,
+        ignore_dependencies=ignore_dependencies,
+        max_attempts=max_attempts,
     )
     if code:
         raise typer.Exit(code)

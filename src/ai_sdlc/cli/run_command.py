@@ -38,6 +38,8 @@ def execute(
     executor: str | None = None,
     ray_address: str | None = None,
     json: bool = False,
+    ignore_dependencies: bool = False,
+    max_attempts: int | None = None,
 ) -> int:
     """Run what the options ask for; the command's exit code (0, BLOCKED, INTERRUPTED). Errors
     are raised as `AiSdlcError`s, which `main()` maps to their exit codes."""
@@ -59,6 +61,13 @@ def execute(
             "--executor and --ray-address apply to a multi-story run",
             hint="use them with --auto, --batch ID..., --resume or --continue",
         )
+    multi = auto or batch or resume or continue_
+    if ignore_dependencies and (multi or not refs):
+        raise UsageError(
+            "--ignore-dependencies applies to one story: 'ai-sdlc run ID --ignore-dependencies'"
+        )
+    if max_attempts is not None and not multi:
+        raise UsageError("--max-attempts applies to a multi-story run (--auto, --continue, ...)")
     if executor == "ray":
         from ai_sdlc.workflow.parallel.ray_executor import require_ray
 
@@ -118,9 +127,15 @@ def execute(
             epic=epic,
             executor=executor,
             ray_address=ray_address,
+            max_attempts=max_attempts,
         )
         return _finish_multi(out, store.root, report, json)
-    outcomes = session.run(story_id=ids[0] if ids else None, auto=False, step=step)
+    outcomes = session.run(
+        story_id=ids[0] if ids else None,
+        auto=False,
+        step=step,
+        ignore_dependencies=ignore_dependencies,
+    )
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
         out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})
@@ -210,6 +225,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable)."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
+    from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
 
     if report is None:
         if json:
@@ -217,6 +233,8 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
         out.info("Nothing to run: no story has an actionable next step.")
         return 0
     state = report.state
+    # Nothing left but escalated stories: what could be done was, and the rest is blocked.
+    stuck = state.stop_reason is not None and state.stop_reason.condition == ALL_ESCALATED_CONDITION
     if json:
         out.ndjson(
             {
@@ -228,7 +246,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
         )
     else:
         _render_outcomes(out, report.outcomes)
-        if report.loop is not None:
+        if report.loop is not None and not stuck:
             render_loop(out, report.loop, report.diagnostic_path)
     command = continue_command(root, state.run_id)
     stats = statistics_line(state.statistics)
@@ -240,7 +258,14 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
         for result in report.notifications:
             if not result.ok:
                 out.warn(f"notification by {result.channel} failed: {result.detail}")
-        out.line(f"Run {state.run_id} stopped. {stats}")
+        done = "finished what it could" if stuck else "stopped"
+        out.line(f"Run {state.run_id} {done}. {stats}")
+        if stuck:
+            out.warn(state.stop_reason.message)
+            out.line(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
+            blocked = any(s.escalated and s.status == "blocked" for s in state.stories)
+            if blocked:
+                return int(ExitCode.BLOCKED)
         # The reason once: a failure loop was just shown in full; a stop condition is said here.
         why = (
             "the failure loop above"

@@ -37,14 +37,20 @@ def continue_command(root: Path, run_id: str) -> str:
 
 
 def statistics_line(stats: dict[str, Any]) -> str:
+    """The run's figures over all its segments (a state saved before `blocked` existed
+    counted its blocked stories as `rejected`)."""
     if not stats:
         return "no statistics yet"
+    blocked = stats.get("blocked", stats.get("rejected", 0))
+    attempts = f"{stats['total_attempts']} agent attempts"
+    if "implementation_attempts" in stats:
+        attempts = f"{stats['implementation_attempts']} implementation attempts ({attempts})"
     return (
         f"{stats['total_stories']} stories · {stats['attempted']} attempted · "
-        f"{stats['approved']} approved · {stats['rejected']} rejected · "
+        f"{stats['approved']} done · {blocked} blocked · "
         f"{stats['failed']} failed · {stats['waiting']} waiting · "
-        f"retry rate {stats['retry_rate']:.2f} · reject rate {stats['reject_rate']:.2f} · "
-        f"{stats['consecutive_fails']} consecutive fails · {stats['total_attempts']} attempts"
+        f"retry rate {stats['retry_rate']:.2f} · block rate {stats['reject_rate']:.2f} · "
+        f"{stats['consecutive_fails']} consecutive fails · {attempts}"
     )
 
 

@@ -10,8 +10,8 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.store.schema import breakdown_text
-from ai_sdlc.workflow.engine.assess import pending_gate
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
+from ai_sdlc.workflow.state.readiness import pending_gate
 
 COUNTERS = (
     "total_recovery_attempts",
@@ -55,7 +55,7 @@ def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> N
     app = Application.of(ctx)
     out = app.terminal(json)
     store = app.store()
-    story = store.get(store.resolve(story_ref))
+    story, archived = _find(store, story_ref)
     config = app.config()
     limit = int(config.get("limits.global_recovery"))
     info = details_of(story, limit, config.section("gates"))
@@ -64,13 +64,17 @@ def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> N
         for step in ("build", "test")
         if config.get(f"verify.{step}")
     ]
+    info["archived"] = archived
     if json:
         out.json(info)
         return
     fm = story.frontmatter
     out.line(f"{story.id}  {story.title}", style="bold")
     out.line(f"  status:    {story.status}")
-    for key in ("type", "priority", "labels", "created", "updated", "branch"):
+    if archived:
+        out.line(f"  archived:  {fm.get('archived_at') or 'yes'} (out of the backlog)")
+    keys = ("type", "priority", "labels", "epic", "dependencies", "created", "updated", "branch")
+    for key in keys:
         if key in fm and fm[key] not in (None, [], ""):
             value = ", ".join(map(str, fm[key])) if isinstance(fm[key], list) else fm[key]
             out.line(f"  {key + ':':<10} {value}")
@@ -106,6 +110,20 @@ def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> N
             style="yellow",
         )
     out.line(f"  file:      {story.path}")
+
+
+def _find(store: Any, story_ref: str) -> tuple[Any, bool]:
+    """The story, and whether it is archived (`ai-sdlc archive`: found by its id only)."""
+    from ai_sdlc.errors import StoryNotFoundError
+    from ai_sdlc.store import archive, ids
+
+    try:
+        return store.get(store.resolve(story_ref)), False
+    except StoryNotFoundError:
+        story_id, _ = ids.parse_ref(story_ref)
+        if story_id is None or archive.archived_path(store, story_id) is None:
+            raise
+        return archive.get_archived(store, story_id), True
 
 
 def register(app: typer.Typer) -> None:

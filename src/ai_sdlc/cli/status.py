@@ -12,7 +12,7 @@ from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
-from ai_sdlc.workflow.engine.assess import pending_gate
+from ai_sdlc.workflow.state.readiness import pending_gate
 
 #: Board columns: the story statuses, plus "waiting" for stories held at a gate.
 WAITING = "waiting"
@@ -77,7 +77,7 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
             items = by_status.get(column, [])
             out.line(f"{TITLES[column]} ({len(items)})")
             for fm in items:
-                line = f"  {fm.get('id')}  {fm.get('title')}"
+                line = f"  {fm.get('id')}  {fm.get('title')}{_kind(fm)}"
                 if column == "blocked" and fm.get("blocked_reason"):
                     line += f"\n      reason: {fm.get('blocked_reason')}"
                 if column == WAITING:
@@ -98,7 +98,7 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
                 cells.append("")
                 continue
             fm = items[i]
-            cell = f"{fm.get('id')} {fm.get('title')}"
+            cell = f"{fm.get('id')} {fm.get('title')}{_kind(fm)}"
             if column == "blocked" and fm.get("blocked_reason"):
                 cell += f"\n↳ {fm.get('blocked_reason')}"
             if column == WAITING:
@@ -106,6 +106,12 @@ def _render_board(out: object, rows: list[dict[str, object]]) -> None:
             cells.append(cell)
         table.add_row(*cells)
     out.render(table)
+
+
+def _kind(fm: dict[str, object]) -> str:
+    """The story's type after its title, unless it is the default `feature`."""
+    kind = fm.get("type")
+    return f"  [{kind}]" if isinstance(kind, str) and kind != "feature" else ""
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,11 @@ worktrees_app = typer.Typer(
 
 
 def _status_lookup(store: StoryStore) -> dict[str, str]:
-    return {story.id: story.status for story in store.list()}
+    from ai_sdlc.store.archive import archived_numbers
+    from ai_sdlc.store.ids import format_id
+
+    archived = {format_id(n): "archived" for n in archived_numbers(store)}  # `ai-sdlc archive`
+    return {**archived, **{story.id: story.status for story in store.list()}}
 
 
 def _states(store: StoryStore) -> list[WorktreeState]:

@@ -194,12 +194,14 @@ class StopConditions(_Section):
     ] = 0.5
     max_reject_rate: Annotated[
         _Rate,
-        key("stories rejected or failed / stories attempted", expected="a rate between 0 and 1"),
+        key("stories blocked or failed / stories attempted", expected="a rate between 0 and 1"),
     ] = 0.3
     max_consecutive_fails: Annotated[
         _AtLeastOne, key("stories in a row that failed (an approval resets it)")
     ] = 3
-    max_total_attempts: Annotated[_AtLeastOne, key("agent attempts in the whole run")] = 50
+    max_total_attempts: Annotated[
+        _AtLeastOne, key("implementation attempts in one run segment")
+    ] = 50
     min_attempted: Annotated[_AtLeastOne, key("stories attempted before the rates judge")] = 4
 
 

@@ -37,9 +37,9 @@ gates:
 run:                           # multi-story runs (--auto, --batch): halt when clearly failing
   stop_conditions:
     max_retry_rate: 0.5        # stories that needed any retry / stories attempted
-    max_reject_rate: 0.3       # stories rejected or failed / stories attempted
+    max_reject_rate: 0.3       # stories blocked or failed / stories attempted
     max_consecutive_fails: 3   # stories in a row that failed (an approval resets it)
-    max_total_attempts: 50     # agent attempts in the whole run
+    max_total_attempts: 50     # implementation attempts in one run segment
     min_attempted: 4           # stories attempted before the rates judge
   max_consecutive_escalations: 2  # blocked/failed stories in a row: FAILURE LOOP DETECTED
   max_bounces: 3               # step-backs (review -> implement ...) before a story escalates

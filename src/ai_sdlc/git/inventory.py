@@ -12,8 +12,9 @@ from ai_sdlc.git import repo, staging, worktrees
 from ai_sdlc.git.run import GitError
 from ai_sdlc.git.settings import GitSettings
 
-#: Story statuses whose worktree `ai-sdlc worktrees prune` removes.
-FINISHED_STATUSES = ("done", "abandoned")
+#: Story statuses whose worktree `ai-sdlc worktrees prune` removes (`archived`: the story was
+#: moved out of the backlog by `ai-sdlc archive`).
+FINISHED_STATUSES = ("done", "abandoned", "archived")
 
 
 @dataclass(frozen=True)

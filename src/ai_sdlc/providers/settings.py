@@ -48,7 +48,7 @@ class ApiSettings(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
         key(
             "API endpoint (e.g. a local server); null: the provider's default",
             check="http_url",
-            expected="an http(s) URL or null",
+            expected="an http:// or https:// URL or null",
         ),
     ] = None
     api_key_env: Annotated[

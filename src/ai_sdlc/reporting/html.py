@@ -111,7 +111,7 @@ def _header(report: Mapping[str, Any]) -> str:
     if stats and run.get("mode") != "single":  # the stop conditions' figures
         out.append(
             f'<div class="sub">attempted {esc(stats.get("attempted"))} · approved '
-            f"{esc(stats.get('approved'))} · rejected {esc(stats.get('rejected'))} · failed "
+            f"{esc(stats.get('approved'))} · blocked {esc(stats.get('blocked'))} · failed "
             f"{esc(stats.get('failed'))} · waiting {esc(stats.get('waiting'))} · retry rate "
             f"{num(stats.get('retry_rate')):.2f} · reject rate "
             f"{num(stats.get('reject_rate')):.2f}</div>"

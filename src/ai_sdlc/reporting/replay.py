@@ -6,7 +6,7 @@ last point equals the statistics the run itself saved."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,24 +39,25 @@ class _Replay:
             self.consecutive_fails = 0
 
     def figures(self) -> dict[str, Any]:
-        worked = {sid: status for sid, (status, seg) in self.last.items() if seg == self.segment}
-        attempted = len(worked)
-        rejected = sum(1 for v in worked.values() if v == BLOCKED)
-        failed = sum(1 for v in worked.values() if v == STORY_FAILED)
-        retried = sum(
-            1 for sid in worked if self.retries.get(sid, 0) > 0 or self.errors.get(sid, 0) > 0
-        )
+        """As `compute_statistics`: counts over every segment, rates over the current one."""
+        worked = {sid: status for sid, (status, _seg) in self.last.items()}
+        now = {sid: status for sid, (status, seg) in self.last.items() if seg == self.segment}
+        blocked_now = sum(1 for v in now.values() if v in (BLOCKED, STORY_FAILED))
+
+        def retried(ids: Iterable[str]) -> int:
+            return sum(1 for sid in ids if self.retries.get(sid, 0) or self.errors.get(sid, 0))
+
         return {
             "total_attempts": self.attempts,
             "consecutive_fails": self.consecutive_fails,
-            "attempted": attempted,
+            "attempted": len(worked),
             "approved": sum(1 for v in worked.values() if v == DONE),
-            "rejected": rejected,
-            "failed": failed,
+            "blocked": sum(1 for v in worked.values() if v == BLOCKED),
+            "failed": sum(1 for v in worked.values() if v == STORY_FAILED),
             "waiting": sum(1 for v in worked.values() if v == WAITING),
-            "retried": retried,
-            "retry_rate": _rate(retried, attempted),
-            "reject_rate": _rate(rejected + failed, attempted),
+            "retried": retried(worked),
+            "retry_rate": _rate(retried(now), len(now)),
+            "reject_rate": _rate(blocked_now, len(now)),
         }
 
 

@@ -5,7 +5,8 @@ python-frontmatter splits and parses it (our own store never uses it: it rewrite
 see the store's splice writer). Its stock TOML handler needs the unmaintained `toml` package,
 so TOML goes through the standard library's `tomllib` (TOML 1.0) behind the same handler API.
 Known fields are mapped (title, or else the first `# heading`; labels or tags; priority; type
-and status when they are ours); the body is kept as written.
+and status when they are ours; our graph fields `dependencies` and `epic`); the body is kept as
+written. A document's own `id` names it in the others' dependencies (`add --from` renumbers).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class Draft:
     priority: int | None = None
     type: str = "feature"
     status: str = "backlog"
+    #: Story ids this one depends on, as the document wrote them (canonical form).
+    dependencies: tuple[str, ...] = ()
+    epic: str | None = None
+    #: The document's own story id (`id: S-0003`), which other documents' dependencies name.
+    source_id: str | None = None
     #: Frontmatter keys that were not used (reported, never copied).
     ignored: tuple[str, ...] = field(default=())
 
@@ -139,7 +145,9 @@ def _draft(path: Path, meta: Mapping[str, Any], body: str) -> Draft:
         )
     kind = meta.get("type")
     status = meta.get("status")
-    used = {"title", "labels", "tags", "priority", "type", "status"}
+    used = {"title", "labels", "tags", "priority", "type", "status", "dependencies", "epic"}
+    dependencies, epic = _graph_fields(path, meta)
+    source_id = meta.get("id")
     text = body if body.strip() else f"# {clean_title}\n"
     if not text.endswith("\n"):
         text += "\n"
@@ -149,10 +157,31 @@ def _draft(path: Path, meta: Mapping[str, Any], body: str) -> Draft:
         body=text,
         labels=labels,
         priority=priority,
-        type=kind if kind in schema.STORY_TYPES else "feature",
+        type=kind if isinstance(kind, str) and schema.type_problem(kind) is None else "feature",
         status=status if status in schema.STATUSES and status != "blocked" else "backlog",
+        dependencies=dependencies,
+        epic=epic,
+        source_id=source_id
+        if isinstance(source_id, str) and schema.ID_PATTERN.fullmatch(source_id)
+        else None,
         ignored=tuple(sorted(str(k) for k in meta if k not in used)),
     )
+
+
+def _graph_fields(path: Path, meta: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
+    """`dependencies` and `epic`, checked as our own story files check them."""
+    deps: tuple[str, ...] = ()
+    if "dependencies" in meta and meta["dependencies"] is not None:
+        problem = schema.field_problem("dependencies", meta["dependencies"])
+        if problem is not None:
+            raise _fail(path, problem.message, problem.hint)
+        deps = tuple(dict.fromkeys(meta["dependencies"]))
+    epic = meta.get("epic")
+    if epic is not None:
+        problem = schema.field_problem("epic", epic)
+        if problem is not None:
+            raise _fail(path, problem.message, problem.hint)
+    return deps, epic
 
 
 def _labels(path: Path, value: object) -> tuple[str, ...]:

@@ -6,8 +6,9 @@ Fields not listed here are kept untouched and never checked: the TypeScript tool
 
 Bounds that make a value usable, not just well typed: counters are at most `MAX_COUNTER` (10^9;
 a larger one would in effect switch the global recovery limit off), `priority` is >= 0, dates
-are real ISO dates or timestamps, and `type` is one of `STORY_TYPES` (the set `add` accepts: one
-rule for both, an unknown type is a bad story).
+are real ISO dates or timestamps, and `type` is one lowercase word (`TYPE_PATTERN`): the
+TypeScript tool's files carry types beyond its own union (`refactor`, `documentation`, ...), so
+any word loads; `STORY_TYPES` are the ones the agents get their own guidance for.
 """
 
 from __future__ import annotations
@@ -41,7 +42,19 @@ FLAG_FIELDS: tuple[str, ...] = (
     "implementation_complete",
     "reviews_complete",
 )
-STORY_TYPES: tuple[str, ...] = ("feature", "bug", "chore", "spike")
+#: The story types the agents know (each gets its own line of guidance); any other lowercase
+#: word (`TYPE_PATTERN`) is a valid type too, given neutral guidance.
+STORY_TYPES: tuple[str, ...] = (
+    "feature",
+    "bug",
+    "chore",
+    "spike",
+    "refactor",
+    "documentation",
+    "enhancement",
+)
+#: A story type: one lowercase word (letters, digits, '-' or '_' inside), at most 40 characters.
+TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 
 #: Largest value of a counter (and of a `recovery_breakdown` count).
 MAX_COUNTER = 1_000_000_000
@@ -185,14 +198,20 @@ def _priority(field: str, value: object) -> Problem | None:
     )
 
 
-def _type(field: str, value: object) -> Problem | None:
-    if isinstance(value, str) and value in STORY_TYPES:
+def type_problem(value: object) -> Problem | None:
+    """None for a usable story type (one lowercase word), else what is wrong with it."""
+    if isinstance(value, str) and TYPE_PATTERN.fullmatch(value):
         return None
     return Problem(
-        field,
-        f"`type` {_shown(value)} is not a known story type",
-        f"use one of: {', '.join(STORY_TYPES)}",
+        "type",
+        f"`type` {_shown(value)} is not a story type (one lowercase word)",
+        f"write e.g. type: {STORY_TYPES[0]} (known: {', '.join(STORY_TYPES)}; any lowercase "
+        "word is accepted)",
     )
+
+
+def _type(field: str, value: object) -> Problem | None:
+    return type_problem(value)
 
 
 def _title(field: str, value: object) -> Problem | None:
@@ -244,6 +263,12 @@ _CHECKS: dict[str, Check] = {
 }
 
 REQUIRED: tuple[str, ...] = ("title", "status")
+
+
+def field_problem(key: str, value: object) -> Problem | None:
+    """What is wrong with one field's value, as a story file would be checked (None: fine)."""
+    check = _CHECKS.get(key)
+    return check(key, value) if check is not None else None
 
 
 def find_problem(frontmatter: object, folder_id: str) -> Problem | None:

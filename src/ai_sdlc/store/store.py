@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 AI_DIR = ".ai-sdlc"
 STORIES = "stories"
+#: Archived stories' folders (`store.archive`), beside `stories/`.
+ARCHIVE = "archive"
 STORY_FILE = "story.md"
 GITIGNORE_LINES = (".cache/", ".locks/", "state/", "runs/", "worktrees/")
 PRIORITY_GAP = 10
@@ -146,6 +148,13 @@ class StoryStore:
         if isinstance(problem, InvalidInputError):
             raise problem
         self._require_project()
+        archived = self.ai_dir / ARCHIVE / canonical
+        if (archived / STORY_FILE).is_file():  # `ai-sdlc archive` moved it: say where
+            raise StoryNotFoundError(
+                f"no story {canonical} in {self.stories_dir}: it was archived to {archived}",
+                hint=f"`ai-sdlc show {canonical}` shows it; move its folder back into "
+                f"{self.stories_dir} to work on it again",
+            )
         raise StoryNotFoundError(
             f"no story {canonical} in {self.stories_dir}",
             hint="`ai-sdlc status` lists the stories",
@@ -314,6 +323,13 @@ class StoryStore:
             yield
 
     @contextmanager
+    def graph_locked(self) -> Iterator[None]:
+        """Held across a check of the whole backlog graph and the change it allows (a story's
+        dependencies, an archive), so two such changes never both pass on the same old graph."""
+        with self._locked("graph", "the backlog graph"):
+            yield
+
+    @contextmanager
     def edit(self, story_id: str) -> Iterator[Story]:
         """Locked read-modify-write of one story.
 
@@ -420,10 +436,9 @@ class StoryStore:
         unwritable = render.problem(more)
         if unwritable is not None:
             raise UsageError(f"cannot store the extra fields: {unwritable[0]}", hint=unwritable[1])
-        if type not in schema.STORY_TYPES:
-            raise UsageError(
-                f"unknown story type {type!r}", hint=f"use one of: {', '.join(schema.STORY_TYPES)}"
-            )
+        bad_type = schema.type_problem(type)
+        if bad_type is not None:
+            raise UsageError(bad_type.message, hint=bad_type.hint)
         clean_labels = _check_labels(labels)
         if priority is not None and (
             isinstance(priority, bool)
@@ -469,8 +484,8 @@ class StoryStore:
 
     def _claim_folder(self) -> Path:
         """Make the next id's folder with an exclusive mkdir (the id lock is held)."""
-        with os.scandir(self.stories_dir) as entries:
-            numbers = [n for e in entries if (n := ids.any_id_number(e.name)) is not None]
+        # An archived story's id keeps its ledger: it is never given to a new story.
+        numbers = [*_id_numbers(self.stories_dir), *_id_numbers(self.ai_dir / ARCHIVE)]
         number = max(numbers, default=0) + 1
         while True:
             folder = self.stories_dir / ids.format_id(number)
@@ -480,6 +495,15 @@ class StoryStore:
                 number += 1
                 continue
             return folder
+
+
+def _id_numbers(folder: Path) -> list[int]:
+    """The numbers of the `S-<digits>` entries of `folder` (none when it does not exist)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [n for e in entries if (n := ids.any_id_number(e.name)) is not None]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _remove_stale_temps(path: Path) -> None:

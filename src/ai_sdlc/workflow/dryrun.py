@@ -75,7 +75,11 @@ def plan_dry_run(
         actionable = {
             a.story_id
             for a in recommend(
-                (s.frontmatter for s in store.list()), gates=gates, global_limit=limit
+                (s.frontmatter for s in store.list()),
+                gates=gates,
+                global_limit=limit,
+                # one action skips a story waiting for a dependency; a run waits for it
+                done_means=None if auto else str(config.get("run.done_means")),
             )
         }
         stories = [s for s in store.list() if s.id in actionable]

@@ -23,6 +23,7 @@ from ai_sdlc.workflow.engine.assess import NextAction, recommend
 from ai_sdlc.workflow.engine.runner import RunnerDeps, StoryOutcome, StoryRunner
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
 from ai_sdlc.workflow.state.guard import GuardFactory
+from ai_sdlc.workflow.state.readiness import unmet_dependencies
 from ai_sdlc.workflow.state.runlock import run_lock
 from ai_sdlc.workflow.wiring import (
     Emit,
@@ -170,10 +171,20 @@ class Session(msgspec.Struct):
             sandbox,
         )
 
-    def run(self, *, story_id: str | None, auto: bool, step: Phase | None) -> list[StoryOutcome]:
-        """One story, or the next recommended action; `auto` is a multi-story run (use
-        `run_many` for its report: state, halt reason, diagnostic)."""
+    def run(
+        self,
+        *,
+        story_id: str | None,
+        auto: bool,
+        step: Phase | None,
+        ignore_dependencies: bool = False,
+    ) -> list[StoryOutcome]:
+        """One story (refused while a dependency is not done, unless `ignore_dependencies`), or
+        the next recommended action; `auto` is a multi-story run (use `run_many` for its
+        report: state, halt reason, diagnostic)."""
         if story_id:
+            if not ignore_dependencies:
+                self._check_dependencies(story_id)
             return [self._run_one(story_id, step=step)]
         if auto:
             report = self.run_many()
@@ -195,18 +206,20 @@ class Session(msgspec.Struct):
         epic: str | None = None,
         executor: str | None = None,
         ray_address: str | None = None,
+        max_attempts: int | None = None,
     ) -> RunOutcome | None:
         """A new run over `story_ids` (None: every actionable story by priority; `epic`: only
         that epic's), or the run `resume` (`latest`: the most recent one) continued. Up to
         `jobs` stories at once (None: `run.jobs`; a resumed run keeps its own). The dependency
-        graph is checked first (a cycle or a missing story: exit 3, nothing runs). None when
-        there is nothing to run."""
+        graph is checked first (a cycle or a missing story: exit 3, nothing runs).
+        `max_attempts` replaces `run.stop_conditions.max_total_attempts` for this run. None
+        when there is nothing to run."""
         from ai_sdlc.workflow.runs.multirun import MultiRun, RunSettings, prepare_resume
         from ai_sdlc.workflow.runs.notify import Notifier
         from ai_sdlc.workflow.runs.runstate import RunRepository
 
         repo = RunRepository(self.store.ai_dir)
-        settings = RunSettings.from_config(self.config)
+        settings = RunSettings.from_config(self.config, max_attempts=max_attempts)
         if settings.done_means == "merged" and not self.config.get("git.auto_merge"):
             raise UsageError(
                 "run.done_means is 'merged' but git.auto_merge is off: no story would ever be "
@@ -333,8 +346,8 @@ class Session(msgspec.Struct):
         from ai_sdlc.workflow.runs import graph as G
         from ai_sdlc.workflow.runs.runstate import RunState, StoryRunState, new_run_id
 
-        if story_ids is None:
-            ids = [a.story_id for a in self._recommend()]
+        if story_ids is None:  # the run waits for a dependency it runs first: not skipped
+            ids = [a.story_id for a in self._recommend(dependencies=False)]
             mode = "auto"
         else:
             ids = list(dict.fromkeys(story_ids))
@@ -384,12 +397,40 @@ class Session(msgspec.Struct):
         # its last saved state is complete, so it continues from there.
         return state
 
-    def _recommend(self) -> list[NextAction]:
+    def _recommend(self, *, dependencies: bool = True) -> list[NextAction]:
+        """The next actions by priority; `dependencies`: without the stories whose
+        dependencies are not done."""
         return recommend(
             (s.frontmatter for s in self.store.list()),
             gates=self.config.section("gates"),
             global_limit=self.runner.limit,
+            done_means=str(self.config.get("run.done_means")) if dependencies else None,
         )
+
+    def _check_dependencies(self, story_id: str) -> None:
+        """`run <id>`: refuse a story (not done yet) while a dependency is not done."""
+        fm = self.store.get(story_id).frontmatter
+        if fm.get("status") == "done":
+            return
+
+        def lookup(dep: str) -> Mapping[str, Any] | None:
+            try:
+                return self.store.get(dep).frontmatter
+            except AiSdlcError:
+                return None
+
+        done_means = str(self.config.get("run.done_means"))
+        unmet = unmet_dependencies(fm, lookup, done_means)
+        if unmet:
+            which = ", ".join(u.describe(done_means) for u in unmet)
+            first = unmet[0]
+            how = f"run {first.story_id} first ('ai-sdlc run {first.story_id}')"
+            if first.status == "blocked":
+                how = f"unblock {first.story_id} ('ai-sdlc unblock {first.story_id}') and run it"
+            raise DependencyNotDoneError(
+                f"{story_id} cannot start: it depends on {which}, not done yet",
+                hint=f"{how}, or insist with 'ai-sdlc run {story_id} --ignore-dependencies'",
+            )
 
     def _run_one(self, story_id: str, *, step: Phase | None) -> StoryOutcome:
         from ai_sdlc.workflow.runs.single import SingleRun  # its record, for `ai-sdlc report`
@@ -408,6 +449,10 @@ def open_worker(store: StoryStore, **options: Any) -> Session:
     """A parallel worker's own quiet session on the project: handed to the executors in their
     worker spec (pickled by reference), so the parallel package never imports this module."""
     return Session.open(store, emit=lambda _event: None, **options)
+
+
+class DependencyNotDoneError(AiSdlcError):
+    """`run <id>` on a story whose dependencies are not done (exit 1)."""
 
 
 class ResumeRefusedError(AiSdlcError):

@@ -365,7 +365,10 @@ class Watch:
                     picked.discard(sid)
                     changed = True
         actions = recommend(
-            (stories[sid].frontmatter for sid in picked), gates=gates, global_limit=limit
+            (stories[sid].frontmatter for sid in picked),
+            gates=gates,
+            global_limit=limit,
+            done_means=None,  # decided above: a dependency picked in the same run is waited for
         )
         return [a.story_id for a in actions]
 

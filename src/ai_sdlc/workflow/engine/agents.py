@@ -52,6 +52,24 @@ SYSTEM_PROMPTS: dict[Phase, str] = {
 }
 
 
+#: One line of guidance per known story type (`store.schema.STORY_TYPES`): what kind of work
+#: it is and what done looks like. Any other type gets `NEUTRAL_GUIDANCE`.
+TYPE_GUIDANCE: dict[str, str] = {
+    "feature": "a new capability: build what the story asks for, with tests of its behaviour.",
+    "bug": "a defect: reproduce it with a failing test first, then fix the cause, not the symptom.",
+    "chore": "maintenance: keep behaviour unchanged; the existing tests must still pass.",
+    "spike": "an investigation: find out and write down what was learned; keep code changes "
+    "small and exploratory.",
+    "refactor": "restructure without changing behaviour: the existing tests must pass "
+    "unchanged, no new features.",
+    "documentation": "documentation: change docs and comments, not behaviour; keep examples "
+    "correct.",
+    "enhancement": "an improvement to an existing capability: extend it without breaking its "
+    "current users, with tests of the new behaviour.",
+}
+NEUTRAL_GUIDANCE = "do what the story asks, keeping the existing behaviour and tests intact."
+
+
 class StoryView(msgspec.Struct, frozen=True):
     """What an agent may know of a story."""
 
@@ -59,6 +77,8 @@ class StoryView(msgspec.Struct, frozen=True):
     title: str
     body: str
     artifacts: dict[str, str]
+    #: The story's `type` (any lowercase word; see `TYPE_GUIDANCE`).
+    type: str = "feature"
 
 
 def story_view(story: Any) -> StoryView:
@@ -68,7 +88,15 @@ def story_view(story: Any) -> StoryView:
         path = story.folder / name
         if path.is_file():
             artifacts[name] = path.read_text(encoding="utf-8", errors="replace")
-    return StoryView(story.id, story.title, story.body, artifacts)
+    kind = story.frontmatter.get("type")
+    return StoryView(
+        story.id, story.title, story.body, artifacts, kind if isinstance(kind, str) else "feature"
+    )
+
+
+def type_line(kind: str) -> str:
+    """The prompt's line about the story's type."""
+    return f"Story type: {kind}: {TYPE_GUIDANCE.get(kind, NEUTRAL_GUIDANCE)}"
 
 
 def dedupe_lines(text: str) -> str:
@@ -101,7 +129,8 @@ def build_prompt(
     """(system prompt, prompt) for one phase call; `verification` (review) says what the
     project's own build and tests concluded, or that none are configured; `change` (review) is
     the change itself (its files and diff, already capped by `workflow.work`)."""
-    parts = [f"# Story {story.id}: {story.title}", "", story.body.strip()]
+    parts = [f"# Story {story.id}: {story.title}", "", type_line(story.type), ""]
+    parts.append(story.body.strip())
     wanted = {
         Phase.REFINE: (),
         Phase.RESEARCH: (),

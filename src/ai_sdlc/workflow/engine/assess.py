@@ -11,10 +11,11 @@ from typing import Any
 import msgspec
 
 from ai_sdlc.providers.base import Phase
-
-#: Gate names in `gates.*` config and in a story's `approved_gates` list.
-GATE_BEFORE_IMPLEMENTATION = "before_implementation"
-GATE_BEFORE_DONE = "before_done"
+from ai_sdlc.workflow.state.readiness import (
+    GATE_BEFORE_DONE,
+    GATE_BEFORE_IMPLEMENTATION,
+    unmet_dependencies,
+)
 
 #: The frontmatter flag each phase sets when it completes.
 PHASE_FLAG: dict[Phase, str] = {
@@ -23,6 +24,10 @@ PHASE_FLAG: dict[Phase, str] = {
     Phase.IMPLEMENT: "implementation_complete",
     Phase.REVIEW: "reviews_complete",
 }
+
+#: A `NextAction.kind`: every phase complete, the story not marked done yet (no phase runs;
+#: the runner finishes it).
+FINISH = "finish"
 
 #: The phase order a story walks (refine only for backlog stories).
 SEQUENCE = (Phase.REFINE, Phase.RESEARCH, Phase.PLAN, Phase.IMPLEMENT, Phase.REVIEW)
@@ -39,7 +44,7 @@ class NextAction(msgspec.Struct, frozen=True):
 
     @property
     def actionable(self) -> bool:
-        return self.phase is not None
+        return self.phase is not None or self.kind == FINISH
 
 
 def _int(value: Any) -> int:
@@ -86,39 +91,33 @@ def assess(fm: Mapping[str, Any], *, gates: Mapping[str, Any], global_limit: int
     return NextAction(story_id, None, "all phases complete", "done")
 
 
-def pending_gate(fm: Mapping[str, Any], gates: Mapping[str, Any]) -> str | None:
-    """The gate a story is waiting at, if any (for `ai-sdlc approve`)."""
-    approved = set(fm.get("approved_gates") or [])
-    if fm.get("status") in ("blocked", "done"):
-        return None
-    if (
-        fm.get("plan_complete")
-        and not fm.get("implementation_complete")
-        and gates.get(GATE_BEFORE_IMPLEMENTATION)
-        and GATE_BEFORE_IMPLEMENTATION not in approved
-    ):
-        return GATE_BEFORE_IMPLEMENTATION
-    if (
-        fm.get("reviews_complete")
-        and gates.get(GATE_BEFORE_DONE)
-        and GATE_BEFORE_DONE not in approved
-    ):
-        return GATE_BEFORE_DONE
-    return None
-
-
 def _priority(fm: Mapping[str, Any]) -> tuple[int, str]:
     p = fm.get("priority")
     return (p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000, str(fm.get("id")))
 
 
 def recommend(
-    stories: Iterable[Mapping[str, Any]], *, gates: Mapping[str, Any], global_limit: int
+    stories: Iterable[Mapping[str, Any]],
+    *,
+    gates: Mapping[str, Any],
+    global_limit: int,
+    done_means: str | None = "done",
 ) -> list[NextAction]:
-    """Actionable next actions over a board, by priority (lower number first), then id."""
+    """Actionable next actions over a board, by priority (lower number first), then id. A
+    story whose dependencies (among `stories`) are not met is skipped (`done_means` None: the
+    caller decided that already); one whose phases are all complete but which was never marked
+    done (a `--step`, a bare `run`, a run stopped in between) is a `finish` action: running it
+    takes it to done, or to the gate it waits for."""
+    board = sorted(stories, key=_priority)
+    by_id = {str(fm.get("id")): fm for fm in board}
     actions = []
-    for fm in sorted(stories, key=_priority):
+    for fm in board:
         action = assess(fm, gates=gates, global_limit=global_limit)
-        if action.actionable:
-            actions.append(action)
+        if action.kind == "done" and fm.get("status") != "done":
+            action = NextAction(action.story_id, None, "finish: all phases complete", FINISH)
+        elif not action.actionable:
+            continue
+        if done_means is not None and unmet_dependencies(fm, by_id.get, done_means):
+            continue
+        actions.append(action)
     return actions

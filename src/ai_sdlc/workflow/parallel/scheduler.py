@@ -32,7 +32,7 @@ from ai_sdlc.workflow.runs import conflicts
 from ai_sdlc.workflow.runs.loops import FailureLoop
 from ai_sdlc.workflow.runs.multirun import HaltRequested, MultiRun, RunOutcome
 from ai_sdlc.workflow.runs.runstate import IN_PROGRESS, SKIPPED, StopReason, StoryRunState
-from ai_sdlc.workflow.runs.stopconditions import attempts_exhausted
+from ai_sdlc.workflow.runs.stopconditions import CAPPED_PHASES
 
 Halt = tuple[StopReason, FailureLoop | None]
 #: The stop condition of a run whose executor lost every worker (its cluster is gone).
@@ -66,7 +66,7 @@ class ParallelRun(MultiRun):
         look = True
         while True:
             if self.pending_halt is None:
-                exhausted = attempts_exhausted(self._attempts_committed(), self.settings.conditions)
+                exhausted = self._exhausted()
                 if exhausted:
                     self._halt_soon((exhausted, None))
             if look and self.pending_halt is None and not self.interrupted:
@@ -156,8 +156,10 @@ class ParallelRun(MultiRun):
                 answer["stop"] = "the run is stopping"
             else:
                 try:
-                    answer["reason"] = self.before_phase(story_id, Phase(ask.data["phase"]))
-                    self.granted.add(story_id)
+                    phase = Phase(ask.data["phase"])
+                    answer["reason"] = self.before_phase(story_id, phase)
+                    if phase.value in CAPPED_PHASES:  # what the attempt cap counts
+                        self.granted.add(story_id)
                 except HaltRequested as exc:
                     self._halt_soon((exc.reason, None))
                     answer["stop"] = exc.reason.message
@@ -170,7 +172,7 @@ class ParallelRun(MultiRun):
         self.executor.reply(ask.handle, answer)
 
     def _attempts_committed(self) -> int:
-        return self.state.counters.total_attempts + len(self.granted)
+        return self.state.counters.segment_implementation_attempts + len(self.granted)
 
     def _add_usage(self, delta: dict[str, Any]) -> None:
         cost = delta.get("cost_usd")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.workflow.state.readiness import dependencies_of, dependency_met
 
 EPIC_LABEL_PREFIX = "epic-"
 DONE_MEANS = ("done", "pr", "merged")
@@ -73,10 +74,7 @@ def epic_of(frontmatter: Mapping[str, Any]) -> str | None:
 
 
 def node_of(story_id: str, frontmatter: Mapping[str, Any]) -> Node:
-    deps = frontmatter.get("dependencies")
-    items: tuple[str, ...] = ()
-    if isinstance(deps, list):
-        items = tuple(dict.fromkeys(d for d in deps if isinstance(d, str)))
+    items = dependencies_of(frontmatter)
     status = frontmatter.get("status")
     return Node(
         story_id=story_id,
@@ -151,9 +149,7 @@ def find_cycle(graph: Graph, story_ids: Iterable[str]) -> list[str] | None:
 def is_met(node: Node | None, done_means: str) -> bool:
     """Whether a dependency counts as done (`run.done_means`; `merged` is only accepted with
     `git.auto_merge`, under which a done story with a pull request was merged)."""
-    if node is None or node.status != "done":
-        return False
-    return node.has_pr if done_means in ("pr", "merged") else True
+    return node is not None and dependency_met(node.status, node.has_pr, done_means)
 
 
 def order(graph: Graph, story_ids: list[str]) -> list[str]:

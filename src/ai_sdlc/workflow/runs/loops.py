@@ -9,7 +9,7 @@ escalated in a row: the run halts with a diagnostic instead of failing the same 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,8 @@ from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.state.events import read_events
 
 CONSECUTIVE_ESCALATIONS = "consecutive escalations"
-ALL_ESCALATED = "all stories escalated"
+#: Not a loop: nothing is left to run but escalated stories (those before may well be done).
+ALL_ESCALATED = "every remaining story escalated"
 
 #: Position of each phase in a story's cycle; rework redoes implementation.
 PHASE_ORDER: dict[str, int] = {
@@ -56,15 +57,15 @@ class FailureLoop:
     output_tail: str
     consecutive: int
     threshold: int
+    #: ALL_ESCALATED: each story left and why it cannot go on (its block reason).
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
         who = ", ".join(self.stories) or "none"
         if self.loop_type == ALL_ESCALATED:
-            return (
-                f"FAILURE LOOP DETECTED ({self.loop_type}): every story left in the run "
-                f"({who}) was escalated"
-            )
+            listed = "; ".join(f"{sid} ({self.reasons.get(sid, '?')})" for sid in self.stories)
+            return f"every remaining story is escalated: {listed or who}"
         return (
             f"FAILURE LOOP DETECTED ({self.loop_type}): {self.consecutive} stories in a row "
             f"were escalated ({who}; run.max_consecutive_escalations = {self.threshold})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ai_sdlc.config import Config
@@ -33,6 +33,7 @@ from ai_sdlc.workflow.runs.loops import (
 )
 from ai_sdlc.workflow.runs.notify import Notifier
 from ai_sdlc.workflow.runs.record import (
+    ALL_ESCALATED_CONDITION,
     FAILURE_LOOP,
     RunOutcome,
     RunRecord,
@@ -41,6 +42,7 @@ from ai_sdlc.workflow.runs.record import (
 from ai_sdlc.workflow.runs.runstate import (
     BLOCKED,
     DONE,
+    FINISHED_STORY_STATES,
     IN_PROGRESS,
     PENDING,
     SKIPPED,
@@ -52,6 +54,7 @@ from ai_sdlc.workflow.runs.runstate import (
     StoryRunState,
 )
 from ai_sdlc.workflow.runs.stopconditions import (
+    CAPPED_PHASES,
     StopConditions,
     attempts_exhausted,
     evaluate,
@@ -80,9 +83,13 @@ class RunSettings:
     done_means: str = "done"
 
     @classmethod
-    def from_config(cls, config: Config) -> RunSettings:
+    def from_config(cls, config: Config, *, max_attempts: int | None = None) -> RunSettings:
+        """`max_attempts`: `run --max-attempts N`, this run's own attempt cap."""
+        conditions = StopConditions.from_config(config)
+        if max_attempts is not None:
+            conditions = replace(conditions, max_total_attempts=max_attempts)
         return cls(
-            conditions=StopConditions.from_config(config),
+            conditions=conditions,
             max_consecutive_escalations=int(config.get("run.max_consecutive_escalations")),
             max_bounces=int(config.get("run.max_bounces")),
             cooldown_seconds=float(config.get("run.cooldown_seconds")),
@@ -174,9 +181,7 @@ class MultiRun(RunRecord):
 
     def _loop(self) -> RunOutcome:
         while True:
-            exhausted = attempts_exhausted(
-                self.state.counters.total_attempts, self.settings.conditions
-            )
+            exhausted = self._exhausted()
             if exhausted:
                 return self._halt(exhausted)
             story = self._next_story()
@@ -201,16 +206,15 @@ class MultiRun(RunRecord):
                 return self._halt(*due)
 
     def _end(self) -> RunOutcome:
-        """Nothing left to start and nothing running: complete, or halt on escalations."""
+        """Nothing left to start and nothing running: complete, or stop (resumable) when
+        stories are left that cannot go on: escalated (in any segment: a resume that finds its
+        stories still blocked has nothing to do, and says so) or skipped because of them."""
         for s in self._open():  # a safety net: only a dependency that can never be met
             self._skip(s, "its dependencies cannot be met in this run")
-        # Stories escalated in an earlier segment and left blocked by the operator are that
-        # segment's outcome, already reported: they do not halt the resumed run again.
-        escalated = [
-            s for s in self.state.stories if s.escalated and s.segment == self.state.segments
-        ]
+        escalated = [s for s in self.state.stories if s.escalated]
         if escalated:
-            return self._halt_loop(ALL_ESCALATED, escalated)
+            stuck = [s for s in self.state.stories if s.status == SKIPPED]
+            return self._halt_loop(ALL_ESCALATED, escalated + stuck)
         return self._complete()
 
     def _next_story(self, busy: Collection[str] = ()) -> StoryRunState | None:
@@ -380,11 +384,12 @@ class MultiRun(RunRecord):
 
     # --- hooks the runner calls -------------------------------------------------------------
     def before_phase(self, story_id: str, phase: Phase) -> str | None:
-        """Between two actions: stop at the attempt cap; count a step back as a bounce."""
+        """Between two actions: stop at the attempt cap (before an implementation attempt);
+        count a step back as a bounce."""
         s = self.state.story(story_id)
         if s is None:
             return None
-        exhausted = attempts_exhausted(self._attempts_committed(), self.settings.conditions)
+        exhausted = self._exhausted() if phase.value in CAPPED_PHASES else None
         if exhausted:
             raise HaltRequested(exhausted)
         previous, s.last_phase = s.last_phase, phase.value
@@ -404,8 +409,13 @@ class MultiRun(RunRecord):
         return reason
 
     def _attempts_committed(self) -> int:
-        """Attempts made (and, in a parallel run, granted but not started yet)."""
-        return self.state.counters.total_attempts
+        """This segment's implementation attempts made (and, in a parallel run, granted but
+        not started yet)."""
+        return self.state.counters.segment_implementation_attempts
+
+    def _exhausted(self) -> StopReason | None:
+        left = sum(1 for s in self.state.stories if s.status not in FINISHED_STORY_STATES)
+        return attempts_exhausted(self._attempts_committed(), self.settings.conditions, left=left)
 
     def observe(self, event: dict[str, Any]) -> None:
         """Every runner event: count attempts, retries and rejections for the run, and keep
@@ -417,7 +427,11 @@ class MultiRun(RunRecord):
         self._timeline(s, name, event)
         if name == "phase_started":
             s.attempts += 1
-            self.state.counters.total_attempts += 1
+            c = self.state.counters
+            c.total_attempts += 1
+            if event.get("phase") in CAPPED_PHASES:
+                c.implementation_attempts += 1
+                c.segment_implementation_attempts += 1
         elif name == "recovery":
             s.retries += 1
         elif name == "phase_rejected":
@@ -441,6 +455,11 @@ class MultiRun(RunRecord):
     ) -> tuple[StopReason, FailureLoop]:
         last = stories[-1]
         threshold = self.settings.max_consecutive_escalations
+        reasons = {
+            s.story_id: f"{'blocked' if s.status == BLOCKED else s.status}: "
+            f"{s.escalation_reason or s.reason or 'no reason recorded'}"
+            for s in stories
+        }
         loop = FailureLoop(
             loop_type=loop_type,
             stories=[s.story_id for s in stories],
@@ -449,9 +468,14 @@ class MultiRun(RunRecord):
             output_tail=self._tail(last.story_id),
             consecutive=self.state.counters.consecutive_escalations,
             threshold=threshold,
+            reasons=reasons if loop_type == ALL_ESCALATED else {},
         )
-        value = len(stories) if loop_type == ALL_ESCALATED else loop.consecutive
-        return StopReason(FAILURE_LOOP, value, threshold, loop.message), loop
+        if loop_type == ALL_ESCALATED:
+            message = loop.message
+            if not any(s.segment == self.state.segments and s.outcomes for s in self.state.stories):
+                message = f"nothing left to do: {message}"
+            return StopReason(ALL_ESCALATED_CONDITION, len(stories), None, message), loop
+        return StopReason(FAILURE_LOOP, loop.consecutive, threshold, loop.message), loop
 
     def _tail(self, story_id: str) -> str:
         try:

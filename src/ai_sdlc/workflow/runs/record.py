@@ -34,6 +34,8 @@ from ai_sdlc.workflow.state.events import Clock, append_event, iso
 Emit = Callable[[dict[str, Any]], None]
 
 FAILURE_LOOP = "failure_loop"
+#: The run stopped with nothing left but escalated stories (and those waiting on them).
+ALL_ESCALATED_CONDITION = "all_escalated"
 INTERRUPTED = "interrupted"
 
 
@@ -82,6 +84,7 @@ class RunRecord:
     def _begin(self) -> None:
         st = self.state
         st.segments += 1
+        st.counters.segment_implementation_attempts = 0  # the cap counts each segment afresh
         st.run_status = RUNNING
         st.resumable = True
         self._save()
@@ -92,6 +95,7 @@ class RunRecord:
             carried = {
                 "carried_over": {
                     "total_attempts": c.total_attempts,
+                    "implementation_attempts": c.implementation_attempts,
                     "consecutive_fails": c.consecutive_fails,
                     "consecutive_escalations": c.consecutive_escalations,
                     "cost_usd": c.cost_usd,
@@ -129,7 +133,7 @@ class RunRecord:
         self._save()
         diagnostic = self._diagnostic(loop)
         path = self.repo.write_diagnostic(st.run_id, diagnostic)
-        if loop is not None:
+        if loop is not None and reason.condition == FAILURE_LOOP:
             self._event("failure_loop_detected", **loop.to_json())
         self._event(
             "run_stopped",
@@ -240,10 +244,16 @@ class RunRecord:
         append_event(self.repo.folder(self.state.run_id), event)
         self.emit({"event": name, **{k: v for k, v in event.items() if k != "action"}})
 
+    def _diagnostic_type(self, loop: FailureLoop | None) -> str:
+        reason = self.state.stop_reason
+        if reason is not None and reason.condition == ALL_ESCALATED_CONDITION:
+            return ALL_ESCALATED_CONDITION
+        return FAILURE_LOOP if loop else "stop_condition"
+
     def _diagnostic(self, loop: FailureLoop | None) -> dict[str, Any]:
         st = self.state
         return {
-            "type": FAILURE_LOOP if loop else "stop_condition",
+            "type": self._diagnostic_type(loop),
             "run_id": st.run_id,
             "project": str(self.store.root),
             "time": iso(self.clock()),
@@ -266,4 +276,11 @@ class RunRecord:
         }
 
 
-__all__ = ["FAILURE_LOOP", "INTERRUPTED", "RunOutcome", "RunRecord", "resume_command"]
+__all__ = [
+    "ALL_ESCALATED_CONDITION",
+    "FAILURE_LOOP",
+    "INTERRUPTED",
+    "RunOutcome",
+    "RunRecord",
+    "resume_command",
+]

@@ -99,8 +99,13 @@ class StopReason:
 
 @dataclass
 class RunCounters:
-    #: Every agent attempt of the run (the run-wide circuit breaker counts these).
+    #: Every agent attempt (phase call) of the run.
     total_attempts: int = 0
+    #: Attempts at the work itself (implement and rework, first ones included), over the whole
+    #: run and in the current segment: the run-wide cap (`max_total_attempts`) counts the
+    #: segment's, so a resume (an operator's decision) gets the cap afresh.
+    implementation_attempts: int = 0
+    segment_implementation_attempts: int = 0
     #: Story outcomes in a row that failed (blocked or crashed); an approval resets it.
     consecutive_fails: int = 0
     #: Escalations in a row, and the stories escalated in that streak; a story completing

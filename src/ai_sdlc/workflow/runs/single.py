@@ -27,6 +27,7 @@ from ai_sdlc.workflow.runs.runstate import (
     StoryRunState,
     new_run_id,
 )
+from ai_sdlc.workflow.runs.stopconditions import CAPPED_PHASES
 from ai_sdlc.workflow.state.events import Clock, iso
 
 #: A runner's outcome as a story's state in the run; any other (`stepped`, `idle`) is kept as is.
@@ -95,6 +96,8 @@ class SingleRun(RunRecord):
             s.attempts += 1
             s.last_phase = str(event.get("phase") or "") or None
             self.state.counters.total_attempts += 1
+            if event.get("phase") in CAPPED_PHASES:  # the unit the multi-story run caps
+                self.state.counters.implementation_attempts += 1
         elif name == "recovery":
             s.retries += 1
         elif name == "phase_rejected":

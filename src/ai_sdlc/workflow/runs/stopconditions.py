@@ -52,12 +52,18 @@ class StopConditions:
 
 @dataclass(frozen=True)
 class RunStatistics:
+    """What the run did, over all its segments (a resumed run counts the stories finished
+    before the resume too), and the rates the stop conditions judge, over the current segment."""
+
     total_stories: int
     #: Stories the run has worked on (at least one outcome).
     attempted: int
     #: Done (approved by the review and complete).
     approved: int
-    #: Ended blocked by a guardrail (review FAILED, a limit, a bounce loop).
+    #: Ended blocked: escalated by a guardrail (a recovery or phase limit, a bounce loop, a
+    #: refinement or review rejection).
+    blocked: int
+    #: Of the blocked, those a REJECTED decision (refinement or review) sent there.
     rejected: int
     #: Their last try crashed.
     failed: int
@@ -65,10 +71,17 @@ class RunStatistics:
     waiting: int
     #: Needed any retry: a recovery of any kind, or a crash.
     retried: int
+    #: Over the stories attempted in the current segment (what `min_attempted` judges).
     retry_rate: float
     reject_rate: float
+    segment_attempted: int
+    #: Of those, blocked or failed, and retried (what the rates are made of).
+    segment_failing: int
+    segment_retried: int
     consecutive_fails: int
+    #: Every phase call, and the attempts at the work (implement, rework) the cap counts.
     total_attempts: int
+    implementation_attempts: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,27 +90,33 @@ class RunStatistics:
 def compute_statistics(
     stories: Iterable[StoryRunState], counters: RunCounters, *, segment: int | None = None
 ) -> RunStatistics:
-    """The run's figures. With `segment`, the rates (and `attempted`, which `min_attempted`
-    judges) cover only the stories attempted since that resume: a failure loop the operator has
-    fixed does not halt the resumed run again. Totals (attempts, streaks, budgets) carry over."""
+    """The run's figures over every segment. With `segment`, the rates (and
+    `segment_attempted`, which `min_attempted` judges) cover only the stories attempted since
+    that resume: a failure loop the operator has fixed does not halt the resumed run again.
+    Totals (attempts, streaks, budgets) carry over."""
     items = list(stories)
-    worked = [s for s in items if s.outcomes > 0 and (segment is None or s.segment == segment)]
-    attempted = len(worked)
-    rejected = sum(1 for s in worked if s.status == BLOCKED)
-    failed = sum(1 for s in worked if s.status == STORY_FAILED)
-    retried = sum(1 for s in worked if s.retries > 0 or s.errors > 0)
+    worked = [s for s in items if s.outcomes > 0]
+    now = [s for s in worked if segment is None or s.segment == segment]
+    failing = sum(1 for s in now if s.status in (BLOCKED, STORY_FAILED))
+    retried_now = sum(1 for s in now if s.retries > 0 or s.errors > 0)
+    blocked = [s for s in worked if s.status == BLOCKED]
     return RunStatistics(
         total_stories=len(items),
-        attempted=attempted,
+        attempted=len(worked),
         approved=sum(1 for s in worked if s.status == DONE),
-        rejected=rejected,
-        failed=failed,
+        blocked=len(blocked),
+        rejected=sum(1 for s in blocked if s.rejections > 0),
+        failed=sum(1 for s in worked if s.status == STORY_FAILED),
         waiting=sum(1 for s in worked if s.status == WAITING),
-        retried=retried,
-        retry_rate=_rate(retried, attempted),
-        reject_rate=_rate(rejected + failed, attempted),
+        retried=sum(1 for s in worked if s.retries > 0 or s.errors > 0),
+        retry_rate=_rate(retried_now, len(now)),
+        reject_rate=_rate(failing, len(now)),
+        segment_attempted=len(now),
+        segment_failing=failing,
+        segment_retried=retried_now,
         consecutive_fails=counters.consecutive_fails,
         total_attempts=counters.total_attempts,
+        implementation_attempts=counters.implementation_attempts,
     )
 
 
@@ -105,25 +124,40 @@ def _rate(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-def attempts_exhausted(total_attempts: int, conditions: StopConditions) -> StopReason | None:
-    """The run-wide circuit breaker: no attempt beyond `max_total_attempts`."""
+#: The phases whose attempts the run-wide cap counts: attempts at the work itself, as the
+#: design's circuit breaker counts a story's attempts (not every phase call: a healthy story
+#: makes 5-6 of those, and the default 50 would stop a run after 8 stories).
+CAPPED_PHASES = frozenset({"implement", "rework"})
+
+
+def attempts_exhausted(
+    attempts: int, conditions: StopConditions, *, left: int | None = None
+) -> StopReason | None:
+    """The run-wide circuit breaker: no implementation attempt beyond `max_total_attempts`
+    in one run segment. `left`: the stories not finished yet (named in the message)."""
     limit = conditions.max_total_attempts
-    if total_attempts < limit:
+    if attempts < limit:
         return None
+    rest = ""
+    if left is not None:
+        rest = (
+            f"; {left} {'story is' if left == 1 else 'stories are'} left: go on with "
+            "'ai-sdlc run --continue' (another "
+            f"{limit} attempts), or set this run's cap with 'ai-sdlc run --continue "
+            "--max-attempts N'"
+        )
     return StopReason(
         MAX_TOTAL_ATTEMPTS,
-        total_attempts,
+        attempts,
         limit,
-        f"the run made {total_attempts} agent attempts, the run-wide limit "
-        f"(run.stop_conditions.{MAX_TOTAL_ATTEMPTS} = {limit})",
+        f"the run made {attempts} implementation attempts, the run-wide limit "
+        f"(run.stop_conditions.{MAX_TOTAL_ATTEMPTS} = {limit}){rest}",
     )
 
 
 def evaluate(stats: RunStatistics, conditions: StopConditions) -> StopReason | None:
-    """The first stop condition that trips, in priority order, or None."""
-    exhausted = attempts_exhausted(stats.total_attempts, conditions)
-    if exhausted:
-        return exhausted
+    """The first stop condition that trips after a story's outcome, in priority order, or None
+    (the attempt cap is `attempts_exhausted`, checked before each attempt)."""
     if stats.consecutive_fails >= conditions.max_consecutive_fails:
         return StopReason(
             MAX_CONSECUTIVE_FAILS,
@@ -133,7 +167,7 @@ def evaluate(stats: RunStatistics, conditions: StopConditions) -> StopReason | N
             f"(run.stop_conditions.{MAX_CONSECUTIVE_FAILS} = "
             f"{conditions.max_consecutive_fails})",
         )
-    if stats.attempted < conditions.min_attempted:
+    if stats.segment_attempted < conditions.min_attempted:
         return None
     if stats.reject_rate > conditions.max_reject_rate:
         return StopReason(
@@ -142,8 +176,8 @@ def evaluate(stats: RunStatistics, conditions: StopConditions) -> StopReason | N
             conditions.max_reject_rate,
             f"reject rate {stats.reject_rate:.2f} is above "
             f"run.stop_conditions.{MAX_REJECT_RATE} = {conditions.max_reject_rate:g} "
-            f"({stats.rejected + stats.failed} of {stats.attempted} attempted stories were "
-            "rejected or failed)",
+            f"({stats.segment_failing} of {stats.segment_attempted} attempted stories were "
+            "blocked or failed)",
         )
     if stats.retry_rate > conditions.max_retry_rate:
         return StopReason(
@@ -152,6 +186,7 @@ def evaluate(stats: RunStatistics, conditions: StopConditions) -> StopReason | N
             conditions.max_retry_rate,
             f"retry rate {stats.retry_rate:.2f} is above "
             f"run.stop_conditions.{MAX_RETRY_RATE} = {conditions.max_retry_rate:g} "
-            f"({stats.retried} of {stats.attempted} attempted stories needed a retry)",
+            f"({stats.segment_retried} of {stats.segment_attempted} attempted stories needed "
+            "a retry)",
         )
     return None

@@ -28,6 +28,7 @@ operations, all that the rest of the code calls).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
@@ -37,7 +38,7 @@ from ai_sdlc.fsutil import atomic_write_bytes
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
 from ai_sdlc.store import FLAG_FIELDS, Story
-from ai_sdlc.workflow.engine.assess import pending_gate
+from ai_sdlc.store.values import to_plain
 from ai_sdlc.workflow.state.ledger import (
     API_RETRY,
     FEEDBACK_LIMIT,
@@ -46,7 +47,8 @@ from ai_sdlc.workflow.state.ledger import (
     REFINEMENT,
     REWORK,
 )
-from ai_sdlc.workflow.state.steps import DELETE, RecoveryRecord, Steps
+from ai_sdlc.workflow.state.readiness import pending_gate
+from ai_sdlc.workflow.state.steps import DELETE, RecoveryRecord, Steps, _date
 from ai_sdlc.workflow.state.txn import BREAKDOWN, TOTAL
 
 #: What an attempt of each phase counts as when it fails, or when its process dies mid-way
@@ -351,6 +353,69 @@ class StoryState(Steps):
             "reset_retries": reset_retries,
             "total_recovery_attempts": txn.state.total,
         }
+
+    # --- shaping the backlog (`ai-sdlc set`, `archive`) ------------------------------------
+    def shape(self, story_id: str, changes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """Set what a person may set (`shaping.SETTABLE`, values already parsed): checked
+        against the backlog under the graph lock, applied in one transaction, logged as one
+        `edited` event. Returns {key: {"from": old, "to": new}} of what changed."""
+        from ai_sdlc.store.archive import archived_numbers
+        from ai_sdlc.store.ids import format_id
+        from ai_sdlc.workflow.state import shaping
+
+        with self.store.graph_locked():
+            backlog = {s.id: s.frontmatter for s in self.store.list()}
+            if "dependencies" in changes:
+                gone = [format_id(n) for n in archived_numbers(self.store)]
+                shaping.check_dependencies(story_id, changes["dependencies"], backlog, gone)
+            with self._txn(story_id, "edit") as txn:
+                fm = txn.story.frontmatter
+                if "status" in changes:
+                    shaping.check_status_change(story_id, fm.get("status"), changes["status"])
+                changed: dict[str, dict[str, Any]] = {}
+                for key in shaping.SETTABLE:
+                    if key not in changes:
+                        continue
+                    old, new = fm.get(key), changes[key]
+                    if (new == old and (new is None or key in fm)) or (new == [] and not old):
+                        continue
+                    changed[key] = {"from": to_plain(old), "to": new}
+                    if new is None:
+                        del fm[key]
+                    else:
+                        fm[key] = new
+                if changed:
+                    fm["updated"] = _date(self.clock())
+                    self._event(txn, "edited", changed=changed)
+        return changed
+
+    def archive(self, story_id: str) -> Path:
+        """Move the story out of the backlog into `.ai-sdlc/archive/` (`store.archive`):
+        refused while a run holds it and while an active story depends on it. Its last
+        transaction records `archived_at` and an `archived` event; returns its new folder."""
+        from ai_sdlc.errors import BusyError, UsageError
+        from ai_sdlc.store.archive import move_to_archive
+        from ai_sdlc.workflow.state import shaping
+        from ai_sdlc.workflow.state.runlock import run_lock
+
+        try:
+            with run_lock(self.store.ai_dir, story_id, what=story_id), self.store.graph_locked():
+                backlog = {s.id: s.frontmatter for s in self.store.list()}
+                waiting = shaping.dependents(story_id, backlog)
+                if waiting:
+                    raise UsageError(
+                        f"{story_id} cannot be archived: {', '.join(waiting)} "
+                        f"{'depends' if len(waiting) == 1 else 'depend'} on it",
+                        hint=f"first drop it from their dependencies "
+                        f"(ai-sdlc set {waiting[0]} dependencies=...)",
+                    )
+                with self._txn(story_id, "archive") as txn:
+                    status = txn.story.frontmatter.get("status")
+                    txn.story.frontmatter["archived_at"] = _date(self.clock())
+                    self._event(txn, "archived", status=status)
+                return move_to_archive(self.store, story_id)
+        except BusyError as exc:
+            raise BusyError(f"cannot archive {story_id}: {exc.message}", hint=exc.hint) from None
 
     def restore(
         self,
