@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import os
 from contextlib import AbstractContextManager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
+from ai_sdlc.git import attempts, incoming, repo, sparse, staging, worktrees
 from ai_sdlc.git import changes as work_changes
+from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
 from ai_sdlc.git.changes import ChangeSet
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
@@ -119,6 +120,7 @@ class GitWorkspace:
         #: Where the story worktrees are, and which folders are theirs.
         self.trees = StoryTrees(self.root, top, self._common_dir, self.worktrees_root)
         self.prefix = self.trees.prefix
+        self._sparse_prefix = PurePosixPath(self.prefix.as_posix())
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
         self.environment: Environment | None = None
 
@@ -180,7 +182,9 @@ class GitWorkspace:
                         hint=f"switch it back: git -C {folder} switch {branch}",
                     )
                 head = tree.head
-                worktrees.pin_tree(self._common_dir, folder)
+                admin = worktrees.pin_tree(self._common_dir, folder)
+                # An older version's full checkout leaves `.ai-sdlc/` out from now on.
+                sparse.ensure(folder, admin, self._sparse_prefix)
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
@@ -203,8 +207,7 @@ class GitWorkspace:
                 refs.ask(branch_ref, cp_ref, *self.base_branch.ref_names(trees))
                 existing = refs.get(branch_ref)
                 if existing is not None:
-                    worktrees.add(self.top, folder, branch, start=None)
-                    worktrees.pin_tree(self._common_dir, folder)
+                    self._add(folder, branch)
                     head = existing.sha
                     notice = f"recreated worktree {self.trees.shown(folder)} from branch {branch}"
                 else:
@@ -214,8 +217,7 @@ class GitWorkspace:
                     # The branch and its checkpoint in one transaction, at the commit just read
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
-                    worktrees.add(self.top, folder, branch, start=None)
-                    worktrees.pin_tree(self._common_dir, folder)
+                    self._add(folder, branch)
                     shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                 dirty = False  # a worktree just checked out
@@ -244,6 +246,21 @@ class GitWorkspace:
         if self.environment is not None:
             self.environment.ensure(work)  # a failure stops the run before any attempt
         return Prepared(work, fields, notice)
+
+    def _add(self, folder: Path, branch: str) -> None:
+        """Add the worktree of the existing `branch` at `folder`, pinned, checked out without
+        the project's `.ai-sdlc/` (`sparse`: a committed backlog costs nothing per story)."""
+        worktrees.add(self.top, folder, branch, start=None, checkout=False)
+        admin = worktrees.pin_tree(self._common_dir, folder)
+        sparse.fill(folder, admin, self._sparse_prefix)
+
+    def _widen(self, top: Path) -> None:
+        """Before an attempt is committed, saved or rolled back: folders that appeared in the
+        worktree (the agent's, or a merge's) join its sparse checkout (`sparse.ensure`), so
+        none of the work is left out."""
+        pinned = run_git.pinned(top)
+        if pinned is not None and pinned[0] == top:
+            sparse.ensure(top, pinned[1], self._sparse_prefix)
 
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
@@ -312,6 +329,7 @@ class GitWorkspace:
     def revert(self, story: Any, path: Path) -> None:
         self._checked.pop(story.id, None)
         top = self.trees.own(path)
+        self._widen(top)
         base = self._checkpoints.get(story.id)
         found = attempts.violations(top, story.id, base=base)
         changed = [p for p in found if not p.startswith("HEAD ")]
@@ -321,6 +339,7 @@ class GitWorkspace:
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         base = self._checkpoints.get(story.id)
+        self._widen(self.trees.own(path))
         sha = attempts.commit_attempt(
             self.trees.own(path),
             story,
@@ -343,6 +362,7 @@ class GitWorkspace:
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         top = self.trees.own(path)
+        self._widen(top)
         base = self._checkpoints.get(story.id)
         diff = attempts.capture(top, story.id, base=base)
         if not self.settings.keep_failed_attempts:
