@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ai_sdlc.git import attempts, incoming, repo, sparse, staging, worktrees
+from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
@@ -47,6 +47,7 @@ from ai_sdlc.git.seam import (
     StoryWorkspace,
 )
 from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.git.sparse import SparseTrees
 from ai_sdlc.git.storytrees import StoryTrees
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
@@ -120,7 +121,8 @@ class GitWorkspace:
         #: Where the story worktrees are, and which folders are theirs.
         self.trees = StoryTrees(self.root, top, self._common_dir, self.worktrees_root)
         self.prefix = self.trees.prefix
-        self._sparse_prefix = PurePosixPath(self.prefix.as_posix())
+        #: Story worktrees leave the project's `.ai-sdlc/` out (a committed backlog).
+        self.sparse = SparseTrees(self._common_dir, PurePosixPath(self.prefix.as_posix()))
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
         self.environment: Environment | None = None
 
@@ -184,7 +186,7 @@ class GitWorkspace:
                 head = tree.head
                 admin = worktrees.pin_tree(self._common_dir, folder)
                 # An older version's full checkout leaves `.ai-sdlc/` out from now on.
-                sparse.ensure(folder, admin, self._sparse_prefix)
+                self.sparse.ensure(folder, admin, head=tree.head or None)
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
@@ -207,7 +209,7 @@ class GitWorkspace:
                 refs.ask(branch_ref, cp_ref, *self.base_branch.ref_names(trees))
                 existing = refs.get(branch_ref)
                 if existing is not None:
-                    self._add(folder, branch)
+                    self._add(folder, branch, existing.sha)
                     head = existing.sha
                     notice = f"recreated worktree {self.trees.shown(folder)} from branch {branch}"
                 else:
@@ -217,7 +219,7 @@ class GitWorkspace:
                     # The branch and its checkpoint in one transaction, at the commit just read
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
-                    self._add(folder, branch)
+                    self._add(folder, branch, origin)
                     shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                 dirty = False  # a worktree just checked out
@@ -247,12 +249,16 @@ class GitWorkspace:
             self.environment.ensure(work)  # a failure stops the run before any attempt
         return Prepared(work, fields, notice)
 
-    def _add(self, folder: Path, branch: str) -> None:
-        """Add the worktree of the existing `branch` at `folder`, pinned, checked out without
-        the project's `.ai-sdlc/` (`sparse`: a committed backlog costs nothing per story)."""
-        worktrees.add(self.top, folder, branch, start=None, checkout=False)
+    def _add(self, folder: Path, branch: str, commit: str) -> None:
+        """Add the worktree of the existing `branch` (at `commit`) at `folder`, pinned, checked
+        out without the project's `.ai-sdlc/` when its tree holds one (`sparse`: a committed
+        backlog costs nothing per story)."""
+        cone = self.sparse.plan(self.top, commit)
+        whole = cone is not None and not cone.needed
+        worktrees.add(self.top, folder, branch, start=None, checkout=whole)
         admin = worktrees.pin_tree(self._common_dir, folder)
-        sparse.fill(folder, admin, self._sparse_prefix)
+        if not whole:
+            self.sparse.fill(folder, admin, cone)
 
     def _widen(self, top: Path) -> None:
         """Before an attempt is committed, saved or rolled back: folders that appeared in the
@@ -260,7 +266,7 @@ class GitWorkspace:
         none of the work is left out."""
         pinned = run_git.pinned(top)
         if pinned is not None and pinned[0] == top:
-            sparse.ensure(top, pinned[1], self._sparse_prefix)
+            self.sparse.ensure(top, pinned[1])
 
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
