@@ -221,3 +221,41 @@ def test_a_folder_an_agent_merge_brings_in_is_checked_out_and_committed(repo: Re
     assert "newpkg/mod.py" in tree
     assert f".ai-sdlc/stories/{sid}/story.md" in tree
     assert git(work, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+#: Verification that fails while `src/feature.py` says BROKEN (and records nothing).
+CHECK = "import sys; sys.exit('BROKEN' in open('src/feature.py').read())"
+
+
+def test_a_failed_attempt_beside_a_committed_backlog_is_saved_and_rolled_back(
+    tmp_path: Path,
+) -> None:
+    project = make_repo(tmp_path)
+    root = project.root
+    configure(root, tmp_path / "seen.log")
+    check = shlex.join([sys.executable, "-c", CHECK])
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"verify:\n  build: {json.dumps(check)}\n  baseline: false\ngit:\n  keep_worktrees: true\n"
+    )
+    (root / ".ai-sdlc" / "scripted.yaml").write_text(
+        "rules:\n"
+        "  - phase: implement\n    attempt: 1\n"
+        '    files: {src/feature.py: "BROKEN = 1\\n", notes/one.md: "one\\n"}\n'
+        "  - phase: implement\n    attempt: 2\n"
+        '    files: {src/feature.py: "FIXED = 1\\n"}\n'
+    )
+    ids = committed_backlog(project, 2)
+    fork = git(root, "rev-parse", "main").strip()
+
+    result = run_cli(root, "run", ids[0])
+
+    assert result.returncode == 0, result.output
+    assert status_of(root, ids[0]) == "done"
+    patch = (root / ".ai-sdlc" / "stories" / ids[0] / "attempts" / "1.patch").read_text()
+    assert "BROKEN = 1" in patch and "notes/one.md" in patch and ".ai-sdlc/" not in patch
+    branch, folder = location(root, ids[0])
+    assert not (folder / "notes").exists() and not (folder / ".ai-sdlc").exists()
+    assert (folder / "src" / "feature.py").read_text() == "FIXED = 1\n"
+    assert git(folder, "status", "--porcelain", "--untracked-files=all") == ""
+    assert story_files(branch, root) == story_files(fork, root)
+    assert git(root, "diff", "--name-only", fork, branch).split() == ["src/feature.py"]
