@@ -3,7 +3,8 @@ stderr and the exit code is 3. A story waiting at a stage gate (`gates.*` in con
 column, "Waiting for approval", so work that only needs `ai-sdlc approve` is not lost among the
 stories in progress.
 
-The board fits the terminal: six equal columns, each card's title and blocked reason wrapped on
+The board fits the terminal: its six columns share the width (an empty one takes only its
+header's room), each card's title and blocked reason wrapped on
 words into two lines at most and cut with `…` (`show` has the whole text), with a compact line
 of priority, type, epic, dependencies and the recovery counter. Piped, it is plain lines, cut to
 `COLUMNS` when that is set."""
@@ -115,31 +116,45 @@ _REASON_LINES = 2
 
 
 def _table(by_status: dict[str, list[dict[str, Any]]], width: int) -> Any:
-    """The board as a rich table exactly `width` columns wide: six equal columns, each card
-    wrapped on words and cut with `…` (the whole text is in `ai-sdlc show`)."""
+    """The board as a rich table at most `width` columns wide, each card wrapped on words and
+    cut with `…` (the whole text is in `ai-sdlc show`)."""
     from rich import box
     from rich.table import Table
 
-    # each column has one space either side but the outer ones, and a separator between
-    card = max(_MIN_CARD, (width - 2 * len(COLUMNS) + 2 - (len(COLUMNS) - 1)) // len(COLUMNS))
+    widths = _widths(by_status, width)
     table = Table(
         box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False, padding=(0, 1)
     )
-    for column in COLUMNS:
+    for column, card in zip(COLUMNS, widths, strict=True):
         table.add_column(_header(column, len(by_status[column]), card), width=card, no_wrap=True)
     depth = max(len(v) for v in by_status.values())
     for i in range(depth):
         cells = [
             _card(by_status[c][i], c, card, last=i == depth - 1) if i < len(by_status[c]) else ""
-            for c in COLUMNS
+            for c, card in zip(COLUMNS, widths, strict=True)
         ]
         table.add_row(*cells)
     return table
 
 
+def _widths(by_status: dict[str, list[dict[str, Any]]], width: int) -> list[int]:
+    """Each column's text width for a board `width` wide: an empty column as narrow as its
+    header's longest word, the others sharing the rest equally."""
+    # one space either side of each column but the outer ones, and a separator between
+    room = width - 2 * len(COLUMNS) + 2 - (len(COLUMNS) - 1)
+    narrow = {
+        c: max(cell_len(w) for w in [*TITLES[c].split(), "(0)"])
+        for c in COLUMNS
+        if not by_status[c]
+    }
+    busy = len(COLUMNS) - len(narrow)
+    card = max(_MIN_CARD, (room - sum(narrow.values())) // busy) if busy else _MIN_CARD
+    return [narrow.get(c, card) for c in COLUMNS]
+
+
 def _header(column: str, count: int, width: int) -> str:
     """`Blocked (1)`, wrapped to the column; the count is never cut off."""
-    lines = clip(TITLES[column], width, 2)
+    lines = clip(TITLES[column], width, 3)
     if cell_len(f"{lines[-1]} ({count})") <= width:
         lines[-1] += f" ({count})"
     else:
