@@ -126,7 +126,7 @@ def reason_lines(lines: list[str]) -> list[str]:
     col = lines[first].index("↳")
     out = []
     for line in lines[first:]:
-        cell = line[col:].strip().split("  ")[0] if len(line) > col else ""
+        cell = line[col:].split("│")[0].strip() if len(line) > col else ""
         if not cell:
             break
         out.append(cell)
@@ -139,6 +139,7 @@ def test_board_fits_the_terminal(backlog: Path, columns: int) -> None:
     assert code == 0, stderr
     assert lines and all(cell_len(line) <= columns for line in lines), lines
     screen = "\n".join(lines)
+    assert "│" in screen  # rich's table, not the plain lines
     for header in ("Backlog", "Ready", "Blocked", "Done"):
         assert header in screen
     assert "(1)" in screen and "S-0001" in screen and "S-0004" in screen
