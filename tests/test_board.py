@@ -154,7 +154,7 @@ def test_board_fits_the_terminal(backlog: Path, columns: int) -> None:
     assert words[-1] == expected[-1] or (len(words) == 1 and expected[-1].startswith(words[-1]))
     # the compact hint: priority, type, epic at least on the wider screen
     if columns >= 120:
-        assert "p2 bug ◆E-01" in screen
+        assert "p2 [bug] ◆E-01" in screen
 
 
 def test_board_piped_is_plain_and_fits_columns(cli: CliRunner, backlog: Path) -> None:
@@ -165,7 +165,7 @@ def test_board_piped_is_plain_and_fits_columns(cli: CliRunner, backlog: Path) ->
     assert not BOX & set(result.stdout)
     blocked = lines.index("Blocked (1)")
     assert lines[blocked + 1].startswith("  S-0001  Make the power meter")
-    assert lines[blocked + 2].split() == ["p2", "bug", "◆E-01", "⇠S-0002,S-0003", "↻3/10"]
+    assert lines[blocked + 2].split() == ["p2", "[bug]", "◆E-01", "⇠S-0002,S-0003", "↻3/10"]
     assert lines[blocked + 3].strip().startswith("reason: Implementation failed")
     assert lines[blocked + 3].endswith("…")
     assert lines[blocked + 4] == "Ready (0)" or lines[blocked + 4].startswith("Done")
@@ -297,7 +297,7 @@ def test_show_in_full(cli: CliRunner, backlog: Path) -> None:
         "  type:      bug",
         "  priority:  2",
         "  epic:      E-01",
-        "  depends:   S-0002, S-0003",
+        "  dependencies: S-0002, S-0003",
         "  labels:    ui, power",
         "  created:   2026-01-02",
         "  updated:   2026-01-05",
@@ -341,7 +341,7 @@ def test_show_of_a_plain_story_says_what_is_missing(cli: CliRunner, backlog: Pat
     out = cli("show", "S-0003").stdout.splitlines()
     assert "  usage:     none recorded" in out
     assert not any(
-        line.startswith(("  epic:", "  depends:", "  pr:", "  blocked:")) for line in out
+        line.startswith(("  epic:", "  dependencies:", "  pr:", "  blocked:")) for line in out
     )
     data = json.loads(cli("show", "S-0003", "--json").stdout)
     assert data["epic"] is None and data["dependencies"] == [] and data["pr_url"] is None

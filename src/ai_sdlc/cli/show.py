@@ -39,7 +39,7 @@ FIELDS = (
     ("type", "type"),
     ("priority", "priority"),
     ("epic", "epic"),
-    ("depends", "dependencies"),
+    ("dependencies", "dependencies"),
     ("labels", "labels"),
     ("created", "created"),
     ("updated", "updated"),

@@ -122,9 +122,7 @@ def _table(by_status: dict[str, list[dict[str, Any]]], width: int) -> Any:
     from rich.table import Table
 
     widths = _widths(by_status, width)
-    table = Table(
-        box=box.SQUARE, show_edge=False, pad_edge=False, expand=False, padding=(0, 1)
-    )
+    table = Table(box=box.SQUARE, show_edge=False, pad_edge=False, expand=False, padding=(0, 1))
     for column, card in zip(COLUMNS, widths, strict=True):
         table.add_column(_header(column, len(by_status[column]), card), width=card, no_wrap=True)
     depth = max(len(v) for v in by_status.values())

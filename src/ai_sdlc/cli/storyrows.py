@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from ai_sdlc.cli.terminal import Terminal
 
 ELLIPSIS = "…"
+#: The type most stories have: the board names only the others.
+DEFAULT_TYPE = "feature"
 
 
 def cell_len(text: str) -> int:
@@ -118,13 +120,14 @@ def row_of(story: Any, limit: int, gates: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def hint_of(row: Mapping[str, Any]) -> str:
-    """`p2 bug E-01 ⇠S-0001,S-0002 3/10`: priority, type, epic, dependencies, and the recovery
-    counter once it is not zero; the compact line under a board card."""
+    """`p2 [bug] ◆E-01 ⇠S-0001,S-0002 ↻3/10`: priority, type (unless the default `feature`),
+    epic, dependencies, and the recovery counter once it is not zero; the compact line under a
+    board card."""
     parts = []
     if row.get("priority") is not None:
         parts.append(f"p{row['priority']}")
-    if row.get("type"):
-        parts.append(str(row["type"]))
+    if row.get("type") and row["type"] != DEFAULT_TYPE:
+        parts.append(f"[{row['type']}]")
     if row.get("epic"):
         parts.append(f"◆{row['epic']}")
     if row.get("dependencies"):
