@@ -404,3 +404,25 @@ def test_log_full_never_reads_a_file_an_event_names_elsewhere(
     assert full.returncode == 0
     assert "do not print me" not in full.stdout
     assert full.stdout.count("    feedback:") == 3  # the event's own text instead
+
+
+def test_a_story_at_a_gate_is_listed_as_waiting(cli: CliRunner, backlog: Path) -> None:
+    write_story(
+        backlog,
+        "S-0005",
+        title="Planned, held at the gate",
+        status="in-progress",
+        plan_complete=True,
+    )
+    assert listed(cli, "--status", "waiting") == []  # no gate configured: in progress
+    assert listed(cli, "--status", "in-progress") == ["S-0005"]
+    assert cli("config", "gates.before_implementation", "true").returncode == 0
+    assert listed(cli, "--status", "waiting") == ["S-0005"]
+    assert listed(cli, "--status", "in-progress") == ["S-0005"]  # its status is still that
+    row = json.loads(cli("list", "--json", "-s", "waiting").stdout)[0]
+    assert (row["status"], row["waiting_for"]) == ("in-progress", "before_implementation")
+    assert cli("list", "-s", "waiting").stdout.splitlines()[1].split()[1] == "waiting"
+    code, lines, stderr = on_terminal(backlog, "status", columns=80)
+    assert code == 0, stderr
+    assert all(cell_len(line) <= 80 for line in lines)
+    assert any("↳ gate:" in line for line in lines), lines
