@@ -8,12 +8,17 @@ Targets (issue 10), with the built-in offline `scripted` provider:
 - the verification commands run exactly once per implementation attempt (counted, not timed).
 
 The project is a real git repository (a source file committed, a local bare repository as
-`origin`); the other stories are written straight into `.ai-sdlc/stories/` and left untracked,
-as the runner's state is. `verify.build` and `verify.test` are a counting command: a tiny script,
-run by this interpreter, that appends its step name to a file and exits 0. The commands' own
+`origin`); the other stories are written straight into `.ai-sdlc/stories/` and committed, as a
+team that keeps its backlog in git has it (issue 26: each story's worktree leaves `.ai-sdlc/` out,
+so its checkout does not grow with the backlog; `--untracked` leaves them uncommitted instead).
+`verify.build` and `verify.test` are a counting command: a tiny script, run by this
+interpreter, that appends its step name to a file and exits 0. The commands' own
 cost is measured by running that same command bare, the same number of times, in the same run.
 Every `ai-sdlc` call is a real subprocess (this is a benchmark, not a test); CPU is user + system
 time of the process and everything it waited for (`os.wait4`), figures are medians of N runs.
+
+`--compare REF` also runs the story with the code of REF (`git archive REF src`, as
+`bench_files.py` does), in the same projects, interleaved: before and after a change in one run.
 
 Then (issue 23, `bench_files.py`) one story run beside 100 and beside 20,000 committed source
 files: what an attempt changed is asked of git, so the run beside 20,000 files costs at most 3x
@@ -21,7 +26,9 @@ the run beside 100 (the remainder being the worktree's checkout); `--compare REF
 of REF in the same projects too (before and after a change, in one run).
 
     python bench/bench_run.py [--sizes 1000 20000] [--repeat 3] [--files 100 20000]
-                              [--compare REF] [--tmp DIR] [--skip-stories] [--strict]
+                              [--compare REF] [--tmp DIR] [--skip-stories] [--skip-files]
+                              [--untracked]
+                              [--strict]
 """
 
 from __future__ import annotations
@@ -156,7 +163,20 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-def make_project(root: Path, others: int, counter: Path, log: Path) -> Path:
+def make_project(
+    root: Path,
+    others: int,
+    counter: Path,
+    log: Path,
+    *,
+    committed: bool = True,
+    setup: Path | None = None,
+) -> Path:
+    """The project beside `others` backlog stories, committed (`committed`) or left untracked;
+    `setup`: the source tree of the oldest code compared, which initialises it (each version
+    reads the other's files)."""
+    import bench_files  # it imports this module's helpers
+
     project = root / "proj"
     project.mkdir()
     (project / "app.py").write_text("def answer() -> int:\n    return 42\n")
@@ -167,11 +187,15 @@ def make_project(root: Path, others: int, counter: Path, log: Path) -> Path:
     git(root, "init", "-q", "--bare", str(origin))
     git(project, "remote", "add", "origin", str(origin))
     git(project, "push", "-q", "origin", "main")
-    cli(project, "init")
+    bench_files.cli(project, "init", source=setup)
     for step in ("build", "test"):
         command = shlex.join([sys.executable, str(counter), step, str(log)])
-        cli(project, "config", f"verify.{step}", command)
+        bench_files.cli(project, "config", f"verify.{step}", command, source=setup)
     write_other_stories(project, others)
+    if committed:
+        git(project, "add", "-A")
+        git(project, "commit", "-q", "-m", f"backlog: {others} stories")
+        git(project, "push", "-q", "origin", "main")
     return project
 
 
@@ -304,17 +328,38 @@ def print_split(
     print(f"    (our process {own:.3f} s + children {children:.3f} s; `run` alone {run_cpu:.3f} s)")
 
 
-def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Timing, float]:
+def bench(
+    others: int,
+    repeat: int,
+    counter: Path,
+    *,
+    committed: bool = True,
+    older: dict[str, Path] | None = None,
+    where: str | None = None,
+) -> tuple[Timing, StoryRun, Timing, float, dict[str, Timing]]:
     """Story runs in a project with `others` other stories: (median run, a sample run, the bare
-    counting command, CPU per story of a `run --batch` without its command processes)."""
-    with tempfile.TemporaryDirectory(prefix=f"bench-run-{others}-") as tmp:
+    counting command, CPU per story of a `run --batch` without its command processes, and the
+    median run of each older code version in `older`, run interleaved with this one's)."""
+    import bench_files  # it imports this module's helpers
+
+    older = older or {}
+    with tempfile.TemporaryDirectory(prefix=f"bench-run-{others}-", dir=where) as tmp:
         root = Path(tmp)
         log = root / "verify.log"
         started = time.perf_counter()
-        project = make_project(root, others, counter, log)
+        setup_code = next(iter(older.values()), None)
+        project = make_project(root, others, counter, log, committed=committed, setup=setup_code)
         setup = time.perf_counter() - started
         run_one(project, log, "Warm-up story")  # caches, .pyc files, the first worktree
-        runs = [run_one(project, log, f"Measured story {i}") for i in range(repeat)]
+        for label, source in older.items():
+            bench_files.run_story(project, log, f"Warm-up {label}", source)
+        runs: list[StoryRun] = []
+        old_runs: dict[str, list[Timing]] = {label: [] for label in older}
+        for i in range(repeat):  # interleaved: machine load hits every version alike
+            runs.append(run_one(project, log, f"Measured story {i}"))
+            for label, source in older.items():
+                title = f"Measured {label} {i}"
+                old_runs[label].append(bench_files.run_story(project, log, title, source))
         batch = run_batch(project, log, BATCH)
         splits = [split_run(project, log, f"Split story {i}", root) for i in range(repeat)]
         startup = start_up(max(3, repeat))
@@ -323,8 +368,12 @@ def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Ti
     cpu = statistics.median(r.timing.cpu for r in runs)
     wall = statistics.median(r.timing.wall for r in runs)
     sample = runs[-1]
-    print(f"\n{others} other stories (set up in {setup:.1f} s; median of {repeat} runs)")
+    kept = "committed" if committed else "untracked"
+    print(f"\n{others} other stories, {kept} (set up in {setup:.1f} s; median of {repeat} runs)")
     print(f"  story run            cpu {cpu:6.3f} s   wall {wall:6.3f} s")
+    old_medians = {label: bench_files.median(t) for label, t in old_runs.items()}
+    for label, t in old_medians.items():
+        print(f"  story run ({label:>6})  cpu {t.cpu:6.3f} s   wall {t.wall:6.3f} s")
     per_run = [(r.executions, r.steps, r.attempts) for r in runs]
     print(f"  (verification runs, command processes, implement attempts) per run: {per_run}")
     batch_cpu = (batch.timing.cpu - batch.steps * bare.cpu) / BATCH
@@ -334,7 +383,7 @@ def bench(others: int, repeat: int, counter: Path) -> tuple[Timing, StoryRun, Ti
         f"{batch.steps} command processes"
     )
     print_split(splits, startup, floor, bare, cpu)
-    return Timing(cpu, wall), sample, bare, batch_cpu
+    return Timing(cpu, wall), sample, bare, batch_cpu, old_medians
 
 
 def main() -> None:
@@ -343,16 +392,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--files", type=int, nargs=2, default=[100, 20000])
-    parser.add_argument("--compare", help="also run the files benchmark with this commit's code")
+    parser.add_argument("--compare", help="also run the benchmarks with this commit's code")
     parser.add_argument("--skip-stories", action="store_true", help="only the files benchmark")
-    parser.add_argument("--tmp", help="folder for the files benchmark's projects (e.g. /dev/shm)")
+    parser.add_argument("--skip-files", action="store_true", help="only the stories benchmark")
+    parser.add_argument(
+        "--untracked", action="store_true", help="leave the backlog uncommitted (as before)"
+    )
+    parser.add_argument("--tmp", help="folder for the benchmarks' projects (e.g. /dev/shm)")
     args = parser.parse_args()
     if shutil.which("git") is None:
         raise SystemExit("bench_run needs git")
     import bench_files  # it imports this module's helpers
 
     files_ok = True
-    if args.files:
+    if not args.skip_files:
         files_ok = bench_files.report(args.files, args.repeat, args.compare, args.tmp)
     if args.skip_stories:
         print("\nFiles target:", "PASS" if files_ok else "FAIL")
@@ -360,11 +413,19 @@ def main() -> None:
             sys.exit(1)
         return
     small, large = args.sizes
+    committed = not args.untracked
     with tempfile.TemporaryDirectory(prefix="bench-run-counter-") as tmp:
         counter = Path(tmp) / "count_verify.py"
         counter.write_text(COUNTER)
-        small_t, small_run, bare, small_batch = bench(small, args.repeat, counter)
-        large_t, large_run, _, large_batch = bench(large, args.repeat, counter)
+        older: dict[str, Path] = {}
+        if args.compare:
+            older[args.compare[:6]] = bench_files.old_source(args.compare, Path(tmp) / "old")
+        small_t, small_run, bare, small_batch, small_old = bench(
+            small, args.repeat, counter, committed=committed, older=older, where=args.tmp
+        )
+        large_t, large_run, _, large_batch, large_old = bench(
+            large, args.repeat, counter, committed=committed, older=older, where=args.tmp
+        )
 
     verdicts: list[bool] = []
 
@@ -379,6 +440,13 @@ def main() -> None:
         f"ratio {large}/{small}: cpu {cpu_ratio:.2f}x  target <= {RATIO_LIMIT:g}x  "
         f"{verdict(cpu_ratio <= RATIO_LIMIT)}   (wall {wall_ratio:.2f}x)"
     )
+    for label in older:
+        old_small, old_large = small_old[label], large_old[label]
+        print(
+            f"ratio {large}/{small} with the code of {label}: cpu "
+            f"{old_large.cpu / old_small.cpu:.2f}x  (wall {old_large.wall / old_small.wall:.2f}x;"
+            f" runs cpu {old_small.cpu:.3f} s / {old_large.cpu:.3f} s)"
+        )
     print(
         f"for reference: `run --batch` CPU per story {large}/{small}: "
         f"{large_batch / small_batch:.2f}x (a batch reads its own stories, not the backlog)"

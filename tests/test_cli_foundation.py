@@ -109,10 +109,10 @@ def test_status_board_shows_blocked_column_with_reason(cli: CliRunner, project: 
     )
     result = cli("status")
     assert result.returncode == 0, result.output
-    assert "Blocked (1)" in result.stderr
-    assert "waiting for the API key" in result.stderr
-    assert "\x1b[" not in result.stderr  # no ANSI codes when not a terminal
-    assert result.stdout == ""
+    assert "Blocked (1)" in result.stdout
+    assert "waiting for the API key" in result.stdout
+    assert "\x1b[" not in result.stdout  # no ANSI codes when not a terminal
+    assert result.stderr == ""
 
 
 def test_show_reports_every_counter_breakdown_and_flags(cli: CliRunner, project: Path) -> None:
@@ -142,8 +142,8 @@ def test_show_reports_every_counter_breakdown_and_flags(cli: CliRunner, project:
     assert data["phases"]["plan_complete"] is False
     human = cli("details", "S-0001")
     assert human.returncode == 0
-    assert "5/10" in human.stderr
-    assert "2 unattributed" in human.stderr
+    assert "5/10" in human.stdout
+    assert "2 unattributed" in human.stdout
 
 
 @pytest.mark.parametrize(

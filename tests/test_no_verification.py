@@ -17,7 +17,7 @@ def test_without_verify_commands_nothing_claims_a_pass(cli: CliRunner, project: 
     assert said == 1, result.stderr
     assert "verification passed" not in result.output
     shown = cli("show", "S-0001")
-    assert "verify:    not configured: nothing is built or tested" in shown.stderr
+    assert "verify:    not configured: nothing is built or tested" in shown.stdout
     assert json.loads(cli("show", "S-0001", "--json").stdout)["verification"] == []
     review = (project / ".ai-sdlc" / "stories" / "S-0001" / "review.md").read_text()
     assert "No verification is configured" in review

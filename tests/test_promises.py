@@ -295,8 +295,8 @@ def test_alternating_fail_and_pass_is_not_halted_by_max_consecutive_fails(
     state = only_run(root)
     # The run reached its end: the only halt is the one at the end for the escalated stories.
     reason = state["stop_reason"]
-    assert reason["condition"] == "failure_loop", (reason, result.output)
-    assert "all stories escalated" in reason["message"], reason
+    assert reason["condition"] == "all_escalated", (reason, result.output)
+    assert "every remaining story is escalated" in reason["message"], reason
     statuses = {sid: s["status"] for sid, s in story_states(state).items()}
     assert statuses == {
         "S-0001": "blocked",

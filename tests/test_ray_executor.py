@@ -418,3 +418,34 @@ def test_a_breaker_opened_on_one_worker_holds_for_the_whole_run(
     for counts in (local_metrics, ray_metrics):
         counts["breakers"]["llm"].pop("time_in_state")
     assert ray_metrics["breakers"] == local_metrics["breakers"]
+
+
+@with_ray
+def test_a_committed_backlog_stays_out_of_the_workers_worktrees(
+    tmp_path: Path, cluster: str
+) -> None:
+    """Issue 26: a worker's story worktree (in its clone) leaves the committed `.ai-sdlc/`
+    out too, and the branch it pushes keeps every story file of the backlog unchanged."""
+    seen = tmp_path / "seen.log"
+    look = (
+        "import json, os, sys; "
+        "open(sys.argv[1], 'a').write(json.dumps(sorted(os.listdir('.'))) + '\\n')"
+    )
+    command = json.dumps(f"{sys.executable} -c {json.dumps(look)} {seen}")
+    root = project(tmp_path, 2, f"verify:\n  build: {command}\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "backlog")
+    git(root, "push", "-q", "origin", "main")
+    stories = git(root, "rev-parse", "main:.ai-sdlc/stories").strip()
+
+    done = on_ray(root, cluster, "--auto", "--jobs", "2", cache=tmp_path / "cache")
+
+    assert done.returncode == 0, done.output
+    views = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert views and all(".ai-sdlc" not in view and "README.md" in view for view in views)
+    origin = tmp_path / "origin.git"
+    for sid in ("S-0001", "S-0002"):
+        assert frontmatter(root, sid)["status"] == "done"
+        branch = str(frontmatter(root, sid)["branch"])
+        assert branch_commits(origin, branch) == ["1"], sid
+        assert git(origin, "rev-parse", f"{branch}:.ai-sdlc/stories").strip() == stories

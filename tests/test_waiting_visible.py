@@ -31,10 +31,11 @@ def test_waiting_story_has_its_own_column_and_fields(
 
     board = cli("status")
     assert board.returncode == 0, board.output
-    lines = board.stderr.splitlines()
+    lines = board.stdout.splitlines()
     waiting = lines.index("Waiting for approval (1)")
     assert lines[waiting + 1].split() == ["S-0001", "Gated", "work"]
-    assert lines[waiting + 2].strip() == f"gate: {gate} (ai-sdlc approve S-0001)"
+    assert lines[waiting + 2].strip().startswith("p")  # priority (the type: feature, unsaid)
+    assert lines[waiting + 3].strip() == f"gate: {gate} (ai-sdlc approve S-0001)"
     assert "In progress (0)" in lines and "Backlog (1)" in lines
 
     rows = {r["id"]: r for r in json.loads(cli("status", "--json").stdout)["stories"]}
@@ -43,15 +44,15 @@ def test_waiting_story_has_its_own_column_and_fields(
 
     details = json.loads(cli("show", "S-0001", "--json").stdout)
     assert details["waiting_for"] == gate
-    shown = cli("show", "S-0001").stderr
+    shown = cli("show", "S-0001").stdout
     assert f"waiting:   for approval at gate {gate}; `ai-sdlc approve S-0001` passes it" in shown
 
     assert cli("approve", "S-0001").returncode == 0
     rows = {r["id"]: r for r in json.loads(cli("status", "--json").stdout)["stories"]}
     assert rows["S-0001"]["waiting_for"] is None
     assert json.loads(cli("show", "S-0001", "--json").stdout)["waiting_for"] is None
-    assert "waiting:" not in cli("show", "S-0001").stderr
-    assert "Waiting for approval (0)" in cli("status").stderr.splitlines()
+    assert "waiting:" not in cli("show", "S-0001").stdout
+    assert "Waiting for approval (0)" in cli("status").stdout.splitlines()
 
     finished = cli("run", "S-0001", "--no-worktree")
     assert finished.returncode == 0, finished.output
@@ -66,4 +67,4 @@ def test_without_gates_nothing_waits(cli: CliRunner, project: Path) -> None:
     assert cli("run", "S-0001", "--no-worktree").returncode == 0
     row = json.loads(cli("status", "--json").stdout)["stories"][0]
     assert row["status"] == "done" and row["waiting_for"] is None
-    assert "Waiting for approval (0)" in cli("status").stderr.splitlines()
+    assert "Waiting for approval (0)" in cli("status").stdout.splitlines()

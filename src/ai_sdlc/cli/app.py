@@ -57,6 +57,10 @@ COMMANDS: dict[str, CommandInfo] = {
     "status": CommandInfo(
         "status", "Show the board: every story by status, blocked ones with their reason."
     ),
+    "list": CommandInfo(
+        "list_cmd",
+        "List stories one per line (status, priority, type, epic, deps, recoveries), filtered.",
+    ),
     "show": CommandInfo("show", "Show one story in full."),
     "details": CommandInfo("show", "Alias of 'show'."),
     "set": CommandInfo(

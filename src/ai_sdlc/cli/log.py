@@ -1,7 +1,9 @@
 """`ai-sdlc log <id>`: a story's `events.jsonl` as a readable timeline, NDJSON, or followed live.
 
 One line per event: time, action, phase, outcome, the recovery counters after it, and the reason.
-Recoveries and blocks are marked (`↻`, `■`) so they stand out without colour too. `--follow`
+Recoveries and blocks are marked (`↻`, `■`) so they stand out without colour too. A reason is
+cut to one line; `--full` prints the whole texts under their event (a failed verification's
+output, as kept in the event), and without it the end says how many were shortened. `--follow`
 keeps reading the file as a run appends to it, until Ctrl-C. A line still being written (no
 newline yet) waits for its end; a line that never parses (a crash mid-append) is skipped, the
 way the workflow's own reader skips it.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -52,6 +55,8 @@ _REASON_FIELDS = ("reason", "message", "feedback", "notice", "changed")
 _MARKS = {"recovery": "↻", "blocked": "■"}
 _STYLES = {"recovery": "yellow", "blocked": "red"}
 _REASON_WIDTH = 160
+#: The only file an event may point to (`output_file`): a failed attempt's whole output.
+_OUTPUT_NAME = re.compile(r"attempts/[0-9]{1,9}\.output\.txt")
 
 #: Waits between two looks at the file (injected, so tests need not wait).
 Wait = Callable[[], None]
@@ -73,6 +78,12 @@ def log(
             help="Only these events (repeatable): " + ", ".join(KINDS) + ", or an action name.",
         ),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="Print each event's whole text (e.g. a failed verification's output)."
+        ),
+    ] = False,
     max_events: Annotated[
         int | None, typer.Option("--max-events", hidden=True, min=1)
     ] = None,  # testing: stop --follow after this many printed events
@@ -88,18 +99,20 @@ def log(
     story_id = store.resolve(story)
     path = store.artifact_path(story_id, EVENTS_FILE)
     reader = EventReader(path)
+    folder = path.parent
     events: Iterable[dict[str, Any]]
     if follow:
         events = reader.follow(wait=lambda: time.sleep(poll_interval))
     else:
         events = reader.read_available(final=True)
-    shown = 0
+    shown = shortened = 0
     try:
         for event in events:
             if wanted is not None and event.get("action") not in wanted:
                 continue
-            show_event(out, event)
+            show_event(out, event, full=full, folder=folder)
             shown += 1
+            shortened += bool(hidden_texts(event, folder))
             if max_events is not None and shown >= max_events:
                 break
     except KeyboardInterrupt:
@@ -107,6 +120,10 @@ def log(
     if not follow and not json and shown == 0:
         what = "no events" if wanted is None else "no matching events"
         out.info(f"{story_id}: {what} yet ({path})")
+    if shortened and not full and not json:
+        out.info(
+            f"{shortened} event(s) shortened; `ai-sdlc log {story_id} --full` shows them whole"
+        )
     if reader.skipped and not json:
         out.warn(f"{reader.skipped} unreadable line(s) in {path} skipped")
 
@@ -196,12 +213,53 @@ class EventReader:
         return value
 
 
-def show_event(out: Terminal, event: dict[str, Any]) -> None:
+def show_event(
+    out: Terminal, event: dict[str, Any], *, full: bool = False, folder: Path | None = None
+) -> None:
     if out.json_mode:
         out.ndjson(event)
         return
     action = str(event.get("action", "?"))
-    out.line(timeline_line(event), style=_STYLES.get(action))
+    out.data(timeline_line(event), style=_STYLES.get(action))
+    if full:
+        for label, text in hidden_texts(event, folder):
+            out.data(f"{'':4}{label}:")
+            for line in text.splitlines():
+                out.data(f"{'':6}{line}".rstrip())
+
+
+def hidden_texts(event: dict[str, Any], folder: Path | None = None) -> list[tuple[str, str]]:
+    """The event's texts its timeline line does not show whole, as (label, text): a failed
+    verification's whole output (kept beside the event, `output_file`; in its place the
+    event's shortened `feedback` when the file is gone), a reason longer than the line."""
+    shown = reason_text(event)
+    output = _output_file(event, folder)
+    hidden = []
+    first = True
+    for field in _REASON_FIELDS:
+        value = event.get(field)
+        if not value:
+            continue
+        if field == "feedback" and output is not None:
+            hidden.append((f"output ({event['output_file']})", output))
+        elif isinstance(value, str):
+            whole = first and " ".join(value.split()) == shown and "\n" not in value.strip()
+            if not whole:
+                hidden.append((field, value.strip("\n")))
+        first = False
+    return hidden
+
+
+def _output_file(event: dict[str, Any], folder: Path | None) -> str | None:
+    """The text of the event's `output_file` (only `attempts/<n>.output.txt` in the story's
+    folder: an event log is not trusted to name any other file), None when there is none."""
+    name = event.get("output_file")
+    if folder is None or not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name):
+        return None
+    try:
+        return (folder / name).read_text(encoding="utf-8", errors="replace").strip("\n")
+    except OSError:
+        return None
 
 
 def timeline_line(event: dict[str, Any]) -> str:

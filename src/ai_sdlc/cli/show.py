@@ -1,5 +1,7 @@
-"""`ai-sdlc show <id>` (alias `details`): every counter, the recovery breakdown, the block,
-the phase flags."""
+"""`ai-sdlc show <id>` (alias `details`): everything we know of a story: its fields (type,
+priority, epic, dependencies, labels, dates, branch, worktree, pull request, ticket), the phase
+flags, every counter and the recovery breakdown, the whole block reason, the provider usage and
+cost recorded over its runs, and with `--body` its text. `--json` gives the same."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
+from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.store.schema import breakdown_text
+from ai_sdlc.workflow.runs.graph import epic_of
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
 from ai_sdlc.workflow.state.readiness import pending_gate
 
@@ -30,27 +34,99 @@ _AFTER_GATE = {
 StoryArg = Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")]
 
 
+#: Fields `show` lists after the status, in this order (label, key in `details_of`).
+FIELDS = (
+    ("type", "type"),
+    ("priority", "priority"),
+    ("epic", "epic"),
+    ("dependencies", "dependencies"),
+    ("labels", "labels"),
+    ("created", "created"),
+    ("updated", "updated"),
+    ("branch", "branch"),
+    ("worktree", "worktree"),
+    ("pr", "pr_url"),
+    ("ticket", "ticket_url"),
+)
+
+
 def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> dict[str, Any]:
     counters = {name: story.counter(name) for name in COUNTERS}
     breakdown = {kind: story.recovery_breakdown.get(kind, 0) for kind in KIND_LABELS}
     for kind, n in story.recovery_breakdown.items():
         breakdown.setdefault(kind, n)
+    fm = story.to_json()
+    deps = fm.get("dependencies")
+    labels = fm.get("labels")
     return {
         "id": story.id,
+        "title": story.title,
+        "status": story.status,
+        "type": fm.get("type"),
+        "priority": fm.get("priority"),
+        "epic": epic_of(fm),
+        "dependencies": list(deps) if isinstance(deps, list) else [],
+        "labels": list(labels) if isinstance(labels, list) else [],
+        "created": fm.get("created"),
+        "updated": fm.get("updated"),
+        "branch": fm.get("branch"),
+        "worktree": fm.get("worktree_path"),
+        "pr_url": fm.get("pr_url"),
+        "ticket_url": fm.get("ticket_url"),
         "path": str(story.path),
-        "frontmatter": story.to_json(),
+        "frontmatter": fm,
         "counters": counters,
         "recovery_breakdown": breakdown,
         "global_recovery_limit": limit,
         "phases": {flag: bool(story.frontmatter.get(flag)) for flag in FLAGS},
         "blocked": story.status == "blocked",
         "blocked_reason": story.frontmatter.get("blocked_reason"),
-        "blocked_at": story.to_json().get("blocked_at"),
+        "blocked_at": fm.get("blocked_at"),
         "waiting_for": pending_gate(story.frontmatter, gates or {}),
+        "usage": usage_of(fm.get("usage")),
     }
 
 
-def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> None:
+def usage_of(raw: Any) -> dict[str, Any]:
+    """The story's recorded provider usage over all its runs (zeros when none was recorded)."""
+    u = raw if isinstance(raw, dict) else {}
+
+    def count(key: str) -> int:
+        value = u.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    cost = u.get("cost_usd")
+    return {
+        "input_tokens": count("input_tokens"),
+        "output_tokens": count("output_tokens"),
+        "calls": count("calls"),
+        "cost_usd": float(cost)
+        if isinstance(cost, int | float) and not isinstance(cost, bool)
+        else None,
+    }
+
+
+def usage_text(usage: dict[str, Any]) -> str:
+    """`1,200 in + 340 out tokens in 3 calls, $0.0123` (cost unknown: said so)."""
+    if not (usage["calls"] or usage["input_tokens"] or usage["output_tokens"]):
+        return "none recorded"
+    calls = usage["calls"]
+    text = (
+        f"{usage['input_tokens']:,} in + {usage['output_tokens']:,} out tokens"
+        f" in {calls} call{'' if calls == 1 else 's'}"
+    )
+    cost = usage["cost_usd"]
+    return text + (f", ${cost:.4f}" if cost is not None else ", cost unknown")
+
+
+def show(
+    ctx: typer.Context,
+    story_ref: StoryArg,
+    json: JsonOption = False,
+    body: Annotated[
+        bool, typer.Option("--body", "-b", help="Also print the story's text (markdown).")
+    ] = False,
+) -> None:
     """Show one story in full."""
     app = Application.of(ctx)
     out = app.terminal(json)
@@ -65,20 +141,27 @@ def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> N
         if config.get(f"verify.{step}")
     ]
     info["archived"] = archived
+    if body:
+        info["body"] = story.body
     if json:
         out.json(info)
         return
-    fm = story.frontmatter
-    out.line(f"{story.id}  {story.title}", style="bold")
-    out.line(f"  status:    {story.status}")
-    if archived:
-        out.line(f"  archived:  {fm.get('archived_at') or 'yes'} (out of the backlog)")
-    keys = ("type", "priority", "labels", "epic", "dependencies", "created", "updated", "branch")
-    for key in keys:
-        if key in fm and fm[key] not in (None, [], ""):
-            value = ", ".join(map(str, fm[key])) if isinstance(fm[key], list) else fm[key]
-            out.line(f"  {key + ':':<10} {value}")
-    out.line(
+    _print(out, story, info, limit)
+
+
+def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
+    out.data(f"{story.id}  {story.title}", style="bold")
+    out.data(f"  status:    {story.status}")
+    if info["archived"]:
+        archived_at = story.frontmatter.get("archived_at")
+        out.data(f"  archived:  {archived_at or 'yes'} (out of the backlog)")
+    for label, key in FIELDS:
+        value = info[key]
+        if value in (None, [], ""):
+            continue
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        out.data(f"  {label + ':':<10} {shown}")
+    out.data(
         "  phases:    "
         + "  ".join(
             f"{flag.removesuffix('_complete')} {'✓' if done else '·'}"
@@ -87,29 +170,34 @@ def show(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> N
     )
     if info["verification"]:
         steps = ", ".join(f"{v['step']}: {v['command']}" for v in info["verification"])
-        out.line(f"  verify:    {steps}")
+        out.data(f"  verify:    {steps}")
     else:
-        out.line(
+        out.data(
             "  verify:    not configured: nothing is built or tested "
             "(set verify.build / verify.test)",
             style="yellow",
         )
     total = info["counters"]["total_recovery_attempts"]
-    out.line(f"  recovery:  {total}/{limit} ({breakdown_text(total, story.recovery_breakdown)})")
+    out.data(f"  recovery:  {total}/{limit} ({breakdown_text(total, story.recovery_breakdown)})")
     for name in COUNTERS[1:]:
-        out.line(f"    {name}: {info['counters'][name]}")
+        out.data(f"    {name}: {info['counters'][name]}")
+    out.data(f"  usage:     {usage_text(info['usage'])}")
     if info["blocked"]:
-        out.line(f"  blocked:   {info['blocked_reason'] or 'no reason recorded'}", style="red")
+        out.data(f"  blocked:   {info['blocked_reason'] or 'no reason recorded'}", style="red")
         if info["blocked_at"]:
-            out.line(f"  since:     {info['blocked_at']}")
+            out.data(f"  since:     {info['blocked_at']}")
     if info["waiting_for"]:
-        out.line(
+        out.data(
             f"  waiting:   for approval at gate {info['waiting_for']}; "
             f"`ai-sdlc approve {story.id}` passes it, then `ai-sdlc run {story.id}` "
             f"{_AFTER_GATE.get(info['waiting_for'], 'continues')}",
             style="yellow",
         )
-    out.line(f"  file:      {story.path}")
+    out.data(f"  file:      {story.path}")
+    if "body" in info:
+        out.data()
+        for line in info["body"].splitlines():
+            out.data(line)
 
 
 def _find(store: Any, story_ref: str) -> tuple[Any, bool]:

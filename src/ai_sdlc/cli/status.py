@@ -1,15 +1,24 @@
 """`ai-sdlc status`: the Kanban board. Every valid story is shown; bad files are listed on
 stderr and the exit code is 3. A story waiting at a stage gate (`gates.*` in config) has its own
 column, "Waiting for approval", so work that only needs `ai-sdlc approve` is not lost among the
-stories in progress."""
+stories in progress.
+
+The board fits the terminal: its six columns share the width (an empty one takes only its
+header's room), each card's title and blocked reason wrapped on
+words into two lines at most and cut with `…` (`show` has the whole text), with a compact line
+of priority, type, epic, dependencies and the recovery counter. Piped, it is plain lines, cut to
+`COLUMNS` when that is set."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
-from rich.table import Table
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
+from ai_sdlc.cli.storyrows import cell_len, clip, data_width, hint_of, one_line, row_of
+from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
 from ai_sdlc.workflow.state.readiness import pending_gate
@@ -27,9 +36,9 @@ TITLES = {
 }
 
 
-def _priority_key(fm: dict[str, object]) -> tuple[int, str]:
-    p = fm.get("priority")
-    return (p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000, str(fm.get("id")))
+def _priority_key(row: dict[str, Any]) -> tuple[int, str]:
+    p = row.get("priority")
+    return (p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000, str(row.get("id")))
 
 
 def status(ctx: typer.Context, json: JsonOption = False) -> None:
@@ -38,7 +47,8 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
     out = app.terminal(json)
     store = app.store()
     scan = store.scan()
-    gates = app.config().section("gates")
+    config = app.config()
+    gates = config.section("gates")
     rows = [
         {**s.to_json(), "waiting_for": pending_gate(s.frontmatter, gates)} for s in scan.stories
     ]
@@ -54,64 +64,122 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
             }
         )
     else:
-        _render_board(out, rows)
+        limit = int(config.get("limits.global_recovery"))
+        _render_board(out, [row_of(s, limit, gates) for s in scan.stories])
     for err in scan.errors:
         out.error(err.message, hint=err.hint)
     if scan.errors:
         raise typer.Exit(int(ExitCode.INVALID_INPUT))
 
 
-def _render_board(out: object, rows: list[dict[str, object]]) -> None:
-    from ai_sdlc.cli.terminal import Terminal
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_status: dict[str, list[dict[str, Any]]] = {c: [] for c in COLUMNS}
+    for row in sorted(rows, key=_priority_key):
+        column = WAITING if row.get("waiting_for") else str(row.get("status"))
+        by_status.setdefault(column, []).append(row)
+    return by_status
 
-    assert isinstance(out, Terminal)
+
+def _render_board(out: Terminal, rows: list[dict[str, Any]]) -> None:
     if not rows:
         out.info('No stories yet. Add one with: ai-sdlc add "Title"')
         return
-    by_status: dict[str, list[dict[str, object]]] = {c: [] for c in COLUMNS}
-    for fm in sorted(rows, key=_priority_key):
-        column = WAITING if fm.get("waiting_for") else str(fm.get("status"))
-        by_status.setdefault(column, []).append(fm)
-    if not out.is_tty:
-        for column in COLUMNS:
-            items = by_status.get(column, [])
-            out.line(f"{TITLES[column]} ({len(items)})")
-            for fm in items:
-                line = f"  {fm.get('id')}  {fm.get('title')}{_kind(fm)}"
-                if column == "blocked" and fm.get("blocked_reason"):
-                    line += f"\n      reason: {fm.get('blocked_reason')}"
-                if column == WAITING:
-                    line += (
-                        f"\n      gate: {fm.get('waiting_for')} (ai-sdlc approve {fm.get('id')})"
-                    )
-                out.line(line)
+    by_status = _columns(rows)
+    if out.data_is_tty:
+        out.table(_table(by_status, int(out.data_console.width)))
         return
-    table = Table(show_lines=False, expand=True)
+    width = data_width(out)
+    inner = None if width is None else max(width - _INDENT, 8)
     for column in COLUMNS:
-        table.add_column(f"{TITLES[column]} ({len(by_status.get(column, []))})", overflow="fold")
+        items = by_status.get(column, [])
+        out.data(f"{TITLES[column]} ({len(items)})")
+        for row in items:
+            head = f"  {row['id']}  "
+            title = one_line(str(row["title"]), None if width is None else width - len(head))
+            out.data(head + title)
+            details = [hint_of(row)]
+            if column == "blocked":
+                details.append(f"reason: {row.get('blocked_reason') or 'no reason recorded'}")
+            if column == WAITING:
+                details.append(f"gate: {row['waiting_for']} (ai-sdlc approve {row['id']})")
+            for text in filter(None, details):
+                out.data(" " * _INDENT + one_line(text, inner))
+
+
+#: Indent of a story's detail lines in the plain board.
+_INDENT = 6
+#: Columns a card's text may take at least (narrower terminals cut the cards, not the columns).
+_MIN_CARD = 8
+#: Lines a card's title and a blocked reason may take.
+_TITLE_LINES = 2
+_REASON_LINES = 2
+
+
+def _table(by_status: dict[str, list[dict[str, Any]]], width: int) -> Any:
+    """The board as a rich table at most `width` columns wide, each card wrapped on words and
+    cut with `…` (the whole text is in `ai-sdlc show`)."""
+    from rich import box
+    from rich.table import Table
+
+    widths = _widths(by_status, width)
+    table = Table(box=box.SQUARE, show_edge=False, pad_edge=False, expand=False, padding=(0, 1))
+    for column, card in zip(COLUMNS, widths, strict=True):
+        table.add_column(_header(column, len(by_status[column]), card), width=card, no_wrap=True)
     depth = max(len(v) for v in by_status.values())
     for i in range(depth):
-        cells = []
-        for column in COLUMNS:
-            items = by_status.get(column, [])
-            if i >= len(items):
-                cells.append("")
-                continue
-            fm = items[i]
-            cell = f"{fm.get('id')} {fm.get('title')}{_kind(fm)}"
-            if column == "blocked" and fm.get("blocked_reason"):
-                cell += f"\n↳ {fm.get('blocked_reason')}"
-            if column == WAITING:
-                cell += f"\n↳ gate: {fm.get('waiting_for')}"
-            cells.append(cell)
+        cells = [
+            _card(by_status[c][i], c, card, last=i == depth - 1) if i < len(by_status[c]) else ""
+            for c, card in zip(COLUMNS, widths, strict=True)
+        ]
         table.add_row(*cells)
-    out.render(table)
+    return table
 
 
-def _kind(fm: dict[str, object]) -> str:
-    """The story's type after its title, unless it is the default `feature`."""
-    kind = fm.get("type")
-    return f"  [{kind}]" if isinstance(kind, str) and kind != "feature" else ""
+def _widths(by_status: dict[str, list[dict[str, Any]]], width: int) -> list[int]:
+    """Each column's text width for a board `width` wide: an empty column as narrow as its
+    header's longest word, the others sharing the rest equally."""
+    # one space either side of each column but the outer ones, and a separator between
+    room = width - 2 * len(COLUMNS) + 2 - (len(COLUMNS) - 1)
+    narrow = {
+        c: max(cell_len(w) for w in [*TITLES[c].split(), "(0)"])
+        for c in COLUMNS
+        if not by_status[c]
+    }
+    busy = len(COLUMNS) - len(narrow)
+    card = max(_MIN_CARD, (room - sum(narrow.values())) // busy) if busy else _MIN_CARD
+    return [narrow.get(c, card) for c in COLUMNS]
+
+
+def _header(column: str, count: int, width: int) -> str:
+    """`Blocked (1)`, wrapped to the column; the count is never cut off."""
+    lines = clip(TITLES[column], width, 3)
+    if cell_len(f"{lines[-1]} ({count})") <= width:
+        lines[-1] += f" ({count})"
+    else:
+        lines.append(f"({count})")
+    return "\n".join(lines)
+
+
+def _card(row: dict[str, Any], column: str, width: int, *, last: bool) -> Any:
+    """One story on the board: id, title, the compact hint line, and its reason or gate."""
+    from rich.text import Text
+
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(str(row["id"]), style="bold")
+    for line in clip(str(row["title"]), width, _TITLE_LINES):
+        text.append("\n" + line)
+    hint = hint_of(row)
+    if hint:
+        text.append("\n" + clip(hint, width)[0], style="dim")
+    if column == "blocked":
+        reason = str(row.get("blocked_reason") or "no reason recorded")
+        for i, line in enumerate(clip(reason, width - 2, _REASON_LINES)):
+            text.append(("\n↳ " if i == 0 else "\n  ") + line, style="red")
+    if column == WAITING:
+        text.append("\n" + clip(f"↳ gate: {row['waiting_for']}", width)[0], style="yellow")
+    if not last:
+        text.append("\n")
+    return text
 
 
 def register(app: typer.Typer) -> None:

@@ -71,6 +71,11 @@ class RedactingStream:
         return getattr(self._stream, name)
 
 
+def _rich_stream(stream: IO[str]) -> bool:
+    """True when `stream` is a terminal rich may style (not a pipe, a file or TERM=dumb)."""
+    return stream.isatty() and os.environ.get("TERM") != "dumb"
+
+
 class Terminal:
     def __init__(
         self,
@@ -85,7 +90,10 @@ class Terminal:
         self._stdout: IO[str] = RedactingStream(stdout if stdout is not None else sys.stdout)  # type: ignore[assignment]
         self._stderr: IO[str] = RedactingStream(stderr if stderr is not None else sys.stderr)  # type: ignore[assignment]
         self.is_tty = self._stderr.isatty()
+        #: stdout is a terminal: data may be a rich table; plain lines when piped.
+        self.data_is_tty = _rich_stream(self._stdout)
         self._console: Console | None = None
+        self._data_console: Console | None = None
 
     @property
     def console(self) -> Console:
@@ -102,6 +110,38 @@ class Terminal:
                 emoji=False,
             )
         return self._console
+
+    @property
+    def data_console(self) -> Console:
+        """rich on stdout (tables of data), made on first need."""
+        if self._data_console is None:
+            from rich.console import Console
+
+            self._data_console = Console(
+                file=self._stdout,
+                highlight=False,
+                no_color=bool(os.environ.get("NO_COLOR")),
+                force_terminal=None if self.data_is_tty else False,
+                soft_wrap=not self.data_is_tty,
+                emoji=False,
+            )
+        return self._data_console
+
+    # --- what was asked (stdout; kept by -q) ---------------------------------------------
+    def data(self, text: str = "", *, style: str | None = None) -> None:
+        """A line of what the user asked for (a board row, a story field, a log entry)."""
+        if self.json_mode or not self.data_is_tty:
+            stream = self._stderr if self.json_mode else self._stdout
+            stream.write(text + "\n")
+            stream.flush()
+            return
+        from rich.markup import escape
+
+        self.data_console.print(escape(text), style=style)
+
+    def table(self, renderable: Any) -> None:
+        """A rich renderable (table, panel) of data, for a terminal on stdout."""
+        self.data_console.print(renderable)
 
     # --- human output (stderr) ---------------------------------------------------------
     def line(self, text: str = "", *, style: str | None = None) -> None:

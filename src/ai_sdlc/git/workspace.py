@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import os
 from contextlib import AbstractContextManager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git import changes as work_changes
+from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
 from ai_sdlc.git.changes import ChangeSet
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
@@ -46,6 +47,7 @@ from ai_sdlc.git.seam import (
     StoryWorkspace,
 )
 from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.git.sparse import SparseTrees
 from ai_sdlc.git.storytrees import StoryTrees
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
@@ -119,6 +121,8 @@ class GitWorkspace:
         #: Where the story worktrees are, and which folders are theirs.
         self.trees = StoryTrees(self.root, top, self._common_dir, self.worktrees_root)
         self.prefix = self.trees.prefix
+        #: Story worktrees leave the project's `.ai-sdlc/` out (a committed backlog).
+        self.sparse = SparseTrees(self._common_dir, PurePosixPath(self.prefix.as_posix()))
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
         self.environment: Environment | None = None
 
@@ -180,7 +184,9 @@ class GitWorkspace:
                         hint=f"switch it back: git -C {folder} switch {branch}",
                     )
                 head = tree.head
-                worktrees.pin_tree(self._common_dir, folder)
+                admin = worktrees.pin_tree(self._common_dir, folder)
+                # An older version's full checkout leaves `.ai-sdlc/` out from now on.
+                self.sparse.ensure(folder, admin, head=tree.head or None)
                 dirty = bool(staging.status(folder))
                 notice = None
                 if dirty:
@@ -203,8 +209,7 @@ class GitWorkspace:
                 refs.ask(branch_ref, cp_ref, *self.base_branch.ref_names(trees))
                 existing = refs.get(branch_ref)
                 if existing is not None:
-                    worktrees.add(self.top, folder, branch, start=None)
-                    worktrees.pin_tree(self._common_dir, folder)
+                    self._add(folder, branch, existing.sha)
                     head = existing.sha
                     notice = f"recreated worktree {self.trees.shown(folder)} from branch {branch}"
                 else:
@@ -214,8 +219,7 @@ class GitWorkspace:
                     # The branch and its checkpoint in one transaction, at the commit just read
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
-                    worktrees.add(self.top, folder, branch, start=None)
-                    worktrees.pin_tree(self._common_dir, folder)
+                    self._add(folder, branch, origin)
                     shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                 dirty = False  # a worktree just checked out
@@ -244,6 +248,25 @@ class GitWorkspace:
         if self.environment is not None:
             self.environment.ensure(work)  # a failure stops the run before any attempt
         return Prepared(work, fields, notice)
+
+    def _add(self, folder: Path, branch: str, commit: str) -> None:
+        """Add the worktree of the existing `branch` (at `commit`) at `folder`, pinned, checked
+        out without the project's `.ai-sdlc/` when its tree holds one (`sparse`: a committed
+        backlog costs nothing per story)."""
+        cone = self.sparse.plan(self.top, commit)
+        whole = cone is not None and not cone.needed
+        worktrees.add(self.top, folder, branch, start=None, checkout=whole)
+        admin = worktrees.pin_tree(self._common_dir, folder)
+        if not whole:
+            self.sparse.fill(folder, admin, cone)
+
+    def _widen(self, top: Path) -> None:
+        """Before an attempt is committed, saved or rolled back: folders that appeared in the
+        worktree (the agent's, or a merge's) join its sparse checkout (`sparse.ensure`), so
+        none of the work is left out."""
+        pinned = run_git.pinned(top)
+        if pinned is not None and pinned[0] == top:
+            self.sparse.ensure(top, pinned[1])
 
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
@@ -312,6 +335,7 @@ class GitWorkspace:
     def revert(self, story: Any, path: Path) -> None:
         self._checked.pop(story.id, None)
         top = self.trees.own(path)
+        self._widen(top)
         base = self._checkpoints.get(story.id)
         found = attempts.violations(top, story.id, base=base)
         changed = [p for p in found if not p.startswith("HEAD ")]
@@ -321,6 +345,7 @@ class GitWorkspace:
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         base = self._checkpoints.get(story.id)
+        self._widen(self.trees.own(path))
         sha = attempts.commit_attempt(
             self.trees.own(path),
             story,
@@ -343,6 +368,7 @@ class GitWorkspace:
     def attempt_failed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         self._checked.pop(story.id, None)
         top = self.trees.own(path)
+        self._widen(top)
         base = self._checkpoints.get(story.id)
         diff = attempts.capture(top, story.id, base=base)
         if not self.settings.keep_failed_attempts:

@@ -218,14 +218,26 @@ def prune(top: Path) -> None:
     git(top, "worktree", "prune")
 
 
-def add(top: Path, path: Path, branch: str, *, start: str | None) -> None:
+def add(top: Path, path: Path, branch: str, *, start: str | None, checkout: bool = True) -> None:
     """Create the worktree at `path` on `branch`: a new branch from `start`, or (start None) the
-    existing branch."""
+    existing branch. `checkout` False: its files are not written yet (`sparse.fill` does)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    held_back = () if checkout else ("--no-checkout",)
     if start is None:
-        git(top, "worktree", "add", "--quiet", str(path), branch)
+        git(top, "worktree", "add", "--quiet", *held_back, str(path), branch)
     else:
-        git(top, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
+        git(
+            top,
+            "worktree",
+            "add",
+            "--quiet",
+            *held_back,
+            "--no-track",
+            "-b",
+            branch,
+            str(path),
+            start,
+        )
 
 
 def create_branch(top: Path, branch: str, commit: str, start: str, *, checkpoint: str) -> None:

@@ -171,6 +171,7 @@ class Phases(Judging):
             workspace_changed=changed,
             stalled=stalled,
             patch=(ticket.attempt, record.patch) if record.patch else None,
+            output=verdict.failure_output,
             limit=PhaseLimit(
                 "implementation_retry_count",
                 limit,

@@ -9,6 +9,7 @@ operations, which decide what one action changes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +27,14 @@ from ai_sdlc.workflow.state.ledger import (
     limit_message,
 )
 from ai_sdlc.workflow.state.txn import Transactions, Txn
+
+#: Longest verification output kept whole for `ai-sdlc log --full` (characters).
+OUTPUT_LIMIT = 1_000_000
+
+
+def output_name(attempt: int) -> str:
+    """Where a failed attempt's whole verification output is kept, in the story's folder."""
+    return f"attempts/{attempt}.output.txt"
 
 
 class RecoveryRecord(msgspec.Struct, frozen=True):
@@ -177,6 +186,17 @@ class Steps(Transactions):
         folder = txn.story.folder / "attempts"
         folder.mkdir(exist_ok=True)
         atomic_write_text(folder / f"{attempt}.patch", text)
+
+    def _write_output(self, txn: Txn, attempt: int, text: str) -> None:
+        """A failed attempt's whole verification output (redacted; a long one keeps its end).
+        A copy for people: a disk that cannot take it loses it, never the count."""
+        text = redact(text)
+        if len(text) > OUTPUT_LIMIT:
+            omitted = len(text) - OUTPUT_LIMIT
+            text = f"[... {omitted} characters omitted ...]\n" + text[-OUTPUT_LIMIT:]
+        with contextlib.suppress(OSError):
+            (txn.story.folder / "attempts").mkdir(exist_ok=True)
+            atomic_write_text(txn.story.folder / output_name(attempt), text)
 
     def _record(self, txn: Txn, kind: str) -> RecoveryRecord:
         st = txn.state

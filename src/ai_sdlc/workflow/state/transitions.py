@@ -48,7 +48,7 @@ from ai_sdlc.workflow.state.ledger import (
     REWORK,
 )
 from ai_sdlc.workflow.state.readiness import pending_gate
-from ai_sdlc.workflow.state.steps import DELETE, RecoveryRecord, Steps, _date
+from ai_sdlc.workflow.state.steps import DELETE, RecoveryRecord, Steps, _date, output_name
 from ai_sdlc.workflow.state.txn import BREAKDOWN, TOTAL
 
 #: What an attempt of each phase counts as when it fails, or when its process dies mid-way
@@ -196,6 +196,7 @@ class StoryState(Steps):
         changes: Mapping[str, Any] | None = None,
         artifact: tuple[str, str] | None = None,
         patch: tuple[int, str] | None = None,
+        output: str | None = None,
         signature: str | None = None,
         workspace_changed: bool | None = None,
         reason: str = "",
@@ -227,6 +228,7 @@ class StoryState(Steps):
                 signature=signature,
                 workspace_changed=workspace_changed,
                 feedback=feedback[:FEEDBACK_LIMIT],
+                **({"output_file": output_name(attempt)} if output else {}),
                 **details,
             )
             self._count(txn, kind, phase=phase.value, reason=reason)
@@ -241,6 +243,8 @@ class StoryState(Steps):
                     self._block(txn, why, "phase_limit")
         if patch is not None:  # after the count is settled: a full disk cannot un-count it
             self._write_patch(txn, *patch)
+        if output:  # the whole failing output, for `ai-sdlc log --full`
+            self._write_output(txn, attempt, output)
         self._raise_if_blocked(txn)
         return self._record(txn, kind)
 

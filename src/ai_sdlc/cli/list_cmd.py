@@ -1,0 +1,168 @@
+"""`ai-sdlc list`: one compact line per story, filtered and sorted, or `--json`.
+
+Columns: id, status, priority, type, epic, dependencies, the recovery counter against
+`limits.global_recovery` (`3/10`), and the title cut to the width with `…`. A terminal gets a
+bold header and colour; a pipe gets the same aligned text without styles (cut only when
+`COLUMNS` is set), so `ai-sdlc list | grep` and `cut` work. Filters combine: a story is listed
+when its status is one of `--status` (or blocked, with `--blocked`), it carries every `--label`,
+and it belongs to `--epic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.options import JsonOption
+from ai_sdlc.cli.storyrows import cell_len, data_width, one_line, row_of
+from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.errors import ExitCode, UsageError
+from ai_sdlc.store import STATUSES
+
+#: `--status` values: the story statuses, and `waiting` for stories held at a gate.
+WAITING = "waiting"
+STATUS_FILTERS = (*STATUSES, WAITING)
+#: Board order, used by `--sort status`.
+_STATUS_ORDER = {
+    s: i for i, s in enumerate(("backlog", "ready", "in-progress", WAITING, "blocked", "done"))
+}
+_NO_PRIORITY = 1_000_000_000_000
+SORTS = ("id", "priority", "status", "updated")
+_STYLES = {"blocked": "red", "done": "green", "in-progress": "cyan", WAITING: "yellow"}
+#: (header, row → cell) for the columns before the title.
+_HEAD = ("ID", "STATUS", "PRI", "TYPE", "EPIC", "DEPS", "REC")
+#: The widest dependency cell (more dependencies are cut with `…`).
+_DEPS_WIDTH = 20
+
+
+def _id_key(row: dict[str, Any]) -> tuple[int, str]:
+    digits = str(row["id"]).removeprefix("S-")
+    return (int(digits) if digits.isdigit() else _NO_PRIORITY, str(row["id"]))
+
+
+def _shown_status(row: dict[str, Any]) -> str:
+    return WAITING if row.get("waiting_for") else str(row["status"])
+
+
+def _priority_key(row: dict[str, Any]) -> tuple[int, tuple[int, str]]:
+    p = row.get("priority")
+    return (p if isinstance(p, int) else _NO_PRIORITY, _id_key(row))
+
+
+_SORT_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "id": _id_key,
+    "priority": _priority_key,
+    "status": lambda r: (_STATUS_ORDER.get(_shown_status(r), 99), _priority_key(r)),
+    # newest first: the key is negated by sorting in reverse, ties by id ascending
+    "updated": lambda r: str(r.get("updated") or ""),
+}
+
+
+def list_stories(
+    ctx: typer.Context,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            "-s",
+            help="Only stories with this status (repeatable): " + ", ".join(STATUS_FILTERS) + ".",
+        ),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label", "-l", help="Only stories with this label (repeatable: all of them)."
+        ),
+    ] = None,
+    epic: Annotated[
+        str | None, typer.Option("--epic", "-e", help="Only stories of this epic.")
+    ] = None,
+    blocked: Annotated[bool, typer.Option("--blocked", help="Only blocked stories.")] = False,
+    sort: Annotated[
+        str,
+        typer.Option("--sort", help="Order: id, priority, status or updated (newest first)."),
+    ] = "id",
+    json: JsonOption = False,
+) -> None:
+    """List stories one per line (status, priority, type, epic, deps, recoveries), filtered."""
+    wanted = _statuses(status or [], blocked)
+    if sort not in SORTS:
+        raise UsageError(f"unknown sort {sort!r}", hint="use one of: " + ", ".join(SORTS))
+    app = Application.of(ctx)
+    out = app.terminal(json)
+    scan = app.store().scan()
+    config = app.config()
+    limit = int(config.get("limits.global_recovery"))
+    gates = config.section("gates")
+    rows = [row_of(s, limit, gates) for s in scan.stories]
+    rows = [r for r in rows if _matches(r, wanted, label or [], epic)]
+    rows.sort(key=_id_key)
+    rows.sort(key=_SORT_KEYS[sort], reverse=sort == "updated")
+    if json:
+        out.json(rows)
+    elif rows:
+        _print(out, rows)
+    else:
+        out.info("No stories match." if scan.stories else 'No stories yet: ai-sdlc add "Title"')
+    for err in scan.errors:
+        out.error(err.message, hint=err.hint)
+    if scan.errors:
+        raise typer.Exit(int(ExitCode.INVALID_INPUT))
+
+
+def _statuses(given: list[str], blocked: bool) -> frozenset[str] | None:
+    """The statuses asked for (None: any); an unknown one is a usage error."""
+    chosen = {s.strip().lower() for s in given}
+    unknown = sorted(chosen - set(STATUS_FILTERS))
+    if unknown:
+        raise UsageError(
+            f"unknown status {unknown[0]!r}", hint="use one of: " + ", ".join(STATUS_FILTERS)
+        )
+    if blocked:
+        chosen.add("blocked")
+    return frozenset(chosen) or None
+
+
+def _matches(
+    row: dict[str, Any], statuses: frozenset[str] | None, labels: list[str], epic: str | None
+) -> bool:
+    if statuses is not None and not ({row["status"], _shown_status(row)} & statuses):
+        return False
+    if any(label not in row["labels"] for label in labels):
+        return False
+    return epic is None or row["epic"] == epic
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    deps = ",".join(row["dependencies"]) or "-"
+    return [
+        str(row["id"]),
+        _shown_status(row),
+        str(row["priority"]) if row["priority"] is not None else "-",
+        str(row["type"] or "-"),
+        str(row["epic"] or "-"),
+        one_line(deps, _DEPS_WIDTH),
+        str(row["counter"]),
+    ]
+
+
+def _print(out: Terminal, rows: list[dict[str, Any]]) -> None:
+    table = [_cells(r) for r in rows]
+    widths = [max(cell_len(c) for c in col) for col in zip(_HEAD, *table, strict=False)]
+    width = data_width(out)
+
+    def line(cells: list[str], title: str) -> str:
+        head = "  ".join(c + " " * (w - cell_len(c)) for c, w in zip(cells, widths, strict=True))
+        room = None if width is None else max(width - cell_len(head) - 2, 1)
+        return f"{head}  {one_line(title, room)}"
+
+    out.data(line(list(_HEAD), "TITLE"), style="bold")
+    for row, cells in zip(rows, table, strict=True):
+        out.data(line(cells, str(row["title"])), style=_STYLES.get(_shown_status(row)))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("list")(list_stories)
