@@ -185,7 +185,12 @@ def test_failed_attempts_are_rolled_back_and_saved_as_patches(world: World) -> N
     one, two = (attempts / "1.patch").read_text(), (attempts / "2.patch").read_text()
     assert "attempt 1 is wrong" in one and "scratch_one.py" in one
     assert "attempt 2 is wrong" in two and "notes/two.md" in two and "scratch_one.py" not in two
-    assert sorted(p.name for p in attempts.iterdir()) == ["1.patch", "2.patch"]
+    assert sorted(p.name for p in attempts.iterdir() if p.suffix == ".patch") == [
+        "1.patch",
+        "2.patch",
+    ]
+    # each failed attempt also keeps its whole verification output (`log --full`)
+    assert {"1.output.txt", "2.output.txt"} <= {p.name for p in attempts.iterdir()}
     for leftover in ("scratch_one.py", "notes"):
         assert not (world.worktree / leftover).exists()
     # nothing is left: the failed attempts' files went, and verification's bytecode is kept
