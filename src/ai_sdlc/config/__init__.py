@@ -12,7 +12,7 @@ is generated from the models: `python -m ai_sdlc.config.docs`.
 
 Modules: fields (how a key is declared), sections (the models), keys (the flat key table),
 files (reading), validate, secrets, effective (the `Config` object), layers (loading), editing
-(`set_value`), yamledit (line-exact edits), text (the file `init` writes), guard, docs.
+(`set_value`), yamledit (edits through `store.splice`), text (the file `init` writes), guard, docs.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from ai_sdlc.config.layers import _load_layer, _refuse_user_loosening, load_conf
 from ai_sdlc.config.secrets import _refuse_secret_keys, _secret_env_hint, names_secret
 from ai_sdlc.config.text import DEFAULT_CONFIG_TEXT, DEFAULT_SETUP_LINE
 from ai_sdlc.config.validate import suggest, validate
-from ai_sdlc.config.yamledit import _edited_text
+from ai_sdlc.config.yamledit import edited_text
 from ai_sdlc.errors import InvalidInputError, UsageError
 
 
@@ -107,5 +107,5 @@ def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
         if user:
             project = root / CONFIG_RELPATH
             _refuse_user_loosening(plain, _load_layer(project) if project.exists() else {}, path)
-        atomic_write_text(path, _edited_text(text, parts, value, plain))
+        atomic_write_text(path, edited_text(text, parts, value, live=doc, where=str(path)))
     return value

@@ -41,6 +41,8 @@ class Setting(msgspec.Struct, frozen=True):
     type_name: str = ""
     #: False: absent from the effective config until set (the owner has its own default).
     materialize: bool = True
+    #: "accept" or "strict" (`settingkey.Guard`): from the key's or its section's marker.
+    guard: str = ""
 
 
 def is_http_url(v: Any) -> bool:
@@ -94,6 +96,13 @@ def settings_of(model: type[msgspec.Struct]) -> dict[str, Setting]:
     return out
 
 
+_GUARD_ORDER = ("", "accept", "strict")
+
+
+def _stricter(a: str, b: str) -> str:
+    return max(a, b, key=_GUARD_ORDER.index)
+
+
 def sections_of(model: type[msgspec.Struct]) -> list[str]:
     """Dotted names of every nested Struct of `model` (`run`, `run.stop_conditions`...)."""
     sections: list[str] = []
@@ -109,16 +118,18 @@ def _walk(
     materialize: bool,
     out: dict[str, Setting],
     sections: list[str],
+    guard: str = "",
 ) -> None:
     annotations = {f.name: f.type for f in msgspec.structs.fields(info.cls)}
     for field in info.fields:
         dotted = prefix + field.encode_name
         inner, meta = _unwrap(_in_order(field.type, annotations[field.name]))
         keep = materialize and meta.get("materialize", True)
+        level = _stricter(guard, meta.get("guard", ""))
         nested = _struct_of(inner)
         if nested is not None:
             sections.append(dotted)
-            _walk(nested, dotted + ".", keep, out, sections)
+            _walk(nested, dotted + ".", keep, out, sections, level)
             continue
         default = field.default if field.default is not msgspec.NODEFAULT else None
         if field.default_factory is not msgspec.NODEFAULT:
@@ -130,6 +141,7 @@ def _walk(
             doc=meta.get("doc", ""),
             type_name=meta.get("type") or type_text(inner),
             materialize=keep,
+            guard=level,
         )
 
 

@@ -2,8 +2,9 @@
 
 `.ai-sdlc/config.yaml` sits next to the worktree: an agent or a verify command can raise
 `limits.global_recovery` or set `verify.test: "true"`, and the next run would simply obey. So
-the guardrail keys of the config files (every key under `limits`, `verify`, `gates`, `sandbox`,
-`worktree`, and `git.worktrees`: anything that would loosen a guardrail) are recorded as
+the guardrail keys of the config files (those the models mark `guard=`: every key under
+`limits`, `verify`, `gates`, `sandbox`, `worktree`, and `git.worktrees`: anything that would
+loosen a guardrail) are recorded as
 *accepted* outside the project, in the user's state folder (`statehome`), where nothing done in
 the project (an edit, `git clean -xfd`, `rm -rf .ai-sdlc`) reaches them. A run compares
 the files with that record when it starts and again before every phase and every
@@ -23,13 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.config.files import CONFIG_RELPATH, user_config_path
+from ai_sdlc.config.keys import GUARDED, SCHEMA, SECTIONS
 from ai_sdlc.config.layers import file_settings
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.secrets import redact
 from ai_sdlc.statehome import ProjectState
 
-GUARDED_SECTIONS = ("limits", "verify", "gates", "sandbox", "worktree")
-GUARDED_KEYS = ("git.worktrees",)
+#: Top-level sections all of whose keys are guarded, and the other guarded keys: derived from
+#: the models' markers (`keys.GUARDED`).
+GUARDED_SECTIONS = tuple(
+    s
+    for s in SECTIONS
+    if "." not in s and all(k in GUARDED for k in SCHEMA if k.startswith(s + "."))
+)
+GUARDED_KEYS = tuple(k for k in GUARDED if k.split(".", 1)[0] not in GUARDED_SECTIONS)
 RECORD = "config-guardrails.json"
 
 

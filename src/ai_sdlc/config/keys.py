@@ -29,10 +29,9 @@ OPEN_SECTIONS = ("resilience",)
 #: Settings an environment variable may make stricter but never looser: the recovery limits, the
 #: phase timeout and the budgets (lower is stricter; null means no budget), the stage gates and
 #: the sandbox switches (true is stricter). A cloned repository or a CI variable must not switch
-#: a guardrail off.
-GUARDRAILS: tuple[str, ...] = (
-    *(k for k in SCHEMA if k.startswith("limits.")),
-    *(k for k in SCHEMA if k.startswith("gates.")),
-    "sandbox.enabled",
-    "sandbox.required",
-)
+#: a guardrail off. Marked `guard="strict"` on the models (`sections`).
+GUARDRAILS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if s.guard == "strict")
+
+#: Keys whose change waits for a person's `config --accept` (`config.guard`): the guardrails and
+#: everything else marked `guard="accept"` (verify, sandbox, worktree, git.worktrees).
+GUARDED: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if s.guard)

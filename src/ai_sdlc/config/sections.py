@@ -13,7 +13,7 @@ from msgspec import Meta
 
 from ai_sdlc.config.fields import MAX_RECOVERY, MAX_SECONDS
 from ai_sdlc.providers.settings import ApiSettings, ClaudeSettings, CommandSettings, ProviderName
-from ai_sdlc.settingkey import key
+from ai_sdlc.settingkey import guarded, key
 
 _Seconds = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
 _SECONDS = f"a number of seconds > 0 and <= {MAX_SECONDS}"
@@ -271,7 +271,7 @@ class NotifySection(_Section):
         key(
             "an http(s) URL the JSON is POSTed to",
             check="http_url",
-            expected="an http(s) URL or null",
+            expected="an http:// or https:// URL, or null",
         ),
     ] = None
 
@@ -280,7 +280,8 @@ class GitSection(_Section):
     """`git`: in a git repository, one worktree and branch per story."""
 
     worktrees: Annotated[
-        bool, key("false (or `run --no-worktree`): agents work in the project folder")
+        bool,
+        key("false (or `run --no-worktree`): agents work in the project folder", guard="accept"),
     ] = True
     base_branch: Annotated[
         str,
@@ -308,11 +309,12 @@ class GitSection(_Section):
 class SandboxSection(_Section):
     """`sandbox`: agents, tools and verify commands write only to their worktree."""
 
-    enabled: Annotated[bool, key("Linux Landlock (docs/sandbox.md); `run --no-sandbox`: off")] = (
-        True
-    )
+    enabled: Annotated[
+        bool, key("Linux Landlock (docs/sandbox.md); `run --no-sandbox`: off", guard="strict")
+    ] = True
     required: Annotated[
-        bool, key("run --auto / watch refuse to start where no sandbox is available")
+        bool,
+        key("run --auto / watch refuse to start where no sandbox is available", guard="strict"),
     ] = True
     writable: Annotated[
         list[str],
@@ -349,14 +351,23 @@ class WorktreeSection(_Section):
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=True):
-    """The whole file (except `resilience`, see `config.resilience`)."""
+    """The whole file (except `resilience`, see `config.resilience`). `guarded(...)` and
+    `key(guard=...)` mark the guardrails: `keys.GUARDRAILS` and `guard.is_guarded` read them."""
 
     ai: AiSection = msgspec.field(default_factory=AiSection)
-    verify: VerifySection = msgspec.field(default_factory=VerifySection)
-    limits: LimitsSection = msgspec.field(default_factory=LimitsSection)
-    gates: GatesSection = msgspec.field(default_factory=GatesSection)
+    verify: Annotated[VerifySection, guarded("accept")] = msgspec.field(
+        default_factory=VerifySection
+    )
+    limits: Annotated[LimitsSection, guarded("strict")] = msgspec.field(
+        default_factory=LimitsSection
+    )
+    gates: Annotated[GatesSection, guarded("strict")] = msgspec.field(default_factory=GatesSection)
     run: RunSection = msgspec.field(default_factory=RunSection)
     notify: NotifySection = msgspec.field(default_factory=NotifySection)
     git: GitSection = msgspec.field(default_factory=GitSection)
-    sandbox: SandboxSection = msgspec.field(default_factory=SandboxSection)
-    worktree: WorktreeSection = msgspec.field(default_factory=WorktreeSection)
+    sandbox: Annotated[SandboxSection, guarded("accept")] = msgspec.field(
+        default_factory=SandboxSection
+    )
+    worktree: Annotated[WorktreeSection, guarded("accept")] = msgspec.field(
+        default_factory=WorktreeSection
+    )

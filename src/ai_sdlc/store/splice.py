@@ -66,16 +66,23 @@ def layout(frontmatter: str, root: Any, keys: list[Any]) -> Layout | None:
     None for layouts splicing does not handle (flow root, complex or multi-line keys)."""
     if root is None or getattr(root, "id", None) != "mapping" or root.flow_style:
         return None
+    if [k.value for k, _ in root.value] != keys:
+        return None  # merge keys, or keys that are not text
+    return _node_layout(split_lines(frontmatter), root)
+
+
+def _node_layout(lines: list[str], root: Any) -> Layout | None:
+    """Line map of one block mapping node whose entries all lie within `lines`."""
+    if root is None or getattr(root, "id", None) != "mapping" or root.flow_style:
+        return None
     pairs: list[tuple[Any, Any]] = list(root.value)
     if any(k.id != "scalar" or k.end_mark.line != k.start_mark.line for k, _ in pairs):
         return None
-    if [k.value for k, _ in pairs] != keys:
-        return None  # merge keys, or keys that are not text
     columns = {k.start_mark.column for k, _ in pairs}
     if len(columns) > 1:
         return None
     column = columns.pop() if columns else 0
-    lines = split_lines(frontmatter)
+    keys = [k.value for k, _ in pairs]
     marks: list[Marks] = []
     for key, (key_node, value_node) in zip(keys, pairs, strict=True):
         start, end = value_node.start_mark, value_node.end_mark
@@ -295,8 +302,16 @@ _START = object()  # `following` slot of keys that go before the first entry
 
 
 def _replacement(
-    entry: KeyPlace, lines: list[str], value: Any, key_col: int, newline: str
+    entry: KeyPlace,
+    lines: list[str],
+    value: Any,
+    key_col: int,
+    newline: str,
+    flow: bool = False,
+    keep_column: bool = False,
 ) -> list[str]:
+    """The new lines of `entry` holding `value` (`flow`: a list or mapping in flow form where
+    it can be; `keep_column`: a comment after a one-line value stays in its column)."""
     raw = lines[entry.line].rstrip(_EOL)
     (start_line, start_col), (end_line, end_col) = entry.value_start, entry.value_end
     one_line = start_line == entry.line and end_line == entry.line
@@ -310,7 +325,12 @@ def _replacement(
             raise render.UnrenderableError("key line without a plain colon")
         head, rest = raw[: colon + 1], raw[colon + 1 :]
         tail = rest if rest.strip().startswith("#") else ""
-    text = _inline_text(entry.flow, value)
+    text = _inline_text(entry.flow or flow, value)
+    if text is not None and keep_column and one_line:
+        spaces = len(tail) - len(tail.lstrip(" "))
+        if spaces and tail[spaces:].startswith("#"):
+            width = spaces + (end_col - start_col) - len(text)
+            tail = " " * max(1, width) + tail[spaces:]
     if text is not None:
         if tail and not tail[0].isspace():
             tail = " " + tail
@@ -336,3 +356,125 @@ def _new_key(key: Any, value: Any, key_col: int, newline: str) -> list[str]:
     return [f"{pad}{render.key(key)}:{newline}"] + [
         line + newline for line in render.block(value, key_col + 2)
     ]
+
+
+# -- one value at a nested key path (config files) -----------------------------------------------
+
+
+def set_path(
+    text: str,
+    path: list[str],
+    value: Any,
+    *,
+    read: Reader,
+    flow: bool = True,
+    live: Mapping[Any, Any] | None = None,
+    where: str = "",
+) -> str:
+    """`text` (a YAML mapping document) with `value` at the nested key `path`, every other line
+    kept byte for byte: the lines of that key's value are replaced, or a missing key (with any
+    missing sections above it) is added after the last entry of the deepest mapping that
+    exists. `flow` writes a list or mapping value in flow form (`[a, b]`) where it can. The
+    result must load (`read`) to the old values with `path` set; a layout splicing cannot keep
+    (a flow or anchored section, a key written twice) is re-rendered whole as `rewrite` does
+    (`live`: the caller's ruamel document, holding the new value, whose dump keeps comments)."""
+    if not path:
+        raise ValueError("an empty key path")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    old = to_plain(read(text)) if text.strip() else None
+    if old is None:
+        old = {}
+    if not isinstance(old, dict):
+        raise SpliceError(f"{where}: the document is not a mapping")
+    expected = _with_path(old, path, value)
+    try:
+        spliced = _splice_path(text, newline, path, value, old, flow)
+    except render.UnrenderableError:
+        spliced = None
+    if spliced is not None and _holds(spliced, expected, read):
+        return spliced
+    for candidate in _full_texts(expected, live, newline):
+        if _holds(candidate, expected, read):
+            return candidate
+    raise SpliceError(f"{where}: could not write {'.'.join(path)} faithfully")
+
+
+def _with_path(data: dict[Any, Any], path: list[str], value: Any) -> dict[Any, Any]:
+    """A copy of `data` with `value` at `path` (missing or non-mapping sections made mappings)."""
+    out = dict(data)
+    head, rest = path[0], path[1:]
+    if rest:
+        child = out.get(head)
+        out[head] = _with_path(child if isinstance(child, dict) else {}, rest, value)
+    else:
+        out[head] = value
+    return out
+
+
+def _splice_path(
+    text: str, newline: str, path: list[str], value: Any, old: dict[Any, Any], flow: bool
+) -> str | None:
+    """The spliced text, or None where the layout does not allow a line-exact edit."""
+    from ai_sdlc.store import roundtrip
+
+    lines = split_lines(text)
+    root = roundtrip.compose(text) if text.strip() else None
+    if root is None:  # nothing but comments and blank lines
+        if lines and not lines[-1].endswith(tuple(_EOL)):
+            lines[-1] += newline
+        return "".join(lines) + "".join(_path_lines(path, value, 0, newline, flow))
+    node, end, plain = root, len(lines), old
+    for depth, part in enumerate(path):
+        shape = _node_layout(lines[:end], node)
+        if shape is None:
+            return None
+        places = [e for e in shape.entries if e.key == part]
+        if len(places) > 1:
+            return None  # a key written twice: which one counts is the loader's business
+        if not places:
+            if not shape.entries:
+                return None
+            at = shape.entries[-1].content_end
+            added = _path_lines(path[depth:], value, shape.column, newline, flow)
+            return "".join(lines[:at] + added + lines[at:])
+        entry = places[0]
+        key, child = next((k, v) for k, v in node.value if k.value == part)
+        if _decorated(text, key, child):
+            return None
+        rest = path[depth + 1 :]
+        if rest and child.id == "mapping" and not child.flow_style and child.value:
+            inner = plain.get(part)
+            if not isinstance(inner, dict):
+                return None
+            node, end, plain = child, entry.content_end, inner
+            continue
+        if rest:
+            current = plain.get(part)
+            new = _with_path(current if isinstance(current, dict) else {}, rest, value)
+            chunk = _replacement(entry, lines, new, shape.column, newline, flow=False)
+        else:
+            chunk = _replacement(
+                entry, lines, value, shape.column, newline, flow=flow, keep_column=True
+            )
+        return "".join(lines[: entry.line] + chunk + lines[entry.content_end :])
+    return None
+
+
+def _decorated(text: str, key: Any, node: Any) -> bool:
+    """A value with an anchor or an explicit tag (rewriting it would drop them), or an alias
+    (its marks are those of the anchored value, elsewhere in the file)."""
+    start = node.start_mark.index
+    return start < key.end_mark.index or text[start : start + 1] in ("!", "&", "*")
+
+
+def _path_lines(path: list[str], value: Any, column: int, newline: str, flow: bool) -> list[str]:
+    """New lines for `path` (sections as block mappings) holding `value`."""
+    lines = [f"{' ' * (column + 2 * i)}{render.key(part)}:{newline}" for i, part in enumerate(path)]
+    indent = column + 2 * (len(path) - 1)
+    text = (render.flow(value) if flow and isinstance(value, dict | list) and value else None) or (
+        render.inline(value)
+    )
+    if text is not None:
+        lines[-1] = lines[-1][: -len(newline)] + f" {text}{newline}"
+        return lines
+    return lines + [line + newline for line in render.block(value, indent + 2)]
