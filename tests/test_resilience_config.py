@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.resilience import POLICY_NAMES, load_settings
+from tests.conftest import run_cli
 
 
 def test_defaults_follow_the_usual_practice() -> None:
@@ -83,7 +85,8 @@ def test_overrides_merge_over_defaults_including_the_breaker() -> None:
         ),
         (
             {"policies": {"llm": {"retryable_statuses": [429, 700]}}},
-            "resilience.policies.llm.retryable_statuses entries must be HTTP status codes",
+            "resilience.policies.llm.retryable_statuses must be a list of HTTP status codes "
+            "(100-599), got [429, 700]",
         ),
         (
             {"policies": {"llm": {"overall_timeout": 0}}},
@@ -135,3 +138,38 @@ def test_unknown_keys_get_a_suggestion(
         load_settings(section)
     assert caught.value.message == f"unknown setting {unknown}"
     assert caught.value.hint == f"did you mean '{suggestion}'?"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        pytest.param(
+            "resilience:\n  policies:\n    tool:\n      multiplier: 0.5\n",
+            4,
+            "resilience.policies.tool.multiplier must be a number >= 1, got 0.5",
+            id="model-bound",
+        ),
+        pytest.param(
+            "resilience:\n  budget:\n    burst: .inf\n",
+            3,
+            "resilience.budget.burst must be a number >= 1, got inf",
+            id="model-finite",
+        ),
+        pytest.param(
+            "resilience:\n  policies:\n    llm:\n      breaker:\n        window: hour\n",
+            5,
+            "resilience.policies.llm.breaker.window must be one of time, count, got 'hour'",
+            id="model-choice",
+        ),
+    ],
+)
+def test_a_bad_resilience_value_in_the_file_names_file_line_key_and_type(
+    project: Path, text: str, line: int, words: str
+) -> None:
+    """Checked by the models (PolicyKeys, BreakerKeys, BudgetKeys) through the real CLI."""
+    config = project / ".ai-sdlc" / "config.yaml"
+    config.write_text(config.read_text() + text)
+    line += len(config.read_text().splitlines()) - len(text.splitlines())
+    result = run_cli(project, "status")
+    assert result.returncode == 3, result.output
+    assert f"{config}:{line}: {words}" in result.stderr, result.stderr

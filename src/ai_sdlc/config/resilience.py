@@ -1,21 +1,25 @@
-"""The `resilience` section: its vocabulary, defaults and checks, as plain validated values.
+"""The `resilience` section: its vocabulary, defaults and models, as plain validated values.
 
 `resilience/config.py` turns the checked values into its retry, breaker and budget objects;
 this module imports nothing from `resilience` so that `config` can check the whole file (with
-file:line errors) before anything runs. Every bad value is reported naming its dotted key, the
-expected form and the value found, e.g. "resilience.policies.llm.max_attempts must be an
-integer >= 1, got 'x'". Unknown keys get a did-you-mean suggestion.
+file:line errors) before anything runs. Each key is checked by its model (`PolicyKeys`,
+`BreakerKeys`, `BudgetKeys`: the same models feed the docs); what a type cannot say (max_delay
+>= initial_delay, never-retried error kinds...) is checked after. Every bad value is reported
+naming its dotted key, the expected form and the value found, e.g.
+"resilience.policies.llm.max_attempts must be an integer >= 1, got 'x'".
+Unknown keys get a did-you-mean suggestion.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NoReturn
 
 import msgspec
+from msgspec import Meta
 
+from ai_sdlc.config.fields import Setting, settings_of
 from ai_sdlc.errors import TRANSIENT_KINDS, InvalidInputError
 from ai_sdlc.settingkey import key
 
@@ -113,40 +117,68 @@ DEFAULT_BUDGET: dict[str, Any] = {
 }
 
 
-class BreakerKeys(msgspec.Struct, forbid_unknown_fields=True):
-    """`resilience.policies.<name>.breaker`: a circuit breaker around each attempt (for the
-    docs; `check_section` checks it, with the messages the tests pin)."""
+_Count = Annotated[int, Meta(ge=1)]
+_Seconds = Annotated[float, Meta(ge=0)]
+_SECONDS_OR_NULL = "a number of seconds > 0 or null"
 
-    failure_threshold: Annotated[int, key("failures in the window that trip the breaker")]
+
+class BreakerKeys(msgspec.Struct, forbid_unknown_fields=True):
+    """`resilience.policies.<name>.breaker`: a circuit breaker around each attempt."""
+
+    failure_threshold: Annotated[_Count, key("failures in the window that trip the breaker")]
     window: Annotated[Literal["time", "count"], key("the window: the last seconds or calls")]
-    window_size: Annotated[float, key("seconds (time) or calls (count) in the window")]
-    minimum_calls: Annotated[int, key("calls in the window before it may trip")]
-    failure_rate_threshold: Annotated[
-        float | None, key("share of failing calls that also must be reached; null: none")
+    window_size: Annotated[
+        Annotated[float, Meta(gt=0)],
+        key("seconds (time) or calls (count) in the window", check="finite"),
     ]
-    open_timeout: Annotated[float, key("seconds open before one trial call")]
-    half_open_max_calls: Annotated[int, key("trial calls let through while half-open")]
-    success_threshold: Annotated[int, key("trial successes that close it again")]
+    minimum_calls: Annotated[_Count, key("calls in the window before it may trip")]
+    failure_rate_threshold: Annotated[
+        Annotated[float, Meta(gt=0, le=1)] | None,
+        key(
+            "share of failing calls that also must be reached; null: none",
+            expected="a number in (0, 1] or null",
+        ),
+    ]
+    open_timeout: Annotated[_Seconds, key("seconds open before one trial call", check="finite")]
+    half_open_max_calls: Annotated[_Count, key("trial calls let through while half-open")]
+    success_threshold: Annotated[_Count, key("trial successes that close it again")]
 
 
 class PolicyKeys(msgspec.Struct, forbid_unknown_fields=True):
     """`resilience.policies.<name>` (llm, github, tool, verification): how calls are retried."""
 
-    max_attempts: Annotated[int, key("attempts in total, the first included")]
-    initial_delay: Annotated[float, key("seconds before the first retry")]
-    max_delay: Annotated[float, key("longest wait between attempts, seconds")]
+    max_attempts: Annotated[_Count, key("attempts in total, the first included")]
+    initial_delay: Annotated[_Seconds, key("seconds before the first retry", check="finite")]
+    max_delay: Annotated[_Seconds, key("longest wait between attempts, seconds", check="finite")]
     strategy: Annotated[
         Literal["exponential", "linear", "fixed", "decorrelated"], key("how the wait grows")
     ]
-    multiplier: Annotated[float, key("growth factor of the wait (>= 1)")]
-    jitter: Annotated[
-        Literal["none", "full", "equal"] | float,
-        key("randomness of the wait: none | full | equal, or a factor 0..1"),
+    multiplier: Annotated[
+        Annotated[float, Meta(ge=1)], key("growth factor of the wait (>= 1)", check="finite")
     ]
-    retryable_errors: Annotated[list[str], key("error kinds retried (never auth, config...)")]
-    retryable_statuses: Annotated[list[int], key("HTTP statuses retried")]
-    attempt_timeout: Annotated[float | None, key("seconds one attempt may take; null: none")]
-    overall_timeout: Annotated[float | None, key("seconds all attempts may take; null: none")]
+    jitter: Annotated[
+        Literal["none", "full", "equal"] | Annotated[float, Meta(ge=0, le=1)],
+        key(
+            "randomness of the wait: none | full | equal, or a factor 0..1",
+            expected="one of none, full, equal or a factor between 0 and 1",
+        ),
+    ]
+    retryable_errors: Annotated[
+        list[str],
+        key("error kinds retried (never auth, config...)", expected="a list of error kinds"),
+    ]
+    retryable_statuses: Annotated[
+        list[Annotated[int, Meta(ge=100, le=599)]],
+        key("HTTP statuses retried", expected="a list of HTTP status codes (100-599)"),
+    ]
+    attempt_timeout: Annotated[
+        Annotated[float, Meta(gt=0)] | None,
+        key("seconds one attempt may take; null: none", check="finite", expected=_SECONDS_OR_NULL),
+    ]
+    overall_timeout: Annotated[
+        Annotated[float, Meta(gt=0)] | None,
+        key("seconds all attempts may take; null: none", check="finite", expected=_SECONDS_OR_NULL),
+    ]
     breaker: Annotated[BreakerKeys | bool | None, key("circuit breaker settings; false/null: none")]
 
 
@@ -154,9 +186,21 @@ class BudgetKeys(msgspec.Struct, forbid_unknown_fields=True):
     """`resilience.budget`: retries a run may make, as a share of its calls."""
 
     enabled: Annotated[bool, key("false: no retry budget")]
-    ratio: Annotated[float, key("retries allowed per call made (0..1)")]
-    floor_per_second: Annotated[float, key("retries per second always allowed")]
-    burst: Annotated[float, key("retries that may be spent at once")]
+    ratio: Annotated[
+        Annotated[float, Meta(ge=0, le=1)],
+        key("retries allowed per call made (0..1)", expected="a number between 0 and 1"),
+    ]
+    floor_per_second: Annotated[_Seconds, key("retries per second always allowed", check="finite")]
+    burst: Annotated[
+        Annotated[float, Meta(ge=1)], key("retries that may be spent at once", check="finite")
+    ]
+
+
+#: Each model's own keys (a nested model, `breaker`, is checked on its own).
+_KEYS: dict[type[msgspec.Struct], dict[str, Setting]] = {
+    model: {k: s for k, s in settings_of(model).items() if "." not in k}
+    for model in (BreakerKeys, PolicyKeys, BudgetKeys)
+}
 
 
 def check_section(
@@ -196,77 +240,69 @@ def _merged(
     return values
 
 
+def _checked(
+    model: type[msgspec.Struct], values: Mapping[str, Any], prefix: str, source: str | None
+) -> dict[str, Any]:
+    """`values` checked key by key against `model` (the key, what it must be and the value
+    found), as the model's types (an integer where an int is meant, floats otherwise)."""
+    out: dict[str, Any] = {}
+    for name, setting in _KEYS[model].items():
+        value = values.get(name)
+        if isinstance(value, float) and value.is_integer() and setting.type_name == "int":
+            value = int(value)  # `3.0` attempts is 3
+        if not setting.check(value):
+            _fail(prefix, name, f"must be {setting.expected}", value, source)
+        out[name] = value
+    if "breaker" in model.__struct_fields__:
+        out["breaker"] = None  # checked on its own (`_breaker`)
+    typed = msgspec.structs.asdict(msgspec.convert(out, model))
+    typed.pop("breaker", None)
+    return typed
+
+
 def _policy(name: str, values: Mapping[str, Any], source: str | None) -> dict[str, Any]:
     key = f"resilience.policies.{name}"
-    check = _Checker(key, source)
-    initial = check.number("initial_delay", values, minimum=0)
-    max_delay = check.number("max_delay", values, minimum=0)
-    if max_delay < initial:
-        check.fail("max_delay", f"must be >= initial_delay ({initial:g})", max_delay)
-    retry = dict(
-        max_attempts=check.integer("max_attempts", values, minimum=1),
-        initial_delay=initial,
-        max_delay=max_delay,
-        strategy=check.choice("strategy", values, STRATEGIES),
-        multiplier=check.number("multiplier", values, minimum=1),
-        jitter=check.jitter("jitter", values),
-        retryable_errors=check.kinds("retryable_errors", values),
-        retryable_statuses=check.statuses("retryable_statuses", values),
-        attempt_timeout=check.optional_positive("attempt_timeout", values),
-        overall_timeout=check.optional_positive("overall_timeout", values),
-    )
+    retry = _checked(PolicyKeys, values, key, source)
+    if retry["max_delay"] < retry["initial_delay"]:
+        _fail(key, "max_delay", f"must be >= initial_delay ({retry['initial_delay']:g})",
+              retry["max_delay"], source)  # fmt: skip
+    for kind in retry["retryable_errors"]:
+        if kind in NEVER_RETRY_KINDS:
+            _fail(key, "retryable_errors", "cannot list an error kind that is never retried",
+                  kind, source)  # fmt: skip
+        if kind not in RETRYABLE_KINDS:
+            _fail(key, "retryable_errors", f"entries must be among {', '.join(RETRYABLE_KINDS)}",
+                  kind, source)  # fmt: skip
     raw_breaker = values.get("breaker")
     if raw_breaker is None or raw_breaker is False:
         return {"retry": retry, "breaker": None}
     breaker_values = _mapping(raw_breaker, f"{key}.breaker", source)
-    return {"retry": retry, "breaker": _breaker(breaker_values, _Checker(f"{key}.breaker", source))}
+    return {"retry": retry, "breaker": _breaker(breaker_values, f"{key}.breaker", source)}
 
 
-def _breaker(values: Mapping[str, Any], check: _Checker) -> dict[str, Any]:
-    window = check.choice("window", values, ("time", "count"))
-    if window == "count":
-        window_size: float = check.integer("window_size", values, minimum=1)
-    else:
-        window_size = check.number("window_size", values, minimum=0, exclusive=True)
-    half_open = check.integer("half_open_max_calls", values, minimum=1)
-    success = check.integer("success_threshold", values, minimum=1)
-    if success > half_open:
-        check.fail("success_threshold", f"must be <= half_open_max_calls ({half_open})", success)
-    rate: Any = values.get("failure_rate_threshold")
-    if rate is not None and (not _is_number(rate) or not 0 < rate <= 1):
-        check.fail("failure_rate_threshold", "must be a number in (0, 1] or null", rate)
-    return dict(
-        failure_threshold=check.integer("failure_threshold", values, minimum=1),
-        window=window,
-        window_size=window_size,
-        minimum_calls=check.integer("minimum_calls", values, minimum=1),
-        failure_rate_threshold=float(rate) if rate is not None else None,
-        open_timeout=check.number("open_timeout", values, minimum=0),
-        half_open_max_calls=half_open,
-        success_threshold=success,
-    )
+def _breaker(values: Mapping[str, Any], key: str, source: str | None) -> dict[str, Any]:
+    breaker = _checked(BreakerKeys, values, key, source)
+    size = breaker["window_size"]
+    if breaker["window"] == "count":
+        if not float(size).is_integer() or size < 1:
+            _fail(key, "window_size", "must be an integer >= 1", size, source)
+        breaker["window_size"] = int(size)
+    if breaker["success_threshold"] > breaker["half_open_max_calls"]:
+        _fail(key, "success_threshold",
+              f"must be <= half_open_max_calls ({breaker['half_open_max_calls']})",
+              breaker["success_threshold"], source)  # fmt: skip
+    return breaker
 
 
 def _budget(raw: Any, source: str | None) -> dict[str, float] | None:
     given = _mapping(raw or {}, "resilience.budget", source)
     _check_keys(given, tuple(DEFAULT_BUDGET), "resilience.budget", source)
-    values = {**DEFAULT_BUDGET, **given}
-    check = _Checker("resilience.budget", source)
-    enabled = values["enabled"]
-    if not isinstance(enabled, bool):
-        check.fail("enabled", "must be true or false", enabled)
-    ratio = check.number("ratio", values, minimum=0)
-    if ratio > 1:
-        check.fail("ratio", "must be a number between 0 and 1", ratio)
-    config = dict(
-        ratio=ratio,
-        floor_per_second=check.number("floor_per_second", values, minimum=0),
-        burst=check.number("burst", values, minimum=1),
-    )
-    return config if enabled else None
+    values = _checked(BudgetKeys, {**DEFAULT_BUDGET, **given}, "resilience.budget", source)
+    enabled = values.pop("enabled")
+    return values if enabled else None
 
 
-# --- checking helpers ---------------------------------------------------------------------
+# --- messages ----------------------------------------------------------------------------------
 
 
 def _shown(value: Any) -> str:
@@ -279,8 +315,8 @@ def _shown(value: Any) -> str:
     return repr(value) if not isinstance(value, int | float) else f"{value:g}"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+def _fail(prefix: str, name: str, expected: str, value: Any, source: str | None) -> NoReturn:
+    raise InvalidInputError(f"{prefix}.{name} {expected}, got {_shown(value)}", path=source)
 
 
 def _mapping(value: Any, key: str, source: str | None) -> Mapping[str, Any]:
@@ -301,76 +337,3 @@ def _check_keys(
             close = difflib.get_close_matches(str(name), allowed, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(allowed)}"
             raise InvalidInputError(f"unknown setting {key}.{name}", path=source, hint=hint)
-
-
-class _Checker:
-    """Reads one typed value at a time, failing with the full dotted key."""
-
-    def __init__(self, prefix: str, source: str | None) -> None:
-        self.prefix = prefix
-        self.source = source
-
-    def fail(self, name: str, expected: str, value: Any) -> NoReturn:
-        raise InvalidInputError(
-            f"{self.prefix}.{name} {expected}, got {_shown(value)}", path=self.source
-        )
-
-    def integer(self, name: str, values: Mapping[str, Any], *, minimum: int) -> int:
-        value: Any = values.get(name)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            self.fail(name, f"must be an integer >= {minimum}", value)
-        return value
-
-    def number(
-        self, name: str, values: Mapping[str, Any], *, minimum: float, exclusive: bool = False
-    ) -> float:
-        value: Any = values.get(name)
-        ok = _is_number(value) and (value > minimum if exclusive else value >= minimum)
-        if not ok:
-            relation = ">" if exclusive else ">="
-            self.fail(name, f"must be a number {relation} {minimum:g}", value)
-        return float(value)
-
-    def optional_positive(self, name: str, values: Mapping[str, Any]) -> float | None:
-        value: Any = values.get(name)
-        if value is None:
-            return None
-        if not _is_number(value) or value <= 0:
-            self.fail(name, "must be a number of seconds > 0 or null", value)
-        return float(value)
-
-    def choice(self, name: str, values: Mapping[str, Any], choices: tuple[str, ...]) -> Any:
-        value: Any = values.get(name)
-        if value not in choices:
-            self.fail(name, f"must be one of {', '.join(choices)}", value)
-        return value
-
-    def jitter(self, name: str, values: Mapping[str, Any]) -> str | float:
-        value: Any = values.get(name)
-        if isinstance(value, str) and value in JITTERS:
-            return value
-        if _is_number(value) and 0 <= value <= 1:
-            return float(value)
-        self.fail(name, f"must be one of {', '.join(JITTERS)} or a factor between 0 and 1", value)
-
-    def kinds(self, name: str, values: Mapping[str, Any]) -> list[str]:
-        value: Any = values.get(name)
-        if not isinstance(value, list):
-            self.fail(name, "must be a list of error kinds", value)
-        for kind in value:
-            if kind in NEVER_RETRY_KINDS:
-                self.fail(name, "cannot list an error kind that is never retried", kind)
-            if kind not in RETRYABLE_KINDS:
-                self.fail(name, f"entries must be among {', '.join(RETRYABLE_KINDS)}", kind)
-        return list(value)
-
-    def statuses(self, name: str, values: Mapping[str, Any]) -> list[int]:
-        value: Any = values.get(name)
-        if not isinstance(value, list):
-            self.fail(name, "must be a list of HTTP status codes", value)
-        for status in value:
-            if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
-                self.fail(name, "entries must be HTTP status codes (100-599)", status)
-        return list(value)
