@@ -445,20 +445,16 @@ def test_auto_merge_waits_for_checks(
 
 
 def test_select_workspace(tmp_path: Path, repo: Repo) -> None:
-    class Conf:
-        def __init__(self, data: dict[str, Any]) -> None:
-            self.data = data
+    from ai_sdlc.config import load_config
 
-        def get(self, key: str, default: Any = None) -> Any:
-            return self.data.get(key, default)
-
-    ws, notice = select_workspace(repo.root, Conf({}))
+    defaults = load_config(repo.root, environ={})  # no config file: every default
+    ws, notice = select_workspace(repo.root, defaults)
     assert isinstance(ws, GitWorkspace) and notice is None
-    ws, notice = select_workspace(repo.root, Conf({}), no_worktree=True)
+    ws, notice = select_workspace(repo.root, defaults, no_worktree=True)
     assert isinstance(ws, InPlace) and notice is None
     plain = tmp_path / "plain"
     plain.mkdir()
-    ws, notice = select_workspace(plain, Conf({}))
+    ws, notice = select_workspace(plain, load_config(plain, environ={}))
     assert isinstance(ws, InPlace) and notice and "not a git repository" in notice
 
 

@@ -17,7 +17,7 @@ def approve(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -
     store = app.store()
     story_id = store.resolve(story_ref)
     config = app.config()
-    owner = StoryState(store, limit=int(config.get("limits.global_recovery")))
+    owner = StoryState(store, limit=config.typed().limits.global_recovery)
     gate = owner.approve(story_id, config.section("gates"))
     if json:
         out.json({"id": story_id, "approved": gate})

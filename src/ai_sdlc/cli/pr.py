@@ -38,7 +38,7 @@ def pr(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> Non
         branch = ""  # publish() explains that the story has no branch yet
     result = workspace.publish(story, branch)
     if result.fields:
-        owner = StoryState(store, limit=int(config.get("limits.global_recovery")))
+        owner = StoryState(store, limit=config.typed().limits.global_recovery)
         owner.record_fields(
             story_id,
             result.fields,

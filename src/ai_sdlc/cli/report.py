@@ -50,7 +50,7 @@ def report(
         store.ai_dir,
         store,
         state,
-        global_limit=int(config.get("limits.global_recovery")),
+        global_limit=config.typed().limits.global_recovery,
         conditions=StopConditions.from_config(config),
         now=utc_now(),
     )

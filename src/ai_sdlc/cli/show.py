@@ -133,12 +133,10 @@ def show(
     store = app.store()
     story, archived = _find(store, story_ref)
     config = app.config()
-    limit = int(config.get("limits.global_recovery"))
+    limit = config.typed().limits.global_recovery
     info = details_of(story, limit, config.section("gates"))
     info["verification"] = [
-        {"step": step, "command": str(config.get(f"verify.{step}"))}
-        for step in ("build", "test")
-        if config.get(f"verify.{step}")
+        {"step": step, "command": command} for step, command in config.typed().verify.commands()
     ]
     info["archived"] = archived
     if body:

@@ -32,7 +32,7 @@ def unblock(
     store = app.store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before any edit
-    limit = int(app.config().get("limits.global_recovery"))
+    limit = app.config().typed().limits.global_recovery
     result = StoryState(store, limit=limit).unblock(story_id, reset_retries=reset_retries)
     if json:
         out.json(result)

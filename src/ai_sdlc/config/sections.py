@@ -136,6 +136,10 @@ class VerifySection(_Section):
         ),
     ] = msgspec.field(default_factory=dict)
 
+    def commands(self) -> list[tuple[str, str]]:
+        """(step, command line) of each step set, build first."""
+        return [(step, c) for step, c in (("build", self.build), ("test", self.test)) if c]
+
 
 class LimitsSection(_Section):
     """`limits`: guardrails; the environment and the user's file may lower, never raise."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
+
+if TYPE_CHECKING:
+    from ai_sdlc.config import Config
 
 DEFAULT_WORKTREES_DIR = ".ai-sdlc/worktrees"
 
@@ -26,17 +29,18 @@ class GitSettings(msgspec.Struct, frozen=True):
     keep_worktrees: bool = False
 
     @classmethod
-    def from_config(cls, config: Any) -> GitSettings:
-        """From a `Config` (anything with `.get(dotted, default)`)."""
+    def from_config(cls, config: Config) -> GitSettings:
+        """From the typed `git` section of a `Config`."""
+        git = config.typed().git
         return cls(
-            worktrees=bool(config.get("git.worktrees", True)),
-            base_branch=str(config.get("git.base_branch", "") or ""),
-            worktrees_dir=str(config.get("git.worktrees_dir", "") or DEFAULT_WORKTREES_DIR),
-            remote=str(config.get("git.remote", "") or "origin"),
-            keep_failed_attempts=bool(config.get("git.keep_failed_attempts", False)),
-            draft=bool(config.get("git.draft", False)),
-            auto_merge=bool(config.get("git.auto_merge", False)),
-            keep_worktrees=bool(config.get("git.keep_worktrees", False)),
+            worktrees=git.worktrees,
+            base_branch=git.base_branch,
+            worktrees_dir=git.worktrees_dir or DEFAULT_WORKTREES_DIR,
+            remote=git.remote or "origin",
+            keep_failed_attempts=git.keep_failed_attempts,
+            draft=git.draft,
+            auto_merge=git.auto_merge,
+            keep_worktrees=git.keep_worktrees,
         )
 
     def worktrees_root(self, project: Path) -> Path:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
 from ai_sdlc.git import changes as work_changes
@@ -52,6 +52,9 @@ from ai_sdlc.git.storytrees import StoryTrees
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.store.schema import breakdown_text
+
+if TYPE_CHECKING:
+    from ai_sdlc.config import Config
 
 
 class PublishError(GitError):
@@ -130,14 +133,14 @@ class GitWorkspace:
     def from_config(
         cls,
         root: Path,
-        config: Any,
+        config: Config,
         *,
         guard: Guard = call_directly,
         gh: str = "gh",
         location: repo.Location | None = None,
     ) -> GitWorkspace:
         """From the project's `Config` (`git.*`, and `verify.*` for the PR body)."""
-        commands = [c for c in (config.get("verify.build"), config.get("verify.test")) if c]
+        commands = [c for _, c in config.typed().verify.commands()]
         verification = (
             "passed: " + ", ".join(f"`{c}`" for c in commands)
             if commands

@@ -17,7 +17,7 @@ import errno
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -102,6 +102,29 @@ def resolve_executable(program: str, env: Mapping[str, str], cwd: Any = None) ->
     return os.path.abspath(found)
 
 
+class SandboxKeys(Protocol):
+    """What is read of the typed `sandbox` section (`config.sections.SandboxSection`: the
+    sandbox sits below config, so it names the fields it reads instead of importing it)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def required(self) -> bool: ...
+    @property
+    def writable(self) -> list[str]: ...
+
+
+class _TypedSections(Protocol):
+    @property
+    def sandbox(self) -> SandboxKeys: ...
+
+
+class TypedConfig(Protocol):
+    """A `config.Config`: its settings as the typed models."""
+
+    def typed(self) -> _TypedSections: ...
+
+
 class SandboxSettings(msgspec.Struct, frozen=True):
     """The `sandbox` config section."""
 
@@ -110,12 +133,12 @@ class SandboxSettings(msgspec.Struct, frozen=True):
     writable: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, config: Any) -> SandboxSettings:
-        raw = config.get("sandbox.writable") or []
+    def from_config(cls, config: TypedConfig) -> SandboxSettings:
+        section = config.typed().sandbox
         return cls(
-            enabled=bool(config.get("sandbox.enabled", True)),
-            required=bool(config.get("sandbox.required", True)),
-            writable=tuple(str(p) for p in raw),
+            enabled=section.enabled,
+            required=section.required,
+            writable=tuple(section.writable),
         )
 
 

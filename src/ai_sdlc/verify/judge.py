@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -42,6 +42,9 @@ from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
 from ai_sdlc.verify.failures import failing_tests, failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
+
+if TYPE_CHECKING:
+    from ai_sdlc.config import Config
 
 Verifier = Callable[[Path], VerificationResult]
 #: Bumped when what a cached baseline holds changes.
@@ -59,13 +62,14 @@ class JudgeSettings(msgspec.Struct, frozen=True):
     baseline: bool = True
 
     @classmethod
-    def from_config(cls, config: Any, commands: Sequence[tuple[str, str]]) -> JudgeSettings:
-        protected = config.get("verify.protected")
+    def from_config(cls, config: Config, commands: Sequence[tuple[str, str]]) -> JudgeSettings:
+        verify = config.typed().verify
+        protected = verify.protected
         return cls(
             commands=tuple(commands),
             protected=protect.DEFAULT_PROTECTED if protected is None else tuple(protected),
-            junit=config.get("verify.junit") or None,
-            baseline=bool(config.get("verify.baseline")),
+            junit=verify.junit or None,
+            baseline=verify.baseline,
         )
 
 

@@ -68,7 +68,7 @@ def plan_dry_run(
     """What `run` would do, computed without writing anything (no lock, no cache, no log)."""
     config = load_config(store.root)
     gates = config.section("gates")
-    limit = int(config.get("limits.global_recovery"))
+    limit = config.typed().limits.global_recovery
     if story_id:
         stories = [store.get(story_id)]
     else:
@@ -102,7 +102,7 @@ def plan_dry_run(
                     store,
                     story,
                     Phase(phases[0]),
-                    timeout=float(config.get("limits.phase_timeout")),
+                    timeout=config.typed().limits.phase_timeout,
                     settings=config.section("ai"),
                 )
             )

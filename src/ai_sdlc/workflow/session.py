@@ -99,7 +99,7 @@ class Session(msgspec.Struct):
         guards = GuardFactory.from_config(store, config)
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
         commands = verification_commands(config)
-        timeout = float(config.get("verify.timeout"))
+        timeout = config.typed().verify.timeout
         sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
 
         def confine(workspace: Path) -> SandboxPolicy | None:
@@ -220,13 +220,13 @@ class Session(msgspec.Struct):
 
         repo = RunRepository(self.store.ai_dir)
         settings = RunSettings.from_config(self.config, max_attempts=max_attempts)
-        if settings.done_means == "merged" and not self.config.get("git.auto_merge"):
+        if settings.done_means == "merged" and not self.config.typed().git.auto_merge:
             raise UsageError(
                 "run.done_means is 'merged' but git.auto_merge is off: no story would ever be "
                 "merged by a run",
                 hint="set git.auto_merge: true, or run.done_means: done (or pr)",
             )
-        which = executor or str(self.config.get("run.executor"))
+        which = executor or self.config.typed().run.executor
         ray_spec = None
         if which == "ray":  # refused before a run exists (no remote, no worktrees, no Ray)
             from ai_sdlc.workflow.parallel.ray_executor import ray_spec_for
@@ -286,8 +286,8 @@ class Session(msgspec.Struct):
             cwd=os.getcwd(),
             open_session=open_worker,
         )
-        slots = self.config.get("verify.max_parallel") or os.cpu_count() or 1
-        executor = LocalExecutor(spec, verify_slots=int(slots))
+        slots = self.config.typed().verify.max_parallel or os.cpu_count() or 1
+        executor = LocalExecutor(spec, verify_slots=slots)
         common["state"].executor = executor.name
         return ParallelRun(**common, executor=executor, jobs=jobs).execute()
 
@@ -370,7 +370,7 @@ class Session(msgspec.Struct):
             mode=mode,
             started_at=iso(now),
             stories=[StoryRunState(i) for i in ids],
-            jobs=jobs if jobs is not None else int(self.config.get("run.jobs")),
+            jobs=jobs if jobs is not None else self.config.typed().run.jobs,
             epic=epic,
         )
         repo.create(state)

@@ -344,8 +344,8 @@ class Watch:
         self._report_unreadable(scan.errors)
         config = load_config(self.store.root)
         gates = config.section("gates")
-        limit = int(config.get("limits.global_recovery"))
-        done_means = str(config.get("run.done_means"))
+        limit = config.typed().limits.global_recovery
+        done_means = config.typed().run.done_means
         stories: dict[str, Story] = {s.id: s for s in scan.stories}
         picked = {
             sid

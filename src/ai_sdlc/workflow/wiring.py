@@ -74,15 +74,16 @@ class Relay:
 
 
 def limits_from(config: Config) -> Limits:
+    limits = config.typed().limits
     return Limits(
-        global_recovery=int(config.get("limits.global_recovery")),
-        implementation_retries=int(config.get("limits.implementation_retries")),
-        review_rejections=int(config.get("limits.review_rejections")),
-        refinement_iterations=int(config.get("limits.refinement_iterations")),
-        phase_timeout=float(config.get("limits.phase_timeout")),
-        story_tokens=config.get("limits.story_tokens"),
-        story_cost_usd=config.get("limits.story_cost_usd"),
-        run_cost_usd=config.get("limits.run_cost_usd"),
+        global_recovery=limits.global_recovery,
+        implementation_retries=limits.implementation_retries,
+        review_rejections=limits.review_rejections,
+        refinement_iterations=limits.refinement_iterations,
+        phase_timeout=limits.phase_timeout,
+        story_tokens=limits.story_tokens,
+        story_cost_usd=limits.story_cost_usd,
+        run_cost_usd=limits.run_cost_usd,
     )
 
 
@@ -112,8 +113,4 @@ def worktree_environment(
 
 
 def verification_commands(config: Config) -> list[tuple[str, str]]:
-    return [
-        (name, str(config.get(f"verify.{name}")))
-        for name in ("build", "test")
-        if config.get(f"verify.{name}")
-    ]
+    return config.typed().verify.commands()

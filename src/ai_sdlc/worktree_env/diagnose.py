@@ -4,7 +4,7 @@ worktree (and in each existing one) judge the worktree's code, and if not, the f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git import repo
 from ai_sdlc.git.settings import GitSettings
@@ -12,19 +12,18 @@ from ai_sdlc.verify.commands import default_environment
 from ai_sdlc.worktree_env import wrongtree
 from ai_sdlc.worktree_env.setup import SetupSettings, stamp_path, suggestion_text
 
+if TYPE_CHECKING:
+    from ai_sdlc.config import Config
+
 #: The folder name a not-yet-made story worktree is judged at (nothing is created).
 _PROBE = "S-0000-doctor"
 
 
-def diagnose(root: Path, config: Any) -> dict[str, Any]:
+def diagnose(root: Path, config: Config) -> dict[str, Any]:
     """`{"ok": bool, "message": str, "fix": str | None, "setup": [...]}` for `doctor`."""
     settings = SetupSettings.from_config(config)
     setup = list(settings.commands)
-    commands = [
-        (name, str(config.get(f"verify.{name}")))
-        for name in ("build", "test")
-        if config.get(f"verify.{name}")
-    ]
+    commands = config.typed().verify.commands()
     git = GitSettings.from_config(config)
     found = repo.locate(root) if git.worktrees else None
     if found is None or not commands:

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,6 +34,9 @@ from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.verify.commands import VerificationResult, default_environment, run_commands
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
 from ai_sdlc.worktree_env import envdigest, wrongtree
+
+if TYPE_CHECKING:
+    from ai_sdlc.config import Config
 
 #: Files whose change makes the setup run again, when `worktree.setup_inputs` is null: each
 #: ecosystem's lock file and manifest (only those that exist count).
@@ -76,12 +79,13 @@ class SetupSettings(msgspec.Struct, frozen=True):
     timeout: float = 900.0
 
     @classmethod
-    def from_config(cls, config: Any) -> SetupSettings:
-        inputs = config.get("worktree.setup_inputs")
+    def from_config(cls, config: Config) -> SetupSettings:
+        section = config.typed().worktree
+        inputs = section.setup_inputs
         return cls(
-            commands=tuple(str(c) for c in config.get("worktree.setup") or ()),
-            inputs=tuple(str(i) for i in inputs) if inputs is not None else None,
-            timeout=float(config.get("worktree.setup_timeout") or 900),
+            commands=tuple(section.setup),
+            inputs=tuple(inputs) if inputs is not None else None,
+            timeout=section.setup_timeout or 900,
         )
 
 

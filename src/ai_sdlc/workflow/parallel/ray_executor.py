@@ -459,12 +459,12 @@ def ray_executor_for(session: Any, address: str | None, spec: RaySpec) -> RayExe
     config = session.config
     runner = session.runner
     owner = StoryState(session.store, limit=runner.limit, clock=runner.deps.clock)
-    resources = config.get("verify.resources") or {}
+    typed = config.typed()
     return RayExecutor(
         spec,
         store=session.store,
         owner=owner,
-        address=address or config.get("run.ray.address"),
-        resources={str(k): float(v) for k, v in dict(resources).items()},
-        direct=bool(config.get("run.ray.direct")),
+        address=address or typed.run.ray.address,
+        resources=dict(typed.verify.resources),
+        direct=typed.run.ray.direct,
     )

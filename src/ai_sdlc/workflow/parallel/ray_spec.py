@@ -85,7 +85,7 @@ def ray_spec_for(session: Any, open_session: OpenSession) -> RaySpec:
             "--executor ray works through git worktrees: --no-worktree cannot be used with it"
         )
     top = repo.toplevel(root)
-    remote = str(config.get("git.remote"))
+    remote = config.typed().git.remote
     url = repo.remote_url(top, remote) if top is not None else None
     if top is None or not url:
         raise UsageError(
@@ -102,7 +102,7 @@ def ray_spec_for(session: Any, open_session: OpenSession) -> RaySpec:
         scripted_rules=rules.read_bytes() if rules.is_file() else None,
         open_session=open_session,
         environ={k: v for k, v in os.environ.items() if k.startswith(SHIPPED_ENV_PREFIXES)},
-        cache_dir=config.get("run.ray.cache_dir"),
+        cache_dir=config.typed().run.ray.cache_dir,
         no_sandbox=session.no_sandbox,
     )
 

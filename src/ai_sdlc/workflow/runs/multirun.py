@@ -88,13 +88,14 @@ class RunSettings:
         conditions = StopConditions.from_config(config)
         if max_attempts is not None:
             conditions = replace(conditions, max_total_attempts=max_attempts)
+        run = config.typed().run
         return cls(
             conditions=conditions,
-            max_consecutive_escalations=int(config.get("run.max_consecutive_escalations")),
-            max_bounces=int(config.get("run.max_bounces")),
-            cooldown_seconds=float(config.get("run.cooldown_seconds")),
-            max_story_errors=int(config.get("run.max_story_errors")),
-            done_means=str(config.get("run.done_means")),
+            max_consecutive_escalations=run.max_consecutive_escalations,
+            max_bounces=run.max_bounces,
+            cooldown_seconds=run.cooldown_seconds,
+            max_story_errors=run.max_story_errors,
+            done_means=run.done_means,
         )
 
 

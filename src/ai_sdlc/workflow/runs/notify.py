@@ -46,13 +46,14 @@ class Notifier:
 
     @classmethod
     def from_config(cls, config: Config, *, cwd: Path) -> Notifier:
-        raw = config.get("notify.command")
+        notify = config.typed().notify
+        raw = notify.command
         command: list[str] | None = None
         if isinstance(raw, str) and raw.strip():
             command = shlex.split(raw)
         elif isinstance(raw, list) and raw:
-            command = [str(x) for x in raw]
-        return cls(command=command, webhook=config.get("notify.webhook"), cwd=cwd)
+            command = list(raw)
+        return cls(command=command, webhook=notify.webhook, cwd=cwd)
 
     @property
     def enabled(self) -> bool:

@@ -40,13 +40,13 @@ class StopConditions:
 
     @classmethod
     def from_config(cls, config: Config) -> StopConditions:
-        section = "run.stop_conditions."
+        stop = config.typed().run.stop_conditions
         return cls(
-            max_retry_rate=float(config.get(section + MAX_RETRY_RATE)),
-            max_reject_rate=float(config.get(section + MAX_REJECT_RATE)),
-            max_consecutive_fails=int(config.get(section + MAX_CONSECUTIVE_FAILS)),
-            max_total_attempts=int(config.get(section + MAX_TOTAL_ATTEMPTS)),
-            min_attempted=int(config.get(section + "min_attempted")),
+            max_retry_rate=stop.max_retry_rate,
+            max_reject_rate=stop.max_reject_rate,
+            max_consecutive_fails=stop.max_consecutive_fails,
+            max_total_attempts=stop.max_total_attempts,
+            min_attempted=stop.min_attempted,
         )
 
 
