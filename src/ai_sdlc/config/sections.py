@@ -275,7 +275,7 @@ class NotifySection(_Section):
         key(
             "an http(s) URL the JSON is POSTed to",
             check="http_url",
-            expected="an http:// or https:// URL, or null",
+            expected="an http(s) URL or null",
         ),
     ] = None
 
