@@ -213,7 +213,7 @@ def _add_from(
     if any(d.dependencies for d, _ in created):
         from ai_sdlc.workflow.state.transitions import StoryState
 
-        owner = StoryState(store, limit=int(app.config().get("limits.global_recovery")))
+        owner = StoryState(store, limit=app.config().typed().limits.global_recovery)
         for draft, story in created:
             if draft.dependencies:
                 deps = [new_ids.get(d, d) for d in draft.dependencies]

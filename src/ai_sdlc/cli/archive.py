@@ -21,7 +21,7 @@ def archive(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -
     store = app.store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before anything moves
-    limit = int(app.config().get("limits.global_recovery"))
+    limit = app.config().typed().limits.global_recovery
     folder = StoryState(store, limit=limit).archive(story_id)
     if json:
         out.json({"id": story_id, "archived": str(folder)})

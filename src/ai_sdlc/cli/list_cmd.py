@@ -95,7 +95,7 @@ def list_stories(
     out = app.terminal(json)
     scan = app.store().scan()
     config = app.config()
-    limit = int(config.get("limits.global_recovery"))
+    limit = config.typed().limits.global_recovery
     gates = config.section("gates")
     rows = [row_of(s, limit, gates) for s in scan.stories]
     rows = [r for r in rows if _matches(r, wanted, label or [], epic)]

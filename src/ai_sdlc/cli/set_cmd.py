@@ -45,7 +45,7 @@ def set_fields(
     store = app.store()
     story_id = store.resolve(story_ref)
     store.get(story_id)  # a bad story file fails here (exit 3) before any edit
-    limit = int(app.config().get("limits.global_recovery"))
+    limit = app.config().typed().limits.global_recovery
     changed = StoryState(store, limit=limit).shape(story_id, changes)
     if json:
         out.json({"id": story_id, "changed": changed})

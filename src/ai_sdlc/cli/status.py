@@ -64,7 +64,7 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
             }
         )
     else:
-        limit = int(config.get("limits.global_recovery"))
+        limit = config.typed().limits.global_recovery
         _render_board(out, [row_of(s, limit, gates) for s in scan.stories])
     for err in scan.errors:
         out.error(err.message, hint=err.hint)

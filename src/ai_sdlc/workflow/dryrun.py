@@ -79,7 +79,7 @@ def plan_dry_run(
                 gates=gates,
                 global_limit=limit,
                 # one action skips a story waiting for a dependency; a run waits for it
-                done_means=None if auto else str(config.get("run.done_means")),
+                done_means=None if auto else config.typed().run.done_means,
             )
         }
         stories = [s for s in store.list() if s.id in actionable]

@@ -404,7 +404,7 @@ class Session(msgspec.Struct):
             (s.frontmatter for s in self.store.list()),
             gates=self.config.section("gates"),
             global_limit=self.runner.limit,
-            done_means=str(self.config.get("run.done_means")) if dependencies else None,
+            done_means=self.config.typed().run.done_means if dependencies else None,
         )
 
     def _check_dependencies(self, story_id: str) -> None:
@@ -419,7 +419,7 @@ class Session(msgspec.Struct):
             except AiSdlcError:
                 return None
 
-        done_means = str(self.config.get("run.done_means"))
+        done_means = self.config.typed().run.done_means
         unmet = unmet_dependencies(fm, lookup, done_means)
         if unmet:
             which = ", ".join(u.describe(done_means) for u in unmet)
