@@ -173,3 +173,18 @@ def test_a_bad_resilience_value_in_the_file_names_file_line_key_and_type(
     result = run_cli(project, "status")
     assert result.returncode == 3, result.output
     assert f"{config}:{line}: {words}" in result.stderr, result.stderr
+
+
+def test_resilience_values_from_the_file_read_as_their_models_types(project: Path) -> None:
+    """A float or int written by `config` (ruamel's ScalarFloat/ScalarInt when read back) is
+    checked and used as the model's plain type."""
+    for key, value in (("initial_delay", "0.5"), ("max_attempts", "4"), ("max_delay", "2")):
+        result = run_cli(project, "config", f"resilience.policies.llm.{key}", value)
+        assert result.returncode == 0, result.output
+    result = run_cli(project, "status")
+    assert result.returncode == 0, result.output
+    from ai_sdlc.config import load_config
+
+    section = load_config(project, environ={}).data["resilience"]
+    llm = load_settings(section).policies["llm"].retry
+    assert (llm.initial_delay, llm.max_attempts, llm.max_delay) == (0.5, 4, 2.0)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, NoReturn
 import msgspec
 from msgspec import Meta
 
-from ai_sdlc.config.fields import Setting, settings_of
+from ai_sdlc.config.fields import Setting, _builtin, settings_of
 from ai_sdlc.errors import TRANSIENT_KINDS, InvalidInputError
 from ai_sdlc.settingkey import key
 
@@ -252,7 +252,7 @@ def _checked(
             value = int(value)  # `3.0` attempts is 3
         if not setting.check(value):
             _fail(prefix, name, f"must be {setting.expected}", value, source)
-        out[name] = value
+        out[name] = _builtin(value)  # ruamel's ScalarFloat... as the built-in types
     if "breaker" in model.__struct_fields__:
         out["breaker"] = None  # checked on its own (`_breaker`)
     typed = msgspec.structs.asdict(msgspec.convert(out, model))
