@@ -238,7 +238,7 @@ def test_each_stop_reason_says_what_tripped_and_the_key_to_change() -> None:
         3,
         "3 stories in a row failed (run.stop_conditions.max_consecutive_fails = 3)",
     )
-    retries = evaluate(stats(attempted=5, retried=3, retry_rate=0.6), conditions)
+    retries = evaluate(stats(attempted=5, retried=3, segment_retried=3, retry_rate=0.6), conditions)
     assert retries == StopReason(
         "max_retry_rate",
         0.6,
@@ -315,6 +315,6 @@ def test_no_story_attempted_means_rates_of_zero_and_the_cap_names_its_key() -> N
         "max_total_attempts",
         50,
         50,
-        "the run made 50 agent attempts, the run-wide limit "
+        "the run made 50 implementation attempts, the run-wide limit "
         "(run.stop_conditions.max_total_attempts = 50)",
     )
