@@ -86,7 +86,7 @@ def github(
         known.add(issue.url)
         created.append((issue, story))
         if not json:
-            out.success(f"Added {story.id}: {story.title}  (#{issue.number})")
+            out.info(f"Added {story.id}: {story.title}  (#{issue.number})")
     if json:
         out.json(
             {
