@@ -9,7 +9,8 @@ screen.
 
 The API says which is which: `data`, `table` and `result` write to stdout; `info`, `progress`,
 `warn`, `alert`, `error`, `debug` and `status` to stderr; `json`/`ndjson` are the machine output.
-Each stream is rich only when it is a terminal (and TERM is not `dumb`), plain text when piped
+In `--json` mode stdout carries the JSON alone: a human line a command still prints there (a
+run's outcome lines) goes to stderr. Each stream is rich only when it is a terminal (and TERM is not `dumb`), plain text when piped
 or redirected; NO_COLOR drops colour.
 
 Everything written to either stream is redacted on its way out (`RedactingStream`): callers
@@ -162,6 +163,8 @@ class Terminal:
 
     # --- everything else (stderr) ---------------------------------------------------------
     def _write(self, text: str, style: str | None, *, data: bool) -> None:
+        if data and self.json_mode:  # stdout carries the JSON alone; a human line goes aside
+            data = False
         stream, tty = (self._stdout, self.data_is_tty) if data else (self._stderr, self.is_tty)
         if not tty:  # a pipe or a file: the text as it is, one line
             stream.write(text + "\n")
