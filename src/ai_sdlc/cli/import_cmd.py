@@ -79,6 +79,7 @@ def github(
             continue
         story = store.add(
             " ".join(issue.title.split()) or f"Issue {issue.number}",
+            type=issue.story_type,
             labels=issue.labels,
             body=issue.story_body(),
             extra=issue.ticket_fields(now),

@@ -11,6 +11,7 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
+from ai_sdlc.errors import ExitCode
 from ai_sdlc.git import repo, worktrees
 from ai_sdlc.git.workspace import GitWorkspace
 
@@ -56,10 +57,12 @@ def pr(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> Non
         )
     elif result.outcome in ("opened", "reused", "merged"):
         out.success(result.message)
+    elif result.missing:
+        out.error(f"no pull request: {result.message}")
     else:
-        out.warn(result.message)
-    if result.outcome == "failed":
-        raise typer.Exit(1)
+        out.result(result.message)  # nothing was needed (no commits ahead of the base)
+    if result.outcome == "failed" or result.missing:
+        raise typer.Exit(int(ExitCode.FAILURE))
 
 
 def register(app: typer.Typer) -> None:

@@ -105,6 +105,8 @@ def _check_sandbox(store: Any, no_sandbox: bool) -> None:
 
 
 def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> None:
+    if out.json_mode:  # the result as the last event (before an error event, if any)
+        out.ndjson(_finished_event(result))
     if result.stopped_by == "SIGTERM":
         out.info("Watch stopped (SIGTERM); finished work is kept.")
         return
@@ -125,6 +127,24 @@ def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> No
             hint="every finished story is kept; to continue: "
             + continue_command(root, last.run_id),
         )
+
+
+def _finished_event(result: WatchResult) -> dict[str, Any]:
+    """`watch --json`'s last event: every run it started and how the watch ended."""
+    return {
+        "event": "watch_finished",
+        "runs": [
+            {
+                "run_id": r.state.run_id,
+                "status": r.state.run_status,
+                "outcomes": [o.to_json() for o in r.outcomes],
+            }
+            for r in result.runs
+        ],
+        "blocked": result.blocked,
+        "halted": result.halted,
+        "stopped_by": result.stopped_by,
+    }
 
 
 def _show(out: Terminal, event: dict[str, Any]) -> None:
