@@ -10,8 +10,8 @@ screen.
 The API says which is which: `data`, `table` and `result` write to stdout; `info`, `progress`,
 `warn`, `alert`, `error`, `debug` and `status` to stderr; `json`/`ndjson` are the machine output.
 In `--json` mode stdout carries the JSON alone: a human line a command still prints there (a
-run's outcome lines) goes to stderr. Each stream is rich only when it is a terminal (and TERM is not `dumb`), plain text when piped
-or redirected; NO_COLOR drops colour.
+run's outcome lines) goes to stderr. Each stream is rich only when it is a terminal (and TERM
+is not `dumb`), plain text when piped or redirected; NO_COLOR drops colour.
 
 Everything written to either stream is redacted on its way out (`RedactingStream`): callers
 never need to remember to.
