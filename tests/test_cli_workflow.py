@@ -297,7 +297,7 @@ def test_a_blocked_story_runs_no_action(cli: CliRunner, project: Path) -> None:
     before = tree(project / ".ai-sdlc" / "stories")
     second = cli("run", "S-0001")
     assert second.returncode == 5
-    assert "blocked" in second.stderr
+    assert "blocked" in second.output
     assert tree(project / ".ai-sdlc" / "stories") == before
     assert not usage.exists()
 
