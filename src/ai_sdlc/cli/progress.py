@@ -37,6 +37,20 @@ def _count(values: dict[str, Any], key: str, word: str) -> str:
     return count(number, word) if isinstance(number, int) else f"? {plural(word, 2)}"
 
 
+def _attempt_text(e: dict[str, Any]) -> str:
+    """The phase's attempt number (the one the ledger, the report and the commit trailer
+    `AI-SDLC-Attempt` carry) and its retry budget: `step`/`of` count within the phase limit,
+    which a plain `unblock` leaves spent (one more failure blocks again)."""
+    attempt = e.get("attempt", 1)
+    if not e.get("of"):
+        return f"attempt {attempt}"
+    used, limit = int(e.get("step") or 1) - 1, int(e["of"]) - 1
+    if used > limit:
+        spent = f"retries spent ({used}/{limit}, unblocked)"
+        return f"attempt {attempt} · {spent}: the next failure blocks"
+    return f"attempt {attempt} · retries {used}/{limit}"
+
+
 def outcome_line(story_id: str, result: str, reason: str | None) -> str:
     """A story's result in a run, as `run` and `watch` print it: "S-0002: blocked: <why>"
     (the state owner's "S-0002 is blocked: " prefix dropped, so the id is said once)."""
@@ -110,8 +124,7 @@ class Progress:
             return f"[{story}] starting" + (f" on {e['worker']}" if e.get("worker") else "")
         took = f" ({float(e['elapsed']):.1f}s)" if e.get("elapsed") is not None else ""
         if name == "phase_started":
-            of = f"/{e['of']}" if e.get("of") else ""
-            return f"[{story}] {phase} · attempt {e.get('step', e.get('attempt', 1))}{of}"
+            return f"[{story}] {phase} · {_attempt_text(e)}"
         if name in ("phase_completed", "phase_passed"):
             return f"[{story}] {phase} ✓{took}"
         if name == "phase_failed":  # the reason when it is not verification (no work, agent)
