@@ -174,7 +174,7 @@ class Progress:
         if name == "story_published":  # the message says what happened ("pull request opened …")
             if e.get("outcome") in ("opened", "reused", "merged"):
                 return f"[{story}] {e.get('message')}"
-            return f"[{story}] not published ({e.get('outcome')}): {e.get('message')}"
+            return f"[{story}] pull request {e.get('outcome')}: {e.get('message')}"
         return Progress.describe_run(e)
 
     @staticmethod

@@ -245,7 +245,8 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
     command = continue_command(root, state.run_id)
     stats = statistics_line(state.statistics)
     if report.interrupted:
-        out.result(f"Run {state.run_id} interrupted; finished work is kept. {stats}")
+        # Like a single run's "error: interrupted": stderr (kept by -q), not a result.
+        out.alert(f"Run {state.run_id} interrupted; finished work is kept. {stats}")
         out.alert(f"To continue: {command}")
         return int(ExitCode.INTERRUPTED)
     if report.halted and state.stop_reason is not None:

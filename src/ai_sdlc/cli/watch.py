@@ -111,7 +111,7 @@ def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> No
         out.info("Watch stopped (SIGTERM); finished work is kept.")
         return
     if result.stopped_by is not None:
-        out.result("Watch interrupted; finished work is kept.")
+        out.alert("Watch interrupted; finished work is kept.")
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if not once:
         return
