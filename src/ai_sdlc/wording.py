@@ -28,3 +28,19 @@ def article(phrase: str) -> str:
     upper_initialism = phrase.split(" ", 1)[0].isupper() and len(phrase.split(" ", 1)[0]) > 1
     vowel_sound = first in "aeiou" or (upper_initialism and first in "aefhilmnorsx")
     return f"{'an' if vowel_sound else 'a'} {phrase}"
+
+
+def attempt_label(attempt: object, step: object = None, of: object = None) -> str:
+    """An attempt as the console, the report and the commit trailer name it: the phase's
+    attempt number (the ledger's, `AI-SDLC-Attempt: N`) and, for a phase with a retry limit,
+    its budget ("attempt 3 · retries 2/3"). `step` of `of` counts within the limit: a plain
+    `unblock` leaves it spent, and the label says the next failure blocks."""
+    if attempt is None:  # recorded before the attempt number was kept
+        attempt = step
+    if not isinstance(of, int) or isinstance(of, bool) or not of:
+        return f"attempt {attempt}"
+    used, limit = (step if isinstance(step, int) else 1) - 1, of - 1
+    if used > limit:
+        spent = f"retries spent ({used}/{limit}, unblocked)"
+        return f"attempt {attempt} · {spent}: the next failure blocks"
+    return f"attempt {attempt} · retries {used}/{limit}"

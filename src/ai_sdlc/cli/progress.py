@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ai_sdlc.cli.terminal import Terminal
-from ai_sdlc.wording import count, plural
+from ai_sdlc.wording import attempt_label, count, plural
 
 QUIET = {"phase_answered"}
 #: Run-level events shown in red / yellow.
@@ -35,20 +35,6 @@ WARNING = {
 def _count(values: dict[str, Any], key: str, word: str) -> str:
     number = values.get(key)
     return count(number, word) if isinstance(number, int) else f"? {plural(word, 2)}"
-
-
-def _attempt_text(e: dict[str, Any]) -> str:
-    """The phase's attempt number (the one the ledger, the report and the commit trailer
-    `AI-SDLC-Attempt` carry) and its retry budget: `step`/`of` count within the phase limit,
-    which a plain `unblock` leaves spent (one more failure blocks again)."""
-    attempt = e.get("attempt", 1)
-    if not e.get("of"):
-        return f"attempt {attempt}"
-    used, limit = int(e.get("step") or 1) - 1, int(e["of"]) - 1
-    if used > limit:
-        spent = f"retries spent ({used}/{limit}, unblocked)"
-        return f"attempt {attempt} · {spent}: the next failure blocks"
-    return f"attempt {attempt} · retries {used}/{limit}"
 
 
 def outcome_line(story_id: str, result: str, reason: str | None) -> str:
@@ -124,7 +110,8 @@ class Progress:
             return f"[{story}] starting" + (f" on {e['worker']}" if e.get("worker") else "")
         took = f" ({float(e['elapsed']):.1f}s)" if e.get("elapsed") is not None else ""
         if name == "phase_started":
-            return f"[{story}] {phase} · {_attempt_text(e)}"
+            label = attempt_label(e.get("attempt", 1), e.get("step"), e.get("of"))
+            return f"[{story}] {phase} · {label}"
         if name in ("phase_completed", "phase_passed"):
             return f"[{story}] {phase} ✓{took}"
         if name == "phase_failed":  # the reason when it is not verification (no work, agent)
