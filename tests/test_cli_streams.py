@@ -137,7 +137,7 @@ def _watch(w: World, flags: list[str]) -> CliResult:
 
 
 def _report_html(w: World, flags: list[str]) -> CliResult:
-    return w.cli(*flags, "report", "--html", str(w.tmp / "report.html"))
+    return w.cli(*flags, "report", w.run_id, "--html", str(w.tmp / "report.html"))
 
 
 def _prune(w: World, flags: list[str]) -> CliResult:
@@ -167,7 +167,11 @@ CASES: dict[str, Case] = {
     "runs show": Case(
         lambda w, flags: w.cli(*flags, "runs", "show", w.run_id), r"^Run \S+ · batch · completed"
     ),
-    "report": Case(_plain("report"), r"^Run \S+ · batch · completed", notes=("--html",)),
+    "report": Case(
+        lambda w, flags: w.cli(*flags, "report", w.run_id),
+        r"^Run \S+ · batch · completed",
+        notes=("--html",),
+    ),
     "report --html": Case(_report_html, r"^/.*report\.html\n$", notes=("Wrote the report",)),
     "worktrees": Case(
         _plain("worktrees"), r"^STORY +STATUS +STATE +\+AHEAD/-BEHIND +BRANCH +PATH\nS-0001 +done"
