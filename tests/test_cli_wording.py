@@ -185,6 +185,10 @@ def test_pr_that_publishes_nothing_fails(tmp_path: Path) -> None:
     assert result.returncode == 1 and result.stdout == ""
     assert "error: no pull request: no git remote 'origin'" in result.stderr
     assert f"`ai-sdlc pr {sid}`" in result.stderr
+    as_json = run_cli(local.root, "pr", sid, "--json")
+    assert as_json.returncode == 1
+    first, last = (json.loads(line) for line in as_json.stdout.splitlines())
+    assert (first["outcome"], last["event"], last["exit_code"]) == ("skipped", "error", 1)
 
 
 def test_issue_labels_name_the_story_type() -> None:
