@@ -153,7 +153,17 @@ CASES: dict[str, Case] = {
     "add": Case(_plain("add", "New title"), rf"^{S}\n$", notes=("Added S-",)),
     "import": Case(_import, rf"^{S}\n$", notes=("Added S-",)),
     "import github": Case(_import, rf"^{S}\n$", notes=("Added S-",)),
-    "status": Case(_plain("status"), r"(?m)^  S-0001  Power button$"),
+    "status": Case(_plain("status"), r"Power button"),
+    "list": Case(_plain("list"), r"(?m)^S-0001\b.*Power button$"),
+    "set": Case(
+        lambda w, flags: w.cli(*flags, "set", w.story("Settable"), "priority=3"),
+        rf"^{S} priority: .*→ 3\n$",
+    ),
+    "archive": Case(
+        lambda w, flags: w.cli(*flags, "archive", w.story("Old")),
+        rf"^Archived {S}: ",
+        notes=("still shows it",),
+    ),
     "show": Case(_plain("show", "S-0001"), r"^S-0001  Power button\n  status:    done"),
     "details": Case(_plain("details", "S-0001"), r"^S-0001  Power button\n"),
     "unblock": Case(_unblock, rf"^Unblocked {S} \(now \w+\)\.\n$"),
