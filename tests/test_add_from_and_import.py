@@ -152,7 +152,7 @@ ISSUES = [
         "body": "",
         "url": "https://github.com/example/project/issues/15",
         "state": "OPEN",
-        "labels": ["ai-sdlc"],
+        "labels": ["ai-sdlc", "enhancement"],
     },
     {
         "number": 9,
@@ -160,7 +160,7 @@ ISSUES = [
         "body": "done long ago",
         "url": "https://github.com/example/project/issues/9",
         "state": "CLOSED",
-        "labels": ["ai-sdlc"],
+        "labels": ["ai-sdlc", "Type: Documentation"],
     },
     {
         "number": 20,
@@ -232,6 +232,9 @@ def test_import_github_records_tickets_and_never_twice(
     assert [s["issue"] for s in report["created"]] == [9, 20]
     assert sorted(s["issue"] for s in report["skipped"]) == [12, 15]
     assert story_ids(project) == ["S-0001", "S-0002", "S-0003", "S-0004"]
+    # The labels say the type: bug → bug, enhancement → feature, documentation → chore.
+    types = [frontmatter(project, sid)["type"] for sid in story_ids(project)]
+    assert types == ["bug", "feature", "chore", "feature"]
     third = cli("import", "github", "--state", "all", env=gh_env)
     assert third.returncode == 0 and "Skipped 4 already imported issues." in third.stderr
     assert story_ids(project) == ["S-0001", "S-0002", "S-0003", "S-0004"]

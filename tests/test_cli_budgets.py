@@ -31,8 +31,8 @@ def test_story_token_budget_blocks_before_the_call(project: Path) -> None:
     run_cli(project, "add", "Budgeted story")
     result = run_cli(project, "run", "S-0001")
     assert result.returncode == 5, result.output
-    assert "Token budget reached for S-0001" in result.stderr
-    assert "limits.story_tokens" in result.stderr
+    assert "Token budget reached for S-0001" in result.output
+    assert "limits.story_tokens" in result.output
     fm = _show(project, "S-0001")
     assert fm["status"] == "blocked"
     usage = fm["usage"]
@@ -69,7 +69,7 @@ def test_story_cost_is_recorded_and_its_budget_blocks(project: Path) -> None:
         result = run_cli(project, "run", "S-0001", env=env, timeout=120)
         calls = len(server.requests)
     assert result.returncode == 5, result.output
-    assert "Cost budget reached for S-0001" in result.stderr
+    assert "Cost budget reached for S-0001" in result.output
     fm = _show(project, "S-0001", env)
     usage = fm["usage"]
     assert isinstance(usage, dict)
@@ -86,5 +86,5 @@ def test_run_cost_budget_halts_the_run(project: Path) -> None:
         run_cli(project, "add", "Priced story", env=env)
         result = run_cli(project, "run", "S-0001", env=env, timeout=120)
     assert result.returncode == 6, result.output
-    assert "Run cost budget reached" in result.stderr
-    assert "limits.run_cost_usd" in result.stderr
+    assert "Run cost budget reached" in result.output
+    assert "limits.run_cost_usd" in result.output

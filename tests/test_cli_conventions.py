@@ -161,7 +161,7 @@ def test_quiet_and_verbose(cli: object, project: Path) -> None:
     assert "debug:" not in normal.stderr
     quiet = run_cli(project, "run", "S-0002", "-q")
     assert quiet.returncode == 0, quiet.output
-    assert quiet.stderr.splitlines() == ["S-0002: done"]
+    assert quiet.stdout.splitlines() == ["S-0002: done"] and quiet.stderr == ""
     verbose = run_cli(project, "-v", "run", "S-0002", "--step", "refine")
     assert "debug: provider scripted, model" in verbose.stderr
     both = run_cli(project, "-v", "-q", "status")

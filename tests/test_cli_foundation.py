@@ -49,7 +49,7 @@ def test_init_is_idempotent_and_writes_commented_config(project: Path) -> None:
     before = tree_bytes(project / ".ai-sdlc")
     again = run_cli(project, "init")
     assert again.returncode == 0
-    assert "Already initialised" in again.stderr
+    assert "Already initialised" in again.stdout
     assert tree_bytes(project / ".ai-sdlc") == before
 
 

@@ -275,7 +275,7 @@ rules:
         "retries, 2 rework cycles, 3 API retries, 1 refinement iteration, 1 unattributed. "
         "Run 'ai-sdlc unblock S-0001 --reset-retries' after fixing the cause."
     )
-    assert expected in " ".join(result.stderr.split())
+    assert expected in " ".join(result.stdout.split())
     fm = frontmatter(cli, "S-0001")
     assert fm["status"] == "blocked"
     assert fm["total_recovery_attempts"] == 10
@@ -291,13 +291,13 @@ def test_a_blocked_story_runs_no_action(cli: CliRunner, project: Path) -> None:
     rules(project, "rules:\n  - phase: refine\n    respond: would be called\n")
     first = cli("run", "S-0001")
     assert first.returncode == 5
-    assert "Global recovery limit exceeded (10/10)" in first.stderr
+    assert "Global recovery limit exceeded (10/10)" in first.stdout
     assert not usage.exists()
     assert [e for e in events(project, "S-0001") if e["action"] == "phase_started"] == []
     before = tree(project / ".ai-sdlc" / "stories")
     second = cli("run", "S-0001")
     assert second.returncode == 5
-    assert "blocked" in second.stderr
+    assert "blocked" in second.output
     assert tree(project / ".ai-sdlc" / "stories") == before
     assert not usage.exists()
 
@@ -492,7 +492,7 @@ def test_gate_waits_for_approval(cli: CliRunner, project: Path) -> None:
     cli("add", "Gated")
     first = cli("run", "S-0001")
     assert first.returncode == 0, first.output
-    assert "ai-sdlc approve S-0001" in first.stderr
+    assert "ai-sdlc approve S-0001" in first.stdout
     fm = frontmatter(cli, "S-0001")
     assert fm["plan_complete"] is True and not fm.get("implementation_complete")
     assert cli("approve", "S-0001").returncode == 0
@@ -543,7 +543,7 @@ rules:
     third = cli("run", "S-0001")
     assert third.returncode == 5, third.output
     assert "Global recovery limit exceeded (5/5) for S-0001. Breakdown: 5 API retries." in (
-        " ".join(third.stderr.split())
+        " ".join(third.stdout.split())
     )
     fm = frontmatter(cli, "S-0001")
     assert fm["recovery_breakdown"] == {"api_retry": 5}
@@ -558,7 +558,7 @@ def test_two_identical_failures_with_no_change_stop_early(cli: CliRunner, projec
     rules(project, "rules:\n  - phase: implement\n    respond: I changed nothing.\n")
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
-    assert "not making progress" in result.stderr
+    assert "not making progress" in result.stdout
     fm = frontmatter(cli, "S-0001")
     assert fm["status"] == "blocked"
     # both failed attempts count; the second, identical and changing nothing, also stopped it
@@ -587,8 +587,8 @@ def test_implementation_retry_limit_blocks_the_story(cli: CliRunner, project: Pa
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
     # Three failed attempts, each counted; the third is over the limit of 2 retries.
-    assert "Implementation failed verification 3 times (limit 2 retries)" in result.stderr
-    assert "multiply(4, 5) != 20" in result.stderr
+    assert "Implementation failed verification 3 times (limit 2 retries)" in result.stdout
+    assert "multiply(4, 5) != 20" in result.stdout
     fm = frontmatter(cli, "S-0001")
     assert fm["total_recovery_attempts"] == 3
     assert fm["status"] == "blocked"
@@ -628,7 +628,7 @@ rules:
     )
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
-    assert "Review FAILED: The story asks for something the codebase cannot do." in result.stderr
+    assert "Review FAILED: The story asks for something the codebase cannot do." in result.stdout
     assert frontmatter(cli, "S-0001")["status"] == "blocked"
 
 
@@ -641,7 +641,7 @@ def test_refinement_limit_blocks_before_the_global_limit(cli: CliRunner, project
     )
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output
-    assert "Refinement did not converge after 3 iterations (limit 2): Still vague." in result.stderr
+    assert "Refinement did not converge after 3 iterations (limit 2): Still vague." in result.stdout
     fm = frontmatter(cli, "S-0001")
     assert fm["refinement_count"] == 3
     assert fm["total_recovery_attempts"] == 3

@@ -56,7 +56,7 @@ def hostile(root: Path, tmp_path: Path, pattern: str, replacement: str) -> tuple
 
 
 def joined(result: CliResult) -> str:
-    return " ".join(result.stderr.split())
+    return " ".join(result.output.split())
 
 
 def run_with_a_person_repairing(root: Path, repair: list[str]) -> list[CliResult]:

@@ -154,7 +154,11 @@ def test_user_file_may_tighten_but_not_loosen_a_guardrail(project: Path, user_di
 
 @pytest.mark.parametrize(
     ("key", "suggestion"),
-    [("ai.openai.modle", "model"), ("ai.anthropic.strem", "stream"), ("ai.claude.binry", "binary")],
+    [
+        ("ai.openai.modle", "ai.openai.model"),
+        ("ai.anthropic.strem", "ai.anthropic.stream"),
+        ("ai.claude.binry", "ai.claude.binary"),
+    ],
 )
 def test_provider_sections_are_validated(
     project: Path, user_dir: Path, key: str, suggestion: str
@@ -162,11 +166,12 @@ def test_provider_sections_are_validated(
     config = project / ".ai-sdlc" / "config.yaml"
     before = config.read_bytes()
     result = cli(project, user_dir, "config", key, "1")
-    assert result.returncode == 3, result.output
+    assert result.returncode == 2, result.output  # a mistyped key: the command line's
+    assert f"unknown config key '{key}'" in result.stderr
     assert f"did you mean '{suggestion}'" in result.stderr
     assert config.read_bytes() == before
     bogus = cli(project, user_dir, "config", "ai.openai.bogus_key", "1")
-    assert bogus.returncode == 3 and config.read_bytes() == before
+    assert bogus.returncode == 3 and config.read_bytes() == before  # "key": a secret
     wrong_type = cli(project, user_dir, "config", "ai.openai.stream", "sometimes")
     assert wrong_type.returncode == 3 and "ai.openai.stream" in wrong_type.stderr
     assert cli(project, user_dir, "config", "ai.openai.stream", "false").returncode == 0

@@ -117,11 +117,11 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
         jsonl(ledger)
         jsonl(story / "events.jsonl")
         free(small_disk)
-        if last.returncode == 5 and LIMIT_10 in " ".join(last.stderr.split()):
+        if last.returncode == 5 and LIMIT_10 in " ".join(last.output.split()):
             break
         if last.returncode == 5:  # a phase limit: a human unblocks, as an unattended loop would
             assert run_cli(root, "unblock", SID).returncode == 0
-    assert last is not None and LIMIT_10 in " ".join(last.stderr.split()), last
+    assert last is not None and LIMIT_10 in " ".join(last.output.split()), last
     assert disk_full_runs >= 3  # the disk really was full after most verifications
 
     verifications = len(counter.read_text().splitlines())

@@ -119,7 +119,7 @@ def test_pr_opens_once_records_pr_url_then_reuses(repo: Repo, gh_log: Path) -> N
         f"ai-sdlc/{sid}-add-login",
     )
     assert second.returncode == 0, second.output
-    assert f"already open: {url}" in second.stderr
+    assert f"already open: {url}" in second.stdout
     assert StoryStore(repo.root).get(sid).frontmatter["pr_url"] == url
     creates = [c for c in gh_calls(gh_log) if c[:2] == ["pr", "create"]]
     assert len(creates) == 1 and creates[0][creates[0].index("--title") + 1] == f"{sid}: Add login"
@@ -127,7 +127,7 @@ def test_pr_opens_once_records_pr_url_then_reuses(repo: Repo, gh_log: Path) -> N
     assert git(repo.origin, "branch", "--list", f"ai-sdlc/{sid}-add-login").strip()
 
 
-def test_pr_without_gh_is_skipped_with_the_command_to_run(
+def test_pr_without_gh_fails_with_the_command_to_run(
     repo: Repo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     sid, _ = work_on(repo, "Add login", {"login.py": "x = 1\n"}, commit=True)
@@ -140,8 +140,10 @@ def test_pr_without_gh_is_skipped_with_the_command_to_run(
 
     result = run_cli(repo.root, "pr", sid)
 
-    assert result.returncode == 0, result.output
-    assert "gh (GitHub CLI) not found" in result.stderr and f"`ai-sdlc pr {sid}`" in result.stderr
+    assert result.returncode == 1, result.output  # nothing published: not a success
+    assert result.stdout == ""
+    assert "error: no pull request: gh (GitHub CLI) not found" in result.stderr
+    assert f"`ai-sdlc pr {sid}`" in result.stderr
     assert "pr_url" not in StoryStore(repo.root).get(sid).frontmatter
 
 

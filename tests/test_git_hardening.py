@@ -161,7 +161,7 @@ def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path:
     result = run_cli(project.root, "run", sid, env=env)
 
     assert result.returncode == ExitCode.BLOCKED, result.output
-    said = result.stderr
+    said = result.output
     assert f"commit {agent_commit[:12]} adds .env (secret file name)" in said, said
     assert "adds settings.py (credential-like content)" in said, said
     assert "nothing was pushed" in said
@@ -181,7 +181,7 @@ def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path:
     # `ai-sdlc pr` checks the branch the same way.
     again = run_cli(project.root, "pr", sid, env=env)
     assert again.returncode != 0
-    assert ".env (secret file name)" in again.stderr
+    assert ".env (secret file name)" in again.output
     assert "refs/heads/ai-sdlc/" not in project.remote_branches()
     assert project.pr_creates() == 0
 

@@ -115,7 +115,7 @@ def test_set_changes_each_settable_key_in_one_logged_transaction(project: Path) 
         "type=refactor",
     )
     assert result.returncode == 0, result.output
-    assert "S-0003 dependencies: (none) → [S-0001, S-0002]" in result.stderr
+    assert "S-0003 dependencies: (none) → [S-0001, S-0002]" in result.stdout
     got = fm(project, "S-0003")
     assert got["dependencies"] == ["S-0001", "S-0002"]
     assert (got["epic"], got["priority"], got["labels"]) == ("E-01", 5, ["api", "urgent"])

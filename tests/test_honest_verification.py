@@ -304,7 +304,7 @@ def test_5_a_base_that_cannot_be_verified_stops_before_any_agent_call(
     result = project.run()
 
     assert result.returncode == 3, result.output
-    assert said in " ".join(result.stderr.split())
+    assert said in " ".join(result.output.split())
     assert "Traceback" not in result.output
     assert project.calls() == []  # no agent was ever started
     fm = project.fm()

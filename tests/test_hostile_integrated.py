@@ -157,7 +157,7 @@ def test_a_worktree_git_file_naming_the_main_checkout_steers_no_write_of_ai_sdlc
     before = outside_worktree(root)
     result = run(root, "run", "S-0001")
     assert result.returncode == 5, result.output
-    assert LIMIT_10 in " ".join(result.stderr.split())
+    assert LIMIT_10 in " ".join(result.output.split())
     assert not (root / "ai-sdlc-setup.json").exists()
     assert outside_worktree(root) == before
     assert_blocked_at_10(root, "S-0001")

@@ -109,7 +109,7 @@ def set_line(root: Path, key: str, value: str) -> None:
 
 def assert_global_block(root: Path, result: CliResult, breakdown: dict[str, int]) -> None:
     assert result.returncode == 5, result.output
-    assert LIMIT_10 in " ".join(result.stderr.split())
+    assert LIMIT_10 in " ".join(result.output.split())
     fm = frontmatter(root)
     assert fm["status"] == "blocked"
     assert fm["total_recovery_attempts"] == 10
@@ -124,7 +124,7 @@ def run_until_blocked(root: Path, *args: str, max_runs: int = 30, **kw: Any) -> 
     for _ in range(max_runs):
         result = run_cli(root, "run", SID, *args, **kw)
         results.append(result)
-        if result.returncode == 5 and LIMIT_10 in " ".join(result.stderr.split()):
+        if result.returncode == 5 and LIMIT_10 in " ".join(result.output.split()):
             return results
         if result.returncode == 5:
             assert run_cli(root, "unblock", SID).returncode == 0
@@ -137,7 +137,7 @@ def test_1_plain_unblock_then_one_failure_is_blocked_by_the_global_limit(tmp_pat
     counter = use_verify(root, tmp_path)
     first = run_cli(root, "run", SID)
     assert first.returncode == 5, first.output
-    assert "Implementation failed verification" in first.stderr  # the phase limit
+    assert "Implementation failed verification" in first.output  # the phase limit
     fm = frontmatter(root)
     spent = fm["total_recovery_attempts"]
     assert spent == executions(counter)  # every failed attempt was counted
@@ -148,7 +148,7 @@ def test_1_plain_unblock_then_one_failure_is_blocked_by_the_global_limit(tmp_pat
     again = run_cli(root, "run", SID)
     assert executions(counter) - before == 1
     assert_global_block(root, again, {"implementation_retry": spent + 1})
-    message = " ".join(again.stderr.split())
+    message = " ".join(again.output.split())
     assert f"Breakdown: {spent + 1} implementation retries, {9 - spent} unattributed" in message
     # The global block wins over the phase limit the same failure reached.
     blocked = [e for e in events(root) if e["action"] == "blocked"]
@@ -276,7 +276,7 @@ def test_4_in_a_story_worktree_git_checkout_cannot_reach_the_story(tmp_path: Pat
     root, counter = committed_project(tmp_path)
     result = run_cli(root, "run", SID)
     assert result.returncode == 5, result.output
-    assert "Implementation failed verification" in result.stderr  # the phase limit
+    assert "Implementation failed verification" in result.output  # the phase limit
     fm = frontmatter(root)
     assert fm.get("worktree_path")
     assert fm["total_recovery_attempts"] == 4
@@ -292,7 +292,7 @@ def test_5_a_breakdown_above_the_total_blocks_before_any_agent_call(tmp_path: Pa
     usage = root / ".ai-sdlc" / "state" / "scripted-usage.json"
     result = run_cli(root, "run", SID)
     assert result.returncode == 5, result.output
-    message = " ".join(result.stderr.split())
+    message = " ".join(result.output.split())
     assert "Global recovery limit exceeded (50/10)" in message
     assert "Breakdown: 50 implementation retries." in message
     assert not usage.exists()  # the scripted provider was never called
@@ -319,13 +319,13 @@ def test_6_the_limit_has_a_ceiling_and_the_environment_cannot_raise_it(tmp_path:
     usage = root / ".ai-sdlc" / "state" / "scripted-usage.json"
     raised = run_cli(root, "run", SID, env={"AI_SDLC_LIMITS__GLOBAL_RECOVERY": "1000000"})
     assert raised.returncode == 3, raised.output
-    text = " ".join(raised.stderr.split())
+    text = " ".join(raised.output.split())
     assert "environment" in text and "limits.global_recovery" in text and "1 to 1,000" in text
     assert "Traceback" not in raised.output
     # Within the ceiling but above the project's value: refused too, naming both.
     looser = run_cli(root, "run", SID, env={"AI_SDLC_LIMITS__GLOBAL_RECOVERY": "11"})
     assert looser.returncode == 3, looser.output
-    text = " ".join(looser.stderr.split())
+    text = " ".join(looser.output.split())
     assert "AI_SDLC_LIMITS__GLOBAL_RECOVERY=11" in text
     assert "would loosen the guardrail limits.global_recovery" in text
     assert "the project's value is 10" in text
@@ -335,7 +335,7 @@ def test_6_the_limit_has_a_ceiling_and_the_environment_cannot_raise_it(tmp_path:
     set_line(root, "total_recovery_attempts", "2")
     lower = run_cli(root, "run", SID, env={"AI_SDLC_LIMITS__GLOBAL_RECOVERY": "2"})
     assert lower.returncode == 5, lower.output
-    assert "Global recovery limit exceeded (2/2)" in " ".join(lower.stderr.split())
+    assert "Global recovery limit exceeded (2/2)" in " ".join(lower.output.split())
 
 
 # --- unblock -------------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def test_reset_unblock_of_a_story_blocked_in_refinement_refines_again(tmp_path: 
     (root / ".ai-sdlc" / "scripted.yaml").write_text(REFINE_REJECTS)
     blocked = run_cli(root, "run", SID)
     assert blocked.returncode == 5, blocked.output
-    assert "Refinement did not converge" in blocked.stderr
+    assert "Refinement did not converge" in blocked.output
     fm = frontmatter(root)
     assert fm["status"] == "blocked" and fm["recovery_breakdown"]["refinement"] == 6
     assert run_cli(root, "unblock", SID, "--reset-retries").returncode == 0

@@ -137,7 +137,7 @@ def test_an_attacked_ledger_still_blocks_at_exactly_10(tmp_path: Path, action: s
     found = tamper_events(root)
     assert found, "the attack on the ledger was not reported"
     assert any("found" in e for e in found)  # the ledger's own finding, not only story.md's
-    warned = " ".join(" ".join(r.stderr.split()) for r in results)
+    warned = " ".join(" ".join(r.output.split()) for r in results)
     assert "tamper detected" in warned
     # Blocked for good: another run and a plain unblock spend at most one more verification.
     before = executions(counter)
@@ -160,7 +160,7 @@ def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action:
         for copy in home.glob(f"*/ledger/{SID}.jsonl"):  # wipe the user-state copy each time
             if str(root) in (copy.parent.parent / "project").read_text():
                 copy.unlink()
-        if "Global recovery limit exceeded (10/10)" in " ".join(result.stderr.split()):
+        if "Global recovery limit exceeded (10/10)" in " ".join(result.output.split()):
             break
         if result.returncode == 5:
             assert run_cli(root, "unblock", SID).returncode == 0
@@ -193,7 +193,7 @@ def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None
         result = run_cli(root, "run", SID, "--no-sandbox")
         assert result.returncode == 5, result.output
         totals.append(frontmatter(root)["total_recovery_attempts"])
-        if "Global recovery limit exceeded (10/10)" in " ".join(result.stderr.split()):
+        if "Global recovery limit exceeded (10/10)" in " ".join(result.output.split()):
             break
         git(root, "worktree", "remove", "--force", str(frontmatter(root)["worktree_path"]))
         git(root, "clean", "-xfdq")

@@ -54,7 +54,7 @@ def test_no_provider_warning_only_when_an_agent_runs(cli: CliRunner, project: Pa
 
     done = cli("run", "S-0001", "--no-worktree", env=AUTO)
     assert done.returncode == 0, done.output
-    assert "S-0001: done" in done.stderr and NO_AI not in done.stderr
+    assert "S-0001: done" in done.stdout and NO_AI not in done.output
 
 
 def test_dry_run_lists_only_the_phases_that_run(cli: CliRunner, project: Path) -> None:
@@ -62,19 +62,19 @@ def test_dry_run_lists_only_the_phases_that_run(cli: CliRunner, project: Path) -
     assert cli("add", "Two").returncode == 0
     auto = cli("run", "--auto", "--dry-run")
     assert auto.returncode == 0, auto.output
-    assert auto.stderr.splitlines() == [
-        "Dry run: nothing will be changed.",
+    assert auto.stderr.splitlines() == ["Dry run: nothing will be changed."]
+    assert auto.stdout.splitlines() == [
         "S-0001: refine → research → plan → implement → review",
         "S-0002: refine → research → plan → implement → review",
     ]
     assert "then:" not in auto.output
     next_action = cli("run", "--dry-run")
-    assert next_action.stderr.splitlines()[1:] == ["S-0001: refine"]
+    assert next_action.stdout.splitlines() == ["S-0001: refine"]
     step = cli("run", "S-0002", "--step", "plan", "--dry-run")
-    assert step.stderr.splitlines()[1:] == ["S-0002: plan", "  (only this phase (--step))"]
+    assert step.stdout.splitlines() == ["S-0002: plan", "  (only this phase (--step))"]
     assert cli("config", "gates.before_implementation", "true").returncode == 0
     gated = cli("run", "S-0001", "--dry-run")
-    assert gated.stderr.splitlines()[1:] == [
+    assert gated.stdout.splitlines() == [
         "S-0001: refine → research → plan",
         "  (then: waiting for approval: run 'ai-sdlc approve S-0001')",
     ]

@@ -99,8 +99,8 @@ def test_an_implement_attempt_that_changes_nothing_is_counted_and_never_reviewed
     fm = project.story()
     assert fm["status"] == "blocked"
     assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert "implement ✗ The implementation changed no file" in result.stderr
-    assert "not making progress" in result.stderr
+    assert "implement ✗ The implementation changed no file" in result.output
+    assert "not making progress" in result.output
     assert len(project.prompts("implement")) == 2
     assert project.prompts("review") == []  # the reviewer was never asked
     # the second attempt was told why the first failed
@@ -121,7 +121,7 @@ def test_in_the_project_folder_itself_an_attempt_that_changes_nothing_is_counted
     assert result.returncode == 5, result.output
     fm = project.story()
     assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert "changed no file in the project folder" in result.stderr
+    assert "changed no file in the project folder" in result.output
     assert project.prompts("review") == []
 
 
@@ -141,7 +141,7 @@ def test_a_story_with_no_change_at_review_is_sent_back_without_asking_the_review
     assert result.returncode == 0, result.output
     fm = project.story()
     assert fm["status"] == "done" and fm["recovery_breakdown"] == {"implementation_retry": 1}
-    assert "review: NO_CHANGE" in result.stderr
+    assert "review: NO_CHANGE" in result.output
     (review,) = project.prompts("review")  # asked once, after the change was made
     assert "calc.py" in review.split("## The change", 1)[1]
     assert len(project.prompts("implement")) == 1
@@ -182,7 +182,7 @@ def test_a_refine_answer_without_a_decision_is_asked_again_then_counted(
     fm = project.story()
     assert fm["status"] == "blocked" and fm["refinement_count"] == 2
     assert fm["recovery_breakdown"] == {"refinement": 2}
-    assert "Refinement did not converge" in result.stderr
+    assert "Refinement did not converge" in result.output
     prompts = project.prompts("refine")
     assert len(prompts) == 4  # two refinements, each asked again once
     assert "Your previous answer had no decision" not in prompts[0]
@@ -234,7 +234,7 @@ def test_a_review_answer_without_a_decision_is_asked_again_then_counted_as_rewor
     assert len(reviews) == 4  # two reviews, each asked again once
     assert all("## The change" in r and "calc.py" in r for r in reviews)
     assert "'DECISION: APPROVED' or 'DECISION: REJECTED'" in reviews[1]
-    assert "Review rejected the story 2 times" in result.stderr
+    assert "Review rejected the story 2 times" in result.output
 
 
 def test_an_agent_denied_its_writes_is_a_failed_attempt(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_an_agent_denied_its_writes_is_a_failed_attempt(tmp_path: Path) -> None:
     fm = dict(StoryStore(root).get(sid).frontmatter)
     assert fm["status"] == "blocked" and fm["implementation_complete"] is False
     assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert "claude was denied 1 tool call(s) during implement: Write(" in result.stderr
+    assert "claude was denied 1 tool call(s) during implement: Write(" in result.output
     branch = str(fm["branch"])
     assert git(root, "rev-list", "--count", f"main..{branch}").strip() == "0"
     # each failed attempt was rolled back (its patch kept): NOTES.md is not left behind

@@ -92,7 +92,7 @@ def test_two_chains_run_three_at_a_time_in_dependency_order(tmp_path: Path) -> N
     logged = [e for e in run_events(root, state["run_id"]) if e["action"] == "phase_started"]
     assert len(logged) == 30 and all(e["worker"].startswith("local:") for e in logged)
     shown = run_cli(root, "runs", "show", state["run_id"])
-    assert "jobs 3" in shown.stderr, shown.stderr
+    assert "jobs 3" in shown.stdout, shown.output
 
 
 def test_a_cycle_is_refused_before_anything_runs(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_a_spend_cap_stops_the_run_at_once(protocol: str, project: Path) -> None
         story_id = run_cli(project, "add", "Greet people", env=env).stdout.strip()
         result = run_cli(project, "run", story_id, env=env, timeout=120)
     assert result.returncode != 0
-    assert "usage limits" in result.stderr and "does not clear by retrying" in result.stderr
+    assert "usage limits" in result.output and "does not clear by retrying" in result.output
     assert "Traceback" not in result.output
     assert len(server.requests) == 1  # never retried
     assert not (project / "hello.py").exists()

@@ -269,7 +269,7 @@ def test_report_of_a_parallel_run_replays_the_same_statistics(tmp_path: Path) ->
     workers = {p["worker"] for s in report["stories"] for p in s["phases"]}
     assert len(workers) >= 2 and all(w.startswith("local:") for w in workers), workers
     assert by_id(report)["S-0002"]["budget"]["total"] == 10
-    # The workers' attempts reach the timeline as the console names them ("attempt 1/4").
+    # The workers' attempts reach the timeline as the console names them.
     implements = [p for s in report["stories"] for p in s["phases"] if p["phase"] == "implement"]
     assert implements and all(p["step"] is not None and p["of"] == 4 for p in implements)
-    assert {p["attempt_label"] for p in implements} == {"attempt 1/4"}
+    assert {p["attempt_label"] for p in implements} == {"attempt 1 · retries 0/3"}

@@ -56,10 +56,10 @@ def test_a_single_story_run_is_reported_with_the_consoles_attempts(tmp_path: Pat
         0 <= p["start_s"] <= p["end_s"] <= report["span"]["seconds"] for p in story["phases"]
     )
     assert report["totals"]["attempts"] == len(started)
-    # Named as the console named them while it ran ("implement · attempt 1/4").
-    shown = re.findall(r"\[S-0001\] (\w+) · (attempt \S+)", ran.stderr)
+    # Named as the console named them while it ran ("implement · attempt 1 · retries 0/3").
+    shown = re.findall(r"(?m)^\[S-0001\] (\w+) · (attempt .+)$", ran.stderr)
     assert [(p["phase"], p["attempt_label"]) for p in story["phases"]] == shown
-    assert ("implement", "attempt 1/4") in shown
+    assert ("implement", "attempt 1 · retries 0/3") in shown
 
     # Kept apart from the multi-story runs: `runs` and `run --resume` do not see it.
     assert json.loads(run_cli(root, "runs", "--json").stdout) == {"runs": []}
@@ -75,7 +75,7 @@ def test_a_single_story_run_is_reported_with_the_consoles_attempts(tmp_path: Pat
     )
     page = out.read_text(encoding="utf-8")
     assert page.count('class="phase"') == len(started)
-    assert "implement · attempt 1/4" in page  # the bar's tooltip, in the console's words
+    assert "implement · attempt 1 · retries 0/3" in page  # the bar's tooltip, as the console
     assert "imp1" not in page
     # Stop conditions judge multi-story runs: none drawn for a single story's run.
     assert 'class="stop-chart"' not in page and "judge multi-story runs only" in page
@@ -260,7 +260,7 @@ def test_a_single_run_stopped_by_ctrl_c_is_reported_as_interrupted(tmp_path: Pat
     assert report["run"]["stop_reason"]["condition"] == "interrupted"
     phases = report["stories"][0]["phases"]
     assert [p["phase"] for p in phases] == ["refine", "research", "plan", "implement"]
-    assert phases[-1]["attempt_label"] == "attempt 1/4"
+    assert phases[-1]["attempt_label"] == "attempt 1 · retries 0/3"
     out = tmp_path / "r.html"
     assert run_cli(root, "report", "--html", str(out), env=_env()).returncode == 0
     assert "<b>Stopped by interrupted</b>" in out.read_text(encoding="utf-8")

@@ -84,12 +84,12 @@ def test_metrics_json(project: Path) -> None:
     assert "verification" not in report["breakers"]
 
 
-def test_metrics_human_table_goes_to_stderr(project: Path) -> None:
+def test_metrics_human_table_goes_to_stdout(project: Path) -> None:
     record_some_calls(project)
     result = ai_sdlc(project, "metrics")
-    assert result.returncode == 0 and result.stdout == ""
+    assert result.returncode == 0 and result.stderr == ""
     for text in ("Retry policies", "llm", "verification", "Circuit breakers", "open ("):
-        assert text in result.stderr
+        assert text in result.stdout
 
 
 def test_metrics_before_any_run(project: Path) -> None:

@@ -40,8 +40,8 @@ def test_batch_runs_the_given_stories_in_order_and_runs_lists_them(tmp_path: Pat
 
     shown = run_cli(root, "runs", "show", listing[0]["run_id"])
     assert shown.returncode == 0, shown.output
-    assert f"Run {listing[0]['run_id']} · batch · completed" in shown.stderr
-    assert "S-0002  done" in shown.stderr
+    assert f"Run {listing[0]['run_id']} · batch · completed" in shown.stdout
+    assert "S-0002  done" in shown.stdout
     shown_json = json.loads(run_cli(root, "runs", "show", listing[1]["run_id"], "--json").stdout)
     assert shown_json["run_id"] == listing[1]["run_id"]
 

@@ -80,12 +80,12 @@ def test_two_escalations_halt_with_diagnostic_and_notify(
     )
     result = run_cli(root, "run", "--auto")
     assert result.returncode == 6, result.output
-    assert "FAILURE LOOP DETECTED (consecutive escalations)" in result.stderr
+    assert "FAILURE LOOP DETECTED (consecutive escalations)" in result.output
     # Each halt reason is said once (issue 12): the loop block, not also a progress line and
     # the final error.
     assert result.stderr.count("FAILURE LOOP DETECTED") == 1, result.stderr
-    assert "halted (failure_loop): the failure loop above" in result.stderr
-    assert "boom: widget count is 3, expected 4" in result.stderr
+    assert "halted (failure_loop): the failure loop above" in result.output
+    assert "boom: widget count is 3, expected 4" in result.output
     state = only_run(root)
     assert state["stop_reason"]["condition"] == "failure_loop"
     assert (state["stop_reason"]["value"], state["stop_reason"]["threshold"]) == (2, 2)

@@ -67,8 +67,8 @@ def test_a_crash_inside_a_phase_leaves_the_story_at_its_checkpoint(tmp_path: Pat
     folder = root / ".ai-sdlc" / "stories" / "S-0001"
     result = run_cli(root, "run", "S-0001", "--provider", "command")
     assert result.returncode == 1, result.output
-    assert "exited with code 3" in result.stderr
-    assert "rolled back to the checkpoint before implement" in result.stderr
+    assert "exited with code 3" in result.output
+    assert "rolled back to the checkpoint before implement" in result.output
     fm = frontmatter(root, "S-0001")
     assert fm["status"] == "in-progress"
     assert fm["implementation_complete"] is False and fm["reviews_complete"] is False

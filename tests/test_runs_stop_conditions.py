@@ -64,9 +64,9 @@ def test_run_wide_attempt_cap_stops_before_the_next_attempt(tmp_path: Path) -> N
     assert story_states(state)["S-0001"]["status"] == "in-progress"
     assert state["statistics"]["implementation_attempts"] == 1
     assert state["statistics"]["total_attempts"] == 5
-    assert f"run --resume {state['run_id']}" in result.stderr
-    assert "max_total_attempts" in result.stderr
-    assert "2 stories are left" in result.stderr
+    assert f"run --resume {state['run_id']}" in result.output
+    assert "max_total_attempts" in result.output
+    assert "2 stories are left" in result.output
     names = [e["action"] for e in run_events(root, state["run_id"])]
     assert names[0] == "run_started" and names[-1] == "run_stopped"
 

@@ -180,7 +180,7 @@ def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(
     result = project.run(project.sid)
 
     assert result.returncode == 3, result.output
-    assert said in result.stderr
+    assert said in result.output
     assert "Traceback" not in result.output
     assert project.agent_calls() == []  # the agent was never started
     fm = project.frontmatter()
@@ -259,7 +259,7 @@ def test_without_a_worktree_a_verify_command_that_cannot_start_is_a_config_error
 
     assert result.returncode == 3, result.output
     assert "verification cannot run: [ai-sdlc] cannot run 'no-such-test-runner-xyz'" in (
-        result.stderr
+        result.output
     )
     assert project.agent_calls().count("implement") == 1  # not retried
     fm = project.frontmatter()

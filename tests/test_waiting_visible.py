@@ -20,7 +20,7 @@ def gated_story(cli: CliRunner, gate: str) -> None:
     assert cli("add", "Other work").returncode == 0
     result = cli("run", "S-0001", "--no-worktree")
     assert result.returncode == 0, result.output
-    assert "ai-sdlc approve S-0001" in result.stderr
+    assert "ai-sdlc approve S-0001" in result.stdout
 
 
 @pytest.mark.parametrize("gate", ["before_done", "before_implementation"])

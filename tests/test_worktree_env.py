@@ -123,7 +123,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     sid = repo.story("Refactor add")
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
-    message = " ".join(result.stderr.split())
+    message = " ".join(result.output.split())
     assert f"verification would test {root / 'src'}, not the story's worktree" in message
     assert "set worktree.setup (suggested: ai-sdlc config worktree.setup" in message
     assert "ai-sdlc worktrees venv" in message
@@ -206,7 +206,7 @@ def test_a_failing_setup_stops_the_run_as_a_setup_problem_not_an_attempt(tmp_pat
     sid = repo.story("Add mul")
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
-    message = " ".join(result.stderr.split())
+    message = " ".join(result.output.split())
     assert "worktree setup failed in" in message and "no such package: nope" in message
     assert "no agent attempt was made or counted" in message
     assert calls(log) == []
@@ -522,8 +522,8 @@ def test_an_activated_main_venv_and_a_bare_pytest(tmp_path: Path) -> None:
     sid = repo.story("Add mul")
     stopped = run_cli(root, "run", sid, env=activated)
     assert stopped.returncode == 3, stopped.output
-    assert f"verification would test {root / 'src'}" in " ".join(stopped.stderr.split())
-    assert "verify.test runs" in stopped.stderr and str(bin_dir / "python") in stopped.stderr
+    assert f"verification would test {root / 'src'}" in " ".join(stopped.output.split())
+    assert "verify.test runs" in stopped.output and str(bin_dir / "python") in stopped.output
     assert run_cli(root, "config", "worktree.setup", RECIPE).returncode == 0
     done = run_cli(root, "run", sid, env=activated)
     assert done.returncode == 0, done.output
@@ -578,7 +578,7 @@ def test_a_setup_that_leaves_files_git_would_commit_is_refused(tmp_path: Path) -
     sid = repo.story("Anything")
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
-    message = " ".join(result.stderr.split())
+    message = " ".join(result.output.split())
     assert "worktree.setup changed files git would commit" in message
     assert "generated.txt" in message and "add them to .gitignore" in message
     assert calls(log) == []

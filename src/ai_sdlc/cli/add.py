@@ -132,7 +132,7 @@ def add(
     if json:
         out.json(story.to_json())
     else:
-        out.success(f"Added {story.id}: {story.title}")
+        out.info(f"Added {story.id}: {story.title}")
         out.result(story.id)
 
 
@@ -221,7 +221,7 @@ def _add_from(
         created = [(d, store.get(s.id)) for d, s in created]
     for draft, story in created:
         if not json:
-            out.success(f"Added {story.id}: {story.title}  (from {draft.path.name})")
+            out.info(f"Added {story.id}: {story.title}  (from {draft.path.name})")
             if draft.ignored:
                 out.info(f"  not mapped: {', '.join(draft.ignored)} (kept out of the story)")
     if json:

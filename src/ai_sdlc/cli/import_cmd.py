@@ -79,6 +79,7 @@ def github(
             continue
         story = store.add(
             " ".join(issue.title.split()) or f"Issue {issue.number}",
+            type=issue.story_type,
             labels=issue.labels,
             body=issue.story_body(),
             extra=issue.ticket_fields(now),
@@ -86,7 +87,7 @@ def github(
         known.add(issue.url)
         created.append((issue, story))
         if not json:
-            out.success(f"Added {story.id}: {story.title}  (#{issue.number})")
+            out.info(f"Added {story.id}: {story.title}  (#{issue.number})")
     if json:
         out.json(
             {

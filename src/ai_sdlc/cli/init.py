@@ -64,7 +64,7 @@ def init(
             )
         out.info('Next: ai-sdlc add "Your first story"')
     else:
-        out.info(f"Already initialised: {store.ai_dir}")
+        out.result(f"Already initialised: {store.ai_dir}")
 
 
 def register(app: typer.Typer) -> None:

@@ -37,24 +37,24 @@ def _render(out: Terminal, report: dict[str, Any]) -> None:
     if not any(p["operations"] for p in policies.values()) and not breakers:
         out.info("No resilience metrics yet: 'ai-sdlc run' records them.")
         return
-    if out.is_tty:
-        out.render(_policy_table(policies))
+    if out.data_is_tty:
+        out.table(_policy_table(policies))
         if breakers:
-            out.render(_breaker_table(breakers))
+            out.table(_breaker_table(breakers))
     else:
-        out.info("Retry policies")
+        out.data("Retry policies")
         for name, p in policies.items():
-            out.info(
+            out.data(
                 f"  {name}: " + ", ".join(f"{label} {value}" for label, value in _policy_cells(p))
             )
         if breakers:
-            out.info("Circuit breakers")
+            out.data("Circuit breakers")
         for name, b in breakers.items():
-            out.info(
+            out.data(
                 f"  {name}: " + ", ".join(f"{label} {value}" for label, value in _breaker_cells(b))
             )
     if report["updated_at"]:
-        out.info(f"updated {report['updated_at']}")
+        out.data(f"updated {report['updated_at']}")
 
 
 def _policy_cells(p: dict[str, Any]) -> list[tuple[str, str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.wording import attempt_label, count, plural
 
 QUIET = {"phase_answered"}
 #: Run-level events shown in red / yellow.
@@ -29,6 +30,24 @@ WARNING = {
     "run_stopping",
     "sandbox_unavailable",
 }
+
+
+def _count(values: dict[str, Any], key: str, word: str) -> str:
+    number = values.get(key)
+    return count(number, word) if isinstance(number, int) else f"? {plural(word, 2)}"
+
+
+def outcome_line(story_id: str, result: str, reason: str | None) -> str:
+    """A story's result in a run, as `run` and `watch` print it: "S-0002: blocked: <why>"
+    (the state owner's "S-0002 is blocked: " prefix dropped, so the id is said once)."""
+    why = (reason or "").removeprefix(f"{story_id} is blocked: ")
+    if result == "done" or not why:
+        return f"{story_id}: {result}"
+    if result == "idle":
+        return f"{story_id}: nothing to do ({why})"
+    if result in ("waiting", "stepped"):
+        return f"{story_id}: {why}"
+    return f"{story_id}: {result}: {why}"
 
 
 class Progress:
@@ -91,8 +110,8 @@ class Progress:
             return f"[{story}] starting" + (f" on {e['worker']}" if e.get("worker") else "")
         took = f" ({float(e['elapsed']):.1f}s)" if e.get("elapsed") is not None else ""
         if name == "phase_started":
-            of = f"/{e['of']}" if e.get("of") else ""
-            return f"[{story}] {phase} · attempt {e.get('step', e.get('attempt', 1))}{of}"
+            label = attempt_label(e.get("attempt", 1), e.get("step"), e.get("of"))
+            return f"[{story}] {phase} · {label}"
         if name in ("phase_completed", "phase_passed"):
             return f"[{story}] {phase} ✓{took}"
         if name == "phase_failed":  # the reason when it is not verification (no work, agent)
@@ -139,7 +158,9 @@ class Progress:
             return f"[{story}]   {phase} tool {e.get('tool', '')}"
         if name == "workspace":
             return f"[{story}] {e.get('notice')}"
-        if name == "story_published":
+        if name == "story_published":  # the message says what happened ("pull request opened …")
+            if e.get("outcome") in ("opened", "reused", "merged"):
+                return f"[{story}] {e.get('message')}"
             return f"[{story}] pull request {e.get('outcome')}: {e.get('message')}"
         return Progress.describe_run(e)
 
@@ -151,15 +172,16 @@ class Progress:
         if name in ("run_started", "run_resumed"):
             verb = "started" if name == "run_started" else f"resumed (segment {e.get('segment')})"
             stories = e.get("stories") or []
-            line = f"Run {e.get('run_id')} {verb}: {len(stories)} stories ({', '.join(stories)})"
+            listed = f"{count(len(stories), 'story')} ({', '.join(stories)})"
+            line = f"Run {e.get('run_id')} {verb}: {listed}"
             carried = e.get("carried_over")
             if isinstance(carried, dict):
                 cost = carried.get("cost_usd")
                 line += (
-                    f"\n  carried over: {carried.get('total_attempts')} attempts, "
-                    f"{carried.get('finished_stories')} finished stories, "
-                    f"{carried.get('consecutive_fails')} failures and "
-                    f"{carried.get('consecutive_escalations')} escalations in a row"
+                    f"\n  carried over: {_count(carried, 'total_attempts', 'attempt')}, "
+                    f"{_count(carried, 'finished_stories', 'finished story')}, "
+                    f"{_count(carried, 'consecutive_fails', 'failure')} and "
+                    f"{_count(carried, 'consecutive_escalations', 'escalation')} in a row"
                     + (f", ${float(cost):.4f} spent" if cost is not None else "")
                     + "; the reject and retry rates and the attempt cap start afresh with "
                     "this segment"

@@ -57,7 +57,7 @@ def report(
     if html is not None:
         target = write_html(html, render(data))
         out.info(f"Wrote the report of run {state.run_id} to {target}")
-        if not json:
+        if not json:  # the path is the result (stdout); with --json the data is
             out.result(str(target))
     if json:
         out.json(data)
@@ -70,7 +70,7 @@ def _summary(out: Terminal, data: dict[str, object]) -> None:
     assert isinstance(run, dict)
     span = data["span"]
     assert isinstance(span, dict)
-    out.result(
+    out.data(
         f"Run {run['run_id']} · {run['mode']} · {run['run_status']} · "
         f"{span['seconds']} s from first to last event"
     )
@@ -79,7 +79,7 @@ def _summary(out: Terminal, data: dict[str, object]) -> None:
     for s in stories:
         budget, usage = s["budget"], s["usage"]
         kinds = ", ".join(f"{k} {n}" for k, n in s["recoveries_by_kind"].items()) or "none"
-        out.result(
+        out.data(
             f"  {s['id']}  {s['status']:<11} phases {len(s['phases'])} · recoveries in run: "
             f"{kinds} · budget {budget['total']}/{budget['limit']} · tokens "
             f"{usage['input_tokens'] + usage['output_tokens']} · events {len(s['events'])}"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.common import checked_provider
-from ai_sdlc.cli.progress import Progress
+from ai_sdlc.cli.progress import Progress, outcome_line
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
@@ -206,19 +206,13 @@ def _dry_run_plan(
 
 
 def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
+    """Each story's result line (stdout, kept by -q); an error goes to stderr."""
     for o in outcomes:
-        if o.result == "done":
-            out.success(f"{o.story_id}: done")
-        elif o.result == "waiting":
-            out.info(f"{o.story_id}: {o.reason}")
-        elif o.result == "blocked":
-            out.warn(f"{o.story_id}: blocked: {o.reason}")
-        elif o.result == "error":
+        if o.result == "error":
             out.error(f"{o.story_id}: {o.reason}")
-        elif o.result == "idle":
-            out.info(f"{o.story_id}: nothing to do ({o.reason})")
         else:
-            out.info(f"{o.story_id}: {o.reason}")
+            style = {"done": "green", "blocked": "yellow"}.get(o.result)
+            out.result(outcome_line(o.story_id, o.result, o.reason), style=style)
 
 
 def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bool) -> int:
@@ -247,22 +241,23 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
     else:
         _render_outcomes(out, report.outcomes)
         if report.loop is not None and not stuck:
-            render_loop(out, report.loop, report.diagnostic_path)
+            render_loop(out, report.loop, report.diagnostic_path, alert=True)
     command = continue_command(root, state.run_id)
     stats = statistics_line(state.statistics)
     if report.interrupted:
-        out.line(f"Run {state.run_id} interrupted; finished work is kept. {stats}")
-        out.line(f"To continue: {command}")
+        # Like a single run's "error: interrupted": stderr (kept by -q), not a result.
+        out.alert(f"Run {state.run_id} interrupted; finished work is kept. {stats}")
+        out.alert(f"To continue: {command}")
         return int(ExitCode.INTERRUPTED)
     if report.halted and state.stop_reason is not None:
         for result in report.notifications:
             if not result.ok:
                 out.warn(f"notification by {result.channel} failed: {result.detail}")
         done = "finished what it could" if stuck else "stopped"
-        out.line(f"Run {state.run_id} {done}. {stats}")
+        out.result(f"Run {state.run_id} {done}. {stats}")
         if stuck:
             out.warn(state.stop_reason.message)
-            out.line(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
+            out.info(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
             blocked = any(s.escalated and s.status == "blocked" for s in state.stories)
             if blocked:
                 return int(ExitCode.BLOCKED)
@@ -289,14 +284,14 @@ def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:
     if json:
         out.json(plan.to_json())
         return
-    out.line("Dry run: nothing will be changed.", style="bold")
+    out.info("Dry run: nothing will be changed.", style="bold")
     if not plan.stories:
-        out.line("Nothing to run: no story has an actionable next step.")
+        out.info("Nothing to run: no story has an actionable next step.")
     for item in plan.stories:
         line = f"{item.story_id}: " + (" → ".join(item.phases) if item.phases else item.reason)
-        out.line(line)
+        out.data(line)
         note = _PLAN_NOTES.get(item.reason, item.reason)
         if item.phases and note:
-            out.line(f"  ({note})")
+            out.data(f"  ({note})")
         for prompt in item.prompts:
-            out.line(prompt)
+            out.data(prompt)

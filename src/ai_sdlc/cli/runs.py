@@ -13,6 +13,7 @@ from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import BusyError
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.runs.loops import FailureLoop
 from ai_sdlc.workflow.runs.runstate import RUNNING, RunRepository, RunState, check_run_id
 from ai_sdlc.workflow.session import MULTI_RUN_LOCK
@@ -42,44 +43,49 @@ def statistics_line(stats: dict[str, Any]) -> str:
     if not stats:
         return "no statistics yet"
     blocked = stats.get("blocked", stats.get("rejected", 0))
-    attempts = f"{stats['total_attempts']} agent attempts"
+    attempts = count(stats["total_attempts"], "agent attempt")
     if "implementation_attempts" in stats:
-        attempts = f"{stats['implementation_attempts']} implementation attempts ({attempts})"
+        implementing = count(stats["implementation_attempts"], "implementation attempt")
+        attempts = f"{implementing} ({attempts})"
     return (
-        f"{stats['total_stories']} stories · {stats['attempted']} attempted · "
+        f"{count(stats['total_stories'], 'story')} · {stats['attempted']} attempted · "
         f"{stats['approved']} done · {blocked} blocked · "
         f"{stats['failed']} failed · {stats['waiting']} waiting · "
         f"retry rate {stats['retry_rate']:.2f} · block rate {stats['reject_rate']:.2f} · "
-        f"{stats['consecutive_fails']} consecutive fails · {attempts}"
+        f"{count(stats['consecutive_fails'], 'consecutive fail')} · {attempts}"
     )
 
 
-def render_loop(out: Terminal, loop: FailureLoop, diagnostic: Path | None) -> None:
-    out.line(loop.message, style="bold red")
-    out.line(f"  loop type:  {loop.loop_type}")
-    out.line(f"  stories:    {', '.join(loop.stories)}")
-    out.line(f"  last phase: {loop.last_phase or 'none'}")
-    out.line(f"  reason:     {loop.reason}")
+def render_loop(
+    out: Terminal, loop: FailureLoop, diagnostic: Path | None, *, alert: bool = False
+) -> None:
+    """The failure loop: data for `runs show`, an `alert` (stderr) beside `run`'s error."""
+    say = out.alert if alert else out.data
+    say(loop.message, style="bold red")
+    say(f"  loop type:  {loop.loop_type}")
+    say(f"  stories:    {', '.join(loop.stories)}")
+    say(f"  last phase: {loop.last_phase or 'none'}")
+    say(f"  reason:     {loop.reason}")
     if loop.output_tail:
-        out.line("  failing output (tail):")
+        say("  failing output (tail):")
         for line in loop.output_tail.splitlines():
-            out.line(f"    {line}")
+            say(f"    {line}")
     if diagnostic is not None:
-        out.line(f"  diagnostic: {diagnostic}")
+        say(f"  diagnostic: {diagnostic}")
 
 
 def render_state(out: Terminal, root: Path, state: RunState, *, active: bool) -> None:
     status = state.run_status + (" (process gone: resumable)" if _stale(state, active) else "")
-    out.line(f"Run {state.run_id} · {state.mode} · {status}", style="bold")
-    out.line(
+    out.data(f"Run {state.run_id} · {state.mode} · {status}", style="bold")
+    out.data(
         f"  started {state.started_at}"
         + (f", ended {state.finished_at}" if state.finished_at else "")
         + f" · jobs {state.jobs} ({state.executor})"
         + (f" · epic {state.epic}" if state.epic else "")
     )
-    out.line(f"  {statistics_line(state.statistics)}")
+    out.data(f"  {statistics_line(state.statistics)}")
     if state.stop_reason:
-        out.line(f"  stopped by {state.stop_reason.condition}: {state.stop_reason.message}")
+        out.data(f"  stopped by {state.stop_reason.condition}: {state.stop_reason.message}")
     for s in state.stories:
         extra = ""
         if s.escalated:
@@ -94,12 +100,12 @@ def render_state(out: Terminal, root: Path, state: RunState, *, active: bool) ->
                 f" · {'deferred' if s.status == 'pending' else 'was deferred'}: overlaps "
                 f"{', '.join(s.deferred_by)} on {', '.join(s.deferred_paths)}"
             )
-        out.line(
+        out.data(
             f"  {s.story_id}  {s.status:<11} attempts {s.attempts} · retries {s.retries} · "
             f"bounces {s.bounces} · errors {s.errors}{extra}"
         )
     if state.resumable and not active:
-        out.line(f"  continue with: {continue_command(root, state.run_id)}")
+        out.data(f"  continue with: {continue_command(root, state.run_id)}")
 
 
 def _stale(state: RunState, active: bool) -> bool:
@@ -144,7 +150,7 @@ def runs(ctx: typer.Context, json: JsonOption = False) -> None:
         stats = state.statistics
         done = f"{stats.get('approved', 0)}/{stats.get('total_stories', len(state.stories))} done"
         stale = " (process gone)" if _stale(state, state.run_id == live) else ""
-        out.line(f"{state.run_id}  {state.run_status}{stale}{reason} · {done} · {state.mode}")
+        out.data(f"{state.run_id}  {state.run_status}{stale}{reason} · {done} · {state.mode}")
 
 
 @runs_app.command("show")

@@ -1,14 +1,25 @@
 """The one place that writes to the terminal.
 
-Human output and errors go to stderr (rich when a terminal is attached, plain text otherwise,
-no colour under NO_COLOR); machine output (`--json`) goes to stdout as plain JSON or NDJSON.
+Two streams, as every CLI our users know: **stdout carries what was asked** (the board, a
+story, a log, doctor's checklist, a config value, the path a report was written to, the id
+`add` made, `run`'s final result line, and all `--json` output); **stderr carries everything
+else** (notes, progress, warnings, errors, debug lines). So `ai-sdlc status | grep power`
+finds the story and `ai-sdlc show S-0003 > f` writes it, while progress still reaches the
+screen.
+
+The API says which is which: `data`, `table` and `result` write to stdout; `info`, `progress`,
+`warn`, `alert`, `error`, `debug` and `status` to stderr; `json`/`ndjson` are the machine output.
+In `--json` mode stdout carries the JSON alone: a human line a command still prints there (a
+run's outcome lines) goes to stderr. Each stream is rich only when it is a terminal (and TERM
+is not `dumb`), plain text when piped or redirected; NO_COLOR drops colour.
 
 Everything written to either stream is redacted on its way out (`RedactingStream`): callers
 never need to remember to.
 
-Verbosity (`-q` / `-v`): quiet keeps errors and results (`error`, `success`, `line`, `render`,
-stdout) and drops notes, warnings and progress (`info`, `warn`, `progress`, `status`); verbose
-adds `debug` lines, including whatever the core logs on the `ai_sdlc` logger at DEBUG level.
+Verbosity (`-q` / `-v`): quiet keeps errors and what was asked (`error`, `alert`, stdout: `data`,
+`table`, `result`, JSON) and drops notes, warnings and progress (`info`, `warn`, `progress`,
+`status`); verbose adds `debug` lines, including whatever the core logs on the `ai_sdlc`
+logger at DEBUG level.
 """
 
 from __future__ import annotations
@@ -89,72 +100,39 @@ class Terminal:
         self.verbosity = verbosity
         self._stdout: IO[str] = RedactingStream(stdout if stdout is not None else sys.stdout)  # type: ignore[assignment]
         self._stderr: IO[str] = RedactingStream(stderr if stderr is not None else sys.stderr)  # type: ignore[assignment]
-        self.is_tty = self._stderr.isatty()
+        #: stderr is a terminal: progress may use a spinner and colour.
+        self.is_tty = _rich_stream(self._stderr)
         #: stdout is a terminal: data may be a rich table; plain lines when piped.
         self.data_is_tty = _rich_stream(self._stdout)
         self._console: Console | None = None
         self._data_console: Console | None = None
 
+    def _make_console(self, stream: IO[str], tty: bool) -> Console:
+        from rich.console import Console
+
+        return Console(
+            file=stream,
+            highlight=False,
+            no_color=bool(os.environ.get("NO_COLOR")),
+            force_terminal=None if tty else False,
+            soft_wrap=not tty,
+            emoji=False,
+        )
+
     @property
     def console(self) -> Console:
-        """rich, made on first need: plain lines to a pipe or file never import it (~17 ms)."""
+        """rich on stderr (progress, spinners), made on first need: plain lines to a pipe or
+        file never import it (~17 ms)."""
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(
-                file=self._stderr,
-                highlight=False,
-                no_color=bool(os.environ.get("NO_COLOR")),
-                force_terminal=None if self.is_tty else False,
-                soft_wrap=not self.is_tty,
-                emoji=False,
-            )
+            self._console = self._make_console(self._stderr, self.is_tty)
         return self._console
 
     @property
     def data_console(self) -> Console:
         """rich on stdout (tables of data), made on first need."""
         if self._data_console is None:
-            from rich.console import Console
-
-            self._data_console = Console(
-                file=self._stdout,
-                highlight=False,
-                no_color=bool(os.environ.get("NO_COLOR")),
-                force_terminal=None if self.data_is_tty else False,
-                soft_wrap=not self.data_is_tty,
-                emoji=False,
-            )
+            self._data_console = self._make_console(self._stdout, self.data_is_tty)
         return self._data_console
-
-    # --- what was asked (stdout; kept by -q) ---------------------------------------------
-    def data(self, text: str = "", *, style: str | None = None) -> None:
-        """A line of what the user asked for (a board row, a story field, a log entry)."""
-        if self.json_mode or not self.data_is_tty:
-            stream = self._stderr if self.json_mode else self._stdout
-            stream.write(text + "\n")
-            stream.flush()
-            return
-        from rich.markup import escape
-
-        self.data_console.print(escape(text), style=style)
-
-    def table(self, renderable: Any) -> None:
-        """A rich renderable (table, panel) of data, for a terminal on stdout."""
-        self.data_console.print(renderable)
-
-    # --- human output (stderr) ---------------------------------------------------------
-    def line(self, text: str = "", *, style: str | None = None) -> None:
-        if not self.is_tty:  # a pipe or a file: the text as it is, one line
-            self._stderr.write(text + "\n")
-            self._stderr.flush()
-            return
-        from rich.markup import escape
-
-        if style:
-            self.console.print(escape(text), style=style)
-        else:
-            self.console.print(escape(text))
 
     @property
     def quiet(self) -> bool:
@@ -164,28 +142,60 @@ class Terminal:
     def verbose(self) -> bool:
         return self.verbosity >= VERBOSE
 
-    def info(self, text: str) -> None:
-        """A note on the way (dropped by `-q`)."""
-        if not self.quiet:
-            self.line(text)
+    # --- what was asked (stdout; kept by -q) ---------------------------------------------
+    def data(self, text: str = "", *, style: str | None = None) -> None:
+        """A line of what the user asked for (a board row, a story field, a log entry)."""
+        self._write(text, style, data=True)
+
+    def table(self, renderable: Any) -> None:
+        """A rich renderable (table, panel) of data, for a terminal on stdout; callers print
+        plain `data` lines instead when `data_is_tty` is false, so a pipe gets greppable rows."""
+        self.data_console.print(renderable)
+
+    def result(self, text: str, *, style: str | None = None) -> None:
+        """The command's final result line (the id `add` made, `run`'s outcome, the path a
+        report went to): what `-q` keeps, and what a script reads."""
+        self.data(text, style=style)
 
     def success(self, text: str) -> None:
-        """A final result (kept by `-q`)."""
-        self.line(text, style="green")
+        """A result that is good news: `result` in green."""
+        self.result(text, style="green")
+
+    # --- everything else (stderr) ---------------------------------------------------------
+    def _write(self, text: str, style: str | None, *, data: bool) -> None:
+        if data and self.json_mode:  # stdout carries the JSON alone; a human line goes aside
+            data = False
+        stream, tty = (self._stdout, self.data_is_tty) if data else (self._stderr, self.is_tty)
+        if not tty:  # a pipe or a file: the text as it is, one line
+            stream.write(text + "\n")
+            stream.flush()
+            return
+        from rich.markup import escape
+
+        (self.data_console if data else self.console).print(escape(text), style=style)
+
+    def _diagnostic(self, text: str, style: str | None = None) -> None:
+        self._write(text, style, data=False)
+
+    def info(self, text: str, *, style: str | None = None) -> None:
+        """A note on the way (stderr; dropped by `-q`)."""
+        if not self.quiet:
+            self._diagnostic(text, style)
 
     def warn(self, text: str) -> None:
+        """A warning (stderr; dropped by `-q`)."""
         if not self.quiet:
-            self.line(f"warning: {text}", style="yellow")
+            self._diagnostic(f"warning: {text}", "yellow")
 
     def progress(self, text: str, *, style: str | None = None) -> None:
-        """A live progress line (dropped by `-q`)."""
+        """A live progress line (stderr; dropped by `-q`)."""
         if not self.quiet:
-            self.line(text, style=style)
+            self._diagnostic(text, style)
 
     def debug(self, text: str) -> None:
         """Only with `-v`: what was decided and why (provider, model, project, policy)."""
         if self.verbose:
-            self.line(f"debug: {text}", style="dim")
+            self._diagnostic(f"debug: {text}", "dim")
 
     @contextmanager
     def debug_logging(self) -> Iterator[None]:
@@ -211,18 +221,20 @@ class Terminal:
             logger.removeHandler(handler)
             logger.setLevel(level)
 
-    def error(self, text: str, *, hint: str | None = None) -> None:
-        self.line(f"error: {text}", style="bold red")
-        if hint:
-            self.line(f"  hint: {hint}")
+    def alert(self, text: str, *, style: str | None = None) -> None:
+        """What goes with an error and must survive `-q` (a failure loop's details, how to
+        continue an interrupted run): stderr, no prefix."""
+        self._diagnostic(text, style)
 
-    def render(self, renderable: Any) -> None:
-        """Print a rich renderable (table, panel) to stderr."""
-        self.console.print(renderable)
+    def error(self, text: str, *, hint: str | None = None) -> None:
+        """An error (stderr; kept by `-q`)."""
+        self._diagnostic(f"error: {text}", "bold red")
+        if hint:
+            self._diagnostic(f"  hint: {hint}")
 
     @contextmanager
     def status(self, text: str) -> Iterator[None]:
-        """A spinner on a terminal; one plain line otherwise."""
+        """A spinner on a terminal; one plain line otherwise (stderr; dropped by `-q`)."""
         if self.quiet:
             yield
         elif self.is_tty and not self.json_mode:
@@ -231,17 +243,12 @@ class Terminal:
             with self.console.status(escape(text)):
                 yield
         else:
-            self.line(text)
+            self._diagnostic(text)
             yield
 
     # --- machine output (stdout) -------------------------------------------------------
     def json(self, value: Any) -> None:
         self._stdout.write(to_json(value) + "\n")
-        self._stdout.flush()
-
-    def result(self, text: str) -> None:
-        """A plain result line on stdout, for scripts (e.g. the id `add` created)."""
-        self._stdout.write(text + "\n")
         self._stdout.flush()
 
     def ndjson(self, value: Any) -> None:

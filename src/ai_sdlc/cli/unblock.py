@@ -40,7 +40,7 @@ def unblock(
     if result["was_blocked"]:
         out.success(f"Unblocked {story_id} (now {result['status']}).")
     else:
-        out.info(f"{story_id} was not blocked.")
+        out.result(f"{story_id} was not blocked.")
     if reset_retries:
         out.info("Recovery counters reset to 0.")
     elif result["total_recovery_attempts"]:

@@ -15,7 +15,7 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.common import checked_provider
 from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
-from ai_sdlc.cli.progress import Progress
+from ai_sdlc.cli.progress import Progress, outcome_line
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
@@ -105,11 +105,13 @@ def _check_sandbox(store: Any, no_sandbox: bool) -> None:
 
 
 def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> None:
+    if out.json_mode:  # the result as the last event (before an error event, if any)
+        out.ndjson(_finished_event(result))
     if result.stopped_by == "SIGTERM":
         out.info("Watch stopped (SIGTERM); finished work is kept.")
         return
     if result.stopped_by is not None:
-        out.line("Watch interrupted; finished work is kept.")
+        out.alert("Watch interrupted; finished work is kept.")
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if not once:
         return
@@ -125,6 +127,24 @@ def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> No
             hint="every finished story is kept; to continue: "
             + continue_command(root, last.run_id),
         )
+
+
+def _finished_event(result: WatchResult) -> dict[str, Any]:
+    """`watch --json`'s last event: every run it started and how the watch ended."""
+    return {
+        "event": "watch_finished",
+        "runs": [
+            {
+                "run_id": r.state.run_id,
+                "status": r.state.run_status,
+                "outcomes": [o.to_json() for o in r.outcomes],
+            }
+            for r in result.runs
+        ],
+        "blocked": result.blocked,
+        "halted": result.halted,
+        "stopped_by": result.stopped_by,
+    }
 
 
 def _show(out: Terminal, event: dict[str, Any]) -> None:
@@ -147,10 +167,8 @@ def _show(out: Terminal, event: dict[str, Any]) -> None:
         out.error(f"run of {', '.join(event['stories'])} refused: {event['message']}")
     elif name == "watch_run_finished":
         for o in event["outcomes"]:
-            text = f"{o['story_id']}: {o['result']}" + (
-                f" ({o['reason']})" if o["result"] != "done" and o["reason"] else ""
-            )
-            (out.success if o["result"] == "done" else out.warn)(text)
+            text = outcome_line(o["story_id"], o["result"], o["reason"])
+            out.result(text, style="green" if o["result"] == "done" else "yellow")
         if event.get("stop_reason"):
             out.warn(f"run {event['run_id']} {event['status']}: {event['stop_reason']}")
 

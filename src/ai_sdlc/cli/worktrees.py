@@ -54,11 +54,16 @@ def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
     if not states:
         out.info("No story worktrees ('ai-sdlc run <id>' creates one per story).")
         return
+    rows = [("STORY", "STATUS", "STATE", "+AHEAD/-BEHIND", "BRANCH", "PATH")]
     for wt in states:
         counts = (
             f"+{wt.ahead}/-{wt.behind}" if wt.ahead is not None and wt.behind is not None else "?"
         )
-        out.line(f"{wt.story}  {wt.status:<11} {wt.state:<7} {counts:<8} {wt.branch}  {wt.path}")
+        rows.append((wt.story, wt.status, wt.state, counts, wt.branch or "-", str(wt.path)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        out.data("  ".join([*cells, row[-1]]))
 
 
 @worktrees_app.command("prune")
@@ -79,7 +84,7 @@ def prune(
         out.json({"removed": result.removed, "kept": result.kept})
     else:
         for path in result.removed:
-            out.success(f"Removed {path}")
+            out.result(f"Removed {path}")
         for path, why in result.kept.items():
             out.warn(f"Kept {path}: {why}")
         if not result.removed and not result.kept:

@@ -78,6 +78,12 @@ def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
             f"{dotted}: secrets do not belong in a config file; nothing was written to {path}",
             hint=_secret_env_hint(dotted),
         )
+    # A mistyped key is the command line's fault, not the file's: said before any file is read.
+    if (
+        not any(d == dotted or d.startswith(dotted + ".") for d in (*SCHEMA, *SECTIONS))
+        and parts[0] not in OPEN_SECTIONS
+    ):
+        raise UsageError(f"unknown config key '{dotted}'", hint=suggest(dotted, sorted(SCHEMA)))
     value = typed_value(dotted, raw)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_dir = path.parent if user else root / ".ai-sdlc" / ".locks"
@@ -99,11 +105,6 @@ def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
         plain = _plain(doc)
         _refuse_secret_keys(plain, path=path, doc=doc)
         validate(plain, path=path, doc=doc)
-        if (
-            not any(d == dotted or d.startswith(dotted + ".") for d in (*SCHEMA, *SECTIONS))
-            and parts[0] not in OPEN_SECTIONS
-        ):
-            raise UsageError(f"unknown config key '{dotted}'", hint=suggest(dotted, sorted(SCHEMA)))
         if user:
             project = root / CONFIG_RELPATH
             _refuse_user_loosening(plain, _load_layer(project) if project.exists() else {}, path)

@@ -22,6 +22,53 @@ from ai_sdlc.secrets import redact
 FIELDS = "number,title,body,labels,url,state"
 STATES = ("open", "closed", "all")
 
+#: The story type an issue label means (after `_label_word`), most telling first: an issue
+#: labelled both `bug` and `enhancement` is a bug. Unlisted labels say nothing (feature).
+_TYPE_WORDS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("bug", frozenset({"bug", "defect", "regression", "crash", "bugfix"})),
+    ("spike", frozenset({"spike", "research", "investigation", "investigate", "question"})),
+    (
+        "chore",
+        frozenset(
+            {
+                "chore",
+                "maintenance",
+                "refactor",
+                "refactoring",
+                "dependencies",
+                "deps",
+                "ci",
+                "build",
+                "tech debt",
+                "tech-debt",
+                "docs",
+                "documentation",
+                "cleanup",
+            }
+        ),
+    ),
+    ("feature", frozenset({"feature", "enhancement", "feature request", "improvement"})),
+)
+
+
+def _label_word(label: str) -> str:
+    """`Type: Bug`, `kind/bug`, `type/bug`, `T-bug` → `bug`."""
+    word = label.strip().lower()
+    for sep in (":", "/"):
+        head, found, tail = word.partition(sep)
+        if found and head.strip() in ("type", "kind", "t", "category"):
+            word = tail
+    return " ".join(word.removeprefix("t-").split())
+
+
+def story_type(labels: Iterable[str]) -> str:
+    """The story type GitHub labels suggest (`bug` → bug, `enhancement` → feature, …)."""
+    words = {_label_word(label) for label in labels}
+    for kind, names in _TYPE_WORDS:
+        if words & names:
+            return kind
+    return "feature"
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -40,6 +87,10 @@ class Issue:
             "ticket_url": self.url,
             "ticket_synced_at": now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
+
+    @property
+    def story_type(self) -> str:
+        return story_type(self.labels)
 
     def story_body(self) -> str:
         text = self.body.replace("\r\n", "\n").strip()

@@ -54,6 +54,9 @@ class Publication(msgspec.Struct, frozen=True):
     #: "opened", "reused", "skipped", "merged", "failed"
     outcome: str = "skipped"
     message: str = ""
+    #: What kept a needed publication from happening ("remote", "gh"); "" when it happened
+    #: or was not needed (no commits ahead). `ai-sdlc pr` fails on it.
+    missing: str = ""
 
 
 class Environment(Protocol):

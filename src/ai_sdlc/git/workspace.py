@@ -454,6 +454,7 @@ class GitWorkspace:
                 outcome="skipped",
                 message=f"no git remote {remote!r}: the work stays on branch {branch}; add the "
                 f"remote, then run `{later}`",
+                missing="remote",
             )
         base = self.base_branch.name(refs)
         start, start_ref = self.base_branch.start_point(base, refs)
@@ -480,6 +481,7 @@ class GitWorkspace:
                     outcome="skipped",
                     message=f"gh (GitHub CLI) not found on PATH: branch {branch} is pushed to "
                     f"{remote}; install gh and run `{later}` to open the pull request",
+                    missing="gh",
                 )
             url = gh.existing(branch)
             outcome = "reused"

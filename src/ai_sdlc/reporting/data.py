@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from ai_sdlc import wording
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.reporting.replay import stop_figures
 from ai_sdlc.reporting.timebase import Window, iso_ms, parse_time
@@ -160,12 +161,8 @@ def build_report(inputs: ReportInputs) -> dict[str, Any]:
 
 
 def attempt_label(phase: Mapping[str, Any]) -> str:
-    """An attempt named as the console names it ("attempt 1/4": this attempt within the phase's
-    limit); a run recorded before the timeline kept it shows the ledger's attempt number."""
-    step, of = phase.get("step"), phase.get("of")
-    if step is None:
-        step, of = phase.get("attempt"), None
-    return f"attempt {step}/{of}" if of else f"attempt {step}"
+    """An attempt named as the console names it (`wording.attempt_label`)."""
+    return wording.attempt_label(phase.get("attempt"), phase.get("step"), phase.get("of"))
 
 
 def _idle(inputs: ReportInputs, window: Window) -> dict[str, Any]:

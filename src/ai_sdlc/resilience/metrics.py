@@ -25,6 +25,9 @@ POLICY_COUNTERS: tuple[str, ...] = (
     "successes_after_retry",
     "exhausted_retries",
     "non_retryable_failures",
+    #: Operations that ran to the end and reported a failure (a verification whose tests
+    #: failed): not an error to retry, but not a success either.
+    "failed_results",
     "timeouts",
     "budget_refusals",
     "breaker_rejections",
@@ -44,8 +47,13 @@ class PolicyMetrics:
         self._totals: dict[str, float] = dict.fromkeys(POLICY_COUNTERS, 0)
         self._flushed: dict[str, float] = dict.fromkeys(POLICY_COUNTERS, 0)
 
-    def record(self, result: RetryResult[Any], *, fallback_used: bool = False) -> None:
+    def record(
+        self, result: RetryResult[Any], *, fallback_used: bool = False, failed: bool = False
+    ) -> None:
+        """Count one operation; `failed`: it succeeded as a call but reported a failure."""
         counter = "successes" if result.success else _failure_counter(result)
+        if failed and result.success:
+            counter = "failed_results"
         self.record_attempts(result.attempts, counter, fallback_used=fallback_used)
 
     def record_attempts(

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -177,9 +177,12 @@ class PolicyManager:
         *,
         on_retry: RetryHook | None = None,
         on_attempt: AttemptHook | None = None,
+        failed: Callable[[T], bool] | None = None,
     ) -> RetryResult[T]:
         """Run `fn` under policy `name` and return every detail; never raises fn's errors
-        except guardrail stops (StoryBlockedError, RunHaltedError), which propagate as is."""
+        except guardrail stops (StoryBlockedError, RunHaltedError), which propagate as is.
+        `failed(value)`: whether a value `fn` returned reports a failure (counted as one in
+        the metrics, never retried: a verification whose tests failed)."""
         entry = self._entry(name)
         if entry.persistent is not None:
             entry.persistent.refresh()
@@ -193,7 +196,8 @@ class PolicyManager:
         except ABORT_ERRORS:
             self._finish(entry, seen, "aborted")
             raise
-        entry.metrics.record(result)
+        bad = result.success and failed is not None and failed(cast(T, result.result))
+        entry.metrics.record(result, failed=bad)
         self._after_operation()
         return result
 
@@ -205,9 +209,10 @@ class PolicyManager:
         on_retry: RetryHook | None = None,
         on_attempt: AttemptHook | None = None,
         fallback: Fallback[T] | None = None,
+        failed: Callable[[T], bool] | None = None,
     ) -> T:
         """`fn()`'s result, the fallback's result, or the last error raised unchanged."""
-        result = self.run(name, fn, on_retry=on_retry, on_attempt=on_attempt)
+        result = self.run(name, fn, on_retry=on_retry, on_attempt=on_attempt, failed=failed)
         return self._conclude(name, result, fallback)
 
     async def arun(

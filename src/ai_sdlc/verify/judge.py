@@ -42,6 +42,7 @@ from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
 from ai_sdlc.verify.failures import failing_tests, failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
+from ai_sdlc.wording import count
 
 if TYPE_CHECKING:
     from ai_sdlc.config import Config
@@ -398,7 +399,8 @@ def _floor(baseline: Baseline, verdict: VerificationResult) -> str:
     if now.passed < needed:
         failing = f" and {base.failed} failing (which must now pass)" if base.failed else ""
         return (
-            f"pass-count floor: {now.passed} tests passed, the base had {base.passed} passing"
+            f"pass-count floor: {count(now.passed, 'test')} passed, "
+            f"the base had {base.passed} passing"
             f"{failing}: at least {needed} must pass ({now.shown()})"
         )
     if now.skipped > base.skipped:

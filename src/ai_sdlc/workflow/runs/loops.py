@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.providers.base import Phase
+from ai_sdlc.wording import count, plural
 from ai_sdlc.workflow.state.events import read_events
 
 CONSECUTIVE_ESCALATIONS = "consecutive escalations"
@@ -67,8 +68,9 @@ class FailureLoop:
             listed = "; ".join(f"{sid} ({self.reasons.get(sid, '?')})" for sid in self.stories)
             return f"every remaining story is escalated: {listed or who}"
         return (
-            f"FAILURE LOOP DETECTED ({self.loop_type}): {self.consecutive} stories in a row "
-            f"were escalated ({who}; run.max_consecutive_escalations = {self.threshold})"
+            f"FAILURE LOOP DETECTED ({self.loop_type}): {count(self.consecutive, 'story')} in a "
+            f"row {plural('was', self.consecutive)} escalated "
+            f"({who}; run.max_consecutive_escalations = {self.threshold})"
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ai_sdlc.config import Config
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.runs.runstate import (
     BLOCKED,
     DONE,
@@ -163,7 +164,7 @@ def evaluate(stats: RunStatistics, conditions: StopConditions) -> StopReason | N
             MAX_CONSECUTIVE_FAILS,
             stats.consecutive_fails,
             conditions.max_consecutive_fails,
-            f"{stats.consecutive_fails} stories in a row failed "
+            f"{count(stats.consecutive_fails, 'story')} in a row failed "
             f"(run.stop_conditions.{MAX_CONSECUTIVE_FAILS} = "
             f"{conditions.max_consecutive_fails})",
         )

@@ -59,8 +59,11 @@ class GuardFactory:
         return guard
 
     def verification(self, fn: Callable[[], T]) -> T:
-        """Build/test commands: the `verification` policy (retries timeouts only)."""
-        return self.manager.execute_with_policy("verification", fn)
+        """Build/test commands: the `verification` policy (retries timeouts only); a result
+        that did not pass counts as a failure in the metrics."""
+        return self.manager.execute_with_policy(
+            "verification", fn, failed=lambda value: getattr(value, "passed", True) is False
+        )
 
     def git(self, fn: Callable[[], T]) -> T:
         """git (and later GitHub) calls: the `github` policy."""

@@ -20,6 +20,7 @@ from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
+from ai_sdlc.wording import article
 from ai_sdlc.workflow.state.ledger import (
     IMPLEMENTATION_RETRY,
     KIND_LABELS,
@@ -60,7 +61,7 @@ class Steps(Transactions):
             kind = IMPLEMENTATION_RETRY
         reason = (
             f"an earlier run stopped during {open_.get('phase')} attempt {open_.get('attempt')} "
-            f"(the process died); the attempt counts as a {KIND_LABELS[kind][0]}"
+            f"(the process died); the attempt counts as {article(KIND_LABELS[kind][0])}"
         )
         self._count(txn, kind, phase=open_.get("phase"), reason=reason, stale=True)
 
