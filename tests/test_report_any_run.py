@@ -146,10 +146,11 @@ def halted_and_resumed(root: Path) -> dict[str, Any]:
     )
     write_rules(root, RULES)
     add_field(root, "S-0004", "dependencies: [S-0002]")
-    assert run_cli(root, "run", "--auto").returncode == 6
+    # every remaining story is escalated (S-0002 blocked, S-0004 waiting on it): exit 5
+    assert run_cli(root, "run", "--auto").returncode == 5
     run_id = only_run(root)["run_id"]
     resumed = run_cli(root, "run", "--resume", run_id)
-    assert resumed.returncode == 0, resumed.output
+    assert resumed.returncode == 5, resumed.output
     return only_run(root)
 
 
@@ -191,9 +192,11 @@ def test_after_a_resume_the_report_marks_the_gap_and_keeps_the_halt(tmp_path: Pa
         "S-0003": "done",
         "S-0004": "skipped",
     }
-    assert report["run"]["stop_reason"] is None  # the resumed run completed...
-    [halt] = report["halts"]  # ...after the halt that blocked S-0002
-    assert halt["condition"] == "failure_loop" and halt["resumed_at"] == resumed_at
+    # the resumed run found nothing left to do: S-0002 is still blocked...
+    assert report["run"]["stop_reason"]["condition"] == "all_escalated"
+    assert "nothing left to do" in report["run"]["stop_reason"]["message"]
+    halt = report["halts"][0]  # ...and the first halt, the one that blocked S-0002, is kept
+    assert halt["condition"] == "all_escalated" and halt["resumed_at"] == resumed_at
     [gap] = report["span"]["gaps"]
     assert 7200 <= gap["seconds"] < 7260
     assert gap["end_s"] == next(
@@ -227,7 +230,7 @@ def test_after_a_resume_the_report_marks_the_gap_and_keeps_the_halt(tmp_path: Pa
     # The banner stays: the earlier halt and the story it left blocked.
     banner = re.search(r'<div class="stop" id="halt-banner">(.*?)</div>', page)
     assert banner, "no halt banner"
-    assert "Stopped earlier by failure_loop" in banner[1] and f"resumed {resumed_at}" in banner[1]
+    assert "Stopped earlier by all_escalated" in banner[1] and f"resumed {resumed_at}" in banner[1]
     assert "Still blocked" in banner[1] and "#story-S-0002" in banner[1]
     # The skipped story's row and section give its reason.
     reason = "depends on S-0002, which is blocked"

@@ -127,8 +127,10 @@ def _halt_banner(report: Mapping[str, Any]) -> str:
     lines = []
     if isinstance(stop, Mapping):
         lines.append(f"<b>Stopped by {esc(stop.get('condition'))}</b>: {esc(stop.get('message'))}")
-    elif blocked:
+    if blocked:
         for halt in report.get("halts") or []:
+            if isinstance(stop, Mapping) and not halt.get("resumed_at"):
+                continue  # the halt the run ends with: said above
             resumed = f"; resumed {esc(halt.get('resumed_at'))}" if halt.get("resumed_at") else ""
             lines.append(
                 f"<span class='earlier'><b>Stopped earlier by {esc(halt.get('condition'))}</b> "
