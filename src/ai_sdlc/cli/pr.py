@@ -54,7 +54,7 @@ def pr(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> Non
                 **result.fields,
             }
         )
-    elif result.outcome in ("opened", "reused", "merged"):
+    elif result.outcome in ("opened", "reused", "retargeted", "merged"):
         out.success(result.message)
     else:
         out.warn(result.message)

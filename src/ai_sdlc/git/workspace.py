@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
+from ai_sdlc.git import attempts, incoming, repo, stacking, staging, worktrees
 from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
@@ -40,6 +40,7 @@ from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.seam import (
     AttemptChanges,
+    Conflict,
     Environment,
     InPlace,
     Prepared,
@@ -218,13 +219,21 @@ class GitWorkspace:
                 else:
                     base = self.base_branch.name(refs, trees)
                     start, start_ref = self.base_branch.start_point(base, refs)
-                    head = origin = start_ref.sha
+                    # A dependency done but not merged: the story builds on its branch.
+                    stack = self._stack(story, base, start_ref.sha, refs)
+                    if stack.story is not None:
+                        start, base = stack.branch, stack.branch
+                    head = origin = stack.sha
                     # The branch and its checkpoint in one transaction, at the commit just read
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
                     self._add(folder, branch, origin)
+                    for other, sha in stack.extra:  # further unmerged dependencies
+                        head = self._merge_in(story, branch, folder, other, sha) or head
                     shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
+                    if stack.extra:
+                        notice += " (merged in " + ", ".join(b for b, _ in stack.extra) + ")"
                 dirty = False  # a worktree just checked out
         recorded = refs.get(cp_ref)
         recorded_sha = origin if origin is not None else recorded.sha if recorded else None
@@ -234,6 +243,15 @@ class GitWorkspace:
             # Commits the branch gained that this process did not make (an agent's own, left by
             # a run killed after it committed) are checked before they are adopted.
             self._vet(story, branch, folder, head, refs, fallback=recorded_sha)
+        if origin is None and head and not dirty:
+            # A branch that lacks newer commits of what it builds on gets them first (a merge).
+            moved, target = self._up_to_date(story, branch, folder, refs)
+            if moved is not None:
+                if self._vetted.get(story.id) == head:
+                    self._vetted[story.id] = moved  # our merge, on a checked history
+                head = moved
+                note = f"brought branch {branch} up to date with {target} (merge)"
+                notice = f"{notice}; {note}" if notice else note
         known = (head, recorded_sha) if head else None
         checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)
         self._checkpoints[story.id] = checkpoint
@@ -271,6 +289,67 @@ class GitWorkspace:
         if pinned is not None and pinned[0] == top:
             self.sparse.ensure(top, pinned[1])
 
+    def _stack(self, story: Any, base: str, base_sha: str, refs: RefSnapshot) -> stacking.Stack:
+        """Where the story's branch builds on (`stacking.stack_for`): a dependency's unmerged
+        branch, else the base branch at `base_sha`."""
+        if not stacking.dependencies(story):
+            return stacking.Stack(base, base_sha)
+        bases = self.base_branch.commits(base, refs)
+        return stacking.stack_for(self.top, story, base, base_sha, bases)
+
+    def builds_on(self, story: Any, refs: RefSnapshot | None = None) -> stacking.Stack:
+        """What the story's branch builds on now: its first unmerged dependency's branch, else
+        the base branch (its local branch, else the remote-tracking one)."""
+        refs = refs if refs is not None else RefSnapshot(self.top, self._common_dir)
+        base = self.base_branch.name(refs)
+        start, start_ref = self.base_branch.start_point(base, refs)
+        stack = self._stack(story, base, start_ref.sha, refs)
+        return stack if stack.story is not None else stacking.Stack(start, start_ref.sha)
+
+    def _merge_in(self, story: Any, branch: str, folder: Path, target: str, sha: str) -> str | None:
+        """Merge `target` (at `sha`) into the story branch in `folder` (`stacking.merge_in`)."""
+        env = self._identity(self.top)
+        moved = stacking.merge_in(folder, branch, target, sha, env=env, story_id=story.id)
+        if moved is not None:
+            self._widen(folder)  # folders the merge brought join the sparse checkout
+        return moved
+
+    def _up_to_date(
+        self, story: Any, branch: str, folder: Path, refs: RefSnapshot
+    ) -> tuple[str | None, str]:
+        """Merge newer commits of what the story builds on into its branch: the new HEAD (None
+        when it had them all) and that branch's name. A conflict raises `MergeConflict`."""
+        stack = self.builds_on(story, refs)
+        try:
+            return self._merge_in(story, branch, folder, stack.branch, stack.sha), stack.branch
+        except stacking.MergeConflict:
+            # The runner counted this as a rework (`conflicts`) before the phase: the merge
+            # keeps the base's side of each conflicting hunk, the agent redoes the story's.
+            env = self._identity(self.top)
+            moved = stacking.merge_resolving(
+                folder, branch, stack.branch, stack.sha, env=env, story_id=story.id
+            )
+            self._widen(folder)
+            return moved, stack.branch
+
+    def conflicts(self, story: Any) -> Conflict | None:
+        """The story's branch no longer merges cleanly into what it builds on (its unmerged
+        dependency's branch, else the base branch): a sibling merged first."""
+        branch, _folder = self.location(story)
+        refs = RefSnapshot(self.top, self._common_dir)
+        refs.ask(f"refs/heads/{branch}", *self.base_branch.ref_names())
+        tip = refs.get(f"refs/heads/{branch}")
+        if tip is None:
+            return None
+        stack = self.builds_on(story, refs)
+        if stack.sha == tip.sha or stacking.is_ancestor(self.top, stack.sha, tip.sha):
+            return None  # nothing new to merge
+        files = stacking.conflicting_files(self.top, branch, stack.sha)
+        if not files:
+            return None
+        side = stacking.story_side(self.top, branch, stack.sha, files)
+        return Conflict(stack.branch, files, side)
+
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
     ) -> list[worktrees.Worktree] | None:
@@ -294,9 +373,8 @@ class GitWorkspace:
         if origin is not None:
             return origin
         top = self.trees.own(path)
-        refs = RefSnapshot(self.top, self._common_dir)
-        _start, start_ref = self.base_branch.start_point(self.base_branch.name(refs), refs)
-        found = run(("git", "merge-base", "HEAD", start_ref.sha), top, check=False)
+        builds_on = self.builds_on(story)  # a stacked story: its dependency's branch
+        found = run(("git", "merge-base", "HEAD", builds_on.sha), top, check=False)
         base = (found.stdout.strip() or None) if found.returncode == 0 else None
         if base is not None:  # the fork point does not move while this process runs it
             self._bases[story.id] = base
@@ -457,6 +535,11 @@ class GitWorkspace:
             )
         base = self.base_branch.name(refs)
         start, start_ref = self.base_branch.start_point(base, refs)
+        # A dependency done but not merged: the PR targets its branch (a stacked PR).
+        stack = self._stack(story, base, start_ref.sha, refs)
+        target = stack.branch if stack.story is not None else base
+        if stack.story is not None:
+            start, start_ref = stack.branch, repo.Ref(stack.sha)
         if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
             folder = self.location(story)[1]
             since = self.base_branch.commits(base, refs)
@@ -469,8 +552,8 @@ class GitWorkspace:
             if run(count, self.top).stdout.strip() == "0":
                 return Publication(
                     outcome="skipped",
-                    message=f"branch {branch} has no commits ahead of {base}: no pull request "
-                    "needed",
+                    message=f"branch {branch} has no commits ahead of {target}: no pull "
+                    "request needed",
                 )
         gh = GitHubCli(self.top, executable=self.gh, guard=self.guard)
         try:
@@ -481,8 +564,11 @@ class GitWorkspace:
                     message=f"gh (GitHub CLI) not found on PATH: branch {branch} is pushed to "
                     f"{remote}; install gh and run `{later}` to open the pull request",
                 )
-            url = gh.existing(branch)
-            outcome = "reused"
+            found = gh.open_pr(branch)
+            url, outcome = (found[0], "reused") if found is not None else (None, "reused")
+            if found is not None and found[1] and found[1] != target:
+                gh.retarget(branch, target)  # its dependency merged: now the base branch
+                outcome = "retargeted"
             if url is None:
                 breakdown = _breakdown(story)
                 body = pr_body(story, verification=self.verification, breakdown=breakdown)
@@ -490,7 +576,7 @@ class GitWorkspace:
                     title=pr_title(story),
                     body=body,
                     head=branch,
-                    base=base,
+                    base=target,
                     draft=self.settings.draft,
                 )
                 outcome = "opened"
@@ -501,8 +587,11 @@ class GitWorkspace:
                     return Publication(fields, "failed", checks.output or "checks failed")
                 gh.merge(branch)
                 return Publication(fields, "merged", f"pull request {url} merged (squash)")
-            verb = "opened" if outcome == "opened" else "already open:"
-            return Publication(fields, outcome, f"pull request {verb} {url}")
+            verb = {"opened": "opened", "retargeted": f"retargeted to {target}:"}.get(
+                outcome, "already open:"
+            )
+            shown = f" (into {target})" if stack.story is not None else ""
+            return Publication(fields, outcome, f"pull request {verb} {url}{shown}")
         except (GitError, TransientRemoteError, CircuitBreakerOpenError) as exc:
             raise PublishError(
                 f"{story.id}: could not publish branch {branch}: {getattr(exc, 'message', exc)}",
