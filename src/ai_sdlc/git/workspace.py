@@ -321,7 +321,7 @@ class GitWorkspace:
         when it had them all) and that branch's name. A conflict raises `MergeConflict`."""
         stack = self.builds_on(story, refs)
         try:
-            return self._merge_in(story, branch, folder, stack.branch, stack.sha), stack.branch
+            moved = self._merge_in(story, branch, folder, stack.branch, stack.sha)
         except stacking.MergeConflict:
             # The runner counted this as a rework (`conflicts`) before the phase: the merge
             # keeps the base's side of each conflicting hunk, the agent redoes the story's.
@@ -330,7 +330,11 @@ class GitWorkspace:
                 folder, branch, stack.branch, stack.sha, env=env, story_id=story.id
             )
             self._widen(folder)
-            return moved, stack.branch
+        names = [stack.branch]
+        for other, sha in stack.extra:  # further unmerged dependencies (a conflict stops)
+            moved = self._merge_in(story, branch, folder, other, sha) or moved
+            names.append(other)
+        return moved, ", ".join(names)
 
     def conflicts(self, story: Any) -> Conflict | None:
         """The story's branch no longer merges cleanly into what it builds on (its unmerged
