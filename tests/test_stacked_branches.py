@@ -231,3 +231,31 @@ def test_a_sibling_merged_first_leaves_conflicts_that_run_resolves_as_a_counted_
     data = {w["story"]: w for w in json.loads(p.cli("worktrees", "--json").stdout)["worktrees"]}
     assert data[two]["conflicts"] == []
     assert len([c for c in p.creates() if c[c.index("--head") + 1] == branch]) == 1
+
+
+def test_a_story_with_two_unmerged_dependencies_starts_with_both_merged_in(
+    tmp_path: Path,
+) -> None:
+    p = Project(tmp_path)
+    one = p.add("Add a")
+    two = p.add("Add c")
+    three = p.add("Use a and c", one, two)
+    c = "def c():\n    return 2\n"
+    d = "from mods.a import a\nfrom mods.c import c\n\nassert a() + c() == 3\n"
+    p.rules(
+        f"rules:\n  - phase: implement\n    story: {one}\n{_files('mods/a.py', A)}"
+        f"  - phase: implement\n    story: {two}\n{_files('mods/c.py', c)}"
+        f"  - phase: implement\n    story: {three}\n{_files('mods/d.py', d)}"
+    )
+    assert p.cli("run", one).returncode == 0
+    assert p.cli("run", two).returncode == 0
+
+    result = p.cli("run", three)
+
+    assert result.returncode == 0, result.output
+    branch = p.branch(three)
+    for dep in (one, two):
+        assert git(p.root, "merge-base", "--is-ancestor", p.branch(dep), branch) == ""
+    assert f"merged in {p.branch(two)}" in result.output
+    create = p.creates()[-1]
+    assert create[create.index("--base") + 1] == p.branch(one)
