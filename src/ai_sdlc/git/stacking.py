@@ -13,13 +13,16 @@ All git through `ai_sdlc.git.run` (hardened, no shell).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ai_sdlc.git.basebranch import BaseBranch
+from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import GitError, git
+from ai_sdlc.git.seam import Conflict
 from ai_sdlc.git.worktrees import BRANCH_PREFIX, Worktree
 
 #: The merge commit's message (the story id added by the caller).
@@ -174,9 +177,96 @@ def merge_resolving(
     return git(tree, "rev-parse", "HEAD").stdout.strip()
 
 
+class StoryStacks:
+    """What the story branches of the repository whose main checkout is `top` build on, and
+    bringing them up to date: `identity` gives the environment a merge commit needs,
+    `widen` adds folders a merge brought to a sparse worktree."""
+
+    def __init__(
+        self,
+        top: Path,
+        common_dir: Path,
+        base_branch: BaseBranch,
+        *,
+        identity: Callable[[], Mapping[str, str]],
+        widen: Callable[[Path], None],
+    ) -> None:
+        self.top = top
+        self._common_dir = common_dir
+        self.base_branch = base_branch
+        self._identity = identity
+        self._widen = widen
+
+    def start(self, story: Any, base: str, base_sha: str, refs: RefSnapshot) -> Stack:
+        """Where a new branch of the story starts (`stack_for`): a dependency's unmerged
+        branch, else the base branch at `base_sha`."""
+        if not dependencies(story):
+            return Stack(base, base_sha)
+        bases = self.base_branch.commits(base, refs)
+        return stack_for(self.top, story, base, base_sha, bases)
+
+    def builds_on(self, story: Any, refs: RefSnapshot | None = None) -> Stack:
+        """What the story's branch builds on now: its first unmerged dependency's branch, else
+        the base branch (its local branch, else the remote-tracking one)."""
+        refs = refs if refs is not None else RefSnapshot(self.top, self._common_dir)
+        base = self.base_branch.name(refs)
+        start, start_ref = self.base_branch.start_point(base, refs)
+        stack = self.start(story, base, start_ref.sha, refs)
+        return stack if stack.story is not None else Stack(start, start_ref.sha)
+
+    def merge_in(self, story: Any, branch: str, folder: Path, target: str, sha: str) -> str | None:
+        """Merge `target` (at `sha`) into the story branch in `folder` (`merge_in`)."""
+        env = self._identity()
+        moved = merge_in(folder, branch, target, sha, env=env, story_id=story.id)
+        if moved is not None:
+            self._widen(folder)  # folders the merge brought join the sparse checkout
+        return moved
+
+    def up_to_date(
+        self, story: Any, branch: str, folder: Path, refs: RefSnapshot
+    ) -> tuple[str | None, str]:
+        """Merge newer commits of what the story builds on into its branch: the new HEAD (None
+        when it had them all) and the names of what was merged. A conflict with the base (or
+        the first dependency) is resolved as `merge_resolving` says; one with a further
+        dependency raises `MergeConflict`."""
+        stack = self.builds_on(story, refs)
+        try:
+            moved = self.merge_in(story, branch, folder, stack.branch, stack.sha)
+        except MergeConflict:
+            # The runner counted this as a rework (`conflicts`) before the phase: the merge
+            # keeps the base's side of each conflicting hunk, the agent redoes the story's.
+            env = self._identity()
+            moved = merge_resolving(
+                folder, branch, stack.branch, stack.sha, env=env, story_id=story.id
+            )
+            self._widen(folder)
+        names = [stack.branch]
+        for other, sha in stack.extra:  # further unmerged dependencies (a conflict stops)
+            moved = self.merge_in(story, branch, folder, other, sha) or moved
+            names.append(other)
+        return moved, ", ".join(names)
+
+    def conflicts(self, story: Any, branch: str) -> Conflict | None:
+        """The story's `branch` no longer merges cleanly into what it builds on (its unmerged
+        dependency's branch, else the base branch): a sibling merged first."""
+        refs = RefSnapshot(self.top, self._common_dir)
+        refs.ask(f"refs/heads/{branch}", *self.base_branch.ref_names())
+        tip = refs.get(f"refs/heads/{branch}")
+        if tip is None:
+            return None
+        stack = self.builds_on(story, refs)
+        if stack.sha == tip.sha or is_ancestor(self.top, stack.sha, tip.sha):
+            return None  # nothing new to merge
+        files = conflicting_files(self.top, branch, stack.sha)
+        if not files:
+            return None
+        return Conflict(stack.branch, files, story_side(self.top, branch, stack.sha, files))
+
+
 __all__ = [
     "MergeConflict",
     "Stack",
+    "StoryStacks",
     "conflicting_files",
     "dependencies",
     "merge_in",

@@ -127,6 +127,14 @@ class GitWorkspace:
         self.prefix = self.trees.prefix
         #: Story worktrees leave the project's `.ai-sdlc/` out (a committed backlog).
         self.sparse = SparseTrees(self._common_dir, PurePosixPath(self.prefix.as_posix()))
+        #: Where story branches build on: stacked on unmerged dependencies, kept up to date.
+        self.stacks = stacking.StoryStacks(
+            top,
+            self._common_dir,
+            self.base_branch,
+            identity=lambda: self._identity(self.top),
+            widen=self._widen,
+        )
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
         self.environment: Environment | None = None
 
@@ -220,7 +228,7 @@ class GitWorkspace:
                     base = self.base_branch.name(refs, trees)
                     start, start_ref = self.base_branch.start_point(base, refs)
                     # A dependency done but not merged: the story builds on its branch.
-                    stack = self._stack(story, base, start_ref.sha, refs)
+                    stack = self.stacks.start(story, base, start_ref.sha, refs)
                     if stack.story is not None:
                         start, base = stack.branch, stack.branch
                     head = origin = stack.sha
@@ -229,7 +237,7 @@ class GitWorkspace:
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
                     self._add(folder, branch, origin)
                     for other, sha in stack.extra:  # further unmerged dependencies
-                        head = self._merge_in(story, branch, folder, other, sha) or head
+                        head = self.stacks.merge_in(story, branch, folder, other, sha) or head
                     shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
                     if stack.extra:
@@ -245,7 +253,7 @@ class GitWorkspace:
             self._vet(story, branch, folder, head, refs, fallback=recorded_sha)
         if origin is None and head and not dirty:
             # A branch that lacks newer commits of what it builds on gets them first (a merge).
-            moved, target = self._up_to_date(story, branch, folder, refs)
+            moved, target = self.stacks.up_to_date(story, branch, folder, refs)
             if moved is not None:
                 if self._vetted.get(story.id) == head:
                     self._vetted[story.id] = moved  # our merge, on a checked history
@@ -289,70 +297,10 @@ class GitWorkspace:
         if pinned is not None and pinned[0] == top:
             self.sparse.ensure(top, pinned[1])
 
-    def _stack(self, story: Any, base: str, base_sha: str, refs: RefSnapshot) -> stacking.Stack:
-        """Where the story's branch builds on (`stacking.stack_for`): a dependency's unmerged
-        branch, else the base branch at `base_sha`."""
-        if not stacking.dependencies(story):
-            return stacking.Stack(base, base_sha)
-        bases = self.base_branch.commits(base, refs)
-        return stacking.stack_for(self.top, story, base, base_sha, bases)
-
-    def builds_on(self, story: Any, refs: RefSnapshot | None = None) -> stacking.Stack:
-        """What the story's branch builds on now: its first unmerged dependency's branch, else
-        the base branch (its local branch, else the remote-tracking one)."""
-        refs = refs if refs is not None else RefSnapshot(self.top, self._common_dir)
-        base = self.base_branch.name(refs)
-        start, start_ref = self.base_branch.start_point(base, refs)
-        stack = self._stack(story, base, start_ref.sha, refs)
-        return stack if stack.story is not None else stacking.Stack(start, start_ref.sha)
-
-    def _merge_in(self, story: Any, branch: str, folder: Path, target: str, sha: str) -> str | None:
-        """Merge `target` (at `sha`) into the story branch in `folder` (`stacking.merge_in`)."""
-        env = self._identity(self.top)
-        moved = stacking.merge_in(folder, branch, target, sha, env=env, story_id=story.id)
-        if moved is not None:
-            self._widen(folder)  # folders the merge brought join the sparse checkout
-        return moved
-
-    def _up_to_date(
-        self, story: Any, branch: str, folder: Path, refs: RefSnapshot
-    ) -> tuple[str | None, str]:
-        """Merge newer commits of what the story builds on into its branch: the new HEAD (None
-        when it had them all) and that branch's name. A conflict raises `MergeConflict`."""
-        stack = self.builds_on(story, refs)
-        try:
-            moved = self._merge_in(story, branch, folder, stack.branch, stack.sha)
-        except stacking.MergeConflict:
-            # The runner counted this as a rework (`conflicts`) before the phase: the merge
-            # keeps the base's side of each conflicting hunk, the agent redoes the story's.
-            env = self._identity(self.top)
-            moved = stacking.merge_resolving(
-                folder, branch, stack.branch, stack.sha, env=env, story_id=story.id
-            )
-            self._widen(folder)
-        names = [stack.branch]
-        for other, sha in stack.extra:  # further unmerged dependencies (a conflict stops)
-            moved = self._merge_in(story, branch, folder, other, sha) or moved
-            names.append(other)
-        return moved, ", ".join(names)
-
     def conflicts(self, story: Any) -> Conflict | None:
         """The story's branch no longer merges cleanly into what it builds on (its unmerged
         dependency's branch, else the base branch): a sibling merged first."""
-        branch, _folder = self.location(story)
-        refs = RefSnapshot(self.top, self._common_dir)
-        refs.ask(f"refs/heads/{branch}", *self.base_branch.ref_names())
-        tip = refs.get(f"refs/heads/{branch}")
-        if tip is None:
-            return None
-        stack = self.builds_on(story, refs)
-        if stack.sha == tip.sha or stacking.is_ancestor(self.top, stack.sha, tip.sha):
-            return None  # nothing new to merge
-        files = stacking.conflicting_files(self.top, branch, stack.sha)
-        if not files:
-            return None
-        side = stacking.story_side(self.top, branch, stack.sha, files)
-        return Conflict(stack.branch, files, side)
+        return self.stacks.conflicts(story, self.location(story)[0])
 
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
@@ -377,7 +325,7 @@ class GitWorkspace:
         if origin is not None:
             return origin
         top = self.trees.own(path)
-        builds_on = self.builds_on(story)  # a stacked story: its dependency's branch
+        builds_on = self.stacks.builds_on(story)  # a stacked story: its dependency's branch
         found = run(("git", "merge-base", "HEAD", builds_on.sha), top, check=False)
         base = (found.stdout.strip() or None) if found.returncode == 0 else None
         if base is not None:  # the fork point does not move while this process runs it
@@ -540,7 +488,7 @@ class GitWorkspace:
         base = self.base_branch.name(refs)
         start, start_ref = self.base_branch.start_point(base, refs)
         # A dependency done but not merged: the PR targets its branch (a stacked PR).
-        stack = self._stack(story, base, start_ref.sha, refs)
+        stack = self.stacks.start(story, base, start_ref.sha, refs)
         target = stack.branch if stack.story is not None else base
         if stack.story is not None:
             start, start_ref = stack.branch, repo.Ref(stack.sha)
