@@ -300,7 +300,20 @@ class GitWorkspace:
     def conflicts(self, story: Any) -> Conflict | None:
         """The story's branch no longer merges cleanly into what it builds on (its unmerged
         dependency's branch, else the base branch): a sibling merged first."""
-        return self.stacks.conflicts(story, self.location(story)[0])
+        branch = self.location(story)[0]
+        found = self.stacks.conflicts(story, branch)
+        if found is None or story.frontmatter.get("status") != "done":
+            return found
+        # A done story whose pull request is no longer open (merged, squash-merged or closed)
+        # has nothing to bring up to date: asked of gh only when there is a conflict.
+        gh = GitHubCli(self.top, executable=self.gh, guard=self.guard)
+        if story.frontmatter.get("pr_url") and self._has_remote(self.settings.remote):
+            try:
+                if gh.available() and gh.open_pr(branch) is None:
+                    return None
+            except (GitError, TransientRemoteError, CircuitBreakerOpenError):
+                pass  # GitHub unreachable: git's answer stands
+        return found
 
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
