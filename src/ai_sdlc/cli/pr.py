@@ -55,7 +55,7 @@ def pr(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> Non
                 **result.fields,
             }
         )
-    elif result.outcome in ("opened", "reused", "merged"):
+    elif result.outcome in ("opened", "reused", "retargeted", "merged"):
         out.success(result.message)
     elif not result.missing:
         out.result(result.message)  # nothing was needed (no commits ahead of the base)

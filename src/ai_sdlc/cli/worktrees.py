@@ -11,6 +11,7 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.config import load_config
+from ai_sdlc.git import stacking
 from ai_sdlc.git.inventory import WorktreeState, story_worktrees
 from ai_sdlc.git.inventory import prune as prune_worktrees
 from ai_sdlc.git.settings import GitSettings
@@ -36,7 +37,13 @@ def _status_lookup(store: StoryStore) -> dict[str, str]:
 def _states(store: StoryStore) -> list[WorktreeState]:
     settings = GitSettings.from_config(load_config(store.root))
     statuses = _status_lookup(store)
-    return story_worktrees(store.root, settings, lambda sid: statuses.get(sid, "unknown"))
+    deps = {story.id: stacking.dependencies(story) for story in store.list()}
+    return story_worktrees(
+        store.root,
+        settings,
+        lambda sid: statuses.get(sid, "unknown"),
+        lambda sid: deps.get(sid, []),
+    )
 
 
 @worktrees_app.callback()
@@ -59,7 +66,12 @@ def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
         counts = (
             f"+{wt.ahead}/-{wt.behind}" if wt.ahead is not None and wt.behind is not None else "?"
         )
-        rows.append((wt.story, wt.status, wt.state, counts, wt.branch or "-", str(wt.path)))
+        story = f"{wt.story} ← {wt.stacked_on}" if wt.stacked_on else wt.story
+        state = "conflicts" if wt.conflicts else wt.state
+        where = str(wt.path)
+        if wt.conflicts:
+            where += f"  (conflicts in {', '.join(wt.conflicts)}: ai-sdlc run {wt.story})"
+        rows.append((story, wt.status, state, counts, wt.branch or "-", where))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]

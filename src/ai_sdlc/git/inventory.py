@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ai_sdlc.git import repo, staging, worktrees
+from ai_sdlc.git import repo, stacking, staging, worktrees
 from ai_sdlc.git.run import GitError
 from ai_sdlc.git.settings import GitSettings
 
@@ -28,6 +28,11 @@ class WorktreeState:
     ahead: int | None
     behind: int | None
     changed: list[str]
+    #: The dependency whose unmerged branch this story's branch builds on (a stacked branch).
+    stacked_on: str | None = None
+    #: Files that conflict when the branch is merged into what it builds on (a sibling merged
+    #: first): `ai-sdlc run <id>` brings it up to date as a counted rework.
+    conflicts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,13 +49,18 @@ def repository_top(root: Path) -> Path:
 
 
 def story_worktrees(
-    root: Path, settings: GitSettings, status_of: Callable[[str], str]
+    root: Path,
+    settings: GitSettings,
+    status_of: Callable[[str], str],
+    dependencies_of: Callable[[str], list[str]] | None = None,
 ) -> list[WorktreeState]:
     """Every worktree of the repository that belongs to a story (on an `ai-sdlc/S-…` branch),
-    wherever it is: one made before `git.worktrees_dir` changed is listed (and pruned) too."""
+    wherever it is: one made before `git.worktrees_dir` changed is listed (and pruned) too.
+    `dependencies_of`: a story's dependencies, to show the stack and conflicts against it."""
     top = repository_top(root)
     base = settings.base_branch or _default(top, settings.remote)
     base_ref = _base_ref(top, base, settings.remote) if base else None
+    branches = stacking.story_branches(top) if dependencies_of is not None else {}
     out: list[WorktreeState] = []
     for tree in worktrees.listing(top):
         story_id = tree.story_id
@@ -67,6 +77,12 @@ def story_worktrees(
         _pin(top, tree.path)  # its git folder as the main repository knows it
         changed = staging.committable(staging.status(tree.path))
         counts = repo.ahead_behind(tree.path, base_ref) if base_ref else None
+        stacked_on, target = _builds_on(top, story_id, base_ref, dependencies_of, branches)
+        conflicts = (
+            stacking.conflicting_files(top, tree.branch, target)
+            if target is not None and tree.branch
+            else []
+        )
         out.append(
             WorktreeState(
                 story_id,
@@ -77,9 +93,28 @@ def story_worktrees(
                 counts[0] if counts else None,
                 counts[1] if counts else None,
                 changed,
+                stacked_on,
+                conflicts,
             )
         )
     return sorted(out, key=lambda w: w.story)
+
+
+def _builds_on(
+    top: Path,
+    story_id: str,
+    base_ref: str | None,
+    dependencies_of: Callable[[str], list[str]] | None,
+    branches: dict[str, tuple[str, str]],
+) -> tuple[str | None, str | None]:
+    """(the dependency the story is stacked on or None, the ref its branch builds on)."""
+    if dependencies_of is None or base_ref is None:
+        return None, base_ref
+    for dep in dependencies_of(story_id):
+        found = branches.get(dep)
+        if found is not None and not stacking.merged(top, found[1], [base_ref]):
+            return dep, found[0]
+    return None, base_ref
 
 
 def _pin(top: Path, path: Path) -> None:

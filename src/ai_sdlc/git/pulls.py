@@ -58,8 +58,15 @@ class GitHubCli:
 
     def existing(self, branch: str) -> str | None:
         """The URL of the open PR whose head is `branch`, if there is one."""
+        found = self.open_pr(branch)
+        return found[0] if found is not None else None
+
+    def open_pr(self, branch: str) -> tuple[str, str] | None:
+        """(URL, base branch) of the open PR whose head is `branch`, if there is one."""
         done = self.guard(
-            lambda: self._gh("pr", "list", "--head", branch, "--state", "open", "--json", "url")
+            lambda: self._gh(
+                "pr", "list", "--head", branch, "--state", "open", "--json", "url,baseRefName"
+            )
         )
         try:
             items = json.loads(done.stdout or "[]")
@@ -68,8 +75,12 @@ class GitHubCli:
             raise GitError(f"gh pr list printed something that is not JSON: {shown}") from None
         for item in items if isinstance(items, list) else []:
             if isinstance(item, Mapping) and isinstance(item.get("url"), str):
-                return str(item["url"])
+                return str(item["url"]), str(item.get("baseRefName") or "")
         return None
+
+    def retarget(self, branch: str, base: str) -> None:
+        """Point the open PR of `branch` at `base` (a stacked PR whose dependency merged)."""
+        self.guard(lambda: self._gh("pr", "edit", branch, "--base", base))
 
     def create(self, *, title: str, body: str, head: str, base: str, draft: bool) -> str:
         args = ["pr", "create", "--title", title, "--body", body, "--head", head, "--base", base]

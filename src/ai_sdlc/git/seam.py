@@ -51,12 +51,22 @@ class Publication(msgspec.Struct, frozen=True):
     """The result of the done step (push + pull request)."""
 
     fields: dict[str, Any] = msgspec.field(default_factory=dict)
-    #: "opened", "reused", "skipped", "merged", "failed"
+    #: "opened", "reused", "retargeted", "skipped", "merged", "failed"
     outcome: str = "skipped"
     message: str = ""
     #: What kept a needed publication from happening ("remote", "gh"); "" when it happened
     #: or was not needed (no commits ahead). `ai-sdlc pr` fails on it.
     missing: str = ""
+
+
+class Conflict(msgspec.Struct, frozen=True):
+    """A story branch that no longer merges cleanly into the branch it builds on (a sibling
+    merged first): the files in conflict, and the story's own change to them (for the agent
+    that resolves it)."""
+
+    target: str
+    files: list[str]
+    story_side: str = ""
 
 
 class Environment(Protocol):
@@ -114,6 +124,11 @@ class StoryWorkspace(Protocol):
         `fingerprint`."""
         ...
 
+    def conflicts(self, story: Any) -> Conflict | None:
+        """The story's branch no longer merges cleanly into what it builds on (None: it does,
+        or there is no branch)."""
+        ...
+
 
 class InPlace:
     """Agents work in the project folder itself; nothing is committed or rolled back.
@@ -166,3 +181,6 @@ class InPlace:
 
     def finish(self, story: Any, path: Path, *, checked: bool = False) -> Publication:
         return Publication()
+
+    def conflicts(self, story: Any) -> Conflict | None:
+        return None  # no branch here

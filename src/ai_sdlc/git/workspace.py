@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ai_sdlc.git import attempts, incoming, repo, staging, worktrees
+from ai_sdlc.git import attempts, incoming, repo, stacking, staging, worktrees
 from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
@@ -40,6 +40,7 @@ from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
 from ai_sdlc.git.seam import (
     AttemptChanges,
+    Conflict,
     Environment,
     InPlace,
     Prepared,
@@ -126,6 +127,14 @@ class GitWorkspace:
         self.prefix = self.trees.prefix
         #: Story worktrees leave the project's `.ai-sdlc/` out (a committed backlog).
         self.sparse = SparseTrees(self._common_dir, PurePosixPath(self.prefix.as_posix()))
+        #: Where story branches build on: stacked on unmerged dependencies, kept up to date.
+        self.stacks = stacking.StoryStacks(
+            top,
+            self._common_dir,
+            self.base_branch,
+            identity=lambda: self._identity(self.top),
+            widen=self._widen,
+        )
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
         self.environment: Environment | None = None
 
@@ -218,13 +227,21 @@ class GitWorkspace:
                 else:
                     base = self.base_branch.name(refs, trees)
                     start, start_ref = self.base_branch.start_point(base, refs)
-                    head = origin = start_ref.sha
+                    # A dependency done but not merged: the story builds on its branch.
+                    stack = self.stacks.start(story, base, start_ref.sha, refs)
+                    if stack.story is not None:
+                        start, base = stack.branch, stack.branch
+                    head = origin = stack.sha
                     # The branch and its checkpoint in one transaction, at the commit just read
                     # (`worktree add -b` would resolve `start` again, and run `git branch`).
                     worktrees.create_branch(self.top, branch, origin, start, checkpoint=cp_ref)
                     self._add(folder, branch, origin)
+                    for other, sha in stack.extra:  # further unmerged dependencies
+                        head = self.stacks.merge_in(story, branch, folder, other, sha) or head
                     shown = self.trees.shown(folder)
                     notice = f"created worktree {shown} on new branch {branch} from {base}"
+                    if stack.extra:
+                        notice += " (merged in " + ", ".join(b for b, _ in stack.extra) + ")"
                 dirty = False  # a worktree just checked out
         recorded = refs.get(cp_ref)
         recorded_sha = origin if origin is not None else recorded.sha if recorded else None
@@ -234,6 +251,15 @@ class GitWorkspace:
             # Commits the branch gained that this process did not make (an agent's own, left by
             # a run killed after it committed) are checked before they are adopted.
             self._vet(story, branch, folder, head, refs, fallback=recorded_sha)
+        if origin is None and head and not dirty:
+            # A branch that lacks newer commits of what it builds on gets them first (a merge).
+            moved, target = self.stacks.up_to_date(story, branch, folder, refs)
+            if moved is not None:
+                if self._vetted.get(story.id) == head:
+                    self._vetted[story.id] = moved  # our merge, on a checked history
+                head = moved
+                note = f"brought branch {branch} up to date with {target} (merge)"
+                notice = f"{notice}; {note}" if notice else note
         known = (head, recorded_sha) if head else None
         checkpoint = attempts.adopt_head(folder, story.id, known=known, dirty=dirty)
         self._checkpoints[story.id] = checkpoint
@@ -271,6 +297,24 @@ class GitWorkspace:
         if pinned is not None and pinned[0] == top:
             self.sparse.ensure(top, pinned[1])
 
+    def conflicts(self, story: Any) -> Conflict | None:
+        """The story's branch no longer merges cleanly into what it builds on (its unmerged
+        dependency's branch, else the base branch): a sibling merged first."""
+        branch = self.location(story)[0]
+        found = self.stacks.conflicts(story, branch)
+        if found is None or story.frontmatter.get("status") != "done":
+            return found
+        # A done story whose pull request is no longer open (merged, squash-merged or closed)
+        # has nothing to bring up to date: asked of gh only when there is a conflict.
+        gh = GitHubCli(self.top, executable=self.gh, guard=self.guard)
+        if story.frontmatter.get("pr_url") and self._has_remote(self.settings.remote):
+            try:
+                if gh.available() and gh.open_pr(branch) is None:
+                    return None
+            except (GitError, TransientRemoteError, CircuitBreakerOpenError):
+                pass  # GitHub unreachable: git's answer stands
+        return found
+
     def _new_story_trees(
         self, branch: str, folder: Path, refs: RefSnapshot
     ) -> list[worktrees.Worktree] | None:
@@ -294,9 +338,8 @@ class GitWorkspace:
         if origin is not None:
             return origin
         top = self.trees.own(path)
-        refs = RefSnapshot(self.top, self._common_dir)
-        _start, start_ref = self.base_branch.start_point(self.base_branch.name(refs), refs)
-        found = run(("git", "merge-base", "HEAD", start_ref.sha), top, check=False)
+        builds_on = self.stacks.builds_on(story)  # a stacked story: its dependency's branch
+        found = run(("git", "merge-base", "HEAD", builds_on.sha), top, check=False)
         base = (found.stdout.strip() or None) if found.returncode == 0 else None
         if base is not None:  # the fork point does not move while this process runs it
             self._bases[story.id] = base
@@ -458,6 +501,11 @@ class GitWorkspace:
             )
         base = self.base_branch.name(refs)
         start, start_ref = self.base_branch.start_point(base, refs)
+        # A dependency done but not merged: the PR targets its branch (a stacked PR).
+        stack = self.stacks.start(story, base, start_ref.sha, refs)
+        target = stack.branch if stack.story is not None else base
+        if stack.story is not None:
+            start, start_ref = stack.branch, repo.Ref(stack.sha)
         if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
             folder = self.location(story)[1]
             since = self.base_branch.commits(base, refs)
@@ -470,8 +518,8 @@ class GitWorkspace:
             if run(count, self.top).stdout.strip() == "0":
                 return Publication(
                     outcome="skipped",
-                    message=f"branch {branch} has no commits ahead of {base}: no pull request "
-                    "needed",
+                    message=f"branch {branch} has no commits ahead of {target}: no pull "
+                    "request needed",
                 )
         gh = GitHubCli(self.top, executable=self.gh, guard=self.guard)
         try:
@@ -483,8 +531,11 @@ class GitWorkspace:
                     f"{remote}; install gh and run `{later}` to open the pull request",
                     missing="gh",
                 )
-            url = gh.existing(branch)
-            outcome = "reused"
+            found = gh.open_pr(branch)
+            url, outcome = (found[0], "reused") if found is not None else (None, "reused")
+            if found is not None and found[1] and found[1] != target:
+                gh.retarget(branch, target)  # its dependency merged: now the base branch
+                outcome = "retargeted"
             if url is None:
                 breakdown = _breakdown(story)
                 body = pr_body(story, verification=self.verification, breakdown=breakdown)
@@ -492,7 +543,7 @@ class GitWorkspace:
                     title=pr_title(story),
                     body=body,
                     head=branch,
-                    base=base,
+                    base=target,
                     draft=self.settings.draft,
                 )
                 outcome = "opened"
@@ -503,8 +554,11 @@ class GitWorkspace:
                     return Publication(fields, "failed", checks.output or "checks failed")
                 gh.merge(branch)
                 return Publication(fields, "merged", f"pull request {url} merged (squash)")
-            verb = "opened" if outcome == "opened" else "already open:"
-            return Publication(fields, outcome, f"pull request {verb} {url}")
+            verb = {"opened": "opened", "retargeted": f"retargeted to {target}:"}.get(
+                outcome, "already open:"
+            )
+            shown = f" (into {target})" if stack.story is not None else ""
+            return Publication(fields, outcome, f"pull request {verb} {url}{shown}")
         except (GitError, TransientRemoteError, CircuitBreakerOpenError) as exc:
             raise PublishError(
                 f"{story.id}: could not publish branch {branch}: {getattr(exc, 'message', exc)}",

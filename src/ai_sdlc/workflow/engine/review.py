@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ai_sdlc.errors import UnsafeWorkError
+from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED
 from ai_sdlc.store import Story
@@ -157,6 +157,39 @@ class Review(Phases):
                 ),
             ),
         )
+
+    def _catch_up(self, story: Story) -> bool:
+        """A story whose branch no longer merges cleanly into what it builds on (a sibling
+        merged first) goes back to rework, counted like a rejected review, with the files in
+        conflict and its own side of them as feedback; True when it did. Preparing the
+        worktree then merges the base in (its side of each conflict) for the agent to redo
+        the story's side on top, verified and reviewed again."""
+        if story.status in ("blocked", "abandoned"):
+            return False
+        try:
+            conflict = self.workspaces.conflicts(story)
+        except AiSdlcError as exc:
+            self._emit("workspace", story.id, notice=f"could not check for conflicts: {exc}")
+            return False
+        if conflict is None:
+            return False
+        files = ", ".join(conflict.files)
+        feedback = (
+            f"The story's branch no longer merges cleanly into {conflict.target} (changed there "
+            f"since): conflicts in {files}. The worktree now has {conflict.target} merged in, "
+            f"taking {conflict.target}'s side of each conflicting part; bring the story's own "
+            "change back on top of it, keeping what the other change did. The story's side "
+            f"was:\n{conflict.story_side}"
+        )
+        self._emit("workspace", story.id, notice=f"conflicts with {conflict.target}: {files}")
+        self._rework(
+            story.id,
+            outcome="conflicts",
+            feedback=feedback,
+            fields={"status": "in-progress"},
+            what=lambda n: f"The branch conflicted with its base; {plural(n, 'rework cycle')}",
+        )
+        return True
 
     def _finish(self, story: Story) -> bool:
         """Done: publish the work (push, pull request; optional auto-merge) and say whether the

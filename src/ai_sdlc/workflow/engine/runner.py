@@ -59,8 +59,13 @@ class StoryRunner(Review):
         self._emit("story_started", story_id)
         self._roll_back_interrupted_phase(story_id)
         self._prepared.pop(story_id, None)
+        caught_up = False
         while True:
             story = self.owner.ensure_can_act(story_id)
+            if not caught_up:  # once per run: a branch a sibling's merge left in conflict
+                caught_up = True
+                if self._catch_up(story):
+                    continue
             if step is not None:
                 if actions:
                     return StoryOutcome(story_id, "stepped", f"ran {step.value}", actions)
