@@ -23,11 +23,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
+from ai_sdlc.preflight import ADVISORY, ERROR, Item, checklist
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential", re.IGNORECASE)
 _ENV_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -132,6 +134,7 @@ def build_report(
     effective: dict[str, Any] = {}
     sandbox: dict[str, Any] = {}
     worktree_env: dict[str, Any] | None = None
+    checks: list[Item] = []
     try:
         config = load_config(root, environ=env)
         settings: dict[str, Any] = config.section("ai")
@@ -139,6 +142,7 @@ def build_report(
         effective = config.effective()
         sandbox = sandbox_report(root, config, env)
         worktree_env = _worktree_environment(root, config)
+        checks = checklist(root, config, sandbox)
     except AiSdlcError as exc:
         from ai_sdlc.secrets import redact
 
@@ -183,6 +187,7 @@ def build_report(
         "worktree_environment": worktree_env,
         "problems": problems,
         "config_invalid": config_invalid,
+        "checks": [msgspec.structs.asdict(item) for item in checks],
     }
 
 
@@ -310,15 +315,61 @@ def nested_projects(cwd: Path) -> list[dict[str, str]]:
     return found
 
 
+def _with_own_items(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The whole checklist: config (when invalid), the pre-flight items, then doctor's own:
+    the provider, the verification environment, nested projects."""
+    sel = report["selected"]
+    fix = "choose another with --provider / AI_SDLC_PROVIDER / ai.provider, or fix the above"
+    provider = Item("provider", sel["usable"], ERROR, f"{sel['provider']}: {sel['reason']}")
+    items = [provider if sel["usable"] else msgspec.structs.replace(provider, fix=fix)]
+    head = []
+    if report["config_invalid"]:
+        problem = next((p for p in report["problems"] if p.startswith("config")), "invalid")
+        head.append(
+            {
+                "name": "config",
+                "ok": False,
+                "level": ERROR,
+                "detail": problem,
+                "fix": "fix the file at the line shown",
+            }
+        )
+    env = report.get("worktree_environment")
+    if env is not None:
+        items.append(
+            Item("verification environment", env["ok"], ERROR, env["message"], env.get("fix") or "")
+        )
+    for nested in report.get("nested_projects", []):
+        detail = f"nested project {nested['folder']}: {nested['why']}"
+        items.append(Item("nested project", False, ADVISORY, detail, nested["fix"]))
+    return [*head, *report["checks"], *(msgspec.structs.asdict(item) for item in items)]
+
+
+_MARKS = {True: "✓", False: "✗"}
+
+
+def _render_checklist(out: Any, checks: list[dict[str, Any]]) -> None:
+    """The pre-flight checklist: ✓ ok, ✗ a run needs it, ⚠ advisory; each failure's fix."""
+    out.line("checklist:")
+    for item in checks:
+        mark = "⚠" if not item["ok"] and item["level"] != ERROR else _MARKS[item["ok"]]
+        out.line(f"  {mark} {item['name']}: {item['detail']}")
+        if not item["ok"] and item["fix"]:
+            out.line(f"      fix: {item['fix']}")
+    out.line("")
+
+
 def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
     """Show which agent providers are usable here, and the effective AI config."""
     app = Application.of(ctx)
     out = app.terminal(json)
     report = build_report(app.project)
     report["nested_projects"] = nested_projects(Path.cwd())
+    report["checks"] = _with_own_items(report)
     if json:
         out.json(report)
     else:
+        _render_checklist(out, report["checks"])
         _render_text(out, report)
     sel = report["selected"]
     env = report.get("worktree_environment")
@@ -330,6 +381,8 @@ def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
             hint="fix the above, or choose another with --provider / AI_SDLC_PROVIDER / "
             "ai.provider",
         )
+    if any(not item["ok"] and item["level"] == ERROR for item in report["checks"]):
+        raise typer.Exit(int(ExitCode.FAILURE))
 
 
 def register(app: typer.Typer) -> None:
