@@ -139,8 +139,9 @@ def gh_item(top: Path, which: Which, environ: Mapping[str, str] | None = None) -
         done = run((path, "auth", "status"), top, check=False, env=environ, timeout=GH_TIMEOUT)
     except (GitError, TransientRemoteError) as exc:
         return _item("gh", False, ERROR, f"gh auth status: {exc}", "gh auth login")
-    text = (done.stderr.strip() or done.stdout.strip()).splitlines()
-    first = next((line.strip() for line in text if line.strip()), "")
+    lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines()]
+    told = [line for line in lines if "logged" in line.lower()] or [line for line in lines if line]
+    first = told[0] if told else ""
     if done.returncode != 0:
         detail = f"gh is not logged in: {first or f'gh auth status exited {done.returncode}'}"
         return _item("gh", False, ERROR, detail, "gh auth login (or set GH_TOKEN)")
