@@ -47,17 +47,16 @@ def _title(folder: Path) -> str:
 
 
 def story_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
-    """Story ids starting with `incomplete` (case-insensitive), each with its title."""
+    """Story ids starting with `incomplete`, each with its title."""
     try:
         project = _project(ctx)
         if project is None:
             return []
         stories = project.joinpath(*PROJECT_MARKER)
-        wanted = incomplete.upper()
         names = sorted(
             entry.name
             for entry in os.scandir(stories)
-            if _STORY_DIR.match(entry.name) and entry.name.startswith(wanted)
+            if _STORY_DIR.match(entry.name) and entry.name.startswith(incomplete)
         )
         return [(name, _title(stories / name)) for name in names]
     except Exception:  # completion must never fail (see the module docstring)
