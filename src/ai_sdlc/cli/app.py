@@ -86,7 +86,7 @@ COMMANDS: dict[str, CommandInfo] = {
         "Show retry and circuit-breaker figures per policy (llm, github, tool, verification).",
     ),
     "doctor": CommandInfo(
-        "doctor", "Show which agent providers are usable here, and the effective AI config."
+        "doctor", "Check what a run needs here (git, gh, verify, sandbox, providers), with fixes."
     ),
     "pr": CommandInfo("pr", "Push a story's branch and open (or reuse) its pull request."),
     "runs": CommandInfo("runs", "List multi-story runs (oldest first), or show one."),

@@ -1,6 +1,9 @@
-"""`ai-sdlc doctor`: which agent providers are usable here and why not, and the effective
-config (every key with its value and where it comes from: default, user file, project file or
-environment), without ever printing a secret (keys show as "set" or "not set", never their value).
+"""`ai-sdlc doctor`: first a pre-flight checklist (`ai_sdlc.preflight`: git, the remote, the base
+branch, `gh` and its login, each verify command's program, the sandbox; then the provider, the
+verification environment and nested projects), one ✓/✗/⚠ line each with its fix; then which
+agent providers are usable here and why not, and the effective config (every key with its
+value and where it comes from: default, user file, project file or environment), without ever
+printing a secret (keys show as "set" or "not set", never their value).
 A provider whose client library does not import is unusable, with the install command: the
 same test auto-detection uses, so a run never picks what doctor calls unusable. Only the selected
 provider's library is imported (a second or more each); the others are reported from the
@@ -11,7 +14,8 @@ wrong-tree guard, see `worktree_env`), and the fix when it would not.
 
 Exits 4 (provider unavailable) when the provider a run would use cannot be used, else 3 when
 config.yaml is invalid or verification would test the main checkout's code (the report is still
-printed, with the file, line and reason, or the fix).
+printed, with the file, line and reason, or the fix), else 1 when any other checklist item a
+run needs fails.
 """
 
 from __future__ import annotations
@@ -360,7 +364,7 @@ def _render_checklist(out: Any, checks: list[dict[str, Any]]) -> None:
 
 
 def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
-    """Show which agent providers are usable here, and the effective AI config."""
+    """Check what a run needs here (git, gh, verify, sandbox, providers), with fixes."""
     app = Application.of(ctx)
     out = app.terminal(json)
     report = build_report(app.project)
