@@ -53,7 +53,8 @@ def test_a_repository_without_a_commit_fails_with_the_fix(tmp_path: Path) -> Non
     assert "no commit" in found["detail"] and "commit -m" in found["fix"]
     text = doctor(root)
     assert text.returncode == 1
-    assert "✗ git: the repository" in text.output and "fix: git -C" in text.output
+    assert "✗ git: the repository" in text.stdout and "fix: git -C" in text.stdout  # data
+    assert "checklist" not in text.stderr
 
 
 def test_no_remote_is_advisory_and_gh_is_not_asked(tmp_path: Path, gh_log: Path) -> None:  # noqa: F811

@@ -376,10 +376,10 @@ def test_the_environment_cannot_switch_the_sandbox_off(tmp_path: Path) -> None:
 def test_doctor_shows_the_sandbox_in_force_and_its_absence(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
     shown = run(root, "doctor")
-    line = next(ln for ln in shown.stderr.splitlines() if ln.startswith("sandbox:"))
+    line = next(ln for ln in shown.stdout.splitlines() if ln.startswith("sandbox:"))
     if ABI:
         assert line.startswith(f"sandbox: ✓ landlock (Landlock ABI {ABI}")
-        writable = next(ln for ln in shown.stderr.splitlines() if "writable:" in ln)
+        writable = next(ln for ln in shown.stdout.splitlines() if "writable:" in ln)
         assert "<worktree>" in writable and str(reports) in writable
     data = json.loads(run(root, "doctor", "--json").stdout)["sandbox"]
     assert data["in_force"] is bool(ABI)
@@ -387,7 +387,7 @@ def test_doctor_shows_the_sandbox_in_force_and_its_absence(tmp_path: Path) -> No
     wide = run(root, "doctor", AI_SDLC_SANDBOX__WRITABLE=json.dumps([str(tmp_path)]))
     assert f"warning: sandbox.writable {str(tmp_path)!r} holds this project" in wide.stderr
     off = run(root, "doctor", AI_SDLC_SANDBOX="off")
-    line = next(ln for ln in off.stderr.splitlines() if ln.startswith("sandbox:"))
+    line = next(ln for ln in off.stdout.splitlines() if ln.startswith("sandbox:"))
     assert line == (
         "sandbox: ✗ none: turned off by AI_SDLC_SANDBOX=off (a diagnostic) "
         "(run --auto and watch refuse to start)"

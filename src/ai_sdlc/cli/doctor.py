@@ -222,13 +222,13 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
     if not sandbox:
         return
     if sandbox["in_force"]:
-        out.line(f"sandbox: ✓ {sandbox['backend']} ({sandbox['detail']})")
-        out.line("  writable: " + ", ".join(sandbox["writable"]))
+        out.data(f"sandbox: ✓ {sandbox['backend']} ({sandbox['detail']})")
+        out.data("  writable: " + ", ".join(sandbox["writable"]))
         if sandbox["missing_state_folders"]:
-            out.line("  not present (not writable): " + ", ".join(sandbox["missing_state_folders"]))
+            out.data("  not present (not writable): " + ", ".join(sandbox["missing_state_folders"]))
         if sandbox["state_folders_holding_the_project"]:
             held = ", ".join(sandbox["state_folders_holding_the_project"])
-            out.line(f"  holding this project (not writable): {held}")
+            out.data(f"  holding this project (not writable): {held}")
         for raw in sandbox["writable_holding_the_project"]:
             out.warn(
                 f"sandbox.writable {raw!r} holds this project: agents and verification commands "
@@ -236,8 +236,8 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
             )
     else:
         required = " (run --auto and watch refuse to start)" if sandbox["required"] else ""
-        out.line(f"sandbox: ✗ none: {sandbox['detail']}{required}")
-    out.line("")
+        out.data(f"sandbox: ✗ none: {sandbox['detail']}{required}")
+    out.data("")
 
 
 def _worktree_environment(root: Path, config: Any) -> dict[str, Any]:
@@ -255,37 +255,37 @@ def _render_text(out: Any, report: dict[str, Any]) -> None:
     from ai_sdlc.cli.terminal import to_json
 
     sel = report["selected"]
-    out.line(f"provider: {sel['provider']} (from {sel['source']}), model: {sel['model'] or '-'}")
+    out.data(f"provider: {sel['provider']} (from {sel['source']}), model: {sel['model'] or '-'}")
     if sel["notice"]:
         out.warn(sel["notice"])
-    out.line("")
+    out.data("")
     _render_sandbox(out, report["sandbox"])
-    out.line("providers:")
+    out.data("providers:")
     for row in report["providers"]:
         mark = "ok " if row["usable"] else "-- "
         packages = "".join(f" ({m} {v})" for m, v in row.get("packages", {}).items())
-        out.line(f"  {mark}{row['name']:<10} {row['reason']}{packages}")
-    out.line("")
-    out.line("environment:")
+        out.data(f"  {mark}{row['name']:<10} {row['reason']}{packages}")
+    out.data("")
+    out.data("environment:")
     for key, value in report["environment"].items():
-        out.line(f"  {key}: {value}")
-    out.line("")
+        out.data(f"  {key}: {value}")
+    out.data("")
     files = report["config_files"]
-    out.line(f"effective config (secrets masked; user file {files['user']}):")
+    out.data(f"effective config (secrets masked; user file {files['user']}):")
     for dotted, entry in report["settings"].items():
-        out.line(f"  {dotted} = {to_json(entry['value'])}  ({entry['source']})")
+        out.data(f"  {dotted} = {to_json(entry['value'])}  ({entry['source']})")
     env = report.get("worktree_environment")
     if env is not None:
-        out.line("")
-        out.line("verification environment (story worktrees):")
-        out.line(f"  {'✓' if env['ok'] else '✗'} {env['message']}")
+        out.data("")
+        out.data("verification environment (story worktrees):")
+        out.data(f"  {'✓' if env['ok'] else '✗'} {env['message']}")
         if env.get("fix"):
-            out.line(f"    fix: {env['fix']}")
+            out.data(f"    fix: {env['fix']}")
     for nested in report.get("nested_projects", []):
-        out.line("")
-        out.line(f"⚠ nested project {nested['folder']} inside the git repository {nested['top']}")
-        out.line(f"    {nested['why']}")
-        out.line(f"    fix: {nested['fix']}")
+        out.data("")
+        out.data(f"⚠ nested project {nested['folder']} inside the git repository {nested['top']}")
+        out.data(f"    {nested['why']}")
+        out.data(f"    fix: {nested['fix']}")
     for problem in report["problems"]:
         out.warn(problem)
 
@@ -354,13 +354,13 @@ _MARKS = {True: "✓", False: "✗"}
 
 def _render_checklist(out: Any, checks: list[dict[str, Any]]) -> None:
     """The pre-flight checklist: ✓ ok, ✗ a run needs it, ⚠ advisory; each failure's fix."""
-    out.line("checklist:")
+    out.data("checklist:")
     for item in checks:
         mark = "⚠" if not item["ok"] and item["level"] != ERROR else _MARKS[item["ok"]]
-        out.line(f"  {mark} {item['name']}: {item['detail']}")
+        out.data(f"  {mark} {item['name']}: {item['detail']}")
         if not item["ok"] and item["fix"]:
-            out.line(f"      fix: {item['fix']}")
-    out.line("")
+            out.data(f"      fix: {item['fix']}")
+    out.data("")
 
 
 def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
