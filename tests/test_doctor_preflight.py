@@ -149,6 +149,14 @@ def test_a_verify_program_that_does_not_exist_fails(tmp_path: Path) -> None:
     build = repo.root / ".venv" / "bin" / "no-such-build"
     build.write_text("#!/bin/sh\n")
     build.chmod(0o755)
+    runner = repo.root / ".venv" / "bin" / "no-such-test-runner-xyz"
+    runner.write_text("#!/bin/sh\n")
+    runner.chmod(0o755)
+    venv_fix = items(doctor(repo.root, "--json"))["verify.test"]["fix"]
+    assert venv_fix == (
+        "name the project's venv copy: ai-sdlc config verify.test "
+        "'.venv/bin/no-such-test-runner-xyz -q'"
+    )
     configure(repo.root, "verify.test", "python3 -c pass")
     result = doctor(repo.root, "--json")
     assert result.returncode == 0, result.output

@@ -187,6 +187,10 @@ def verify_items(project: Path, verify: Mapping[str, Any], which: Which) -> list
         if found is None:
             detail = f"{line!r}: {argv[0]!r} not found (on PATH, or as a path from the project)"
             fix = f"install {argv[0]}, or set another command: ai-sdlc config {name} '<command>'"
+            venv = Path(".venv", "bin", argv[0])
+            if "/" not in argv[0] and resolve_program(str(venv), project, which):
+                shown = shlex.join([str(venv), *argv[1:]])
+                fix = f"name the project's venv copy: ai-sdlc config {name} {shlex.quote(shown)}"
             items.append(_item(name, False, ERROR, detail, fix))
         else:
             items.append(_item(name, True, ERROR, f"{line!r} ({found})"))
