@@ -86,7 +86,7 @@ COMMANDS: dict[str, CommandInfo] = {
         "Show retry and circuit-breaker figures per policy (llm, github, tool, verification).",
     ),
     "doctor": CommandInfo(
-        "doctor", "Show which agent providers are usable here, and the effective AI config."
+        "doctor", "Check what a run needs here (git, gh, verify, sandbox, providers), with fixes."
     ),
     "pr": CommandInfo("pr", "Push a story's branch and open (or reuse) its pull request."),
     "runs": CommandInfo("runs", "List multi-story runs (oldest first), or show one."),
@@ -287,8 +287,11 @@ def register_commands(argv: list[str] | None = None) -> None:
     """Register the command module that `argv` names (so `ai-sdlc status` does not import the
     runner, resilience or provider code), none for help/version/an unknown name, or every
     module when `argv` is None."""
-    if argv is None or COMPLETE_VAR in os.environ:
-        wanted: tuple[str, ...] = COMMAND_MODULES
+    completing = _completed_command() if COMPLETE_VAR in os.environ else None
+    if completing in COMMANDS:  # a Tab after a command name needs that command only
+        wanted: tuple[str, ...] = (COMMANDS[completing].module,)
+    elif argv is None or COMPLETE_VAR in os.environ:
+        wanted = COMMAND_MODULES
     else:
         name = _command_name(argv)
         wanted = (COMMANDS[name].module,) if name in COMMANDS else ()
@@ -297,6 +300,24 @@ def register_commands(argv: list[str] | None = None) -> None:
             continue
         importlib.import_module(f"ai_sdlc.cli.{module}").register(get_app())
         _registered.add(module)
+
+
+def _completed_command() -> str | None:
+    """The command name already typed on the line being completed (None while the command
+    name itself is being completed): bash passes COMP_WORDS and COMP_CWORD, the other shells
+    typer's `_TYPER_COMPLETE_ARGS` (its last word unfinished unless it ends with a space)."""
+    import shlex
+
+    try:
+        if "COMP_WORDS" in os.environ:
+            words = shlex.split(os.environ["COMP_WORDS"])[: int(os.environ["COMP_CWORD"])]
+        else:
+            line = os.environ.get("_TYPER_COMPLETE_ARGS", "")
+            words = shlex.split(line)
+            words = words if line.endswith(" ") else words[:-1]
+    except ValueError:  # unbalanced quotes, a bad number: complete as before
+        return None
+    return _command_name(words[1:])
 
 
 def _command_index(argv: list[str]) -> int | None:

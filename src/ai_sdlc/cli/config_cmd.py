@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.completion import config_keys
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal, to_json
 from ai_sdlc.config import get_value, load_config, mask_setting, set_value, user_config_path
@@ -38,7 +39,8 @@ AcceptOption = Annotated[
 def config(
     ctx: typer.Context,
     key: Annotated[
-        str | None, typer.Argument(help="Dotted key, e.g. limits.global_recovery.")
+        str | None,
+        typer.Argument(help="Dotted key, e.g. limits.global_recovery.", autocompletion=config_keys),
     ] = None,
     value: Annotated[str | None, typer.Argument(help="New value (read as YAML).")] = None,
     user: UserOption = False,

@@ -1,6 +1,9 @@
-"""`ai-sdlc doctor`: which agent providers are usable here and why not, and the effective
-config (every key with its value and where it comes from: default, user file, project file or
-environment), without ever printing a secret (keys show as "set" or "not set", never their value).
+"""`ai-sdlc doctor`: first a pre-flight checklist (`ai_sdlc.preflight`: git, the remote, the base
+branch, `gh` and its login, each verify command's program, the sandbox; then the provider, the
+verification environment and nested projects), one ✓/✗/⚠ line each with its fix; then which
+agent providers are usable here and why not, and the effective config (every key with its
+value and where it comes from: default, user file, project file or environment), without ever
+printing a secret (keys show as "set" or "not set", never their value).
 A provider whose client library does not import is unusable, with the install command: the
 same test auto-detection uses, so a run never picks what doctor calls unusable. Only the selected
 provider's library is imported (a second or more each); the others are reported from the
@@ -11,7 +14,8 @@ wrong-tree guard, see `worktree_env`), and the fix when it would not.
 
 Exits 4 (provider unavailable) when the provider a run would use cannot be used, else 3 when
 config.yaml is invalid or verification would test the main checkout's code (the report is still
-printed, with the file, line and reason, or the fix).
+printed, with the file, line and reason, or the fix), else 1 when any other checklist item a
+run needs fails.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.errors import AiSdlcError, ExitCode, ProviderUnavailableError
+from ai_sdlc.preflight import ADVISORY, ERROR, Item, checklist
 
 _SECRET_KEY = re.compile(r"key|token|secret|password|passwd|credential", re.IGNORECASE)
 _ENV_SECRETS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -132,6 +138,7 @@ def build_report(
     effective: dict[str, Any] = {}
     sandbox: dict[str, Any] = {}
     worktree_env: dict[str, Any] | None = None
+    checks: list[Item] = []
     try:
         config = load_config(root, environ=env)
         settings: dict[str, Any] = config.section("ai")
@@ -139,6 +146,7 @@ def build_report(
         effective = config.effective()
         sandbox = sandbox_report(root, config, env)
         worktree_env = _worktree_environment(root, config)
+        checks = checklist(root, config, sandbox)
     except AiSdlcError as exc:
         from ai_sdlc.secrets import redact
 
@@ -183,6 +191,7 @@ def build_report(
         "worktree_environment": worktree_env,
         "problems": problems,
         "config_invalid": config_invalid,
+        "checks": [msgspec.structs.asdict(item) for item in checks],
     }
 
 
@@ -310,15 +319,61 @@ def nested_projects(cwd: Path) -> list[dict[str, str]]:
     return found
 
 
+def _with_own_items(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The whole checklist: config (when invalid), the pre-flight items, then doctor's own:
+    the provider, the verification environment, nested projects."""
+    sel = report["selected"]
+    fix = "choose another with --provider / AI_SDLC_PROVIDER / ai.provider, or fix the above"
+    provider = Item("provider", sel["usable"], ERROR, f"{sel['provider']}: {sel['reason']}")
+    items = [provider if sel["usable"] else msgspec.structs.replace(provider, fix=fix)]
+    head = []
+    if report["config_invalid"]:
+        problem = next((p for p in report["problems"] if p.startswith("config")), "invalid")
+        head.append(
+            {
+                "name": "config",
+                "ok": False,
+                "level": ERROR,
+                "detail": problem,
+                "fix": "fix the file at the line shown",
+            }
+        )
+    env = report.get("worktree_environment")
+    if env is not None:
+        items.append(
+            Item("verification environment", env["ok"], ERROR, env["message"], env.get("fix") or "")
+        )
+    for nested in report.get("nested_projects", []):
+        detail = f"nested project {nested['folder']}: {nested['why']}"
+        items.append(Item("nested project", False, ADVISORY, detail, nested["fix"]))
+    return [*head, *report["checks"], *(msgspec.structs.asdict(item) for item in items)]
+
+
+_MARKS = {True: "✓", False: "✗"}
+
+
+def _render_checklist(out: Any, checks: list[dict[str, Any]]) -> None:
+    """The pre-flight checklist: ✓ ok, ✗ a run needs it, ⚠ advisory; each failure's fix."""
+    out.data("checklist:")
+    for item in checks:
+        mark = "⚠" if not item["ok"] and item["level"] != ERROR else _MARKS[item["ok"]]
+        out.data(f"  {mark} {item['name']}: {item['detail']}")
+        if not item["ok"] and item["fix"]:
+            out.data(f"      fix: {item['fix']}")
+    out.data("")
+
+
 def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
-    """Show which agent providers are usable here, and the effective AI config."""
+    """Check what a run needs here (git, gh, verify, sandbox, providers), with fixes."""
     app = Application.of(ctx)
     out = app.terminal(json)
     report = build_report(app.project)
     report["nested_projects"] = nested_projects(Path.cwd())
+    report["checks"] = _with_own_items(report)
     if json:
         out.json(report)
     else:
+        _render_checklist(out, report["checks"])
         _render_text(out, report)
     sel = report["selected"]
     env = report.get("worktree_environment")
@@ -330,6 +385,8 @@ def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
             hint="fix the above, or choose another with --provider / AI_SDLC_PROVIDER / "
             "ai.provider",
         )
+    if any(not item["ok"] and item["level"] == ERROR for item in report["checks"]):
+        raise typer.Exit(int(ExitCode.FAILURE))
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
@@ -50,6 +51,13 @@ KINDS: dict[str, frozenset[str]] = {
 #: Every action the workflow writes to a story's event log.
 ACTIONS = frozenset().union(*KINDS.values()) | {"fields"}
 
+
+def log_kinds(incomplete: str) -> list[str]:
+    """`--kind` values for shell completion: the groups, then the single action names."""
+    names = [*KINDS, *sorted(ACTIONS - set(KINDS))]
+    return [name for name in names if name.startswith(incomplete.lower())]
+
+
 #: Fields that explain an event, in the order the first present one is shown.
 _REASON_FIELDS = ("reason", "message", "feedback", "notice", "changed")
 _MARKS = {"recovery": "↻", "blocked": "■"}
@@ -64,7 +72,9 @@ Wait = Callable[[], None]
 
 def log(
     ctx: typer.Context,
-    story: Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")],
+    story: Annotated[
+        str, typer.Argument(help="Story id (S-0001) or slug.", autocompletion=story_ids)
+    ],
     json: JsonOption = False,
     follow: Annotated[
         bool,
@@ -76,6 +86,7 @@ def log(
             "--kind",
             "-k",
             help="Only these events (repeatable): " + ", ".join(KINDS) + ", or an action name.",
+            autocompletion=log_kinds,
         ),
     ] = None,
     full: Annotated[

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.reporting.data import report_for
@@ -25,6 +26,7 @@ def report(
         typer.Argument(
             metavar="[RUN_ID|STORY]",
             help="A run id, or a story (its latest run); default: the latest run of any kind.",
+            autocompletion=story_ids,
         ),
     ] = None,
     html: Annotated[

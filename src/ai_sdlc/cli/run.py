@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.run_command import execute
 from ai_sdlc.providers.base import Phase
@@ -22,6 +23,7 @@ def run(
             help="Story id or slug (several with --batch). Without it: the next recommended "
             "action.",
             show_default=False,
+            autocompletion=story_ids,
         ),
     ] = None,
     auto: Annotated[

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ai_sdlc.cli.application import Application
+from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.store.schema import breakdown_text
@@ -31,7 +32,9 @@ _AFTER_GATE = {
     "before_done": "marks the story done",
 }
 
-StoryArg = Annotated[str, typer.Argument(help="Story id (S-0001) or slug.")]
+StoryArg = Annotated[
+    str, typer.Argument(help="Story id (S-0001) or slug.", autocompletion=story_ids)
+]
 
 
 #: Fields `show` lists after the status, in this order (label, key in `details_of`).
