@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,17 @@ def ledger_lines(root: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def git_config_lines(root: Path) -> set[str]:
+    """The repository's shared git config as `key=value` lines (keys lowercased by git)."""
+    listed = subprocess.run(
+        ["git", "config", "--file", str(root / ".git" / "config"), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(listed.stdout.splitlines())
+
+
 def flat(result: CliResult) -> str:
     return " ".join(result.output.split())
 
@@ -242,6 +254,7 @@ def flat(result: CliResult) -> str:
 def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
     before = outside_worktree(root)
+    config_lines_before = git_config_lines(root)
     hooks = sorted(os.listdir(root / ".git" / "hooks"))
     result = run(root, "run", SID)
     assert result.returncode == 5, result.output
@@ -269,7 +282,13 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
     grandchildren = [r for r in tried if r["attack"] == "grandchild ran"]
     assert grandchildren and all(r["outcome"] == "0" for r in grandchildren)
 
-    assert outside_worktree(root) == before
+    after = outside_worktree(root)
+    # The one change ai-sdlc itself makes to the shared git config: the sparse checkout of a
+    # story worktree turns on per-worktree config (git's own `sparse-checkout set` does so too).
+    config_before, config_after = before.pop(".git/config"), after.pop(".git/config")
+    assert after == before
+    if config_after != config_before:
+        assert git_config_lines(root) - config_lines_before == {"extensions.worktreeconfig=true"}
     assert sorted(os.listdir(root / ".git" / "hooks")) == hooks
     assert "hookspath" not in (root / ".git" / "config").read_text().lower()
     # The verdict is honest: 10 failed verifications, each counted, the ledger intact.
