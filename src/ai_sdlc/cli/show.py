@@ -14,6 +14,7 @@ from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.store.schema import breakdown_text
+from ai_sdlc.store.values import usage_of
 from ai_sdlc.workflow.runs.graph import epic_of
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
 from ai_sdlc.workflow.state.readiness import pending_gate
@@ -87,25 +88,6 @@ def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> d
         "blocked_at": fm.get("blocked_at"),
         "waiting_for": pending_gate(story.frontmatter, gates or {}),
         "usage": usage_of(fm.get("usage")),
-    }
-
-
-def usage_of(raw: Any) -> dict[str, Any]:
-    """The story's recorded provider usage over all its runs (zeros when none was recorded)."""
-    u = raw if isinstance(raw, dict) else {}
-
-    def count(key: str) -> int:
-        value = u.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    cost = u.get("cost_usd")
-    return {
-        "input_tokens": count("input_tokens"),
-        "output_tokens": count("output_tokens"),
-        "calls": count("calls"),
-        "cost_usd": float(cost)
-        if isinstance(cost, int | float) and not isinstance(cost, bool)
-        else None,
     }
 
 

@@ -23,6 +23,7 @@ from ai_sdlc.reporting.replay import stop_figures
 from ai_sdlc.reporting.timebase import Window, iso_ms, parse_time
 from ai_sdlc.secrets import redact_tree
 from ai_sdlc.store import StoryStore
+from ai_sdlc.store.values import usage_of
 from ai_sdlc.workflow.runs.runstate import SINGLE, RunRepository, RunState
 from ai_sdlc.workflow.runs.stopconditions import StopConditions
 from ai_sdlc.workflow.state.events import read_events
@@ -320,26 +321,11 @@ def _budget(
 def _usage(inputs: StoryInputs, window: Window) -> dict[str, Any]:
     """The story's recorded usage. `scope` says whether it is this run's alone ("run": every
     phase of the story ran within this run) or the story's over all its runs ("story")."""
-    u = inputs.usage
-
-    def count(key: str) -> int:
-        value = u.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    cost = u.get("cost_usd")
     started = [
         parse_time(e.get("time")) for e in inputs.events if e.get("action") == "phase_started"
     ]
     scope = "run" if all(window.holds(t) for t in started) else "story"
-    return {
-        "input_tokens": count("input_tokens"),
-        "output_tokens": count("output_tokens"),
-        "calls": count("calls"),
-        "cost_usd": float(cost)
-        if isinstance(cost, int | float) and not isinstance(cost, bool)
-        else None,
-        "scope": scope,
-    }
+    return {**usage_of(inputs.usage), "scope": scope}
 
 
 def _kinds(stories: list[dict[str, Any]]) -> list[str]:

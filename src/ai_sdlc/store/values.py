@@ -191,3 +191,23 @@ def decode(form: Any) -> Any:
     if any(k in _TAGS for k in form):
         raise ValueError("malformed tagged value in cache")
     return {k: decode(v) for k, v in form.items()}
+
+
+def usage_of(raw: Any) -> dict[str, Any]:
+    """A story's recorded provider usage (`usage:` in its frontmatter) as plain figures: token
+    and call counts (0 when missing or not whole numbers) and the cost (None when unknown)."""
+    u = raw if isinstance(raw, dict) else {}
+
+    def count(key: str) -> int:
+        value = u.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    cost = u.get("cost_usd")
+    return {
+        "input_tokens": count("input_tokens"),
+        "output_tokens": count("output_tokens"),
+        "calls": count("calls"),
+        "cost_usd": float(cost)
+        if isinstance(cost, int | float) and not isinstance(cost, bool)
+        else None,
+    }
