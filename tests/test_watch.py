@@ -243,3 +243,47 @@ def test_a_story_file_caught_mid_write_is_not_reported_but_a_broken_one_is(
     story.write_text("---\nid: S-0002\nstatus: [still oops\n---\n")
     watch.ready()
     assert len(events) == 3 and slept == []
+
+
+def read_until(proc: subprocess.Popen[str], seen: str, text: str = "") -> str:
+    """The daemon's stderr so far, read until it holds `seen` (its output is the handshake)."""
+    import select
+
+    assert proc.stderr is not None
+    deadline = time.monotonic() + GUARD
+    while seen not in text:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.1)
+        chunk = os.read(proc.stderr.fileno(), 65536).decode() if ready else ""
+        if (ready and not chunk) or time.monotonic() > deadline:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError(f"never said {seen!r}; stderr so far:\n{text}")
+        text += chunk
+    return text
+
+
+@pytest.mark.parametrize(
+    ("how", "when"),
+    [((), "looking again when a story file changes"), (("--poll", "30"), "next check in 30 s")],
+    ids=["watchfiles", "poll"],
+)
+def test_the_daemon_says_what_it_waits_for(tmp_path: Path, how: tuple[str, ...], when: str) -> None:
+    root = project(tmp_path, 3)
+    path = root / ".ai-sdlc" / "stories" / "S-0003" / "story.md"
+    path.write_text(
+        path.read_text().replace(
+            "\nstatus: backlog\n", "\ndependencies: [S-0001]\nstatus: ready\n", 1
+        )
+    )
+    proc = start_watch(root, *how)
+    err = read_until(proc, f"none ready; {when}")
+    assert "waiting for S-0001 (backlog) before S-0003" in err, err
+    assert f"waiting: 2 stories in backlog, none ready; {when}" in err, err
+    if not how:  # its dependency ready: both run, then the watch waits for the last one
+        set_status(root, "S-0001", "ready")
+        err = read_until(proc, f"waiting: 1 story in backlog, none ready; {when}", err)
+        assert frontmatter(root, "S-0003")["status"] == "done"
+        assert err.count("waiting for S-0001") == 1, err
+    proc.send_signal(signal.SIGTERM)
+    _, rest = stop_or_explain(proc, timeout=GUARD)
+    assert proc.returncode == 0, err + rest

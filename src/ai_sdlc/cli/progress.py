@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ai_sdlc.cli.live import LiveBoard
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.wording import attempt_label, count, plural
 
@@ -53,41 +54,18 @@ def outcome_line(story_id: str, result: str, reason: str | None) -> str:
 class Progress:
     def __init__(self, out: Terminal) -> None:
         self.out = out
-        #: A rich live status while agent phases run (terminals only; plain lines otherwise):
-        #: one line per running story, so a parallel run (`--jobs N`) shows them all.
-        self._spinner: Any = None
-        self._running: dict[str, str] = {}
+        #: The live board: a rich live region on a terminal, timestamped step lines otherwise.
+        self.board = LiveBoard(out)
 
-    def _spin(self, event: dict[str, Any]) -> None:
-        if not self.out.is_tty or self.out.json_mode:
-            return
-        name = event.get("event", "")
-        story = str(event.get("story", ""))
-        if name == "phase_started":
-            worker = f" ({event['worker']})" if event.get("worker") else ""
-            self._running[story] = f"[{story}] {event.get('phase')} running…{worker}"
-        elif (name.startswith("phase_") and name != "phase_answered") or name in (
-            "story_finished",
-            "story_blocked",
-        ):
-            self._running.pop(story, None)
-        elif name in ("run_finished", "run_stopped", "run_completed"):
-            self._running.clear()
-        text = "\n".join(self._running[s] for s in sorted(self._running))
-        if text and self._spinner is None:
-            self._spinner = self.out.console.status(text)
-            self._spinner.start()
-        elif text:
-            self._spinner.update(text)
-        elif self._spinner is not None:
-            self._spinner.stop()
-            self._spinner = None
+    def close(self) -> None:
+        """The run ended (or broke off): leave the board's last frame on the screen."""
+        self.board.close()
 
     def event(self, event: dict[str, Any]) -> None:
         if self.out.json_mode:
             self.out.ndjson(event)
             return
-        self._spin(event)
+        self.board.event(event)
         name = event.get("event", "")
         if name in QUIET:
             self.out.debug(" ".join(f"{k}={v}" for k, v in event.items()))

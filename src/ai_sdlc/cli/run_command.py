@@ -119,23 +119,29 @@ def execute(
         assert session.sandbox is not None
         which = "--auto" if auto else "--batch" if batch else "--resume" if resume else "--continue"
         session.sandbox.check_unattended(no_sandbox=no_sandbox, command=f"ai-sdlc run {which}")
-        report = session.run_many(
-            story_ids=ids if batch else None,
-            resume=resume,
-            latest=continue_,
-            jobs=jobs,
-            epic=epic,
-            executor=executor,
-            ray_address=ray_address,
-            max_attempts=max_attempts,
-        )
+        try:
+            report = session.run_many(
+                story_ids=ids if batch else None,
+                resume=resume,
+                latest=continue_,
+                jobs=jobs,
+                epic=epic,
+                executor=executor,
+                ray_address=ray_address,
+                max_attempts=max_attempts,
+            )
+        finally:
+            progress.close()
         return _finish_multi(out, store.root, report, json)
-    outcomes = session.run(
-        story_id=ids[0] if ids else None,
-        auto=False,
-        step=step,
-        ignore_dependencies=ignore_dependencies,
-    )
+    try:
+        outcomes = session.run(
+            story_id=ids[0] if ids else None,
+            auto=False,
+            step=step,
+            ignore_dependencies=ignore_dependencies,
+        )
+    finally:
+        progress.close()
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
         out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})

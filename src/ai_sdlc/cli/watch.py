@@ -77,7 +77,10 @@ def watch(
             if notice not in notices:
                 notices.add(notice)
                 out.warn(notice)
-        return session.run_many(story_ids=ids, jobs=jobs)
+        try:
+            return session.run_many(story_ids=ids, jobs=jobs)
+        finally:
+            progress.close()
 
     stop = StopFlag()
     stories_dir = store.stories_dir
@@ -159,6 +162,8 @@ def _show(out: Terminal, event: dict[str, Any]) -> None:
         out.warn(f"file watcher unavailable ({event['reason']}): polling instead")
     elif name == "watch_story_unreadable":
         out.warn(f"skipped an unreadable story: {event['message']}")
+    elif name == "watch_waiting":
+        _show_waiting(out, event)
     elif name == "watch_run":
         out.info("Running " + ", ".join(event["stories"]))
     elif name == "watch_busy":
@@ -171,6 +176,24 @@ def _show(out: Terminal, event: dict[str, Any]) -> None:
             out.result(text, style="green" if o["result"] == "done" else "yellow")
         if event.get("stop_reason"):
             out.warn(f"run {event['run_id']} {event['status']}: {event['stop_reason']}")
+
+
+def _show_waiting(out: Terminal, event: dict[str, Any]) -> None:
+    """What the watch waits for: each story held back by a dependency, then the rest."""
+    for held in event["held"]:
+        out.info(f"waiting for {held['on']} ({held['status']}) before {held['story']}")
+    waiting = []
+    if event["backlog"]:
+        count = event["backlog"]
+        waiting.append(f"{count} {'story' if count == 1 else 'stories'} in backlog")
+    if event["blocked"]:
+        waiting.append(f"{event['blocked']} blocked")
+    when = (
+        f"next check in {event['next_check']:g} s"
+        if event.get("next_check") is not None
+        else "looking again when a story file changes"
+    )
+    out.info("waiting: " + ", ".join([*waiting, "none ready"]) + f"; {when}")
 
 
 @contextmanager

@@ -235,6 +235,8 @@ class Watch:
         #: Signature of each unreadable file when it was reported.
         self.reported: dict[str, Signature | None] = {}
         self.busy_reported = False
+        #: The last `watch_waiting` event: said again only when what it waits for changed.
+        self.last_waiting: dict[str, Any] | None = None
 
     # --- the two modes ----------------------------------------------------------------------
     def once(self) -> WatchResult:
@@ -257,6 +259,7 @@ class Watch:
                 self._cycle(result, raise_errors=False)
                 if result.stopped_by is not None:
                     break
+                self._say_waiting(changes)
                 try:
                     changes.wait()
                 except WatcherFailed as exc:
@@ -333,6 +336,35 @@ class Watch:
                 return
             if report.halted and not (report.loop is not None and blocked):
                 result.halted = True
+
+    def _say_waiting(self, changes: Changes) -> None:
+        """Before each wait, what the watch waits for (said again only when it changed): the
+        stories held back by a dependency, how many sit in the backlog or are blocked, and when
+        it looks again."""
+        scan = self.store.scan()
+        done_means = str(load_config(self.store.root).get("run.done_means"))
+        stories = {s.id: s.frontmatter for s in scan.stories}
+        graph = G.build(stories.items())
+        held: list[dict[str, str]] = []
+        for sid, fm in sorted(stories.items()):
+            if fm.get("status") in ("backlog", "blocked", "done"):
+                continue
+            for dep in graph.dependencies(sid):
+                if not G.is_met(graph.nodes.get(dep), done_means):
+                    status = str(stories[dep].get("status")) if dep in stories else "missing"
+                    held.append({"story": sid, "on": dep, "status": status})
+                    break
+        statuses = [fm.get("status") for fm in stories.values()]
+        event: dict[str, Any] = {
+            "event": "watch_waiting",
+            "held": held,
+            "backlog": statuses.count("backlog"),
+            "blocked": statuses.count("blocked"),
+            "next_check": getattr(changes, "interval", None),
+        }
+        if event != self.last_waiting:
+            self.last_waiting = event
+            self.emit(event)
 
     def _remember(self, ids: Iterable[str]) -> None:
         for sid in ids:

@@ -111,6 +111,7 @@ class AgentCalls(RunnerBase):
             sandbox=self._sandbox(story_id, path),
         )
         self._live = Usage()
+        self._emit("step", story_id, phase=phase.value, step="agent", attempt=ticket.attempt)
         try:
             result = self.deps.provider.execute(request)
         except AccessViolationError as exc:
@@ -142,6 +143,7 @@ class AgentCalls(RunnerBase):
             attempt=ticket.attempt,
             elapsed=round(self.deps.monotonic() - started, 3),
             tokens=result.usage.total_tokens,
+            cost_usd=result.usage.cost_usd,
         )
         return result
 

@@ -33,6 +33,7 @@ class Judging(AgentCalls):
                 self._emit("verification_skipped", story_id, phase=phase.value)
             return VerificationResult(passed=True, steps=())
         self._sandbox(story_id, path)  # the verifier applies the same policy
+        self._emit("step", story_id, phase=phase.value, step="verifying")
         self._emit("verification_started", story_id, phase=phase.value)
         verdict = self._judge(story_id, path, self.deps.verifier(path))
         self._emit(

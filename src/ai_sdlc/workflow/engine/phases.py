@@ -56,7 +56,14 @@ class Phases(Judging):
         self._baseline(ticket.story, prepared.path)
         step, of = self._attempt_of(ticket.story, phase)
         self._emit(
-            "phase_started", story_id, phase=phase.value, attempt=ticket.attempt, step=step, of=of
+            "phase_started",
+            story_id,
+            phase=phase.value,
+            attempt=ticket.attempt,
+            step=step,
+            of=of,
+            recoveries=ticket.story.counter("total_recovery_attempts"),
+            recovery_limit=self.deps.limits.global_recovery,
         )
         self._phase_t0 = self.deps.monotonic()
         return ticket, prepared.path
@@ -194,6 +201,7 @@ class Phases(Judging):
         files_changed: list[str],
     ) -> None:
         story_id = ticket.story.id
+        self._emit("step", story_id, phase=phase.value, step="committing")
         try:
             record = self.workspaces.attempt_passed(ticket.story, path, attempt=ticket.attempt)
         except AiSdlcError as exc:

@@ -196,6 +196,7 @@ class Review(Phases):
         story is done. Checks that fail under auto-merge send the story back to rework, counted
         like a rejected review."""
         path = self._prepare(story).path
+        self._emit("step", story.id, phase="review", step="pushing")
         try:
             finished = self.workspaces.finish(story, path, checked=self._checked == story.id)
         except UnsafeWorkError as exc:
