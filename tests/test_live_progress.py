@@ -21,6 +21,7 @@ from pathlib import Path
 import pyte
 import pytest
 
+from ai_sdlc.cli.live import Board
 from tests.conftest import cli_environment, run_cli
 from tests.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.runs_support import write_config
@@ -59,9 +60,12 @@ def held_project(tmp_path: Path, count: int) -> tuple[Path, Path]:
 class PtyRun:
     """`ai-sdlc` on the slave side of a pseudo-terminal; its output fed to a pyte screen."""
 
-    def __init__(self, root: Path, *args: str, term: str = "xterm-256color") -> None:
+    def __init__(
+        self, root: Path, *args: str, term: str = "xterm-256color", no_color: bool = False
+    ) -> None:
         env = cli_environment({"TERM": term, "COLUMNS": str(COLUMNS)})
-        env.pop("NO_COLOR", None)
+        if not no_color:
+            env.pop("NO_COLOR", None)
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", LINES, COLUMNS, 0, 0))
         self.proc = subprocess.Popen(
@@ -170,7 +174,7 @@ def test_a_jobs_3_run_shows_each_story_and_the_run_live_on_a_terminal(tmp_path: 
 PLAIN_STEP = re.compile(r"^\d\d:\d\d:\d\d (S-000[12]) (\w+)(?: attempt \d+/\d+)?: (\w+)$", re.M)
 
 
-@pytest.mark.parametrize("terminal", ["pipe", "dumb"])
+@pytest.mark.parametrize("terminal", ["pipe", "dumb", "no-color"])
 def test_plain_timestamped_step_lines_when_no_live_terminal(tmp_path: Path, terminal: str) -> None:
     repo = make_repo(tmp_path, remote=False)
     for n in range(2):
@@ -180,8 +184,16 @@ def test_plain_timestamped_step_lines_when_no_live_terminal(tmp_path: Path, term
         result = run_cli(repo.root, "run", "--auto", "--jobs", "2", subprocess=True)
         assert result.returncode == 0, result.output
         err = result.stderr
-    else:  # a real terminal that says it cannot move the cursor
-        pty_run = PtyRun(repo.root, "run", "--auto", "--jobs", "2", term="dumb")
+    else:  # a real terminal that cannot move the cursor, or a user who wants no colour
+        pty_run = PtyRun(
+            repo.root,
+            "run",
+            "--auto",
+            "--jobs",
+            "2",
+            term="dumb" if terminal == "dumb" else "xterm-256color",
+            no_color=terminal == "no-color",
+        )
         assert pty_run.finish() == 0
         err = pty_run.raw.decode(errors="replace").replace("\r\n", "\n")
     steps = PLAIN_STEP.findall(err)
@@ -193,3 +205,33 @@ def test_plain_timestamped_step_lines_when_no_live_terminal(tmp_path: Path, term
     assert re.search(r"^\d\d:\d\d:\d\d S-0001 implement attempt 1/\d+: verifying$", err, re.M)
     assert re.search(r"^2/2 stories · 2 done · 0 blocked · 0 running · ", err, re.M), err
     assert "\x1b[?25l" not in err  # no live region: the cursor was never hidden
+
+
+def test_the_eta_waits_for_a_finished_phase_then_spreads_what_is_left() -> None:
+    """The board's arithmetic on an injected clock: `ETA —` until a phase finished; then the
+    finished phases' mean times the phases left, over the stories that ran at once."""
+    now = [100.0]
+    board = Board(clock=lambda: now[0])
+    board.observe({"event": "run_started", "stories": ["S-0001", "S-0002"]})
+    for sid in ("S-0001", "S-0002"):
+        board.observe({"event": "story_started", "story": sid})
+        board.observe(
+            {"event": "phase_started", "story": sid, "phase": "refine", "step": 1, "of": 6}
+        )
+    assert board.summary(now[0]).endswith("ETA —")
+    now[0] = 110.0
+    board.observe({"event": "phase_completed", "story": "S-0001", "phase": "refine", "elapsed": 10})
+    board.observe(
+        {"event": "phase_started", "story": "S-0001", "phase": "research", "step": 1, "of": None}
+    )
+    board.observe({"event": "phase_answered", "story": "S-0001", "tokens": 1200, "cost_usd": 0.5})
+    # S-0001: research (10 s) + plan, implement, review; S-0002: refine's 10 s are spent, then
+    # research, plan, implement, review: 80 s of work over 2 stories at once.
+    assert board.summary(now[0]) == (
+        "0/2 stories · 0 done · 0 blocked · 2 running · 1,200 tokens · $0.5000 · ETA 40s"
+    )
+    lines = board.lines()
+    assert lines[0] == "S-0001 · research · attempt 1 · agent 0s · elapsed 10s"
+    assert lines[1] == "S-0002 · refine · attempt 1/6 · agent 10s · elapsed 10s"
+    board.observe({"event": "story_finished", "story": "S-0002", "outcome": "blocked"})
+    assert board.summary(now[0]).startswith("1/2 stories · 0 done · 1 blocked · 1 running")
