@@ -126,7 +126,7 @@ class PtyRun:
 
 
 STORY_LINE = re.compile(
-    r"^(S-000[1-3]) · implement · attempt 1/\d+ · verifying \d+s · elapsed \d+s"
+    r"^(S-000[1-3]) · implement · attempt 1 · retries 0/\d+ · verifying \d+s · elapsed \d+s"
     r" · recoveries 0/10$",
     re.M,
 )
@@ -171,7 +171,9 @@ def test_a_jobs_3_run_shows_each_story_and_the_run_live_on_a_terminal(tmp_path: 
     assert b"\x1b[?25h" in run.raw  # the cursor is shown again after the live region
 
 
-PLAIN_STEP = re.compile(r"^\d\d:\d\d:\d\d (S-000[12]) (\w+)(?: attempt \d+/\d+)?: (\w+)$", re.M)
+PLAIN_STEP = re.compile(
+    r"^\d\d:\d\d:\d\d (S-000[12]) (\w+) attempt \d+(?: · retries \d+/\d+)?: (\w+)$", re.M
+)
 
 
 @pytest.mark.parametrize("terminal", ["pipe", "dumb", "no-color"])
@@ -202,7 +204,9 @@ def test_plain_timestamped_step_lines_when_no_live_terminal(tmp_path: Path, term
         assert ("implement", "verifying") in mine, err
         assert ("implement", "committing") in mine and ("review", "pushing") in mine, err
         assert ("refine", "agent") in mine, err
-    assert re.search(r"^\d\d:\d\d:\d\d S-0001 implement attempt 1/\d+: verifying$", err, re.M)
+    assert re.search(
+        r"^\d\d:\d\d:\d\d S-0001 implement attempt 1 · retries 0/\d+: verifying$", err, re.M
+    )
     assert re.search(r"^2/2 stories · 2 done · 0 blocked · 0 running · ", err, re.M), err
     assert "\x1b[?25l" not in err  # no live region: the cursor was never hidden
 
@@ -232,6 +236,6 @@ def test_the_eta_waits_for_a_finished_phase_then_spreads_what_is_left() -> None:
     )
     lines = board.lines()
     assert lines[0] == "S-0001 · research · attempt 1 · agent 0s · elapsed 10s"
-    assert lines[1] == "S-0002 · refine · attempt 1/6 · agent 10s · elapsed 10s"
+    assert lines[1] == "S-0002 · refine · attempt 1 · retries 0/5 · agent 10s · elapsed 10s"
     board.observe({"event": "story_finished", "story": "S-0002", "outcome": "blocked"})
     assert board.summary(now[0]).startswith("1/2 stories · 0 done · 1 blocked · 1 running")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.wording import attempt_label
 
 #: The phases a story goes through, in order: what is left of a story for the ETA.
 PIPELINE = ("refine", "research", "plan", "implement", "review")
@@ -89,8 +90,8 @@ class Board:
                 self.running.setdefault(story, Running(started=now, step_started=now))
             elif name == "phase_started":
                 r = self.running.setdefault(story, Running(started=now))
-                of = f"/{e['of']}" if e.get("of") else ""
-                r.phase, r.attempt = str(e.get("phase", "")), f"{e.get('step', 1)}{of}"
+                r.phase = str(e.get("phase", ""))
+                r.attempt = attempt_label(e.get("attempt", 1), e.get("step"), e.get("of"))
                 r.step, r.phase_started, r.step_started = "agent", now, now
                 if e.get("recovery_limit"):
                     r.recoveries = f"{e.get('recoveries', 0)}/{e['recovery_limit']}"
@@ -126,7 +127,7 @@ class Board:
     def story_line(self, story: str, r: Running, now: float) -> str:
         parts = [story, r.phase or "starting"]
         if r.attempt:
-            parts.append(f"attempt {r.attempt}")
+            parts.append(r.attempt)
         parts.append(f"{r.step} {duration(now - r.step_started)}")
         parts.append(f"elapsed {duration(now - r.started)}")
         if r.recoveries:
@@ -207,7 +208,7 @@ class LiveBoard:
     def _plain(self, e: dict[str, Any]) -> None:
         story = str(e.get("story", ""))
         r = self.board.running.get(story)
-        attempt = f" attempt {r.attempt}" if r is not None and r.attempt else ""
+        attempt = f" {r.attempt}" if r is not None and r.attempt else ""
         when = _clock_time(e.get("time"))
         self.out.progress(f"{when} {story} {e.get('phase', '')}{attempt}: {e.get('step')}")
 
