@@ -239,3 +239,16 @@ def test_the_eta_waits_for_a_finished_phase_then_spreads_what_is_left() -> None:
     assert lines[1] == "S-0002 · refine · attempt 1 · retries 0/5 · agent 10s · elapsed 10s"
     board.observe({"event": "story_finished", "story": "S-0002", "outcome": "blocked"})
     assert board.summary(now[0]).startswith("1/2 stories · 0 done · 1 blocked · 1 running")
+
+
+def test_each_run_of_a_watch_starts_a_fresh_summary() -> None:
+    board = Board(clock=lambda: 0.0)
+    board.observe({"event": "run_started", "stories": ["S-0001"]})
+    board.observe({"event": "story_started", "story": "S-0001"})
+    board.observe({"event": "phase_answered", "story": "S-0001", "tokens": 7})
+    board.observe({"event": "story_finished", "story": "S-0001", "outcome": "done"})
+    assert board.summary(0.0).startswith("1/1 stories · 1 done · 0 blocked · 0 running · 7 tokens")
+    board.observe({"event": "run_started", "stories": ["S-0002", "S-0003"]})
+    assert board.summary(0.0) == (
+        "0/2 stories · 0 done · 0 blocked · 0 running · 0 tokens · cost — · ETA —"
+    )

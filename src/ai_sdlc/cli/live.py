@@ -69,6 +69,10 @@ class Board:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        """A new run (a watch runs one after another): nothing of the last one counts."""
         self.stories: list[str] = []
         self.running: dict[str, Running] = {}
         self.done: set[str] = set()
@@ -84,7 +88,8 @@ class Board:
         story = str(e.get("story", ""))
         now = self.clock()
         with self.lock:
-            if name in ("run_started", "run_resumed"):
+            if name in ("run_started", "run_resumed"):  # a watch runs one after another
+                self._reset()
                 self.stories = [str(s) for s in e.get("stories") or []]
             elif name == "story_started":
                 self.running.setdefault(story, Running(started=now, step_started=now))
