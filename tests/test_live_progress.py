@@ -131,7 +131,7 @@ STORY_LINE = re.compile(
     re.M,
 )
 SUMMARY = re.compile(
-    r"^(\d+)/3 stories · (\d+) done · (\d+) blocked · (\d+) running · [\d,]+ tokens · "
+    r"^stories (\d+)/3 · (\d+) done · (\d+) blocked · (\d+) running · [\d,]+ tokens · "
     r"(cost —|\$[\d.]+) · ETA (—|\d+[smh][\d]*[smh]?\S*)$",
     re.M,
 )
@@ -161,12 +161,12 @@ def test_a_jobs_3_run_shows_each_story_and_the_run_live_on_a_terminal(tmp_path: 
     assert "[S-0001] plan ✓" in screen
     (handshake / "release").touch()
     final = run.until(
-        "the final summary", lambda s: re.search(r"^3/3 stories · 3 done", s, re.M) is not None
+        "the final summary", lambda s: re.search(r"^stories 3/3 · 3 done", s, re.M) is not None
     )
     code = run.finish()
     assert code == 0, run.text()
     final = run.text()
-    assert len(re.findall(r"^3/3 stories · 3 done · 0 blocked · 0 running · ", final, re.M)) == 1
+    assert len(re.findall(r"^stories 3/3 · 3 done · 0 blocked · 0 running · ", final, re.M)) == 1
     assert not STORY_LINE.search(final)  # no story left on the board once they are done
     assert b"\x1b[?25h" in run.raw  # the cursor is shown again after the live region
 
@@ -207,7 +207,7 @@ def test_plain_timestamped_step_lines_when_no_live_terminal(tmp_path: Path, term
     assert re.search(
         r"^\d\d:\d\d:\d\d S-0001 implement attempt 1 · retries 0/\d+: verifying$", err, re.M
     )
-    assert re.search(r"^2/2 stories · 2 done · 0 blocked · 0 running · ", err, re.M), err
+    assert re.search(r"^stories 2/2 · 2 done · 0 blocked · 0 running · ", err, re.M), err
     assert "\x1b[?25l" not in err  # no live region: the cursor was never hidden
 
 
@@ -232,13 +232,13 @@ def test_the_eta_waits_for_a_finished_phase_then_spreads_what_is_left() -> None:
     # S-0001: research (10 s) + plan, implement, review; S-0002: refine's 10 s are spent, then
     # research, plan, implement, review: 80 s of work over 2 stories at once.
     assert board.summary(now[0]) == (
-        "0/2 stories · 0 done · 0 blocked · 2 running · 1,200 tokens · $0.5000 · ETA 40s"
+        "stories 0/2 · 0 done · 0 blocked · 2 running · 1,200 tokens · $0.5000 · ETA 40s"
     )
     lines = board.lines()
     assert lines[0] == "S-0001 · research · attempt 1 · agent 0s · elapsed 10s"
     assert lines[1] == "S-0002 · refine · attempt 1 · retries 0/5 · agent 10s · elapsed 10s"
     board.observe({"event": "story_finished", "story": "S-0002", "outcome": "blocked"})
-    assert board.summary(now[0]).startswith("1/2 stories · 0 done · 1 blocked · 1 running")
+    assert board.summary(now[0]).startswith("stories 1/2 · 0 done · 1 blocked · 1 running")
 
 
 def test_each_run_of_a_watch_starts_a_fresh_summary() -> None:
@@ -247,8 +247,8 @@ def test_each_run_of_a_watch_starts_a_fresh_summary() -> None:
     board.observe({"event": "story_started", "story": "S-0001"})
     board.observe({"event": "phase_answered", "story": "S-0001", "tokens": 7})
     board.observe({"event": "story_finished", "story": "S-0001", "outcome": "done"})
-    assert board.summary(0.0).startswith("1/1 stories · 1 done · 0 blocked · 0 running · 7 tokens")
+    assert board.summary(0.0).startswith("stories 1/1 · 1 done · 0 blocked · 0 running · 7 tokens")
     board.observe({"event": "run_started", "stories": ["S-0002", "S-0003"]})
     assert board.summary(0.0) == (
-        "0/2 stories · 0 done · 0 blocked · 0 running · 0 tokens · cost — · ETA —"
+        "stories 0/2 · 0 done · 0 blocked · 0 running · 0 tokens · cost — · ETA —"
     )

@@ -161,7 +161,7 @@ class Board:
         total = len(self.stories) or len(self.ended | set(self.running))
         cost = f"${self.cost:.4f}" if self.cost is not None else "cost —"
         return (
-            f"{len(self.ended)}/{total} stories · {len(self.done)} done · "
+            f"stories {len(self.ended)}/{total} · {len(self.done)} done · "
             f"{len(self.blocked)} blocked · {len(self.running)} running · "
             f"{self.tokens:,} tokens · {cost} · ETA {self.eta(now)}"
         )
