@@ -29,7 +29,7 @@ from tests.waits import GUARD
 
 pytestmark = pytest.mark.usefixtures("git_env")
 
-COLUMNS, LINES = 140, 40
+COLUMNS, LINES = 140, 60
 
 #: A verification that says it started (a file named after its worktree), then waits until the
 #: test writes `release`: the run is held mid-verification for as long as the test reads.
@@ -125,14 +125,16 @@ class PtyRun:
         os.close(self.master)
 
 
+#: `7s`, `1m05s`, `2h03m` (a loaded machine may take a minute to get here).
+DURATION = r"\d+(?:s|m\d\ds|h\d\dm)"
 STORY_LINE = re.compile(
-    r"^(S-000[1-3]) · implement · attempt 1 · retries 0/\d+ · verifying \d+s · elapsed \d+s"
-    r" · recoveries 0/10$",
+    rf"^(S-000[1-3]) · implement · attempt 1 · retries 0/\d+ · verifying {DURATION} · "
+    rf"elapsed {DURATION} · recoveries 0/10$",
     re.M,
 )
 SUMMARY = re.compile(
     r"^stories (\d+)/3 · (\d+) done · (\d+) blocked · (\d+) running · [\d,]+ tokens · "
-    r"(cost —|\$[\d.]+) · ETA (—|\d+[smh][\d]*[smh]?\S*)$",
+    rf"(cost —|\$[\d.]+) · ETA (—|{DURATION})$",
     re.M,
 )
 
