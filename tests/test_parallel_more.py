@@ -78,7 +78,7 @@ def test_a_story_whose_plan_names_a_file_a_sibling_changes_waits_for_it(tmp_path
     branch = frontmatter(root, "S-0001")["branch"]
     assert "src/shared.py" in git(root, "diff", "--name-only", f"main...{branch}").split()
     shown = run_cli(root, "runs", "show", state["run_id"])
-    assert "was deferred: overlaps S-0001 on src/shared.py" in shown.stderr, shown.stderr
+    assert "was deferred: overlaps S-0001 on src/shared.py" in shown.stdout, shown.output
 
 
 #: Verification: the first call in each worktree writes its pid to <markers>/<worktree>.pid and

@@ -32,10 +32,10 @@ def test_two_done_one_blocked_is_not_a_disaster(tmp_path: Path) -> None:
     result = run_cli(root, "run", "--auto")
     assert result.returncode == 5, result.output
     assert "FAILURE LOOP" not in result.output
-    assert "every remaining story is escalated: S-0003 (blocked: " in result.stderr
-    assert "finished what it could" in result.stderr
-    assert "2 done · 1 blocked" in result.stderr
-    assert "rejected" not in result.stderr
+    assert "every remaining story is escalated: S-0003 (blocked: " in result.output
+    assert "finished what it could" in result.output
+    assert "2 done · 1 blocked" in result.output
+    assert "rejected" not in result.output
     state = only_run(root)
     stats = state["statistics"]
     assert (stats["approved"], stats["blocked"], stats["rejected"]) == (2, 1, 0)
@@ -50,8 +50,8 @@ def test_a_resume_with_nothing_left_says_so_and_counts_every_segment(tmp_path: P
     assert run_cli(root, "run", "--auto").returncode == 5
     resumed = run_cli(root, "run", "--continue")
     assert resumed.returncode == 5, resumed.output
-    assert "nothing left to do: every remaining story is escalated: S-0003" in resumed.stderr
-    assert "completed" not in resumed.stderr
+    assert "nothing left to do: every remaining story is escalated: S-0003" in resumed.output
+    assert "completed" not in resumed.output
     state = only_run(root)
     assert state["segments"] == 2 and state["run_status"] == "stopped"
     # The figures cover both segments: the two stories done in the first are counted.
@@ -76,4 +76,4 @@ def test_a_resumed_run_counts_what_the_first_segment_finished(tmp_path: Path) ->
     stats = state["statistics"]
     assert (stats["attempted"], stats["approved"], stats["blocked"]) == (3, 3, 0)
     assert "completed · 3/3 done" in run_cli(root, "runs").output
-    assert "3 attempted · 3 done" in resumed.stderr
+    assert "3 attempted · 3 done" in resumed.output
