@@ -137,6 +137,7 @@ def test_a_batch_skipping_its_story_for_a_dependency_outside_says_why_and_exits_
     assert "completed." not in result.stderr
     assert "skipped S-0002" in result.stderr
     assert "depends on S-0001, which is backlog and not in this run" in result.stderr
+    assert "ai-sdlc run --batch DEPENDENCY ID" in result.stderr
     assert "Traceback" not in result.output
     assert phases_started(root, "S-0002") == []
     state = story_states(only_run(root))

@@ -56,23 +56,28 @@ class RunOutcome:
 
     @property
     def skipped(self) -> list[StoryRunState]:
-        """The stories a completed run never started (a dependency outside the run not done,
-        a story another process held): the run did not do what it was asked (exit 1)."""
-        if self.state.run_status != COMPLETED:
+        """The stories a completed batch never started (a dependency outside the run not done,
+        a story another process held): it did not do what it was asked (exit 1). An `--auto`
+        run chose its stories itself: one it skips is shown, and it ends as it did."""
+        if self.state.run_status != COMPLETED or self.state.mode != "batch":
             return []  # a halted run lists them in its stop reason
         return [s for s in self.state.stories if s.status == SKIPPED]
 
     def skipped_error(self) -> RunIncompleteError | None:
-        """The error a completed run ends with when it skipped a story, saying why."""
+        """The error a completed batch ends with when it skipped a story, saying why."""
         skipped = self.skipped
         if not skipped:
             return None
         why = "; ".join(f"{s.story_id}: {s.reason or 'no reason recorded'}" for s in skipped)
         ids = " ".join(s.story_id for s in skipped)
+        hint = "run it again once the other process has finished with it"
+        if any((s.reason or "").startswith("depends on") for s in skipped):
+            hint = (
+                "run what it depends on first, or add it to the batch "
+                "('ai-sdlc run --batch DEPENDENCY ID'), then run it again"
+            )
         return RunIncompleteError(
-            f"run {self.state.run_id} skipped {ids}, never started ({why})",
-            hint="run what it depends on first, or add it to the batch "
-            "('ai-sdlc run --batch DEPENDENCY ID'), then run it again",
+            f"run {self.state.run_id} skipped {ids}, never started ({why})", hint=hint
         )
 
 
