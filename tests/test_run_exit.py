@@ -56,9 +56,9 @@ def test_a_backlog_left_blocked_says_so_and_exits_5(
     root = blocked_base(tmp_path)
     result = run_cli(root, *command)
     assert result.returncode == 5, result.output
-    assert "2 remaining stories cannot start (1 blocked)" in result.stderr
-    assert "S-0001: blocked: waiting for the vendor" in result.stderr
-    assert "S-0002: waits on S-0001 (blocked)" in result.stderr
+    assert "2 remaining stories cannot start (1 blocked)" in result.stdout
+    assert "S-0001: blocked: waiting for the vendor" in result.stdout
+    assert "S-0002: waits on S-0001 (blocked)" in result.stdout
     assert "no story has an actionable next step" not in result.output
     assert "Traceback" not in result.output
     assert phases_started(root, "S-0001") == phases_started(root, "S-0002") == []
@@ -79,6 +79,16 @@ def test_the_json_of_a_blocked_backlog_names_each_story_and_why(tmp_path: Path) 
     }
 
 
+def test_watch_once_json_ends_with_why_nothing_was_ready(tmp_path: Path) -> None:
+    root = blocked_base(tmp_path)
+    result = run_cli(root, "watch", "--once", "--json")
+    assert result.returncode == 5, result.output
+    finished = json.loads(result.stdout.splitlines()[-1])
+    assert finished["event"] == "watch_finished" and finished["runs"] == []
+    assert [h["story"] for h in finished["idle"]["held"]] == ["S-0001", "S-0002"]
+    assert finished["idle"]["exit_code"] == 5
+
+
 def test_a_story_at_the_global_limit_counts_as_blocked(tmp_path: Path) -> None:
     root = tmp_path / "p"
     make_project(root, ["Spent"])
@@ -86,7 +96,7 @@ def test_a_story_at_the_global_limit_counts_as_blocked(tmp_path: Path) -> None:
     add_field(root, "S-0001", "total_recovery_attempts: 10")
     result = run_cli(root, "run", "--auto")
     assert result.returncode == 5, result.output
-    assert "S-0001: blocked: global recovery limit reached (10/10)" in result.stderr
+    assert "S-0001: blocked: global recovery limit reached (10/10)" in result.stdout
 
 
 @pytest.mark.parametrize("command", [("run", "--auto"), ("run",), ("watch", "--once")])
@@ -134,7 +144,7 @@ def test_a_batch_skipping_its_story_for_a_dependency_outside_says_why_and_exits_
     root = dependent_outside(tmp_path)
     result = run_cli(root, "run", "--batch", "S-0002")
     assert result.returncode == 1, result.output
-    assert "completed." not in result.stderr
+    assert "completed without every story" in result.stdout
     assert "skipped S-0002" in result.stderr
     assert "depends on S-0001, which is backlog and not in this run" in result.stderr
     assert "ai-sdlc run --batch DEPENDENCY ID" in result.stderr
@@ -153,5 +163,5 @@ def test_a_batch_with_its_dependency_inside_completes_with_exit_0(tmp_path: Path
     root = dependent_outside(tmp_path)
     result = run_cli(root, "run", "--batch", "S-0002", "S-0001")
     assert result.returncode == 0, result.output
-    assert "completed." in result.stderr
+    assert "completed." in result.stdout
     assert frontmatter(root, "S-0001")["status"] == frontmatter(root, "S-0002")["status"] == "done"

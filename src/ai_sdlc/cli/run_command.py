@@ -228,8 +228,9 @@ def _finish_idle(out: Terminal, idle: Idle, json: bool, extra: dict[str, Any]) -
 
 
 def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> None:
-    """The headline, then one line per held story (`watch --once` shows the same)."""
-    say = out.line if idle.blocked else out.info  # a blocked backlog is a result (kept by -q)
+    """The headline, then one line per held story (`watch --once` shows the same): a blocked
+    backlog is the run's result (stdout, kept by -q, exit 5); otherwise a note (stderr)."""
+    say = out.result if idle.blocked else out.info
     say(idle.headline(nothing))
     for line in idle.lines():
         say(f"  {line}")
@@ -288,7 +289,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
         )
     incomplete = report.skipped_error()
     if incomplete is not None:
-        out.line(f"Run {state.run_id} completed without every story. {stats}")
+        out.result(f"Run {state.run_id} completed without every story. {stats}")
         raise incomplete
     out.success(f"Run {state.run_id} completed. {stats}")
     return 0
