@@ -157,7 +157,7 @@ def _finished_event(result: WatchResult, idle: Idle | None = None) -> dict[str, 
         "blocked": result.blocked,
         "halted": result.halted,
         "stopped_by": result.stopped_by,
-        "idle": idle.to_json() if idle is not None else None,
+        "idle": idle.to_json("Nothing ready to run") if idle is not None else None,
     }
 
 

@@ -72,9 +72,9 @@ class Idle:
             for h in sorted(self.held, key=lambda h: (order[h.kind], h.story_id))
         ]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, nothing: str = "Nothing to run") -> dict[str, Any]:
         return {
-            "message": self.headline(),
+            "message": self.headline(nothing),
             "exit_code": self.exit_code,
             "held": [h.to_json() for h in self.held],
         }
