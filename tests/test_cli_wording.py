@@ -151,7 +151,18 @@ def test_watch_once_json_prints_its_result(cli: CliRunner, project: Path) -> Non
     nothing = cli("watch", "--once", "--json", "--no-sandbox")
     assert nothing.returncode == 0, nothing.output
     assert [json.loads(line) for line in nothing.stdout.splitlines()] == [
-        {"event": "watch_finished", "runs": [], "blocked": [], "halted": False, "stopped_by": None}
+        {
+            "event": "watch_finished",
+            "runs": [],
+            "blocked": [],
+            "halted": False,
+            "stopped_by": None,
+            "idle": {
+                "message": "Nothing ready to run: no story has an actionable next step.",
+                "exit_code": 0,
+                "held": [],
+            },
+        }
     ]
     StoryStore(project).add("Ready one", status="ready")
     ran = cli("watch", "--once", "--json", "--no-sandbox")

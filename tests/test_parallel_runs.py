@@ -254,7 +254,7 @@ def test_a_batch_reads_its_own_stories_and_what_they_depend_on(tmp_path: Path) -
     (tmp_path / "b").mkdir()
     other = project(tmp_path / "b", 3, {"S-0002": ["S-0001"], "S-0003": ["S-0009"]})
     skipped = run_cli(other, "run", "--batch", "S-0002", "--json")
-    assert skipped.returncode == 0, skipped.output
+    assert skipped.returncode == 1, skipped.output  # its story skipped: not a success
     state = story_states(only_run(other))
     assert state["S-0002"]["status"] == "skipped"
     assert state["S-0002"]["reason"] == "depends on S-0001, which is backlog and not in this run"

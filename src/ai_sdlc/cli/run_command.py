@@ -17,6 +17,7 @@ from ai_sdlc.workflow.engine.runner import StoryOutcome
 from ai_sdlc.workflow.session import Session
 
 if TYPE_CHECKING:  # a one-story run never imports the multi-story machinery
+    from ai_sdlc.workflow.runs.idle import Idle
     from ai_sdlc.workflow.runs.multirun import RunOutcome
 
 
@@ -132,6 +133,8 @@ def execute(
             )
         finally:
             progress.close()
+        if report is None:
+            return _finish_idle(out, session.idle(epic=epic), json, {"run": None})
         return _finish_multi(out, store.root, report, json)
     try:
         outcomes = session.run(
@@ -142,12 +145,12 @@ def execute(
         )
     finally:
         progress.close()
+    if not outcomes:
+        return _finish_idle(out, session.idle(), json, {})
     blocked = [o for o in outcomes if o.result == "blocked"]
     if json:
         out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})
     _render_outcomes(out, outcomes)
-    if not outcomes:
-        out.info("Nothing to run: no story has an actionable next step.")
     if blocked:
         return int(ExitCode.BLOCKED)
     return 0
@@ -221,17 +224,30 @@ def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
             out.result(outcome_line(o.story_id, o.result, o.reason), style=style)
 
 
-def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bool) -> int:
+def _finish_idle(out: Terminal, idle: Idle, json: bool, extra: dict[str, Any]) -> int:
+    """A run that found nothing to do: why (the blocked stories and those waiting on them),
+    and the exit code the core chose (5 when a remaining story is blocked)."""
+    if json:
+        out.ndjson({"event": "run_finished", **extra, "outcomes": [], "idle": idle.to_json()})
+    render_idle(out, idle)
+    return idle.exit_code
+
+
+def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> None:
+    """The headline, then one line per held story (`watch --once` shows the same): a blocked
+    backlog is the run's result (stdout, kept by -q, exit 5); otherwise a note (stderr)."""
+    say = out.result if idle.blocked else out.info
+    say(idle.headline(nothing))
+    for line in idle.lines():
+        say(f"  {line}")
+
+
+def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
-    interrupted (both resumable)."""
+    interrupted (both resumable), 1 when it completed but skipped a story."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
     from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
 
-    if report is None:
-        if json:
-            out.ndjson({"event": "run_finished", "run": None, "outcomes": []})
-        out.info("Nothing to run: no story has an actionable next step.")
-        return 0
     state = report.state
     # Nothing left but escalated stories: what could be done was, and the rest is blocked.
     stuck = state.stop_reason is not None and state.stop_reason.condition == ALL_ESCALATED_CONDITION
@@ -277,6 +293,10 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome | None, json: bo
             f"run {state.run_id} halted ({state.stop_reason.condition}): {why}",
             hint=f"every finished story is kept; to continue: {command}",
         )
+    incomplete = report.skipped_error()
+    if incomplete is not None:
+        out.result(f"Run {state.run_id} completed without every story. {stats}")
+        raise incomplete
     out.success(f"Run {state.run_id} completed. {stats}")
     return 0
 

@@ -19,6 +19,7 @@ from ai_sdlc.cli.progress import Progress, outcome_line
 from ai_sdlc.cli.runs import continue_command
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
+from ai_sdlc.workflow.runs.idle import Idle
 from ai_sdlc.workflow.runs.multirun import RunOutcome
 from ai_sdlc.workflow.session import Session
 from ai_sdlc.workflow.watch import (
@@ -95,7 +96,12 @@ def watch(
     )
     with _signals(stop):
         result = core.once() if once else core.serve()
-    _finish(out, store.root, result, once=once)
+    idle = None
+    if once and not result.runs and result.stopped_by is None:
+        from ai_sdlc.workflow.runs.idle import idle_of
+
+        idle = idle_of(store, app.config(), ready_only=True)
+    _finish(out, store.root, result, once=once, idle=idle)
 
 
 def _check_sandbox(store: Any, no_sandbox: bool) -> None:
@@ -107,9 +113,11 @@ def _check_sandbox(store: Any, no_sandbox: bool) -> None:
     sandbox.check_unattended(no_sandbox=no_sandbox, command="ai-sdlc watch")
 
 
-def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> None:
+def _finish(
+    out: Terminal, root: Path, result: WatchResult, *, once: bool, idle: Idle | None = None
+) -> None:
     if out.json_mode:  # the result as the last event (before an error event, if any)
-        out.ndjson(_finished_event(result))
+        out.ndjson(_finished_event(result, idle))
     if result.stopped_by == "SIGTERM":
         out.info("Watch stopped (SIGTERM); finished work is kept.")
         return
@@ -118,8 +126,12 @@ def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> No
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if not once:
         return
-    if not result.runs:
-        out.info("Nothing ready to run.")
+    if idle is not None:  # nothing was ready: why, and exit 5 when a story is blocked
+        from ai_sdlc.cli.run_command import render_idle
+
+        render_idle(out, idle, "Nothing ready to run")
+        if idle.exit_code:
+            raise typer.Exit(idle.exit_code)
     if result.blocked:
         raise typer.Exit(int(ExitCode.BLOCKED))
     if result.halted:
@@ -132,8 +144,9 @@ def _finish(out: Terminal, root: Path, result: WatchResult, *, once: bool) -> No
         )
 
 
-def _finished_event(result: WatchResult) -> dict[str, Any]:
-    """`watch --json`'s last event: every run it started and how the watch ended."""
+def _finished_event(result: WatchResult, idle: Idle | None = None) -> dict[str, Any]:
+    """`watch --json`'s last event: every run it started and how the watch ended (`idle`:
+    why nothing was ready, for `--once`)."""
     return {
         "event": "watch_finished",
         "runs": [
@@ -147,6 +160,7 @@ def _finished_event(result: WatchResult) -> dict[str, Any]:
         "blocked": result.blocked,
         "halted": result.halted,
         "stopped_by": result.stopped_by,
+        "idle": idle.to_json("Nothing ready to run") if idle is not None else None,
     }
 
 

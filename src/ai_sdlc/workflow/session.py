@@ -35,6 +35,7 @@ from ai_sdlc.workflow.wiring import (
 
 if TYPE_CHECKING:  # a one-story run imports runs/ only for its record (runs/single.py)
     from ai_sdlc.workflow.runs import graph as G
+    from ai_sdlc.workflow.runs.idle import Idle
     from ai_sdlc.workflow.runs.multirun import RunOutcome
     from ai_sdlc.workflow.runs.runstate import RunRepository, RunState
 
@@ -271,6 +272,13 @@ class Session(msgspec.Struct):
             finally:
                 self.relay.watcher = None
 
+    def idle(self, *, epic: str | None = None) -> Idle:
+        """Why a run found nothing to do (`run_many` returned None, a bare `run` had no next
+        action): the blocked stories and those waiting, and the exit code that says so."""
+        from ai_sdlc.workflow.runs.idle import idle_of
+
+        return idle_of(self.store, self.config, epic=epic)
+
     def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunOutcome:
         import os
 
@@ -344,6 +352,7 @@ class Session(msgspec.Struct):
         jobs: int | None,
     ) -> RunState | None:
         from ai_sdlc.workflow.runs import graph as G
+        from ai_sdlc.workflow.runs.idle import startable
         from ai_sdlc.workflow.runs.runstate import RunState, StoryRunState, new_run_id
 
         if story_ids is None:  # the run waits for a dependency it runs first: not skipped
@@ -362,6 +371,8 @@ class Session(msgspec.Struct):
             ids = [i for i in ids if i in members]
         self._check_graph(graph, ids)
         ids = G.order(graph, ids)
+        if mode == "auto" and not startable(graph, ids, str(self.config.get("run.done_means"))):
+            return None  # each would be skipped (a dependency blocked, ...): `idle` says why
         if not ids:
             return None
         now = self.clock()

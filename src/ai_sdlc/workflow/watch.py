@@ -37,6 +37,7 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
 from ai_sdlc.workflow.engine.assess import recommend
 from ai_sdlc.workflow.runs import graph as G
+from ai_sdlc.workflow.runs.idle import startable
 from ai_sdlc.workflow.runs.multirun import RunOutcome
 
 Emit = Callable[[dict[str, Any]], None]
@@ -386,23 +387,16 @@ class Watch:
             and self.seen.get(sid, ()) != signature(story.path)
         }
         graph = G.build((sid, s.frontmatter) for sid, s in stories.items())
-        changed = True
-        while changed:  # a story waits while a dependency is neither met nor picked
-            changed = False
-            for sid in sorted(picked):
-                if any(
-                    dep not in picked and not G.is_met(graph.nodes.get(dep), done_means)
-                    for dep in graph.dependencies(sid)
-                ):
-                    picked.discard(sid)
-                    changed = True
         actions = recommend(
             (stories[sid].frontmatter for sid in picked),
             gates=gates,
             global_limit=limit,
-            done_means=None,  # decided above: a dependency picked in the same run is waited for
+            done_means=None,  # decided below: a dependency picked in the same run is waited for
         )
-        return [a.story_id for a in actions]
+        # A story waits while a dependency is neither met nor one that runs (a blocked one
+        # never does: its dependents are not handed to a run only to be skipped).
+        ready = set(startable(graph, [a.story_id for a in actions], done_means))
+        return [a.story_id for a in actions if a.story_id in ready]
 
     def _report_unreadable(self, errors: list[InvalidInputError]) -> None:
         now: dict[str, Signature | None] = {}

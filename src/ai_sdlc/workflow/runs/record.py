@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.engine.runner import StoryOutcome, StoryRunner
 from ai_sdlc.workflow.runs.loops import FailureLoop
@@ -22,6 +23,7 @@ from ai_sdlc.workflow.runs.runstate import (
     FINISHED_STORY_STATES,
     IN_PROGRESS,
     RUNNING,
+    SKIPPED,
     STOPPED,
     RunRepository,
     RunState,
@@ -51,6 +53,37 @@ class RunOutcome:
     @property
     def halted(self) -> bool:
         return self.state.run_status == STOPPED and not self.interrupted
+
+    @property
+    def skipped(self) -> list[StoryRunState]:
+        """The stories a completed batch never started (a dependency outside the run not done,
+        a story another process held): it did not do what it was asked (exit 1). An `--auto`
+        run chose its stories itself: one it skips is shown, and it ends as it did."""
+        if self.state.run_status != COMPLETED or self.state.mode != "batch":
+            return []  # a halted run lists them in its stop reason
+        return [s for s in self.state.stories if s.status == SKIPPED]
+
+    def skipped_error(self) -> RunIncompleteError | None:
+        """The error a completed batch ends with when it skipped a story, saying why."""
+        skipped = self.skipped
+        if not skipped:
+            return None
+        why = "; ".join(f"{s.story_id}: {s.reason or 'no reason recorded'}" for s in skipped)
+        ids = " ".join(s.story_id for s in skipped)
+        hint = "run it again once the other process has finished with it"
+        if any((s.reason or "").startswith("depends on") for s in skipped):
+            hint = (
+                "run what it depends on first, or add it to the batch "
+                "('ai-sdlc run --batch DEPENDENCY ID'), then run it again"
+            )
+        return RunIncompleteError(
+            f"run {self.state.run_id} skipped {ids}, never started ({why})", hint=hint
+        )
+
+
+class RunIncompleteError(AiSdlcError):
+    """A completed run skipped a story it was asked to run (exit 1, as `run <id>` refusing a
+    story whose dependency is not done)."""
 
 
 def resume_command(project: Path, run_id: str) -> str:
@@ -280,6 +313,7 @@ __all__ = [
     "ALL_ESCALATED_CONDITION",
     "FAILURE_LOOP",
     "INTERRUPTED",
+    "RunIncompleteError",
     "RunOutcome",
     "RunRecord",
     "resume_command",

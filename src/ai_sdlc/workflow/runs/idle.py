@@ -1,0 +1,166 @@
+"""Why a run finds nothing to do, and the exit code that says so.
+
+A run that starts nothing is not a success when stories are left: each one is blocked (or at
+the global recovery limit), waits for an approval, or waits on a dependency that is not done.
+`run`, `run --auto`, `run --epic` and `watch --once` ask `why_idle`; the CLI only renders it.
+Exit 5 (`ExitCode.BLOCKED`) when a remaining story is blocked, as a run that blocks a story
+exits; 0 when nothing is left (every story done, or none at all) or only approvals are awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ai_sdlc.errors import ExitCode
+from ai_sdlc.workflow.engine.assess import assess
+from ai_sdlc.workflow.runs import graph as G
+from ai_sdlc.workflow.state.readiness import unmet_dependencies
+
+#: A held story's kinds: blocked (or at the global limit), waiting for an approval, in the
+#: backlog where only ready stories run (`watch`), waiting on a dependency that is not done.
+BLOCKED, APPROVAL, BACKLOG, DEPENDENCY = "blocked", "approval", "backlog", "dependency"
+
+
+@dataclass(frozen=True)
+class Held:
+    """A remaining story that cannot run now, and why."""
+
+    story_id: str
+    kind: str
+    reason: str
+    #: For a DEPENDENCY: the dependencies that are not done.
+    waits_on: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "story": self.story_id,
+            "kind": self.kind,
+            "reason": self.reason,
+            "waits_on": list(self.waits_on),
+        }
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing can run: the stories left (none: everything is done) and why each is held."""
+
+    held: list[Held] = field(default_factory=list)
+
+    @property
+    def blocked(self) -> list[Held]:
+        return [h for h in self.held if h.kind == BLOCKED]
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitCode.BLOCKED) if self.blocked else int(ExitCode.OK)
+
+    def headline(self, nothing: str = "Nothing to run") -> str:
+        if not self.held:
+            return f"{nothing}: no story has an actionable next step."
+        n = len(self.held)
+        count = f"{n} remaining {'story' if n == 1 else 'stories'} cannot start"
+        blocked = len(self.blocked)
+        return f"{nothing}: {count}" + (f" ({blocked} blocked):" if blocked else ":")
+
+    def lines(self) -> list[str]:
+        """One line per held story: blocked ones first (with their reasons), then the rest."""
+        order = {BLOCKED: 0, APPROVAL: 1, BACKLOG: 2, DEPENDENCY: 3}
+        return [
+            f"{h.story_id}: {h.reason}"
+            for h in sorted(self.held, key=lambda h: (order[h.kind], h.story_id))
+        ]
+
+    def to_json(self, nothing: str = "Nothing to run") -> dict[str, Any]:
+        return {
+            "message": self.headline(nothing),
+            "exit_code": self.exit_code,
+            "held": [h.to_json() for h in self.held],
+        }
+
+
+def why_idle(
+    stories: Iterable[Mapping[str, Any]],
+    *,
+    gates: Mapping[str, Any],
+    global_limit: int,
+    done_means: str,
+    only: Collection[str] | None = None,
+    ready_only: bool = False,
+) -> Idle:
+    """Why none of `stories` (frontmatters; `only`: just these ids, an epic's) can run. Called
+    once a run found nothing actionable; a story that would run is not listed. `ready_only`:
+    the caller runs no backlog story (`watch`), which is then held as BACKLOG."""
+    board = list(stories)
+    by_id = {str(fm.get("id")): fm for fm in board}
+    held = []
+    for fm in board:
+        sid = str(fm.get("id"))
+        if only is not None and sid not in only:
+            continue
+        action = assess(fm, gates=gates, global_limit=global_limit)
+        if action.kind in ("blocked", "limit"):
+            reason = action.reason if action.kind == "blocked" else f"blocked: {action.reason}"
+            held.append(Held(sid, BLOCKED, reason))
+            continue
+        if action.kind == "done" and fm.get("status") == "done":
+            continue
+        unmet = unmet_dependencies(fm, by_id.get, done_means)
+        if action.kind == "waiting":
+            held.append(Held(sid, APPROVAL, action.reason))
+        elif unmet:
+            which = ", ".join(u.describe(done_means) for u in unmet)
+            held.append(
+                Held(sid, DEPENDENCY, f"waits on {which}", tuple(u.story_id for u in unmet))
+            )
+        elif ready_only and fm.get("status") == "backlog":
+            why = f"in the backlog: watch runs it once ready ('ai-sdlc set {sid} status=ready')"
+            held.append(Held(sid, BACKLOG, why))
+    return Idle(held)
+
+
+def startable(graph: G.Graph, story_ids: Iterable[str], done_means: str) -> list[str]:
+    """The stories of `story_ids` a run of them could start: each dependency met, or itself
+    one of them that could start (a run waits for it). The rest would only be skipped."""
+    picked = dict.fromkeys(story_ids)
+    changed = True
+    while changed:
+        changed = False
+        for sid in list(picked):
+            if any(
+                dep not in picked and not G.is_met(graph.nodes.get(dep), done_means)
+                for dep in graph.dependencies(sid)
+            ):
+                del picked[sid]
+                changed = True
+    return list(picked)
+
+
+def idle_of(store: Any, config: Any, *, epic: str | None = None, ready_only: bool = False) -> Idle:
+    """`why_idle` over a project's stories (`epic`: only that epic's)."""
+    stories = [s.frontmatter for s in store.list()]
+    only = None
+    if epic is not None:
+        only = set(G.build((str(fm.get("id")), fm) for fm in stories).in_epic(epic))
+    return why_idle(
+        stories,
+        gates=config.section("gates"),
+        global_limit=int(config.get("limits.global_recovery")),
+        done_means=str(config.get("run.done_means")),
+        only=only,
+        ready_only=ready_only,
+    )
+
+
+__all__ = [
+    "APPROVAL",
+    "BACKLOG",
+    "BLOCKED",
+    "DEPENDENCY",
+    "Held",
+    "Idle",
+    "idle_of",
+    "startable",
+    "why_idle",
+]
