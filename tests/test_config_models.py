@@ -163,7 +163,7 @@ def test_each_vocabulary_has_one_source() -> None:
     import importlib
 
     from ai_sdlc.config import resilience as checked
-    from ai_sdlc.providers import PROVIDER_NAMES, base, cli_output, command_provider, registry
+    from ai_sdlc.providers import PROVIDER_NAMES, base, cli_output, command_presets, registry
     from ai_sdlc.providers import settings as provider_settings
 
     backoff = importlib.import_module("ai_sdlc.resilience.backoff")
@@ -171,7 +171,7 @@ def test_each_vocabulary_has_one_source() -> None:
 
     assert tuple(s.name for s in registry.PROVIDER_SPECS) == PROVIDER_NAMES
     assert PROVIDER_NAMES is provider_settings.PROVIDER_NAMES
-    assert tuple(command_provider.PRESETS) == provider_settings.PRESET_NAMES
+    assert tuple(command_presets.PRESETS) == provider_settings.PRESET_NAMES
     assert tuple(cli_output.OUTPUT_FORMATS) == provider_settings.OUTPUT_FORMATS
     assert base.TRANSIENT_KINDS is checked.TRANSIENT_KINDS  # both from ai_sdlc.errors
     assert classify.NEVER_RETRY_KINDS == checked.NEVER_RETRY_KINDS

@@ -310,7 +310,7 @@ def test_the_provider_versions_are_those_the_real_agent_suite_installs() -> None
 
 def test_the_preset_table_says_how_each_preset_is_read() -> None:
     """Each `command` preset has its row, naming the output format the preset really uses."""
-    from ai_sdlc.providers.command_provider import PRESETS
+    from ai_sdlc.providers.command_presets import PRESETS
 
     text = (ROOT / "docs" / "providers.md").read_text()
     found = [t for t in tables(text) if t.header[0].strip() == "preset"]

@@ -22,13 +22,8 @@ from ai_sdlc.providers.base import (
     TransientProviderError,
     access_for,
 )
-from ai_sdlc.providers.command_provider import (
-    PRESETS,
-    CommandProvider,
-    codex_retry_note,
-    command_spec,
-    render,
-)
+from ai_sdlc.providers.command_presets import PRESETS, codex_retry_note
+from ai_sdlc.providers.command_provider import CommandProvider, command_spec, render
 from ai_sdlc.providers.tools import AccessViolationError
 from tests.conftest import run_cli
 from tests.fakes.agent_clis import install_agent

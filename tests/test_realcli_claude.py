@@ -20,7 +20,7 @@ import pytest
 
 from ai_sdlc.providers.base import Access, Phase, ProviderRequest, access_for
 from ai_sdlc.providers.claude_provider import ClaudeProvider, claude_argv
-from ai_sdlc.providers.command_provider import PRESETS
+from ai_sdlc.providers.command_presets import PRESETS
 from tests.fakes.agent_clis import install_agent
 from tests.fakes.guard import RecordingGuard
 from tests.git_support import git_env

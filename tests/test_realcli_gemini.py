@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from ai_sdlc.providers.command_provider import PRESETS, render
+from ai_sdlc.providers.command_presets import PRESETS
+from ai_sdlc.providers.command_provider import render
 from tests.fakes.agent_clis import install_agent
 from tests.git_support import git_env
 from tests.realcli.gemini_server import INPUT_TOKENS, OUTPUT_TOKENS, GeminiServer

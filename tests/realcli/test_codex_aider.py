@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ai_sdlc.providers.command_provider import PRESETS
+from ai_sdlc.providers.command_presets import PRESETS
 from tests.git_support import git, git_env
 from tests.realcli.codex_aider_support import (
     MUL,

@@ -22,7 +22,8 @@ from ai_sdlc.providers.cli_output import (
     LiveRetries,
     parse_output,
 )
-from ai_sdlc.providers.command_provider import PRESETS, render
+from ai_sdlc.providers.command_presets import PRESETS
+from ai_sdlc.providers.command_provider import render
 from tests.fakes.agent_clis import install_agent
 from tests.fakes.api_server import Reply, StreamFailure
 from tests.git_support import git_env, make_repo

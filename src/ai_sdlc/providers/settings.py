@@ -3,7 +3,7 @@
 A leaf module: it imports only msgspec and `settingkey`, so `config` can validate
 these keys without importing any provider (and the providers import nothing from `config`).
 The names here are the one source: `PROVIDER_NAMES` (registry), `PRESET_NAMES`
-(`command_provider.PRESETS`), `OUTPUT_FORMATS` (`cli_output`).
+(`command_presets.PRESETS`), `OUTPUT_FORMATS` (`cli_output`).
 """
 
 from typing import Annotated, Any, Literal
@@ -22,7 +22,7 @@ PROVIDER_NAMES: tuple[str, ...] = (
     "command",
 )
 ProviderName = Literal["scripted", "dry-run", "openai", "anthropic", "claude", "command"]
-#: The documented `ai.command.preset` templates (`command_provider.PRESETS`).
+#: The documented `ai.command.preset` templates (`command_presets.PRESETS`).
 PRESET_NAMES: tuple[str, ...] = ("claude", "codex", "aider", "gemini")
 PresetName = Literal["claude", "codex", "aider", "gemini"]
 #: How a CLI agent's stdout is read (`cli_output.parse_output`).
