@@ -17,10 +17,11 @@ else one `for-each-ref` for several questions), the new commit's sha from the ch
 `update-ref <ref> HEAD` just wrote, and whether a new story's folder or branch is taken by a
 worktree (else `git worktree list`).
 
-Split out: which branch is the base (`basebranch.BaseBranch`) and where the story worktrees are
-(`storytrees.StoryTrees`). What is left (about 590 lines) stays one class on purpose: prepare,
-the attempt commits and publishing share its per-story memory (checkpoints, the commit a branch
-was created from, vetted tips, checked work states), which is what lets a run skip git calls.
+Split out: which branch is the base (`basebranch.BaseBranch`), where the story worktrees are
+(`storytrees.StoryTrees`) and publishing (`publishing.Publishing`, a mixin). What is left (about
+500 lines) stays one class on purpose: prepare, the attempt commits and publishing share its
+per-story memory (checkpoints, the commit a branch was created from, vetted tips, checked work
+states), which is what lets a run skip git calls.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ai_sdlc.git import attempts, incoming, repo, stacking, staging, worktrees
+from ai_sdlc.git import attempts, repo, stacking, staging, worktrees
 from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
 from ai_sdlc.git.changes import ChangeSet
-from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly, pr_body, pr_title
+from ai_sdlc.git.publishing import PublishError, Publishing
+from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly
 from ai_sdlc.git.repo import RefSnapshot
-from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
+from ai_sdlc.git.run import GitError, TransientRemoteError, run
 from ai_sdlc.git.seam import (
     AttemptChanges,
     Conflict,
@@ -52,20 +54,12 @@ from ai_sdlc.git.sparse import SparseTrees
 from ai_sdlc.git.storytrees import StoryTrees
 from ai_sdlc.locks import held
 from ai_sdlc.resilience import CircuitBreakerOpenError
-from ai_sdlc.store.schema import breakdown_text
 
 if TYPE_CHECKING:
     from ai_sdlc.config import Config
 
 
-class PublishError(GitError):
-    """Pushing the branch or opening the PR failed (after the `github` policy's retries).
-
-    The work is safe on the story branch; `ai-sdlc pr <id>` tries again.
-    """
-
-
-class GitWorkspace:
+class GitWorkspace(Publishing):
     """One worktree and branch per story in the git repository holding `root`.
 
     `guard` runs every `git push` and `gh` call (pass `GuardFactory.git`, the `github` policy);
@@ -476,175 +470,12 @@ class GitWorkspace:
         message = f"{finished.message}; {note}" if finished.message else note
         return Publication(finished.fields, finished.outcome, message)
 
-    # --- publishing ----------------------------------------------------------------------------
-
-    def publish(self, story: Any, branch: str, *, refs: RefSnapshot | None = None) -> Publication:
-        """Push `branch` and open (or reuse) its pull request; `ai-sdlc pr` calls this too.
-        `refs`: the caller's snapshot of this operation's refs (read now, not cached)."""
-        later = f"ai-sdlc pr {story.id}"
-        remote = self.settings.remote
-        refs = refs if refs is not None else RefSnapshot(self.top, self._common_dir)
-        if branch:
-            refs.ask(f"refs/heads/{branch}", *self.base_branch.ref_names())
-        tip = refs.get(f"refs/heads/{branch}") if branch else None
-        if tip is None:
-            raise GitError(
-                f"{story.id} has no branch to publish ({branch or 'none recorded'})",
-                hint=f"run the story first: ai-sdlc run {story.id}",
-            )
-        if not self._has_remote(remote):
-            return Publication(
-                outcome="skipped",
-                message=f"no git remote {remote!r}: the work stays on branch {branch}; add the "
-                f"remote, then run `{later}`",
-                missing="remote",
-            )
-        base = self.base_branch.name(refs)
-        start, start_ref = self.base_branch.start_point(base, refs)
-        # A dependency done but not merged: the PR targets its branch (a stacked PR).
-        stack = self.stacks.start(story, base, start_ref.sha, refs)
-        target = stack.branch if stack.story is not None else base
-        if stack.story is not None:
-            start, start_ref = stack.branch, repo.Ref(stack.sha)
-        if self._vetted.get(story.id) != tip.sha:  # nothing unchecked is pushed
-            folder = self.location(story)[1]
-            since = self.base_branch.commits(base, refs)
-            incoming.refuse(
-                self.top, since, tip.sha, story_id=story.id, branch=branch, worktree=folder
-            )
-            self._vetted[story.id] = tip.sha
-        if not self._surely_ahead(story.id, tip, start_ref):
-            count = ("git", "rev-list", "--count", f"{start}..{branch}")
-            if run(count, self.top).stdout.strip() == "0":
-                return Publication(
-                    outcome="skipped",
-                    message=f"branch {branch} has no commits ahead of {target}: no pull "
-                    "request needed",
-                )
-        gh = GitHubCli(self.top, executable=self.gh, guard=self.guard)
-        try:
-            self._push(branch)
-            if not gh.available():
-                return Publication(
-                    outcome="skipped",
-                    message=f"gh (GitHub CLI) not found on PATH: branch {branch} is pushed to "
-                    f"{remote}; install gh and run `{later}` to open the pull request",
-                    missing="gh",
-                )
-            found = gh.open_pr(branch)
-            url, outcome = (found[0], "reused") if found is not None else (None, "reused")
-            if found is not None and found[1] and found[1] != target:
-                gh.retarget(branch, target)  # its dependency merged: now the base branch
-                outcome = "retargeted"
-            if url is None:
-                breakdown = _breakdown(story)
-                body = pr_body(story, verification=self.verification, breakdown=breakdown)
-                url = gh.create(
-                    title=pr_title(story),
-                    body=body,
-                    head=branch,
-                    base=target,
-                    draft=self.settings.draft,
-                )
-                outcome = "opened"
-            fields = {"pr_url": url}
-            if self.settings.auto_merge:
-                checks = gh.checks(branch)
-                if not checks.passed:
-                    return Publication(fields, "failed", checks.output or "checks failed")
-                gh.merge(branch)
-                return Publication(fields, "merged", f"pull request {url} merged (squash)")
-            verb = {"opened": "opened", "retargeted": f"retargeted to {target}:"}.get(
-                outcome, "already open:"
-            )
-            shown = f" (into {target})" if stack.story is not None else ""
-            return Publication(fields, outcome, f"pull request {verb} {url}{shown}")
-        except (GitError, TransientRemoteError, CircuitBreakerOpenError) as exc:
-            raise PublishError(
-                f"{story.id}: could not publish branch {branch}: {getattr(exc, 'message', exc)}",
-                hint=f"the work is committed on {branch}; run `{later}` to try again",
-            ) from None
-
-    def _vet(
-        self,
-        story: Any,
-        branch: str,
-        folder: Path,
-        head: str,
-        refs: RefSnapshot,
-        *,
-        fallback: str | None,
-    ) -> None:
-        """Check the commits `head` has beyond the base branch (beyond `fallback`, the
-        recorded checkpoint, when the base cannot be resolved); raise `UnsafeCommitsError`."""
-        try:
-            since = self.base_branch.commits(self.base_branch.name(refs), refs)
-        except GitError:
-            if fallback is None:
-                raise
-            since = [fallback]
-        incoming.refuse(folder, since, head, story_id=story.id, branch=branch, worktree=folder)
-        self._vetted[story.id] = head
-
-    def _push(self, branch: str) -> None:
-        remote = self.settings.remote
-        refspec = f"refs/heads/{branch}:refs/heads/{branch}"
-        if (self._common_dir / "lfs").is_dir():
-            # Our push runs no hook, so Git LFS's `pre-push` hook does not upload the branch's
-            # large files: ask git-lfs to, as that hook would have.
-            lfs = ("git", "lfs", "push", remote, f"refs/heads/{branch}")
-            self.guard(lambda: run(lfs, self.top, remote=True, timeout=REMOTE_TIMEOUT))
-        self.guard(
-            lambda: run(
-                ("git", "push", "--quiet", "--set-upstream", remote, refspec),
-                self.top,
-                remote=True,
-                timeout=REMOTE_TIMEOUT,
-            )
-        )
-
-    # --- helpers -------------------------------------------------------------------------------
-
-    def _surely_ahead(self, story_id: str, tip: repo.Ref, start: repo.Ref) -> bool:
-        """True when the branch certainly has commits the start point lacks, without
-        `rev-list`: this process created the branch from `start`'s current commit and then
-        committed on it (the tip is our latest checkpoint, a descendant of that commit)."""
-        origin = self._origins.get(story_id)
-        return (
-            origin is not None
-            and start.sha == origin
-            and tip.sha == self._checkpoints.get(story_id)
-            and tip.sha != origin
-        )
-
-    def _config(self, path: Path) -> repo.ConfigFacts:
-        """`user.email` and the remotes' URLs, read once per workspace. An agent that edits the
-        repository's config during a run changes neither the identity a commit falls back to
-        nor whether a push is tried (a push to a remote removed meanwhile fails as before,
-        with the `ai-sdlc pr` hint)."""
-        if self._facts is None:
-            self._facts = repo.config_facts(path)
-        return self._facts
-
     def _identity(self, top: Path) -> dict[str, str]:
         return attempts.identity_env(self._config(top).user_email)
-
-    def _has_remote(self, remote: str) -> bool:
-        if self._config(self.top).remote_urls.get(remote):
-            return True
-        # Not in the config as `remote.<name>.url`: ask git (remotes can be defined otherwise).
-        return repo.remote_url(self.top, remote) is not None
 
     def location(self, story: Any) -> tuple[str, Path]:
         """The story's branch and worktree folder (see `StoryTrees.location`)."""
         return self.trees.location(story)
-
-
-def _breakdown(story: Any) -> str:
-    total = int(story.frontmatter.get("total_recovery_attempts") or 0)
-    raw = story.frontmatter.get("recovery_breakdown") or {}
-    breakdown = {str(k): int(v) for k, v in dict(raw).items()}
-    return breakdown_text(total, breakdown)
 
 
 def select_workspace(
