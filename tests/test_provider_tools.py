@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.providers.base import Access, Phase, ProviderRequest
+from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     CommandPolicy,
     ToolBox,
     ToolRoot,
-    changed_paths,
     command_policy,
     scrubbed_env,
-    snapshot,
     toolbox_for,
 )
 from tests.waits import GUARD, NEVER

@@ -15,6 +15,10 @@ or an argument. A `result` event that reports an error (`is_error`) not classifi
 outage, or an edit phase in which Claude Code was denied tool calls (`permission_denials`: it
 may still say "success"), raises `AgentReportedError`: the runner counts a failed attempt.
 
+One file on purpose (about 520 lines): starting the session, reading its event stream and
+the failure checks all work on one running process's `_Outcome`; apart, they would pass that
+state between modules.
+
 Settings:
     ai.claude.binary       executable (default: `claude` on PATH, else the one bundled with
                            the claude-agent-sdk extra)
@@ -60,12 +64,11 @@ from ai_sdlc.providers.selection import (
     max_turns,
     resolve_model,
 )
+from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     AccessViolationError,
-    changed_paths,
     command_policy,
     kill_process_group,
-    snapshot,
     truncate,
 )
 from ai_sdlc.spawn import start_session

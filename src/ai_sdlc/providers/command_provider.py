@@ -68,11 +68,10 @@ from ai_sdlc.providers.command_presets import PLACEHOLDERS, PRESETS, codex_retry
 from ai_sdlc.providers.errors_map import OUTPUT_KINDS, redact
 from ai_sdlc.providers.pricing import estimate_tokens, price_for, priced
 from ai_sdlc.providers.selection import effective_timeout, resolve_model
+from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     AccessViolationError,
-    changed_paths,
     kill_process_group,
-    snapshot,
 )
 from ai_sdlc.spawn import start_session
 

@@ -14,8 +14,8 @@ Settings (`ai.tools.*`):
     command_timeout: 120                    # seconds per command
     max_output_chars: 20000                 # command output / file text returned to the model
 
-Also here: process-group helpers and workspace snapshots, shared by the CLI-agent providers
-(which cannot be confined tool by tool, so a read-only phase is checked afterwards).
+Also here: process-group helpers, shared by the CLI-agent providers; their workspace
+snapshots are in `snapshots`.
 """
 
 from __future__ import annotations
@@ -482,32 +482,3 @@ def toolbox_for(request: ProviderRequest, settings: Mapping[str, Any]) -> ToolBo
         commands=command_policy(settings, request.phase),
         sandbox=request.sandbox,
     )
-
-
-# --- snapshots (for CLI agents) -------------------------------------------------------------
-
-Snapshot = dict[str, tuple[int, int]]
-
-
-def snapshot(root: Path, *, limit: int = 50_000) -> Snapshot | None:
-    """(size, mtime_ns) of every file under `root` (minus SKIP_DIRS); None past `limit` files."""
-    state: Snapshot = {}
-    base = root.resolve()
-    for folder, dirs, files in os.walk(base):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-        for name in files:
-            path = Path(folder) / name
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            state[path.relative_to(base).as_posix()] = (st.st_size, st.st_mtime_ns)
-            if len(state) > limit:
-                return None
-    return state
-
-
-def changed_paths(before: Snapshot, after: Snapshot) -> list[str]:
-    """Files added, removed or modified between two snapshots, sorted."""
-    keys = set(before) | set(after)
-    return sorted(k for k in keys if before.get(k) != after.get(k))

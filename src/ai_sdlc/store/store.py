@@ -5,6 +5,9 @@ plan.md, review.md, events.jsonl and logs). Every read-modify-write holds a cros
 a sidecar file in `.ai-sdlc/.locks/` across the read AND the write (a lock on the file being
 replaced protects nothing once os.replace swaps the inode). Writes are atomic and change only
 the frontmatter lines whose values changed.
+
+One file on purpose (about 530 lines): every method works under the same locks and cache of
+one `StoryStore`; ids, scanning, the schema and the cache are modules of their own already.
 """
 
 from __future__ import annotations
