@@ -5,7 +5,9 @@ Columns: id, status, priority, type, epic, dependencies, the recovery counter ag
 bold header and colour; a pipe gets the same aligned text without styles (cut only when
 `COLUMNS` is set), so `ai-sdlc list | grep` and `cut` work. Filters combine: a story is listed
 when its status is one of `--status` (or blocked, with `--blocked`), it carries every `--label`,
-and it belongs to `--epic`.
+and it belongs to `--epic`. A story whose branch no longer merges cleanly into what it builds on
+(a sibling merged first) has `+conflicts` after its status (`--status conflicts` lists those;
+`--json` gives the files as `conflicts`).
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.cli.storyrows import cell_len, data_width, one_line, row_of
+from ai_sdlc.cli.storyrows import cell_len, collisions, data_width, one_line, row_of
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, UsageError
 from ai_sdlc.store import STATUSES
 
-#: `--status` values: the story statuses, and `waiting` for stories held at a gate.
+#: `--status` values: the story statuses, `waiting` for stories held at a gate, and
+#: `conflicts` for stories whose branch no longer merges cleanly.
 WAITING = "waiting"
-STATUS_FILTERS = (*STATUSES, WAITING)
+CONFLICTS = "conflicts"
+STATUS_FILTERS = (*STATUSES, WAITING, CONFLICTS)
 #: Board order, used by `--sort status`.
 _STATUS_ORDER = {
     s: i for i, s in enumerate(("backlog", "ready", "in-progress", WAITING, "blocked", "done"))
@@ -93,11 +97,16 @@ def list_stories(
         raise UsageError(f"unknown sort {sort!r}", hint="use one of: " + ", ".join(SORTS))
     app = Application.of(ctx)
     out = app.terminal(json)
-    scan = app.store().scan()
+    store = app.store()
+    scan = store.scan()
     config = app.config()
     limit = config.typed().limits.global_recovery
     gates = config.section("gates")
-    rows = [row_of(s, limit, gates) for s in scan.stories]
+    clashes = collisions(config, store.root, scan.stories)
+    rows = [
+        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else ())
+        for s in scan.stories
+    ]
     rows = [r for r in rows if _matches(r, wanted, label or [], epic)]
     rows.sort(key=_id_key)
     rows.sort(key=_SORT_KEYS[sort], reverse=sort == "updated")
@@ -129,7 +138,8 @@ def _statuses(given: list[str], blocked: bool) -> frozenset[str] | None:
 def _matches(
     row: dict[str, Any], statuses: frozenset[str] | None, labels: list[str], epic: str | None
 ) -> bool:
-    if statuses is not None and not ({row["status"], _shown_status(row)} & statuses):
+    shown = {row["status"], _shown_status(row)} | ({CONFLICTS} if row["conflicts"] else set())
+    if statuses is not None and not (shown & statuses):
         return False
     if any(label not in row["labels"] for label in labels):
         return False
@@ -140,7 +150,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
     deps = ",".join(row["dependencies"]) or "-"
     return [
         str(row["id"]),
-        _shown_status(row),
+        _shown_status(row) + (f"+{CONFLICTS}" if row["conflicts"] else ""),
         str(row["priority"]) if row["priority"] is not None else "-",
         str(row["type"] or "-"),
         str(row["epic"] or "-"),
@@ -161,7 +171,8 @@ def _print(out: Terminal, rows: list[dict[str, Any]]) -> None:
 
     out.data(line(list(_HEAD), "TITLE"), style="bold")
     for row, cells in zip(rows, table, strict=True):
-        out.data(line(cells, str(row["title"])), style=_STYLES.get(_shown_status(row)))
+        style = "red" if row["conflicts"] else _STYLES.get(_shown_status(row))
+        out.data(line(cells, str(row["title"])), style=style)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,8 @@
 """`ai-sdlc show <id>` (alias `details`): everything we know of a story: its fields (type,
 priority, epic, dependencies, labels, dates, branch, worktree, pull request, ticket), the phase
 flags, every counter and the recovery breakdown, the whole block reason, the provider usage and
-cost recorded over its runs, and with `--body` its text. `--json` gives the same."""
+cost recorded over its runs, the files its branch conflicts in when a sibling merged first, and
+with `--body` its text. `--json` gives the same."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
+from ai_sdlc.cli.storyrows import collisions
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.store.schema import breakdown_text
 from ai_sdlc.store.values import usage_of
@@ -124,6 +126,9 @@ def show(
         {"step": step, "command": command} for step, command in config.typed().verify.commands()
     ]
     info["archived"] = archived
+    clash = collisions(config, store.root, [story]).get(story.id)
+    info["conflicts"] = clash.files if clash else []
+    info["conflicts_with"] = clash.target if clash else None
     if body:
         info["body"] = story.body
     if json:
@@ -175,6 +180,12 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
             f"`ai-sdlc approve {story.id}` passes it, then `ai-sdlc run {story.id}` "
             f"{_AFTER_GATE.get(info['waiting_for'], 'continues')}",
             style="yellow",
+        )
+    if info["conflicts"]:
+        out.data(
+            f"  conflicts: {', '.join(info['conflicts'])} (its branch no longer merges cleanly"
+            f" into {info['conflicts_with']}; `ai-sdlc run {story.id}` brings it up to date)",
+            style="red",
         )
     out.data(f"  file:      {story.path}")
     if "body" in info:

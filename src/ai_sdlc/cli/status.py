@@ -17,7 +17,15 @@ import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.cli.storyrows import cell_len, clip, data_width, hint_of, one_line, row_of
+from ai_sdlc.cli.storyrows import (
+    cell_len,
+    clip,
+    collisions,
+    data_width,
+    hint_of,
+    one_line,
+    row_of,
+)
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
@@ -49,8 +57,14 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
     scan = store.scan()
     config = app.config()
     gates = config.section("gates")
+    clashes = collisions(config, store.root, scan.stories)
     rows = [
-        {**s.to_json(), "waiting_for": pending_gate(s.frontmatter, gates)} for s in scan.stories
+        {
+            **s.to_json(),
+            "waiting_for": pending_gate(s.frontmatter, gates),
+            "conflicts": clashes[s.id].files if s.id in clashes else [],
+        }
+        for s in scan.stories
     ]
     counts = dict.fromkeys(STATUSES, 0)
     for fm in rows:
@@ -65,7 +79,13 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
         )
     else:
         limit = config.typed().limits.global_recovery
-        _render_board(out, [row_of(s, limit, gates) for s in scan.stories])
+        _render_board(
+            out,
+            [
+                row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else ())
+                for s in scan.stories
+            ],
+        )
     for err in scan.errors:
         out.error(err.message, hint=err.hint)
     if scan.errors:
@@ -102,6 +122,8 @@ def _render_board(out: Terminal, rows: list[dict[str, Any]]) -> None:
                 details.append(f"reason: {row.get('blocked_reason') or 'no reason recorded'}")
             if column == WAITING:
                 details.append(f"gate: {row['waiting_for']} (ai-sdlc approve {row['id']})")
+            if row.get("conflicts"):
+                details.append(_conflicts_text(row) + f" (ai-sdlc run {row['id']})")
             for text in filter(None, details):
                 out.data(" " * _INDENT + one_line(text, inner))
 
@@ -177,9 +199,16 @@ def _card(row: dict[str, Any], column: str, width: int, *, last: bool) -> Any:
             text.append(("\n↳ " if i == 0 else "\n  ") + line, style="red")
     if column == WAITING:
         text.append("\n" + clip(f"↳ gate: {row['waiting_for']}", width)[0], style="yellow")
+    if row.get("conflicts"):
+        text.append("\n" + clip(f"⚠ {_conflicts_text(row)}", width)[0], style="red")
     if not last:
         text.append("\n")
     return text
+
+
+def _conflicts_text(row: dict[str, Any]) -> str:
+    """`conflicts: a.py, b.py`: the branch no longer merges cleanly (a sibling merged first)."""
+    return "conflicts: " + ", ".join(row["conflicts"])
 
 
 def register(app: typer.Typer) -> None:

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.git.siblings import Collision, story_collisions
 from ai_sdlc.workflow.runs.graph import epic_of
 from ai_sdlc.workflow.state.readiness import pending_gate
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ai_sdlc.cli.terminal import Terminal
+    from ai_sdlc.config import Config
 
 ELLIPSIS = "…"
 #: The type most stories have: the board names only the others.
@@ -93,8 +98,17 @@ def data_width(out: Terminal) -> int | None:
     return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
 
-def row_of(story: Any, limit: int, gates: Mapping[str, Any]) -> dict[str, Any]:
-    """A story's row: what the board and `list` show, and `list --json` gives."""
+def collisions(config: Config, root: Path, stories: Iterable[Any]) -> dict[str, Collision]:
+    """The stories whose branch no longer merges cleanly into what it builds on (a sibling
+    merged first): `git.siblings.story_collisions` with the project's git settings."""
+    return story_collisions(root, GitSettings.from_config(config), stories)
+
+
+def row_of(
+    story: Any, limit: int, gates: Mapping[str, Any], conflicts: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A story's row: what the board and `list` show, and `list --json` gives; `conflicts`:
+    the files its branch conflicts in with what it builds on (`collisions`)."""
     fm = story.to_json()
     deps = fm.get("dependencies")
     labels = fm.get("labels")
@@ -114,6 +128,7 @@ def row_of(story: Any, limit: int, gates: Mapping[str, Any]) -> dict[str, Any]:
         "global_recovery_limit": limit,
         "counter": f"{total}/{limit}",
         "blocked_reason": fm.get("blocked_reason") if story.status == "blocked" else None,
+        "conflicts": list(conflicts),
         "created": fm.get("created"),
         "updated": fm.get("updated"),
     }
