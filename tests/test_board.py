@@ -253,6 +253,7 @@ def test_list_json(cli: CliRunner, backlog: Path) -> None:
         "global_recovery_limit": 10,
         "counter": "3/10",
         "blocked_reason": REASON,
+        "conflicts": [],
         "created": None,
         "updated": "2026-01-05",
     }
