@@ -55,6 +55,7 @@ from ai_sdlc.providers.base import (
     Usage,
 )
 from ai_sdlc.providers.decision import APPROVED, RECOVERY, REJECTED, format_decision
+from ai_sdlc.providers.pricing import max_output
 from ai_sdlc.providers.scripted_rules import (
     Fault,
     Rule,
@@ -116,7 +117,10 @@ class ScriptedProvider(Provider):
             self._emit(request, "scripted_rule", {"rule": rule.number, "line": rule.line})
             text, changed = self._apply(rule, request)
         prompt_chars = len(request.system_prompt) + len(request.prompt)
-        usage = Usage(input_tokens=prompt_chars // 4, output_tokens=len(text) // 4)
+        # Like an API's max_tokens, `ai.max_output_tokens` bounds what one answer counts (the
+        # runner's budget check before a call relies on that bound).
+        answered = min(len(text) // 4, max_output(self.settings))
+        usage = Usage(input_tokens=prompt_chars // 4, output_tokens=answered)
         return ProviderResult(text=text, usage=usage, files_changed=changed)
 
     def _apply(self, rule: Rule, request: ProviderRequest) -> tuple[str, list[str]]:
