@@ -29,7 +29,7 @@ def test_init_in_a_subfolder_creates_the_project_at_the_repository_top(tmp_path:
     assert (top / ".ai-sdlc" / "stories").is_dir()
     assert not (deep / ".ai-sdlc").exists()
     assert f"inside the git repository {top.resolve()}" in result.stderr, result.stderr
-    assert str(top.resolve() / ".ai-sdlc") in result.stderr  # says where
+    assert str(top.resolve() / ".ai-sdlc") in result.output  # says where
     assert "--here" in result.stderr
     # Every command below finds that one project.
     assert run_in(deep, "add", "From below").stdout == "S-0001\n"

@@ -180,7 +180,7 @@ def test_layout_fixes_hold_in_chromium(tmp_path: Path, width: int) -> None:
     assert any("depends on S-0002, which is blocked" in w["text"] for w in m["why"])
     [banner] = m["banner"]
     assert banner["h"] > 0 and "Still blocked: S-0002" in banner["text"]
-    assert "Stopped earlier by failure_loop" in banner["text"]
+    assert "Stopped earlier by all_escalated" in banner["text"]
     assert len(m["gaps"]) == 8 and all(g["width"] > 3 for g in m["gaps"])
     assert m["page"]["sw"] <= m["page"]["cw"], m["page"]
 

@@ -176,6 +176,12 @@ def outside_worktree(root: Path) -> dict[str, str]:
                 continue
             path = Path(folder) / name
             sums[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    # The one change ai-sdlc itself makes to the shared git config: the sparse checkout of a
+    # story worktree turns on per-worktree config (git's own `sparse-checkout set` does too).
+    # Any other setting, added or changed, still shows.
+    if (root / ".git" / "config").is_file():
+        lines = sorted(git_config_lines(root) - {"extensions.worktreeconfig=true"})
+        sums[".git/config"] = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return sums
 
 
@@ -254,7 +260,6 @@ def flat(result: CliResult) -> str:
 def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path) -> None:
     root, reports, _ = project(tmp_path)
     before = outside_worktree(root)
-    config_lines_before = git_config_lines(root)
     hooks = sorted(os.listdir(root / ".git" / "hooks"))
     result = run(root, "run", SID)
     assert result.returncode == 5, result.output
@@ -282,13 +287,7 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
     grandchildren = [r for r in tried if r["attack"] == "grandchild ran"]
     assert grandchildren and all(r["outcome"] == "0" for r in grandchildren)
 
-    after = outside_worktree(root)
-    # The one change ai-sdlc itself makes to the shared git config: the sparse checkout of a
-    # story worktree turns on per-worktree config (git's own `sparse-checkout set` does so too).
-    config_before, config_after = before.pop(".git/config"), after.pop(".git/config")
-    assert after == before
-    if config_after != config_before:
-        assert git_config_lines(root) - config_lines_before == {"extensions.worktreeconfig=true"}
+    assert outside_worktree(root) == before
     assert sorted(os.listdir(root / ".git" / "hooks")) == hooks
     assert "hookspath" not in (root / ".git" / "config").read_text().lower()
     # The verdict is honest: 10 failed verifications, each counted, the ledger intact.
