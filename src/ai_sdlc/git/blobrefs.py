@@ -18,8 +18,9 @@ import re
 import zlib
 from pathlib import Path
 
+from ai_sdlc.errors import DISK_ERRNOS
 from ai_sdlc.fsutil import atomic_write_bytes
-from ai_sdlc.git.run import git
+from ai_sdlc.git.run import failure, git
 
 
 def blob_id(data: bytes, *, length: int = 40) -> str:
@@ -121,7 +122,20 @@ class BlobRefs:
             atomic_write_bytes(path, packed, durable=True)
             with contextlib.suppress(OSError):
                 os.chmod(path, 0o444)
-        self._git("update-ref", "-m", "ai-sdlc", ref, oid)
+        done = git(
+            self.git_dir,
+            f"--git-dir={self.git_dir}",
+            "update-ref",
+            "-m",
+            "ai-sdlc",
+            ref,
+            oid,
+            check=False,
+        )
+        if not done.ok:
+            if "couldn't write" in done.stderr:
+                _check_room(self.git_dir / ref)
+            raise failure(done)
 
     def _sha256(self) -> bool:
         try:
@@ -136,3 +150,29 @@ class BlobRefs:
         for name in names.splitlines():
             if "/" not in name.removeprefix(prefix):
                 self._git("update-ref", "-d", name, check=False)
+
+
+def _check_room(ref_path: Path) -> None:
+    """git says only "couldn't write '<ref>.lock'" when the write into a lock it created fails
+    (errno is lost): a page written beside it tells a full disk (raised as the `OSError`, which
+    `errors.disk_full` reports as such) from anything else (then git's own error stands)."""
+    folder = ref_path.parent
+    probe = folder / f".ai-sdlc-room-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        if exc.errno in DISK_ERRNOS:
+            raise OSError(exc.errno, exc.strerror, os.fspath(ref_path) + ".lock") from exc
+        return
+    try:
+        os.write(fd, b"\0" * 4096)
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno in DISK_ERRNOS:
+            raise OSError(exc.errno, exc.strerror, os.fspath(ref_path) + ".lock") from exc
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
