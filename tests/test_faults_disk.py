@@ -184,6 +184,33 @@ def test_a_failed_append_is_cut_back(tmp_path: Path, small_disk: Path) -> None:
     assert [e["action"] for e in read_events(folder)] == ["a", "b"]
 
 
+def test_a_ref_git_cannot_write_for_a_full_disk_is_a_full_disk(small_disk: Path) -> None:
+    """git says only "couldn't write '<ref>.lock'" when the lock it created cannot take the
+    object id (the errno is lost): the ledger's ref write reports that as a full disk."""
+    from ai_sdlc.errors import disk_full
+    from ai_sdlc.git.blobrefs import BlobRefs
+    from ai_sdlc.git.run import git
+
+    git(small_disk, "init", "-q", str(small_disk / "repo"))
+    refs = BlobRefs(small_disk / "repo" / ".git")
+    ref = "refs/ai-sdlc/ledger/S-0001"
+    refs.write(ref, b"first")
+    refs.write(ref, b"second")  # both blobs stored: going back to the first needs only the ref
+    with contextlib.suppress(OSError), open(small_disk / "fill", "wb") as fh:
+        while True:
+            fh.write(b"x" * 4096)
+            fh.flush()
+    with pytest.raises(OSError) as caught:
+        refs.write(ref, b"first")
+    found = disk_full(caught.value, small_disk)
+    assert found is not None, caught.value
+    assert found.path.endswith(f"{ref}.lock"), found.path
+    os.unlink(small_disk / "fill")
+    refs.write(ref, b"first")  # room again: the ref moves, nothing left behind by the check
+    assert refs.holds(ref, b"first")
+    assert not list((small_disk / "repo" / ".git" / "refs" / "ai-sdlc" / "ledger").glob(".*"))
+
+
 def test_what_counts_as_a_full_disk() -> None:
     import errno
 
