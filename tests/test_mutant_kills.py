@@ -7,11 +7,20 @@ mutants each one kills. Real files, real git, no mocks of our own code.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
 
+import pytest
+
+from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.providers.base import Phase, Usage
+from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.ledger import Journal, LedgerState, limit_message, line_hash
+from ai_sdlc.workflow.state.steps import RecoveryRecord
+from ai_sdlc.workflow.state.transitions import PhaseLimit, StoryState
+from tests.runs_support import frontmatter, make_project, story_events
 
 SID = "S-0001"
 
@@ -191,3 +200,278 @@ def test_a_state_folder_replaced_by_a_file_is_reported_and_set_aside(tmp_path: P
     state.symlink_to(state.with_name("kept"))
     assert journal.tail(SID).problems == [f"{state} is a symbolic link, not a folder"]
     assert journal.set_aside(SID, "s") == [str(state)]
+
+
+# --- the state owner, in process: what each operation writes ---------------------------------
+
+NOW = dt.datetime(2026, 11, 26, 1, 2, 3, 456000, tzinfo=dt.UTC)
+STAMP = "2026-11-26T01:02:03.456Z"
+
+
+def _owner(tmp_path: Path, limit: int = 10) -> tuple[Path, StoryState]:
+    root = tmp_path / "p"
+    make_project(root, ["Story"])
+    return root, StoryState(StoryStore(root), limit=limit, clock=lambda: NOW)
+
+
+def _actions(root: Path) -> list[str]:
+    return [str(e["action"]) for e in story_events(root, SID)]
+
+
+def _hand_edit(root: Path, **values: object) -> None:
+    with StoryStore(root).edit(SID) as story:
+        for key, value in values.items():
+            story.frontmatter[key] = value
+
+
+def test_an_attempt_is_reserved_failed_counted_then_passed(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    first = owner.begin_action(SID, Phase.IMPLEMENT, checkpoint="cp-1")
+    assert (first.attempt, first.last_failure, first.verified) == (1, None, None)
+    assert owner.ledger(SID).open == {
+        "kind": "implementation_retry",
+        "phase": "implement",
+        "attempt": 1,
+        "time": STAMP,
+        "checkpoint": "cp-1",
+    }
+    feedback = "E   assert 1 == 2\n" + "x" * 3000
+    record = owner.fail_attempt(
+        SID,
+        Phase.IMPLEMENT,
+        "implementation_retry",
+        outcome="tests_failed",
+        feedback=feedback,
+        signature="sig",
+        workspace_changed=True,
+        reason="the tests failed",
+        patch=(1, "diff --git a b\n"),
+        usage=Usage(input_tokens=3, output_tokens=4, cost_usd=0.5),
+    )
+    assert record == RecoveryRecord(SID, "implementation_retry", 1, {"implementation_retry": 1})
+    failure = {
+        "phase": "implement",
+        "outcome": "tests_failed",
+        "signature": "sig",
+        "feedback": feedback[:2000],
+        "workspace_changed": True,
+    }
+    ledger = owner.ledger(SID)
+    assert (ledger.open, ledger.last_failure, ledger.total, ledger.seq) == (None, failure, 1, 2)
+    fm = frontmatter(root, SID)
+    assert fm["total_recovery_attempts"] == 1
+    assert fm["recovery_breakdown"]["implementation_retry"] == 1
+    assert fm["implementation_retry_count"] == 1
+    assert fm["usage"] == {"input_tokens": 3, "output_tokens": 4, "cost_usd": 0.5, "calls": 1}
+    folder = root / ".ai-sdlc" / "stories" / SID
+    assert (folder / "attempts" / "1.patch").read_text() == "diff --git a b\n"
+    second = owner.begin_action(SID, Phase.IMPLEMENT)
+    assert (second.attempt, second.last_failure) == (2, failure)
+    assert "checkpoint" not in (owner.ledger(SID).open or {})
+    owner.complete_phase(
+        SID,
+        Phase.IMPLEMENT,
+        verified={"passed": True},
+        changes={"rework_pending": False},
+        status="in-progress",
+        artifact=("implement.md", "done"),
+        note="fine",
+    )
+    ledger = owner.ledger(SID)
+    assert (ledger.open, ledger.last_failure, ledger.verified) == (None, None, {"passed": True})
+    assert ledger.total == 1 and ledger.attempts == {"implement": 2}
+    fm = frontmatter(root, SID)
+    assert (fm["status"], fm["updated"]) == ("in-progress", "2026-11-26")
+    assert fm["rework_pending"] is False
+    assert (folder / "implement.md").read_text() == "done"
+    events = story_events(root, SID)
+    assert [e["action"] for e in events] == [
+        "phase_started",
+        "phase",
+        "recovery",
+        "phase_started",
+        "phase",
+    ]
+    failed, recovery, passed = events[1], events[2], events[4]
+    assert (failed["outcome"], failed["attempt"], failed["feedback"]) == (
+        "tests_failed",
+        1,
+        feedback[:2000],
+    )
+    assert (recovery["outcome"], recovery["recovery_kind"], recovery["phase"]) == (
+        "recorded",
+        "implementation_retry",
+        "implement",
+    )
+    assert recovery["reason"] == "the tests failed" and recovery["time"] == STAMP
+    assert recovery["counters"] == {
+        "total_recovery_attempts": 1,
+        "recovery_breakdown": {"implementation_retry": 1},
+    }
+    assert (passed["outcome"], passed["attempt"], passed["note"]) == ("completed", 2, "fine")
+    assert owner.begin_action(SID, Phase.REVIEW).attempt == 1  # numbered per phase
+
+
+def test_a_phase_limit_blocks_once_its_counter_passes_it(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    _hand_edit(root, status="in-progress")
+    limit = PhaseLimit("implementation_retry_count", 1, lambda n: f"{n} implementation retries")
+    owner.begin_action(SID, Phase.IMPLEMENT)
+    args = ("implementation_retry",)
+    owner.fail_attempt(SID, Phase.IMPLEMENT, *args, outcome="f", feedback="", limit=limit)
+    assert frontmatter(root, SID)["status"] == "in-progress"  # 1 is not above 1
+    owner.begin_action(SID, Phase.IMPLEMENT)
+    with pytest.raises(StoryBlockedError) as raised:
+        owner.fail_attempt(SID, Phase.IMPLEMENT, *args, outcome="f", feedback="", limit=limit)
+    assert raised.value.message == "2 implementation retries"
+    assert raised.value.hint == "fix the cause, then run 'ai-sdlc unblock S-0001'"
+    fm = frontmatter(root, SID)
+    assert (fm["status"], fm["blocked_reason"], fm["blocked_at"]) == (
+        "blocked",
+        "2 implementation retries",
+        STAMP,
+    )
+    ledger = owner.ledger(SID)
+    assert (ledger.resume_status, ledger.total) == ("in-progress", 2)
+    blocked = story_events(root, SID)[-1]
+    assert (blocked["action"], blocked["outcome"]) == ("blocked", "phase_limit")
+    with pytest.raises(StoryBlockedError, match="S-0001 is blocked: 2 implementation retries"):
+        owner.ensure_can_act(SID)
+
+
+def test_no_progress_blocks_at_once_and_the_global_limit_first(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path, limit=2)
+    owner.begin_action(SID, Phase.IMPLEMENT)
+    with pytest.raises(StoryBlockedError, match=r"^no progress\n"):
+        owner.fail_attempt(
+            SID, Phase.IMPLEMENT, "rework", outcome="f", feedback="", stalled="no progress"
+        )
+    assert owner.ledger(SID).total == 1
+    owner.unblock(SID, reset_retries=False)
+    with pytest.raises(StoryBlockedError) as raised:
+        owner.fail_attempt(
+            SID, Phase.IMPLEMENT, "rework", outcome="f", feedback="", stalled="no progress"
+        )
+    message = limit_message(SID, 2, 2, {"rework": 2})
+    assert (raised.value.message, raised.value.hint) == (message, None)
+    assert frontmatter(root, SID)["blocked_reason"] == message
+    events = story_events(root, SID)
+    assert [e.get("outcome") for e in events if e["action"] == "blocked"][-1] == (
+        "global_recovery_limit"
+    )
+    assert [e["outcome"] for e in events if e["action"] == "recovery"][-1] == "blocked"
+
+
+def test_an_api_retry_at_the_limit_blocks_and_says_the_figures(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path, limit=2)
+    first = owner.record_recovery(SID, "api_retry", provider="x", attempt=None)
+    assert first == RecoveryRecord(SID, "api_retry", 1, {"api_retry": 1}, None)
+    event = story_events(root, SID)[-1]
+    assert event["provider"] == "x" and "attempt" not in event
+    with pytest.raises(StoryBlockedError) as raised:
+        owner.record_recovery(SID, "api_retry")
+    assert raised.value.message == limit_message(SID, 2, 2, {"api_retry": 2})
+    with pytest.raises(ValueError, match="unknown recovery kind 'nap'"):
+        owner.record_recovery(SID, "nap")
+
+
+def test_a_released_attempt_is_not_counted(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    owner.release(SID, Phase.PLAN, "nothing open")
+    assert _actions(root) == []
+    owner.begin_action(SID, Phase.PLAN)
+    owner.release(SID, Phase.PLAN, "interrupted")
+    ledger = owner.ledger(SID)
+    assert (ledger.open, ledger.total) == (None, 0)
+    released = story_events(root, SID)[-1]
+    assert (released["action"], released["attempt"], released["reason"]) == (
+        "attempt_released",
+        1,
+        "interrupted",
+    )
+
+
+def test_a_dead_processs_attempt_is_counted_by_the_next_check(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    owner.begin_action(SID, Phase.REVIEW)
+    later = StoryState(StoryStore(root), clock=lambda: NOW)
+    later.ensure_can_act(SID)
+    ledger = later.ledger(SID)
+    assert (ledger.open, ledger.total, ledger.breakdown) == (None, 1, {"rework": 1})
+    counted = story_events(root, SID)[-1]
+    assert counted["stale"] is True and counted["phase"] == "review"
+    assert counted["reason"] == (
+        "an earlier run stopped during review attempt 1 (the process died); "
+        "the attempt counts as a rework cycle"
+    )
+    assert frontmatter(root, SID)["retry_count"] == 1
+
+
+def test_usage_adds_up_and_nothing_spent_writes_nothing(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    owner.add_usage(SID, Usage(input_tokens=10, output_tokens=5, cost_usd=0.1234567), calls=2)
+    owner.add_usage(SID, Usage(input_tokens=1, output_tokens=2, cost_usd=0.1), calls=1)
+    owner.add_usage(SID, Usage(input_tokens=1), calls=0)
+    usage = frontmatter(root, SID)["usage"]
+    assert usage == {"input_tokens": 12, "output_tokens": 7, "cost_usd": 0.223457, "calls": 3}
+    path = root / ".ai-sdlc" / "stories" / SID / "story.md"
+    text = path.read_text()
+    owner.add_usage(SID, Usage(), calls=0)
+    assert path.read_text() == text
+
+
+def test_a_lowered_file_is_restored_and_a_raised_one_honoured(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    for _ in range(2):
+        owner.record_recovery(SID, "api_retry")
+    _hand_edit(root, total_recovery_attempts=0, recovery_breakdown={"api_retry": 0})
+    owner.ensure_can_act(SID)
+    fm = frontmatter(root, SID)
+    assert fm["total_recovery_attempts"] == 2 and fm["recovery_breakdown"]["api_retry"] == 2
+    tamper = story_events(root, SID)[-1]
+    assert tamper["action"] == "tamper_detected"
+    assert tamper["changed"] == {
+        "total_recovery_attempts": {"file": 0, "ledger": 2},
+        "recovery_breakdown.api_retry": {"file": 0, "ledger": 2},
+    }
+    _hand_edit(root, total_recovery_attempts=5, recovery_breakdown={"api_retry": 3})
+    owner.ensure_can_act(SID)
+    raised = story_events(root, SID)[-1]
+    assert raised["action"] == "counters_hand_edited"
+    assert raised["changed"] == {
+        "total_recovery_attempts": {"file": 5, "ledger": 2},
+        "recovery_breakdown.api_retry": {"file": 3, "ledger": 2},
+    }
+    ledger = owner.ledger(SID)
+    assert (ledger.total, ledger.breakdown) == (5, {"api_retry": 3})
+    # a file one operation behind the ledger is a crash between the two, not tamper
+    owner.record_recovery(SID, "api_retry")
+    _hand_edit(root, total_recovery_attempts=5, recovery_breakdown={"api_retry": 3})
+    owner.ensure_can_act(SID)
+    resynced = story_events(root, SID)[-1]
+    assert resynced["action"] == "ledger_resynced"
+    assert resynced["reason"] == "the story file lagged the ledger after a crash"
+    assert frontmatter(root, SID)["total_recovery_attempts"] == 6
+
+
+def test_a_new_storys_breakdown_above_its_total_raises_the_total(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    _hand_edit(root, total_recovery_attempts=1, recovery_breakdown={"rework": 2, "api_retry": 1})
+    owner.ensure_can_act(SID)
+    event = story_events(root, SID)[-1]
+    assert (event["action"], event["reason"]) == (
+        "counters_reconciled",
+        "the breakdown adds up to 3, more than the total 1",
+    )
+    assert frontmatter(root, SID)["total_recovery_attempts"] == 3
+    assert owner.ledger(SID).total == 3
+
+
+def test_finish_records_done_and_its_fields_in_one_transaction(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    owner.finish(SID, fields={"pr_url": "https://x/1"}, event={"action": "published", "n": 1})
+    fm = frontmatter(root, SID)
+    assert (fm["status"], fm["pr_url"], fm["updated"]) == ("done", "https://x/1", "2026-11-26")
+    done, published = story_events(root, SID)[-2:]
+    assert (done["action"], done["outcome"]) == ("done", "completed")
+    assert (published["action"], published["n"]) == ("published", 1)
