@@ -475,3 +475,119 @@ def test_finish_records_done_and_its_fields_in_one_transaction(tmp_path: Path) -
     done, published = story_events(root, SID)[-2:]
     assert (done["action"], done["outcome"]) == ("done", "completed")
     assert (published["action"], published["n"]) == ("published", 1)
+
+
+def test_unblock_returns_to_the_status_blocked_from_and_reset_zeroes_every_counter(
+    tmp_path: Path,
+) -> None:
+    root, owner = _owner(tmp_path, limit=3)
+    _hand_edit(root, status="in-progress")
+    owner.begin_action(SID, Phase.REVIEW)
+    owner.fail_attempt(SID, Phase.REVIEW, "rework", outcome="f", feedback="")
+    owner.record_recovery(SID, "api_retry")
+    with pytest.raises(StoryBlockedError):
+        owner.record_recovery(SID, "api_retry")
+    plain = owner.unblock(SID, reset_retries=False)
+    assert plain == {
+        "id": SID,
+        "was_blocked": True,
+        "status": "in-progress",
+        "reset_retries": False,
+        "total_recovery_attempts": 3,
+    }
+    fm = frontmatter(root, SID)
+    assert "blocked_reason" not in fm and "blocked_at" not in fm
+    assert owner.ledger(SID).resume_status is None
+    again = owner.unblock(SID, reset_retries=True)
+    assert (again["was_blocked"], again["status"], again["total_recovery_attempts"]) == (
+        False,
+        "in-progress",
+        0,
+    )
+    fm = frontmatter(root, SID)
+    assert (fm["total_recovery_attempts"], fm["retry_count"]) == (0, 0)
+    assert not any(fm.get("recovery_breakdown", {}).values())
+    ledger = owner.ledger(SID)
+    assert (ledger.total, ledger.breakdown, ledger.chain) == (0, {}, 1)
+    event = story_events(root, SID)[-1]
+    assert (event["action"], event["outcome"], event["reset_retries"]) == (
+        "unblock",
+        "not_blocked",
+        True,
+    )
+
+
+def test_a_story_blocked_by_hand_returns_to_its_first_unpassed_phase(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    _hand_edit(root, status="blocked", blocked_reason="by hand")
+    assert owner.unblock(SID, reset_retries=False)["status"] == "ready"
+    _hand_edit(root, status="blocked", refinement_count=1)
+    assert owner.unblock(SID, reset_retries=False)["status"] == "backlog"
+    _hand_edit(root, status="blocked", research_complete=True)
+    assert owner.unblock(SID, reset_retries=False)["status"] == "in-progress"
+
+
+def test_block_releases_the_open_attempt_and_keeps_the_status_to_return_to(
+    tmp_path: Path,
+) -> None:
+    root, owner = _owner(tmp_path)
+    owner.begin_action(SID, Phase.PLAN)
+    with pytest.raises(StoryBlockedError) as raised:
+        owner.block(SID, "review FAILED", outcome="review_failed", artifact=("review.md", "no"))
+    assert raised.value.hint == "fix the cause, then run 'ai-sdlc unblock S-0001'"
+    ledger = owner.ledger(SID)
+    assert (ledger.open, ledger.total, ledger.resume_status) == (None, 0, "backlog")
+    blocked = story_events(root, SID)[-1]
+    assert (blocked["outcome"], blocked["reason"]) == ("review_failed", "review FAILED")
+    assert (root / ".ai-sdlc" / "stories" / SID / "review.md").read_text() == "no"
+    with pytest.raises(StoryBlockedError):
+        owner.block(SID, "again")
+    assert owner.ledger(SID).resume_status == "backlog"  # not "blocked"
+
+
+def test_a_checkpoint_restores_the_workflow_keys_and_artifacts_but_not_the_counters(
+    tmp_path: Path,
+) -> None:
+    root, owner = _owner(tmp_path)
+    saved = StoryStore(root).get(SID)
+    folder = root / ".ai-sdlc" / "stories" / SID
+    (folder / "plan.md").write_text("before")
+    _hand_edit(root, status="in-progress", plan_complete=True)
+    with StoryStore(root).edit(SID) as story:
+        story.body = "changed body"
+    (folder / "plan.md").write_text("after")
+    (folder / "new.md").write_text("new")
+    owner.record_recovery(SID, "api_retry")
+    restored = owner.restore(
+        SID,
+        saved,
+        {"plan.md": b"before", "new.md": None, "gone.md": None, "same.md": b""},
+        phase="plan",
+        reason="r" * 600,
+    )
+    assert restored == ["status", "plan_complete", "body", "plan.md", "new.md", "same.md"]
+    fm = frontmatter(root, SID)
+    assert (fm["status"], fm["plan_complete"]) == ("backlog", saved.frontmatter["plan_complete"])
+    assert fm["total_recovery_attempts"] == 1
+    assert (folder / "plan.md").read_text() == "before" and not (folder / "new.md").exists()
+    event = story_events(root, SID)[-1]
+    assert (event["action"], event["phase"], event["reason"]) == (
+        "rollback_initiated",
+        "plan",
+        "r" * 500,
+    )
+    assert owner.restore(SID, saved, {"same.md": b""}, phase="plan", reason="") == []
+
+
+def test_approve_passes_the_pending_gate_once(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    gates = {"before_implementation": True}
+    with pytest.raises(Exception, match="S-0001 is not waiting at a gate"):
+        owner.approve(SID, gates)
+    _hand_edit(root, status="in-progress", plan_complete=True)
+    assert owner.approve(SID, gates) == "before_implementation"
+    assert frontmatter(root, SID)["approved_gates"] == ["before_implementation"]
+    event = story_events(root, SID)[-1]
+    assert (event["action"], event["outcome"]) == ("approve", "before_implementation")
+    owner.note(SID, "escalated", by="run")
+    assert story_events(root, SID)[-1]["by"] == "run"
