@@ -591,3 +591,19 @@ def test_approve_passes_the_pending_gate_once(tmp_path: Path) -> None:
     assert (event["action"], event["outcome"]) == ("approve", "before_implementation")
     owner.note(SID, "escalated", by="run")
     assert story_events(root, SID)[-1]["by"] == "run"
+
+
+def test_fields_are_set_deleted_and_logged_with_their_event(tmp_path: Path) -> None:
+    from ai_sdlc.workflow.state.transitions import DELETE
+
+    root, owner = _owner(tmp_path)
+    owner.record_fields(SID, {"branch": "ai/s-0001", "pr_url": None}, {"action": "branched"})
+    fm = frontmatter(root, SID)
+    assert fm["branch"] == "ai/s-0001" and "pr_url" in fm and fm["pr_url"] is None
+    assert story_events(root, SID)[-1]["action"] == "branched"
+    owner.record_fields(SID, {"branch": DELETE, "worktree_path": DELETE})
+    assert "branch" not in frontmatter(root, SID)
+    owner.record_fields(SID, {"branch": "b"}, {"why": "no action given"})
+    assert story_events(root, SID)[-1]["action"] == "fields"
+    owner.complete_phase(SID, Phase.RESEARCH, body="new body\n")
+    assert StoryStore(root).get(SID).body == "new body\n"
