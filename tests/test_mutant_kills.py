@@ -607,3 +607,34 @@ def test_fields_are_set_deleted_and_logged_with_their_event(tmp_path: Path) -> N
     assert story_events(root, SID)[-1]["action"] == "fields"
     owner.complete_phase(SID, Phase.RESEARCH, body="new body\n")
     assert StoryStore(root).get(SID).body == "new body\n"
+
+
+def test_a_lost_ledger_is_tamper_and_the_counters_stay_at_the_highest_record(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    make_project(root, ["Story"])
+    told: list[tuple[str, str]] = []
+    owner = StoryState(
+        StoryStore(root), clock=lambda: NOW, on_tamper=lambda sid, msg: told.append((sid, msg))
+    )
+    for _ in range(3):
+        owner.record_recovery(SID, "api_retry")
+    seq = owner.ledger(SID).seq
+    ledger = root / ".ai-sdlc" / "state" / "ledger" / f"{SID}.jsonl"
+    ledger.unlink()
+    owner.ensure_can_act(SID)
+    assert len(told) == 1 and told[0][0] == SID
+    assert told[0][1].startswith(f"{SID}: tamper detected: ")
+    assert told[0][1].endswith(
+        "the counters stay at the highest surviving record (3); only "
+        "'ai-sdlc unblock --reset-retries' lowers them"
+    )
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert [e["op"] for e in entries] == ["tamper_detected"]
+    assert (entries[0]["total"], entries[0]["seq"], entries[0]["prev"]) == (3, seq + 1, "")
+    event = story_events(root, SID)[-1]
+    assert (event["action"], event["sources"]["story.md"]) == ("tamper_detected", 3)
+    owner.ensure_can_act(SID)  # re-anchored: nothing more to tell
+    assert len(told) == 1
+    assert len(ledger.read_text().splitlines()) == 1  # a check that changes nothing appends nothing
