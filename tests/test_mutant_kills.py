@@ -638,3 +638,43 @@ def test_a_lost_ledger_is_tamper_and_the_counters_stay_at_the_highest_record(
     owner.ensure_can_act(SID)  # re-anchored: nothing more to tell
     assert len(told) == 1
     assert len(ledger.read_text().splitlines()) == 1  # a check that changes nothing appends nothing
+
+
+def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path: Path) -> None:
+    from ai_sdlc.errors import UsageError
+
+    root = tmp_path / "p"
+    make_project(root, ["First", "Second", "Third"])
+    owner = StoryState(StoryStore(root), clock=lambda: NOW)
+    changed = owner.shape(
+        SID, {"title": "Renamed", "priority": 10, "labels": [], "epic": None, "status": "ready"}
+    )
+    assert changed == {
+        "title": {"from": "First", "to": "Renamed"},
+        "status": {"from": "backlog", "to": "ready"},
+    }
+    fm = frontmatter(root, SID)
+    assert (fm["title"], fm["status"], fm["updated"]) == ("Renamed", "ready", "2026-11-26")
+    assert "epic" not in fm and not fm.get("labels")
+    event = story_events(root, SID)[-1]
+    assert (event["action"], event["changed"]) == ("edited", changed)
+    assert owner.shape(SID, {"title": "Renamed"}) == {}
+    assert story_events(root, SID)[-1] == event  # nothing changed: nothing logged
+    owner.shape(SID, {"epic": "E"})
+    assert owner.shape(SID, {"epic": None}) == {"epic": {"from": "E", "to": None}}
+    assert "epic" not in frontmatter(root, SID)
+    owner.shape("S-0002", {"dependencies": [SID]})
+    owner.shape("S-0003", {"dependencies": [SID]})
+    with pytest.raises(UsageError) as refused:
+        owner.archive(SID)
+    assert refused.value.message == "S-0001 cannot be archived: S-0002, S-0003 depend on it"
+    assert refused.value.hint == (
+        "first drop it from their dependencies (ai-sdlc set S-0002 dependencies=...)"
+    )
+    owner.shape("S-0003", {"dependencies": []})
+    with pytest.raises(UsageError, match="S-0002 depends on it"):
+        owner.archive(SID)
+    folder = owner.archive("S-0003")
+    assert folder.is_dir() and "archive" in folder.parts[-2]
+    archived = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    assert (archived[-1]["action"], archived[-1]["status"]) == ("archived", "backlog")
