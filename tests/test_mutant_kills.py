@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ai_sdlc.errors import StoryBlockedError
+from ai_sdlc.errors import AiSdlcError, BusyError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
+from ai_sdlc.workflow.state.runlock import run_lock
 from ai_sdlc.workflow.state.ledger import Journal, LedgerState, limit_message, line_hash
 from ai_sdlc.workflow.state.steps import RecoveryRecord
 from ai_sdlc.workflow.state.transitions import PhaseLimit, StoryState
@@ -204,8 +205,10 @@ def test_a_state_folder_replaced_by_a_file_is_reported_and_set_aside(tmp_path: P
 
 # --- the state owner, in process: what each operation writes ---------------------------------
 
-NOW = dt.datetime(2026, 11, 26, 1, 2, 3, 456000, tzinfo=dt.UTC)
-STAMP = "2026-11-26T01:02:03.456Z"
+#: Not today: a date written from the real clock instead of the injected one shows.
+NOW = dt.datetime(2030, 1, 2, 1, 2, 3, 456000, tzinfo=dt.UTC)
+STAMP = "2030-01-02T01:02:03.456Z"
+DAY = "2030-01-02"
 
 
 def _owner(tmp_path: Path, limit: int = 10) -> tuple[Path, StoryState]:
@@ -281,7 +284,7 @@ def test_an_attempt_is_reserved_failed_counted_then_passed(tmp_path: Path) -> No
     assert (ledger.open, ledger.last_failure, ledger.verified) == (None, None, {"passed": True})
     assert ledger.total == 1 and ledger.attempts == {"implement": 2}
     fm = frontmatter(root, SID)
-    assert (fm["status"], fm["updated"]) == ("in-progress", "2026-11-26")
+    assert (fm["status"], fm["updated"]) == ("in-progress", DAY)
     assert fm["rework_pending"] is False
     assert (folder / "implement.md").read_text() == "done"
     events = story_events(root, SID)
@@ -471,7 +474,7 @@ def test_finish_records_done_and_its_fields_in_one_transaction(tmp_path: Path) -
     root, owner = _owner(tmp_path)
     owner.finish(SID, fields={"pr_url": "https://x/1"}, event={"action": "published", "n": 1})
     fm = frontmatter(root, SID)
-    assert (fm["status"], fm["pr_url"], fm["updated"]) == ("done", "https://x/1", "2026-11-26")
+    assert (fm["status"], fm["pr_url"], fm["updated"]) == ("done", "https://x/1", DAY)
     done, published = story_events(root, SID)[-2:]
     assert (done["action"], done["outcome"]) == ("done", "completed")
     assert (published["action"], published["n"]) == ("published", 1)
@@ -543,6 +546,7 @@ def test_block_releases_the_open_attempt_and_keeps_the_status_to_return_to(
     with pytest.raises(StoryBlockedError):
         owner.block(SID, "again")
     assert owner.ledger(SID).resume_status == "backlog"  # not "blocked"
+    assert story_events(root, SID)[-1]["outcome"] == "phase_limit"  # the default outcome
 
 
 def test_a_checkpoint_restores_the_workflow_keys_and_artifacts_but_not_the_counters(
@@ -582,13 +586,21 @@ def test_a_checkpoint_restores_the_workflow_keys_and_artifacts_but_not_the_count
 def test_approve_passes_the_pending_gate_once(tmp_path: Path) -> None:
     root, owner = _owner(tmp_path)
     gates = {"before_implementation": True}
-    with pytest.raises(Exception, match="S-0001 is not waiting at a gate"):
+    with pytest.raises(AiSdlcError) as refused:
         owner.approve(SID, gates)
+    assert (refused.value.message, refused.value.hint) == (
+        "S-0001 is not waiting at a gate",
+        "gates are set in config: gates.before_implementation, gates.before_done",
+    )
     _hand_edit(root, status="in-progress", plan_complete=True)
     assert owner.approve(SID, gates) == "before_implementation"
     assert frontmatter(root, SID)["approved_gates"] == ["before_implementation"]
     event = story_events(root, SID)[-1]
     assert (event["action"], event["outcome"]) == ("approve", "before_implementation")
+    _hand_edit(root, implementation_complete=True, reviews_complete=True)
+    assert owner.approve(SID, {**gates, "before_done": True}) == "before_done"
+    approved = frontmatter(root, SID)["approved_gates"]
+    assert approved == ["before_implementation", "before_done"]
     owner.note(SID, "escalated", by="run")
     assert story_events(root, SID)[-1]["by"] == "run"
 
@@ -641,10 +653,8 @@ def test_a_lost_ledger_is_tamper_and_the_counters_stay_at_the_highest_record(
 
 
 def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path: Path) -> None:
-    from ai_sdlc.errors import UsageError
-
     root = tmp_path / "p"
-    make_project(root, ["First", "Second", "Third"])
+    make_project(root, ["First", "Second", "Third", "Fourth"])
     owner = StoryState(StoryStore(root), clock=lambda: NOW)
     changed = owner.shape(
         SID, {"title": "Renamed", "priority": 10, "labels": [], "epic": None, "status": "ready"}
@@ -654,11 +664,16 @@ def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path:
         "status": {"from": "backlog", "to": "ready"},
     }
     fm = frontmatter(root, SID)
-    assert (fm["title"], fm["status"], fm["updated"]) == ("Renamed", "ready", "2026-11-26")
+    assert (fm["title"], fm["status"], fm["updated"]) == ("Renamed", "ready", DAY)
     assert "epic" not in fm and not fm.get("labels")
     event = story_events(root, SID)[-1]
     assert (event["action"], event["changed"]) == ("edited", changed)
     assert owner.shape(SID, {"title": "Renamed"}) == {}
+    # an unchanged key is skipped, not the end of the list
+    assert owner.shape(SID, {"title": "Renamed", "priority": 3}) == {
+        "priority": {"from": 10, "to": 3}
+    }
+    event = story_events(root, SID)[-1]
     assert story_events(root, SID)[-1] == event  # nothing changed: nothing logged
     owner.shape(SID, {"epic": "E"})
     assert owner.shape(SID, {"epic": None}) == {"epic": {"from": "E", "to": None}}
@@ -674,7 +689,63 @@ def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path:
     owner.shape("S-0003", {"dependencies": []})
     with pytest.raises(UsageError, match="S-0002 depends on it"):
         owner.archive(SID)
+    with run_lock(root / ".ai-sdlc", "S-0003", what="S-0003"):
+        with pytest.raises(BusyError) as busy:
+            owner.archive("S-0003")
+    assert busy.value.message.startswith(
+        "cannot archive S-0003: S-0003 is already being run by another ai-sdlc process"
+    )
+    assert busy.value.hint == (
+        "wait for it to finish, or stop it; a crashed run releases the lock by itself"
+    )
     folder = owner.archive("S-0003")
     assert folder.is_dir() and "archive" in folder.parts[-2]
     archived = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
     assert (archived[-1]["action"], archived[-1]["status"]) == ("archived", "backlog")
+    text = (folder / "story.md").read_text()
+    assert f"archived_at: '{DAY}'" in text or f"archived_at: {DAY}" in text
+    # what a person may not set, and dependencies the backlog cannot honour
+    with StoryStore(root).edit("S-0004") as story:
+        story.frontmatter["status"] = "in-progress"
+    with pytest.raises(UsageError) as status:
+        owner.shape("S-0004", {"status": "ready"})
+    assert status.value.message == "S-0004 is in-progress: its status cannot be set to ready"
+    with pytest.raises(UsageError, match=r"^dependency S-0003 is archived\n"):
+        owner.shape("S-0004", {"dependencies": ["S-0003"]})
+    with pytest.raises(UsageError, match=r"^dependency S-0009 is not a story in this backlog\n"):
+        owner.shape("S-0004", {"dependencies": ["S-0009"]})
+    with pytest.raises(UsageError, match="cycle"):
+        owner.shape(SID, {"dependencies": ["S-0002"]})  # S-0002 depends on S-0001
+
+
+def test_a_crash_between_the_copies_and_the_ledger_is_closed_by_the_next_operation(
+    tmp_path: Path,
+) -> None:
+    """The copies run one entry ahead of a ledger whose last append never happened: whatever
+    operation comes next writes that entry, under its own name, without a tamper alarm."""
+    root = tmp_path / "p"
+    make_project(root, ["Story", "Other"])
+    owner = StoryState(StoryStore(root), clock=lambda: NOW)
+    ledger = root / ".ai-sdlc" / "state" / "ledger" / f"{SID}.jsonl"
+    operations = {
+        "usage": lambda: owner.add_usage(SID, Usage(input_tokens=1), calls=1),
+        "fields": lambda: owner.record_fields(SID, {"branch": "b"}),
+        "approve": lambda: owner.approve(SID, {"before_implementation": True}),
+        "edit": lambda: owner.shape(SID, {"title": "T"}),
+        "blocked": lambda: owner.block(SID, "stop"),
+        "unblock": lambda: owner.unblock(SID, reset_retries=False),
+        "archive": lambda: owner.archive(SID),
+    }
+    _hand_edit(root, status="in-progress", plan_complete=True)
+    for total, (op, operation) in enumerate(operations.items(), start=1):
+        owner.record_recovery(SID, "api_retry")
+        lines = ledger.read_bytes().splitlines(keepends=True)
+        ledger.write_bytes(b"".join(lines[:-1]))  # the append that never happened
+        if op == "blocked":
+            with pytest.raises(StoryBlockedError):
+                operation()
+        else:
+            operation()
+        last = json.loads(ledger.read_bytes().splitlines()[-1])
+        assert (last["op"], last["total"]) == (op, total), last
+    assert not [e for e in story_events(root, SID) if e["action"] == "tamper_detected"]
