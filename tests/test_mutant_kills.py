@@ -17,8 +17,8 @@ import pytest
 from ai_sdlc.errors import AiSdlcError, BusyError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.state.runlock import run_lock
 from ai_sdlc.workflow.state.ledger import Journal, LedgerState, limit_message, line_hash
+from ai_sdlc.workflow.state.runlock import run_lock
 from ai_sdlc.workflow.state.steps import RecoveryRecord
 from ai_sdlc.workflow.state.transitions import PhaseLimit, StoryState
 from tests.runs_support import frontmatter, make_project, story_events
@@ -689,9 +689,8 @@ def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path:
     owner.shape("S-0003", {"dependencies": []})
     with pytest.raises(UsageError, match="S-0002 depends on it"):
         owner.archive(SID)
-    with run_lock(root / ".ai-sdlc", "S-0003", what="S-0003"):
-        with pytest.raises(BusyError) as busy:
-            owner.archive("S-0003")
+    with run_lock(root / ".ai-sdlc", "S-0003", what="S-0003"), pytest.raises(BusyError) as busy:
+        owner.archive("S-0003")
     assert busy.value.message.startswith(
         "cannot archive S-0003: S-0003 is already being run by another ai-sdlc process"
     )
