@@ -748,3 +748,19 @@ def test_a_crash_between_the_copies_and_the_ledger_is_closed_by_the_next_operati
         last = json.loads(ledger.read_bytes().splitlines()[-1])
         assert (last["op"], last["total"]) == (op, total), last
     assert not [e for e in story_events(root, SID) if e["action"] == "tamper_detected"]
+
+
+def test_an_unreadable_story_file_is_put_back_and_the_ledger_reapplied(tmp_path: Path) -> None:
+    from ai_sdlc.workflow.state.transitions import DELETE
+
+    root, owner = _owner(tmp_path)
+    path = root / ".ai-sdlc" / "stories" / SID / "story.md"
+    saved = path.read_bytes()
+    owner.record_recovery(SID, "api_retry")
+    owner.record_recovery(SID, "api_retry")
+    path.write_text("---\n: not yaml [\n---\n")
+    owner.restore_file(SID, saved)
+    fm = frontmatter(root, SID)
+    assert fm["total_recovery_attempts"] == 2 and fm["recovery_breakdown"]["api_retry"] == 2
+    assert story_events(root, SID)[-1]["action"] == "story_file_restored"
+    assert repr(DELETE) == "DELETE"  # how the marker shows in a failing assertion
