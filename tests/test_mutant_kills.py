@@ -647,6 +647,12 @@ def test_a_lost_ledger_is_tamper_and_the_counters_stay_at_the_highest_record(
     assert (entries[0]["total"], entries[0]["seq"], entries[0]["prev"]) == (3, seq + 1, "")
     event = story_events(root, SID)[-1]
     assert (event["action"], event["sources"]["story.md"]) == ("tamper_detected", 3)
+    assert event["found"] and told[0][1].startswith(
+        f"{SID}: tamper detected: {'; '.join(event['found'])}. "
+    )
+    assert told[0][1].endswith(event["reason"]) and event["reason"].startswith(
+        "the recovery ledger was lost, lowered or replaced outside ai-sdlc"
+    )
     owner.ensure_can_act(SID)  # re-anchored: nothing more to tell
     assert len(told) == 1
     assert len(ledger.read_text().splitlines()) == 1  # a check that changes nothing appends nothing
