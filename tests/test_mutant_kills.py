@@ -656,6 +656,10 @@ def test_a_lost_ledger_is_tamper_and_the_counters_stay_at_the_highest_record(
     owner.ensure_can_act(SID)  # re-anchored: nothing more to tell
     assert len(told) == 1
     assert len(ledger.read_text().splitlines()) == 1  # a check that changes nothing appends nothing
+    ledger.unlink()
+    ledger.symlink_to(tmp_path / "elsewhere")  # replaced: reported, then moved aside
+    owner.ensure_can_act(SID)
+    assert f"is a symbolic link, not the ledger file; moved aside: {ledger}. " in told[-1][1]
 
 
 def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path: Path) -> None:
