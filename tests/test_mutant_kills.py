@@ -386,6 +386,7 @@ def test_a_released_attempt_is_not_counted(tmp_path: Path) -> None:
     owner.release(SID, Phase.PLAN, "interrupted")
     ledger = owner.ledger(SID)
     assert (ledger.open, ledger.total) == (None, 0)
+    assert json.loads(owner.journal.path(SID).read_bytes().splitlines()[-1])["op"] == "released"
     released = story_events(root, SID)[-1]
     assert (released["action"], released["attempt"], released["reason"]) == (
         "attempt_released",
@@ -556,7 +557,7 @@ def test_a_checkpoint_restores_the_workflow_keys_and_artifacts_but_not_the_count
     saved = StoryStore(root).get(SID)
     folder = root / ".ai-sdlc" / "stories" / SID
     (folder / "plan.md").write_text("before")
-    _hand_edit(root, status="in-progress", plan_complete=True)
+    _hand_edit(root, status="in-progress", plan_complete=True, rework_pending=True)
     with StoryStore(root).edit(SID) as story:
         story.body = "changed body"
     (folder / "plan.md").write_text("after")
@@ -569,7 +570,16 @@ def test_a_checkpoint_restores_the_workflow_keys_and_artifacts_but_not_the_count
         phase="plan",
         reason="r" * 600,
     )
-    assert restored == ["status", "plan_complete", "body", "plan.md", "new.md", "same.md"]
+    assert restored == [
+        "status",
+        "plan_complete",
+        "rework_pending",
+        "body",
+        "plan.md",
+        "new.md",
+        "same.md",
+    ]
+    assert "rework_pending" not in frontmatter(root, SID)  # not in the checkpoint: removed
     fm = frontmatter(root, SID)
     assert (fm["status"], fm["plan_complete"]) == ("backlog", saved.frontmatter["plan_complete"])
     assert fm["total_recovery_attempts"] == 1
@@ -745,8 +755,10 @@ def test_a_crash_between_the_copies_and_the_ledger_is_closed_by_the_next_operati
         "edit": lambda: owner.shape(SID, {"title": "T"}),
         "blocked": lambda: owner.block(SID, "stop"),
         "unblock": lambda: owner.unblock(SID, reset_retries=False),
+        "restore": lambda: owner.restore(SID, saved, {}, phase="plan", reason=""),
         "archive": lambda: owner.archive(SID),
     }
+    saved = StoryStore(root).get(SID)
     _hand_edit(root, status="in-progress", plan_complete=True)
     for total, (op, operation) in enumerate(operations.items(), start=1):
         owner.record_recovery(SID, "api_retry")
