@@ -788,3 +788,23 @@ def test_an_unreadable_story_file_is_put_back_and_the_ledger_reapplied(tmp_path:
     assert fm["total_recovery_attempts"] == 2 and fm["recovery_breakdown"]["api_retry"] == 2
     assert story_events(root, SID)[-1]["action"] == "story_file_restored"
     assert repr(DELETE) == "DELETE"  # how the marker shows in a failing assertion
+
+
+def test_a_checkpoint_restore_after_a_crash_writes_its_own_entry(tmp_path: Path) -> None:
+    """As above, for the two restores: the entry closing the crash carries their names."""
+    root, owner = _owner(tmp_path)
+    ledger = owner.journal.path(SID)
+    path = root / ".ai-sdlc" / "stories" / SID / "story.md"
+    saved, data = StoryStore(root).get(SID), path.read_bytes()
+
+    def crash() -> None:
+        owner.record_recovery(SID, "api_retry")
+        ledger.write_bytes(b"".join(ledger.read_bytes().splitlines(keepends=True)[:-1]))
+
+    crash()
+    owner.restore(SID, saved, {}, phase="plan", reason="")
+    assert json.loads(ledger.read_bytes().splitlines()[-1])["op"] == "restore"
+    crash()
+    path.write_text("---\n: not yaml [\n---\n")
+    owner.restore_file(SID, data)
+    assert json.loads(ledger.read_bytes().splitlines()[-1])["op"] == "restore_file"
