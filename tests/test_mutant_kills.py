@@ -808,3 +808,16 @@ def test_a_checkpoint_restore_after_a_crash_writes_its_own_entry(tmp_path: Path)
     path.write_text("---\n: not yaml [\n---\n")
     owner.restore_file(SID, data)
     assert json.loads(ledger.read_bytes().splitlines()[-1])["op"] == "restore_file"
+
+
+def test_git_calls_run_under_the_github_policy(tmp_path: Path) -> None:
+    from ai_sdlc.resilience import PolicyManager
+    from ai_sdlc.resilience.clock import ManualClock
+    from ai_sdlc.workflow.state.guard import GuardFactory
+
+    clock = ManualClock()
+    manager = PolicyManager(project_root=tmp_path, clock=clock, sleep=clock.sleep, budget=False)
+    calls: list[int] = []
+    assert GuardFactory(manager).git(lambda: calls.append(1) or "sha") == "sha"
+    assert calls == [1]
+    assert manager.metrics()["github"]["operations"] == 1
