@@ -821,3 +821,62 @@ def test_git_calls_run_under_the_github_policy(tmp_path: Path) -> None:
     assert GuardFactory(manager).git(lambda: calls.append(1) or "sha") == "sha"
     assert calls == [1]
     assert manager.metrics()["github"]["operations"] == 1
+
+
+def test_a_failed_attempts_whole_output_is_kept_redacted_and_its_end_when_long(
+    tmp_path: Path,
+) -> None:
+    from ai_sdlc.workflow.state.steps import OUTPUT_LIMIT
+
+    root, owner = _owner(tmp_path)
+    folder = root / ".ai-sdlc" / "stories" / SID
+    secret = "sk-ant-" + "a1B2c3D4e5" * 6  # built at run time: no secret in the repository
+    for attempt, output in ((1, f"FAILED x\nkey={secret}\n"), (2, "ab" + "y" * OUTPUT_LIMIT)):
+        owner.begin_action(SID, Phase.IMPLEMENT)
+        owner.fail_attempt(
+            SID, Phase.IMPLEMENT, "implementation_retry", outcome="f", feedback="", output=output
+        )
+        event = [e for e in story_events(root, SID) if e["action"] == "phase"][-1]
+        assert event["output_file"] == f"attempts/{attempt}.output.txt"
+    first = (folder / "attempts" / "1.output.txt").read_text()
+    assert first.startswith("FAILED x\nkey=") and secret not in first
+    second = (folder / "attempts" / "2.output.txt").read_text()
+    assert second == "[... 2 characters omitted ...]\n" + "y" * OUTPUT_LIMIT
+
+
+def test_each_operation_names_its_ledger_entry(tmp_path: Path) -> None:
+    """An entry says which operation wrote it (an audit of the ledger reads them); the ones that
+    change no figure write one only when they close a crash between the copies and the ledger."""
+    root, owner = _owner(tmp_path)
+    ledger = owner.journal.path(SID)
+
+    def last_op() -> str:
+        return str(json.loads(ledger.read_bytes().splitlines()[-1])["op"])
+
+    owner.record_recovery(SID, "api_retry")
+    assert last_op() == "recovery"
+    owner.begin_action(SID, Phase.PLAN)
+    assert last_op() == "reserve"
+    owner.complete_phase(SID, Phase.PLAN)
+    assert last_op() == "passed"
+    owner.begin_action(SID, Phase.PLAN)
+    owner.fail_attempt(SID, Phase.PLAN, "api_retry", outcome="f", feedback="")
+    assert last_op() == "failed"
+    for op, operation in (
+        ("note", lambda: owner.note(SID, "escalated")),
+        ("check", lambda: owner.ensure_can_act(SID)),
+        ("done", lambda: owner.finish(SID)),
+    ):
+        owner.record_recovery(SID, "api_retry")
+        ledger.write_bytes(b"".join(ledger.read_bytes().splitlines(keepends=True)[:-1]))
+        operation()
+        assert last_op() == op
+
+
+def test_a_rollback_event_lists_what_it_restored(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    saved = StoryStore(root).get(SID)
+    _hand_edit(root, plan_complete=True)
+    assert owner.restore(SID, saved, {}, phase="plan", reason="why") == ["plan_complete"]
+    event = story_events(root, SID)[-1]
+    assert (event["restored"], event["reason"]) == (["plan_complete"], "why")
