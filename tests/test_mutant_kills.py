@@ -847,7 +847,7 @@ def test_a_failed_attempts_whole_output_is_kept_redacted_and_its_end_when_long(
 def test_each_operation_names_its_ledger_entry(tmp_path: Path) -> None:
     """An entry says which operation wrote it (an audit of the ledger reads them); the ones that
     change no figure write one only when they close a crash between the copies and the ledger."""
-    root, owner = _owner(tmp_path)
+    _root, owner = _owner(tmp_path)
     ledger = owner.journal.path(SID)
 
     def last_op() -> str:
