@@ -477,6 +477,8 @@ def test_finish_records_done_and_its_fields_in_one_transaction(tmp_path: Path) -
     fm = frontmatter(root, SID)
     assert (fm["status"], fm["pr_url"], fm["updated"]) == ("done", "https://x/1", DAY)
     done, published = story_events(root, SID)[-2:]
+    owner.finish(SID, fields={"branch": "b"})  # fields without an event
+    assert frontmatter(root, SID)["branch"] == "b"
     assert (done["action"], done["outcome"]) == ("done", "completed")
     assert (published["action"], published["n"]) == ("published", 1)
 
@@ -502,6 +504,8 @@ def test_unblock_returns_to_the_status_blocked_from_and_reset_zeroes_every_count
     fm = frontmatter(root, SID)
     assert "blocked_reason" not in fm and "blocked_at" not in fm
     assert owner.ledger(SID).resume_status is None
+    assert story_events(root, SID)[-1]["outcome"] == "unblocked"
+    absent = [n for n in ("refinement_count", "implementation_retry_count") if n not in fm]
     again = owner.unblock(SID, reset_retries=True)
     assert (again["was_blocked"], again["status"], again["total_recovery_attempts"]) == (
         False,
@@ -513,6 +517,9 @@ def test_unblock_returns_to_the_status_blocked_from_and_reset_zeroes_every_count
     assert not any(fm.get("recovery_breakdown", {}).values())
     ledger = owner.ledger(SID)
     assert (ledger.total, ledger.breakdown, ledger.chain) == (0, {}, 1)
+    assert absent and not [n for n in absent if n in fm]  # a counter never set stays unset
+    owner.unblock(SID, reset_retries=True)
+    assert owner.ledger(SID).chain == 2
     event = story_events(root, SID)[-1]
     assert (event["action"], event["outcome"], event["reset_retries"]) == (
         "unblock",
