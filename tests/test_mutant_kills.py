@@ -887,3 +887,21 @@ def test_a_rollback_event_lists_what_it_restored(tmp_path: Path) -> None:
     assert owner.restore(SID, saved, {}, phase="plan", reason="why") == ["plan_complete"]
     event = story_events(root, SID)[-1]
     assert (event["restored"], event["reason"]) == (["plan_complete"], "why")
+
+
+def test_a_verification_that_ran_and_failed_is_counted_as_a_failed_result(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from ai_sdlc.resilience import PolicyManager
+    from ai_sdlc.resilience.clock import ManualClock
+    from ai_sdlc.workflow.state.guard import GuardFactory
+
+    clock = ManualClock()
+    manager = PolicyManager(project_root=tmp_path, clock=clock, sleep=clock.sleep, budget=False)
+    guard = GuardFactory(manager)
+    failed = SimpleNamespace(passed=False)
+    assert guard.verification(lambda: failed) is failed
+    guard.verification(lambda: SimpleNamespace(passed=True))
+    guard.verification(lambda: "no verdict")  # nothing to read: not a failure
+    report = manager.metrics()["verification"]
+    assert (report["operations"], report["failed_results"]) == (3, 1)
