@@ -905,3 +905,23 @@ def test_a_verification_that_ran_and_failed_is_counted_as_a_failed_result(tmp_pa
     guard.verification(lambda: "no verdict")  # nothing to read: not a failure
     report = manager.metrics()["verification"]
     assert (report["operations"], report["failed_results"]) == (3, 1)
+
+
+def test_an_output_at_the_limit_is_kept_whole_and_one_that_cannot_be_kept_costs_no_count(
+    tmp_path: Path,
+) -> None:
+    from ai_sdlc.workflow.state.steps import OUTPUT_LIMIT
+
+    root, owner = _owner(tmp_path)
+    folder = root / ".ai-sdlc" / "stories" / SID
+    owner.begin_action(SID, Phase.IMPLEMENT)
+    exact = "z" * OUTPUT_LIMIT
+    args = (SID, Phase.IMPLEMENT, "implementation_retry")
+    owner.fail_attempt(*args, outcome="f", feedback="", output=exact)
+    assert (folder / "attempts" / "1.output.txt").read_text() == exact
+    (folder / "attempts" / "1.output.txt").unlink()
+    (folder / "attempts").rmdir()
+    (folder / "attempts").write_text("not a folder")  # the output cannot be written
+    owner.begin_action(SID, Phase.IMPLEMENT)
+    record = owner.fail_attempt(*args, outcome="f", feedback="", output="lost")
+    assert record.total == 2 and owner.ledger(SID).total == 2
