@@ -379,3 +379,12 @@ def test_the_tutorial_runs_as_written_up_to_its_scripted_run(tmp_path: Path) -> 
             assert command[0] == "git", command
             out = git(project, *command[1:])
             assert "feat(S-0001): Add a multiply function" in out, out
+
+
+def test_the_readme_names_the_versions_the_real_agent_suite_installs() -> None:
+    from tests.realcli.install import TOOLS
+
+    text = " ".join(README.read_text().split())
+    names = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "aider": "Aider"}
+    for key, tool in TOOLS.items():
+        assert f"{names[key]} {tool.version}" in text, (names[key], tool.version)
