@@ -31,6 +31,7 @@ from ai_sdlc.spawn import start_session
 from ai_sdlc.verify.counts import TestCounts, parse_counts
 from ai_sdlc.verify.failures import failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
+from ai_sdlc.verify.pytest_run import ADDOPTS, PytestReport, judge_addopts, read_report
 
 #: Bytes of output kept per step: the first fifth and the last four fifths.
 DEFAULT_MAX_OUTPUT = 64 * 1024
@@ -86,6 +87,9 @@ class VerificationResult(msgspec.Struct, frozen=True):
     counts: TestCounts | None = None
     #: What `verify.judge` checked on top (base counts, protected files), for the record.
     judged: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: The failing tests, read from pytest's report (see `verify.pytest_run`); () when no
+    #: report was written (the caller reads them from the output instead).
+    failing: tuple[str, ...] = ()
 
     @property
     def failed_step(self) -> StepResult | None:
@@ -165,13 +169,18 @@ def run_commands(
     # work tree's git-ignored `__pycache__`: a `.pyc` forged there (with the mtime and size of
     # the source it stands for) would run instead of the code the diff shows.
     pycache = tempfile.mkdtemp(prefix="ai-sdlc-pycache-")
+    reports = Path(tempfile.mkdtemp(prefix="ai-sdlc-reports-"))  # pytest's, see pytest_run
     try:
         environment[PYCACHE_VAR] = pycache
         if sandbox is not None:
-            sandbox = msgspec.structs.replace(sandbox, writable=(*sandbox.writable, pycache))
-        return _run_steps(parsed, cwd, timeout, environment, clock, max_output, sandbox, section)
+            writable = (*sandbox.writable, pycache, str(reports))
+            sandbox = msgspec.structs.replace(sandbox, writable=writable)
+        return _run_steps(
+            parsed, cwd, timeout, environment, clock, max_output, sandbox, section, reports
+        )
     finally:
         shutil.rmtree(pycache, ignore_errors=True)
+        shutil.rmtree(reports, ignore_errors=True)
 
 
 def _run_steps(
@@ -183,39 +192,60 @@ def _run_steps(
     max_output: int,
     sandbox: SandboxPolicy | None,
     section: str,
+    reports: Path | None = None,
 ) -> VerificationResult:
+    """`reports`: a folder for the pytest report of each step (None: none asked for)."""
     steps: list[StepResult] = []
-    for name, argv in parsed:
+    found: list[PytestReport | None] = []
+    for index, (name, argv) in enumerate(parsed):
+        env = environment
+        if reports is not None:
+            addopts = judge_addopts(environment.get(ADDOPTS, ""), reports / f"{index}.xml")[0]
+            env = {**environment, ADDOPTS: addopts}
         step = run_step(
             name,
             argv,
             cwd=cwd,
             timeout=timeout,
-            env=environment,
+            env=env,
             clock=clock,
             max_output=max_output,
             sandbox=sandbox,
             section=section,
         )
         steps.append(step)
+        found.append(read_report(reports / f"{index}.xml") if reports is not None else None)
         if not step.passed:
             status = "timed out" if step.timed_out else f"exit {step.exit_code}"
             normalised = normalise_failure(f"step {name} failed ({status})\n{step.output}")
+            read = found[-1]
             return VerificationResult(
                 passed=False,
                 steps=tuple(steps),
                 failure_output=step.output + status_line(step),
                 normalised_failure=normalised,
                 signature=failure_signature(normalised),
-                reason=failure_reason(step.output),
-                counts=step_counts(steps),
+                reason=(read.reason if read else "") or failure_reason(step.output),
+                counts=step_counts(steps, found),
+                failing=read.failing if read else (),
             )
-    return VerificationResult(passed=True, steps=tuple(steps), counts=step_counts(steps))
+    return VerificationResult(passed=True, steps=tuple(steps), counts=step_counts(steps, found))
 
 
-def step_counts(steps: Sequence[StepResult]) -> TestCounts | None:
-    """The test counts of all steps together (None when no step printed a summary)."""
-    found = [c for c in (parse_counts(step.output) for step in steps) if c is not None]
+def step_counts(
+    steps: Sequence[StepResult], reports: Sequence[PytestReport | None] = ()
+) -> TestCounts | None:
+    """The test counts of all steps together (None when no step printed a summary). A step's
+    printed summary comes first (pytest's also counts deselected tests); its pytest report
+    (`reports[i]`) stands in when the user's options removed the summary (`-qq`)."""
+    found: list[TestCounts] = []
+    for index, step in enumerate(steps):
+        counts = parse_counts(step.output)
+        report = reports[index] if index < len(reports) else None
+        if counts is None and report is not None:
+            counts = report.counts
+        if counts is not None:
+            found.append(counts)
     if not found:
         return None
     total = found[0]
