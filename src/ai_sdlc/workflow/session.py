@@ -13,12 +13,14 @@ import msgspec
 
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.config.guard import GuardrailRecord
+from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands
 from ai_sdlc.verify.judge import Judge, JudgeSettings
+from ai_sdlc.verify.pytest_run import dropped_options
 from ai_sdlc.workflow.engine.assess import NextAction, recommend
 from ai_sdlc.workflow.engine.runner import RunnerDeps, StoryOutcome, StoryRunner
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
@@ -50,6 +52,17 @@ METRICS_FLUSH_INTERVAL = 2.0
 
 def _nothing(_workspace: Path) -> None:
     return None
+
+
+def _addopts(commands: Sequence[tuple[str, str]]) -> str:
+    """The notice naming what verification leaves out of the user's PYTEST_ADDOPTS."""
+    dropped = dropped_options(current_environ()) if commands else []
+    if not dropped:
+        return ""
+    return (
+        f"verification ignores {' '.join(dropped)} from PYTEST_ADDOPTS: options that choose "
+        "or stop which tests run would change the verdict"
+    )
 
 
 class Session(msgspec.Struct):
@@ -156,7 +169,8 @@ class Session(msgspec.Struct):
         runner = StoryRunner(deps)
         relay.guard = guardrails
         relay.note = runner.owner.note
-        notice = "\n".join(n for n in (selection.notice, isolation) if n) or None
+        notices = (selection.notice, isolation, _addopts(commands))
+        notice = "\n".join(n for n in notices if n) or None
         return cls(
             store,
             config,

@@ -1,0 +1,142 @@
+"""The judge reads the same verdict from pytest whatever the user's PYTEST_ADDOPTS says
+(verify/pytest_run.py): the options that choose or stop the run are left out, and the failing
+tests come from the junit report the judge asks for, not from text `-rs` or `-p no:terminal`
+change. Real pytest processes on a small project."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.verify import run_commands
+from ai_sdlc.verify.commands import VerificationResult, default_environment
+from ai_sdlc.verify.pytest_run import dropped_options, judge_addopts
+
+REPORT = Path("/r/0.xml")
+OURS = f"--junitxml={REPORT} -o junit_family=xunit1"
+
+
+@pytest.mark.parametrize(
+    ("value", "kept", "dropped"),
+    [
+        ("-rs", "-rs", []),
+        ("-rA -v --tb=line", "-rA -v --tb=line", []),
+        ("-qq --no-summary -p no:terminal", "-qq --no-summary -p no:terminal", []),
+        ("-p no:cacheprovider -p xdist -n 4", "-p no:cacheprovider -p xdist -n 4", []),
+        ("--cov src -W error --strict-markers", "--cov src -W error --strict-markers", []),
+        ("--lf -x", "", ["--lf", "-x"]),
+        ("-vx", "-v", ["-x"]),
+        ("-k 'not mul' -m slow", "", ["-k not mul", "-m slow"]),
+        ("-knot_mul -vv", "-vv", ["-knot_mul"]),
+        ("--maxfail=1 --deselect t.py::a", "", ["--maxfail=1", "--deselect t.py::a"]),
+        ("-v tests/unit", "-v", ["tests/unit"]),
+        ("--co --sw --ignore=x -c other.ini", "", ["--co", "--sw", "--ignore=x", "-c other.ini"]),
+        ("-o testpaths=x -o cache_dir=y", "-o cache_dir=y", ["-o testpaths=x"]),
+        ("-p no:junitxml --junitxml=mine.xml", "", ["-p no:junitxml", "--junitxml=mine.xml"]),
+        ("-v -- tests", "-v", ["--", "tests"]),
+        ("'unbalanced", "", ["'unbalanced"]),
+    ],
+)
+def test_options_that_choose_or_stop_the_run_are_left_out(
+    value: str, kept: str, dropped: list[str]
+) -> None:
+    addopts, left_out = judge_addopts(value, REPORT)
+    assert addopts == f"{kept} {OURS}".strip()
+    assert left_out == dropped
+    assert dropped_options({"PYTEST_ADDOPTS": value}) == dropped
+
+
+TESTS = {
+    "tests/test_a.py": (
+        "import pytest\n\n"
+        "def test_ok():\n    assert 1\n\n"
+        "def test_bad():\n    assert 5 == 6\n\n"
+        "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n"
+    ),
+    "tests/test_b.py": (
+        "import pytest\n\n"
+        "class TestK:\n"
+        "    @pytest.mark.parametrize('x', [1, 'a.b'])\n"
+        "    def test_p(self, x):\n        assert x == 1\n"
+    ),
+}
+COMMAND = f"{sys.executable} -m pytest -p no:cacheprovider -p no:randomly"
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "proj"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def _verify(root: Path, addopts: str, command: str = COMMAND) -> VerificationResult:
+    env = {**default_environment(), "PYTEST_ADDOPTS": addopts}
+    return run_commands([("test", command)], cwd=root, timeout=120, env=env)
+
+
+HARMLESS = ["-rs", "-rA -v", "-qq --no-summary", "--tb=no -rN", "-p no:terminal", "-vv --tb=line"]
+SELECTING = ["-x", "--maxfail=1 -k bad", "--deselect tests/test_a.py::test_bad", "tests/test_b.py"]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> VerificationResult:
+    """The verdict without any PYTEST_ADDOPTS: the one every other must equal."""
+    verdict = _verify(_project(tmp_path_factory.mktemp("plain"), TESTS), "")
+    assert not verdict.passed
+    assert verdict.failing == (
+        "tests/test_a.py::test_bad",
+        "tests/test_b.py::TestK::test_p[a.b]",
+    )
+    assert verdict.reason == "tests/test_a.py::test_bad: assert 5 == 6"
+    assert verdict.counts is not None and verdict.counts.shown() == "2 passed, 2 failed, 1 skipped"
+    return verdict
+
+
+@pytest.mark.parametrize("addopts", HARMLESS + SELECTING)
+def test_the_verdict_is_the_same_whatever_pytest_addopts_says(
+    plain: VerificationResult, tmp_path: Path, addopts: str
+) -> None:
+    verdict = _verify(_project(tmp_path, TESTS), addopts)
+
+    assert (verdict.passed, verdict.failing, verdict.reason) == (
+        plain.passed,
+        plain.failing,
+        plain.reason,
+    )
+    assert verdict.counts is not None and plain.counts is not None
+    assert verdict.counts.shown() == plain.counts.shown()
+    assert not list(tmp_path.rglob("*.xml"))  # the report is ours, outside the project
+
+
+def test_a_collection_error_names_the_module_and_its_error(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"tests/test_mul.py": "from calc import mul\n"})
+
+    verdict = _verify(root, "-rs -q")
+
+    assert not verdict.passed
+    assert verdict.failing == ("tests/test_mul.py",)
+    assert verdict.reason.startswith("tests/test_mul.py: ModuleNotFoundError: No module named")
+
+
+def test_the_commands_own_junit_report_still_gets_a_verdict(tmp_path: Path) -> None:
+    """`--junitxml` on the command line overrides ours: the text is read, as before."""
+    root = _project(tmp_path, TESTS)
+
+    verdict = _verify(root, "", f"{COMMAND} --junitxml=mine.xml")
+
+    assert verdict.reason == "tests/test_a.py::test_bad: assert 5 == 6"
+    assert verdict.failing == ()  # the judge reads them from the output then
+    assert (root / "mine.xml").is_file()
+
+
+def test_a_passing_suite_passes_with_the_users_options(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"tests/test_ok.py": "def test_ok():\n    assert 1\n"})
+
+    verdict = _verify(root, "-p no:terminal -x --lf")
+
+    assert verdict.passed and verdict.failing == ()
+    assert verdict.counts is not None and verdict.counts.shown() == "1 passed, 0 failed, 0 skipped"
