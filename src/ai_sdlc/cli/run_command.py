@@ -235,11 +235,14 @@ def _finish_idle(out: Terminal, idle: Idle, json: bool, extra: dict[str, Any]) -
 
 def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> None:
     """The headline, then one line per held story (`watch --once` shows the same): a blocked
-    backlog is the run's result (stdout, kept by -q, exit 5); otherwise a note (stderr)."""
-    say = out.result if idle.blocked else out.info
+    backlog is the run's result (stdout, kept by -q, exit 5); otherwise a note (stderr). A
+    story waiting on a blocked story outside the run is also an error (stderr, exit 5)."""
+    say = out.result if idle.blocked or idle.stuck else out.info
     say(idle.headline(nothing))
     for line in idle.lines():
         say(f"  {line}")
+    for line in idle.stuck_lines():
+        out.error(line)
 
 
 def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> int:

@@ -4,7 +4,10 @@ A run that starts nothing is not a success when stories are left: each one is bl
 the global recovery limit), waits for an approval, or waits on a dependency that is not done.
 `run`, `run --auto`, `run --epic` and `watch --once` ask `why_idle`; the CLI only renders it.
 Exit 5 (`ExitCode.BLOCKED`) when a remaining story is blocked, as a run that blocks a story
-exits; 0 when nothing is left (every story done, or none at all) or only approvals are awaited.
+exits, or waits (directly or through other stories) on a blocked story outside the run (`run
+--auto --epic E2` whose story depends on a blocked story of E1: nothing will ever start until a
+human acts); 0 when nothing is left (every story done, or none at all) or only approvals are
+awaited.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ class Held:
     reason: str
     #: For a DEPENDENCY: the dependencies that are not done.
     waits_on: tuple[str, ...] = ()
+    #: For a DEPENDENCY: the blocked stories it waits on, directly or through others, with
+    #: their block reasons.
+    blocked_by: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +45,7 @@ class Held:
             "kind": self.kind,
             "reason": self.reason,
             "waits_on": list(self.waits_on),
+            "blocked_by": [{"story": sid, "reason": why} for sid, why in self.blocked_by],
         }
 
 
@@ -53,15 +60,35 @@ class Idle:
         return [h for h in self.held if h.kind == BLOCKED]
 
     @property
+    def stuck(self) -> list[Held]:
+        """Stories waiting on a blocked story that is not among the held ones (outside the run:
+        another epic's): they cannot start until a human unblocks it."""
+        inside = {h.story_id for h in self.blocked}
+        return [h for h in self.held if any(sid not in inside for sid, _ in h.blocked_by)]
+
+    @property
     def exit_code(self) -> int:
-        return int(ExitCode.BLOCKED) if self.blocked else int(ExitCode.OK)
+        return int(ExitCode.BLOCKED) if self.blocked or self.stuck else int(ExitCode.OK)
+
+    def stuck_lines(self) -> list[str]:
+        """One line per story waiting on a blocked story outside the run, naming both."""
+        inside = {h.story_id for h in self.blocked}
+        return [
+            f"{h.story_id} cannot start: it depends on {sid}, which is blocked outside this "
+            f"run ({why}); unblock {sid} ('ai-sdlc unblock {sid}') once its cause is fixed"
+            for h in sorted(self.stuck, key=lambda h: h.story_id)
+            for sid, why in h.blocked_by
+            if sid not in inside
+        ]
 
     def headline(self, nothing: str = "Nothing to run") -> str:
         if not self.held:
             return f"{nothing}: no story has an actionable next step."
         n = len(self.held)
         count = f"{n} remaining {'story' if n == 1 else 'stories'} cannot start"
-        blocked = len(self.blocked)
+        blocked, stuck = len(self.blocked), len(self.stuck)
+        if stuck and not blocked:
+            return f"{nothing}: {count} ({stuck} waiting on a blocked story outside this run):"
         return f"{nothing}: {count}" + (f" ({blocked} blocked):" if blocked else ":")
 
     def lines(self) -> list[str]:
@@ -111,13 +138,39 @@ def why_idle(
             held.append(Held(sid, APPROVAL, action.reason))
         elif unmet:
             which = ", ".join(u.describe(done_means) for u in unmet)
-            held.append(
-                Held(sid, DEPENDENCY, f"waits on {which}", tuple(u.story_id for u in unmet))
-            )
+            waits = tuple(u.story_id for u in unmet)
+            behind = _blocked_behind(waits, by_id, gates, global_limit, done_means)
+            held.append(Held(sid, DEPENDENCY, f"waits on {which}", waits, behind))
         elif ready_only and fm.get("status") == "backlog":
             why = f"in the backlog: watch runs it once ready ('ai-sdlc set {sid} status=ready')"
             held.append(Held(sid, BACKLOG, why))
     return Idle(held)
+
+
+def _blocked_behind(
+    waits: Iterable[str],
+    by_id: Mapping[str, Mapping[str, Any]],
+    gates: Mapping[str, Any],
+    global_limit: int,
+    done_means: str,
+) -> tuple[tuple[str, str], ...]:
+    """(id, block reason) of the blocked stories among `waits` and the dependencies, not
+    done, they wait on in turn."""
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    todo = list(waits)
+    while todo:
+        sid = todo.pop(0)
+        fm = by_id.get(sid)
+        if sid in seen or fm is None:
+            continue
+        seen.add(sid)
+        action = assess(fm, gates=gates, global_limit=global_limit)
+        if action.kind in ("blocked", "limit"):
+            found[sid] = action.reason.removeprefix("blocked: ")
+            continue
+        todo.extend(u.story_id for u in unmet_dependencies(fm, by_id.get, done_means))
+    return tuple(found.items())
 
 
 def startable(graph: G.Graph, story_ids: Iterable[str], done_means: str) -> list[str]:
