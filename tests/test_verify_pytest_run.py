@@ -6,6 +6,7 @@ change. Real pytest processes on a small project."""
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,21 @@ def test_the_verdict_is_the_same_whatever_pytest_addopts_says(
     assert verdict.counts is not None and plain.counts is not None
     assert verdict.counts.shown() == plain.counts.shown()
     assert not list(tmp_path.rglob("*.xml"))  # the report is ours, outside the project
+    assert "generated xml file" not in verdict.failure_output  # its random path: not shown
+
+
+def test_two_runs_of_one_failure_have_one_signature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's report path (random, and not under /tmp with another TMPDIR) never reaches
+    the output, so the same failure twice is seen as the same."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    root = _project(tmp_path, TESTS)
+
+    first, second = _verify(root, ""), _verify(root, "")
+
+    assert first.signature == second.signature != ""
 
 
 def test_a_collection_error_names_the_module_and_its_error(tmp_path: Path) -> None:

@@ -31,7 +31,13 @@ from ai_sdlc.spawn import start_session
 from ai_sdlc.verify.counts import TestCounts, parse_counts
 from ai_sdlc.verify.failures import failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
-from ai_sdlc.verify.pytest_run import ADDOPTS, PytestReport, judge_addopts, read_report
+from ai_sdlc.verify.pytest_run import (
+    ADDOPTS,
+    PytestReport,
+    judge_addopts,
+    read_report,
+    without_report,
+)
 
 #: Bytes of output kept per step: the first fifth and the last four fifths.
 DEFAULT_MAX_OUTPUT = 64 * 1024
@@ -213,6 +219,9 @@ def _run_steps(
             sandbox=sandbox,
             section=section,
         )
+        if reports is not None:
+            output = without_report(step.output, reports / f"{index}.xml")
+            step = msgspec.structs.replace(step, output=output)
         steps.append(step)
         found.append(read_report(reports / f"{index}.xml") if reports is not None else None)
         if not step.passed:

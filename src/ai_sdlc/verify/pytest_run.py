@@ -127,6 +127,14 @@ def judge_addopts(value: str, report: Path) -> tuple[str, list[str]]:
     return shlex.join([*kept, *ours]), dropped
 
 
+def without_report(output: str, report: Path) -> str:
+    """`output` without pytest's `generated xml file: <report>` line: the file is ours, and its
+    random temporary path would make two runs of one failure look different."""
+    if str(report) not in output:
+        return output
+    return "".join(ln for ln in output.splitlines(keepends=True) if str(report) not in ln)
+
+
 def dropped_options(environ: Mapping[str, str]) -> list[str]:
     """The options of the user's `PYTEST_ADDOPTS` verification leaves out (for a notice)."""
     return _sanitise(environ.get(ADDOPTS, ""))[1]
