@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
+import re
 import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ai_sdlc.errors import UsageError
-from ai_sdlc.store import StoryStore
-from ai_sdlc.store import render, roundtrip
+from ai_sdlc.store import StoryStore, render, roundtrip, values
 from ai_sdlc.store.ids import slugify
-from ai_sdlc.store.values import to_plain
+from ai_sdlc.store.values import UnsupportedValueError, strict_equal, to_plain
 from tests.store_support import bump_recovery, make_project, minimal, write_story
 
 
@@ -326,9 +328,9 @@ def test_flow_context_also_quotes_flow_indicators() -> None:
 
 
 def test_a_value_of_an_unknown_type_is_refused() -> None:
-    with pytest.raises(render.UnrenderableError, match="^cannot write a set value$"):
+    with pytest.raises(render.UnrenderableError, match=r"^cannot write a set value$"):
         render.scalar({1})
-    with pytest.raises(render.UnrenderableError, match="^cannot write a bytes value$"):
+    with pytest.raises(render.UnrenderableError, match=r"^cannot write a bytes value$"):
         render.inline(b"x")
 
 
@@ -338,12 +340,12 @@ def test_keys_are_scalars_of_at_most_1000_characters() -> None:
     assert render.key(3) == "3"
     assert render.key(None) == "null"
     assert render.key("k" * 1000) == "k" * 1000
-    with pytest.raises(render.UnrenderableError, match="^key too long for the `key: value` form$"):
+    with pytest.raises(render.UnrenderableError, match=r"^key too long for the `key: value` form$"):
         render.key("k" * 1001)
-    with pytest.raises(render.UnrenderableError, match="^key too long"):
+    with pytest.raises(render.UnrenderableError, match=r"^key too long"):
         render.key("k" * 999 + ":")  # quoted, that is 1002 characters
     for complex_key in ({}, [], {"a": 1}, [1]):
-        with pytest.raises(render.UnrenderableError, match="^complex keys need a full re-dump$"):
+        with pytest.raises(render.UnrenderableError, match=r"^complex keys need a full re-dump$"):
             render.key(complex_key)
 
 
@@ -497,3 +499,353 @@ def test_problem_refuses_a_key_longer_than_yaml_allows() -> None:
         "use a short key and put the long text in the value",
     )
     assert render.problem({"a": {"k" * 1001: 1}})[0].startswith("a key is 1001 characters")  # type: ignore[index]
+
+
+# -- values: one plain shape for every loader, strict comparison, JSON and cache forms ----------
+
+_HOLDS = "a story holds text, numbers, true/false, dates, lists and mappings"
+
+
+def _rt(text: str) -> Any:
+    return roundtrip.load(text, "story.md")
+
+
+def test_to_plain_turns_ruamel_types_into_builtins() -> None:
+    data = _rt(
+        "a: &x true\nb: *x\nc: &y 5\nd: &z 1.5\ne: 2026-01-02T03:04:05.5\nf: &s txt\n"
+        "g: {1: a, 2026-01-01: b, null: c, false: d, 1.5: e}\nh: [0o17, 'q', !!str 5, !!value v]\n"
+        "i: 2026-01-02 03:04:05+01:00\nj: 2026-01-02\n"
+    )
+    plain = to_plain(data)
+    assert strict_equal(
+        plain,
+        {
+            "a": True,
+            "b": True,
+            "c": 5,
+            "d": 1.5,
+            "e": dt.datetime(2026, 1, 2, 3, 4, 5, 500000),
+            "f": "txt",
+            "g": {1: "a", dt.date(2026, 1, 1): "b", None: "c", False: "d", 1.5: "e"},
+            "h": [15, "q", "5", "v"],
+            "i": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+            "j": dt.date(2026, 1, 2),
+        },
+    )
+    assert type(plain) is dict and type(plain["h"]) is list
+    kinds = [type(v) for v in plain.values()]
+    assert kinds[:6] == [bool, bool, int, float, dt.datetime, str]
+    assert [type(k) for k in plain["g"]] == [int, dt.date, type(None), bool, float]
+    assert [type(v) for v in plain["h"]] == [int, str, str, str]
+
+
+def test_to_plain_keeps_builtins_and_strips_subclasses() -> None:
+    class Num(int):
+        pass
+
+    class Real(float):
+        pass
+
+    class Text(str):
+        pass
+
+    class Day(dt.date):
+        pass
+
+    class Moment(dt.datetime):
+        pass
+
+    assert to_plain(None) is None
+    for same in ("t", 3, 2.5, True, dt.date(2026, 1, 1)):
+        assert to_plain(same) is same
+    assert type(to_plain(Num(3))) is int and to_plain(Num(3)) == 3
+    assert type(to_plain(Real(2.5))) is float and to_plain(Real(2.5)) == 2.5
+    assert type(to_plain(Text("t"))) is str and to_plain(Text("t")) == "t"
+    day = to_plain(Day(2026, 2, 3))
+    assert type(day) is dt.date and day == dt.date(2026, 2, 3)
+    zone = dt.timezone(dt.timedelta(hours=-5))
+    moment = to_plain(Moment(2026, 2, 3, 4, 5, 6, 7, zone, fold=1))
+    assert type(moment) is dt.datetime
+    assert moment == dt.datetime(2026, 2, 3, 4, 5, 6, 7, zone)
+    assert moment.fold == 1 and moment.tzinfo is zone
+    folded = to_plain(dt.datetime(2026, 11, 1, 1, 30, fold=1))
+    assert folded.fold == 1 and folded == dt.datetime(2026, 11, 1, 1, 30)
+    assert to_plain((1, 2) and [Num(1), {"k": Text("v")}]) == [1, {"k": "v"}]
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(b"x", "bytes"), ({1, 2}, "set"), ((1, 2), "tuple"), (object(), "object")],
+)
+def test_unsupported_values_are_named_by_type(value: object, label: str) -> None:
+    with pytest.raises(UnsupportedValueError) as caught:
+        to_plain(value)
+    assert str(caught.value) == f"unsupported value ({label}); {_HOLDS}"
+    assert isinstance(caught.value, ValueError)
+
+
+def test_unsupported_tags_are_named_by_tag() -> None:
+    for text, tag in (("!custom 3", "!custom"), ("!foo bar", "!foo"), ("!!int 3", None)):
+        data = _rt(f"v: {text}\n")
+        if tag is None:
+            assert to_plain(data) == {"v": 3}
+            continue
+        with pytest.raises(UnsupportedValueError) as caught:
+            to_plain(data)
+        assert str(caught.value) == f"unsupported value (tag {tag}); {_HOLDS}"
+    with pytest.raises(UnsupportedValueError, match=r"^unsupported value \(bytes\)"):
+        to_plain(_rt("v: !!binary aGk=\n"))
+
+    class Tagged:
+        tag = "!plain-string-tag"
+
+    assert str(UnsupportedValueError(Tagged())) == (
+        f"unsupported value (tag !plain-string-tag); {_HOLDS}"
+    )
+
+
+def test_a_mapping_or_list_key_is_unsupported() -> None:
+    for text in ("? {a: 1}\n: v\n", "? [1]\n: v\n"):
+        with pytest.raises(UnsupportedValueError, match=rf"^unsupported value \(.+\); {_HOLDS}$"):
+            to_plain(_rt(text))
+    with pytest.raises(UnsupportedValueError, match=r"^unsupported value \(_FrozenMap\)"):
+        to_plain([{"k": 1}, {"a": {_FrozenMap(): 1}}])
+    with pytest.raises(UnsupportedValueError, match=r"^unsupported value \(_FrozenList\)"):
+        to_plain({_FrozenList([1]): 1})
+    assert to_plain({3: "x"}) == {3: "x"}
+
+
+class _FrozenMap(Mapping[str, int]):
+    """A hashable mapping, the shape of a `? {a: 1}` key."""
+
+    def __getitem__(self, key: str) -> int:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 1
+
+
+class _FrozenList(list[int]):
+    """A hashable list, the shape of a `? [1]` key."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return 1
+
+
+def test_ruamel_types_are_looked_up_only_when_ruamel_is_loaded() -> None:
+    from ruamel.yaml.comments import TaggedScalar
+
+    assert values._ruamel_type("ruamel.yaml.comments", "TaggedScalar") is TaggedScalar
+    assert values._ruamel_type("ruamel.yaml.comments", "no_such_name") is None
+    assert values._ruamel_type("math", "pi") is None
+    assert values._ruamel_type("a_module_never_imported", "TaggedScalar") is None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (1, 1),
+        ("x", "x"),
+        (None, None),
+        (1.5, 1.5),
+        (0.0, 0.0),
+        (math.nan, math.nan),
+        ({"a": 1, "b": [1, {"c": 2}]}, {"a": 1, "b": [1, {"c": 2}]}),
+        ([], []),
+        ({}, {}),
+        (dt.datetime(2026, 1, 1, 12), dt.datetime(2026, 1, 1, 12)),
+        (
+            dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+            dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=1), "CET")),
+        ),
+        (dt.date(2026, 1, 1), dt.date(2026, 1, 1)),
+    ],
+)
+def test_strict_equal_holds_for_the_same_value(a: Any, b: Any) -> None:
+    assert strict_equal(a, b) is True
+    assert strict_equal(b, a) is True
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (True, 1),
+        (1, 1.0),
+        (0, False),
+        ("1", 1),
+        (0.0, -0.0),
+        (1.0, 2.0),
+        (math.nan, 1.0),
+        (1.0, math.nan),
+        ([1, 2], [1, 2, 3]),
+        ([1, 2], [2, 1]),
+        ([1], [True]),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+        ({"a": 1}, {"a": 1, "b": 2}),
+        ({"a": 1}, {"a": True}),
+        ({1: "a"}, {True: "a"}),
+        ({"a": 1}, {"b": 1}),
+        ({"a": [1]}, {"a": [1.0]}),
+        ({}, []),
+        (dt.date(2026, 1, 1), dt.datetime(2026, 1, 1)),
+        (dt.date(2026, 1, 1), dt.date(2026, 1, 2)),
+        (dt.datetime(2026, 1, 1, 12), dt.datetime(2026, 1, 1, 13)),
+        (
+            dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC),
+            dt.datetime(2026, 1, 1, 13, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+        ),
+        (dt.datetime(2026, 1, 1, 12), dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)),
+    ],
+)
+def test_strict_equal_tells_types_order_signs_and_offsets_apart(a: Any, b: Any) -> None:
+    assert strict_equal(a, b) is False
+    assert strict_equal(b, a) is False
+
+
+@pytest.mark.parametrize(
+    ("value", "safe"),
+    [
+        (None, None),
+        ("t", "t"),
+        (3, 3),
+        (True, True),
+        (1.5, 1.5),
+        (math.nan, ".nan"),
+        ({True: 1}, {"true": 1}),
+        (math.inf, ".inf"),
+        (-math.inf, "-.inf"),
+        (dt.date(2026, 1, 2), "2026-01-02"),
+        (dt.datetime(2026, 1, 2, 3, 4, 5), "2026-01-02T03:04:05"),
+        ([1, math.nan, [dt.date(2026, 1, 2)]], [1, ".nan", ["2026-01-02"]]),
+        (
+            {1: "a", dt.date(2026, 1, 1): "b", None: "c", False: "d", 1.5: "f"},
+            {"1": "a", "2026-01-01": "b", "null": "c", "false": "d", "1.5": "f"},
+        ),
+        ({math.inf: 1, "k": {"n": math.nan}}, {".inf": 1, "k": {"n": ".nan"}}),
+    ],
+)
+def test_json_safe_writes_what_json_can_hold(value: Any, safe: Any) -> None:
+    result = values.json_safe(value)
+    assert result == safe
+    assert strict_equal(result, safe)
+    assert json.loads(json.dumps(result, allow_nan=False)) == safe
+
+
+def test_json_safe_prints_any_other_value_as_text() -> None:
+    assert values.json_safe(b"x") == "b'x'"
+    assert values.json_safe({(1, 2): {1}}) == {"(1, 2)": "{1}"}
+
+
+@pytest.mark.parametrize(
+    ("value", "form", "same"),
+    [
+        (None, None, True),
+        ("t", "t", True),
+        (3, 3, True),
+        (False, False, True),
+        (1.5, 1.5, True),
+        (math.inf, {"$float": ".inf"}, False),
+        (-math.inf, {"$float": "-.inf"}, False),
+        (dt.date(2026, 1, 2), {"$date": "2026-01-02"}, False),
+        (
+            dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+            {"$datetime": "2026-01-02T03:04:05+00:00"},
+            False,
+        ),
+        ([1, "a"], [1, "a"], True),
+        ([1, dt.date(2026, 1, 2)], [1, {"$date": "2026-01-02"}], False),
+        ({"a": 1, "b": [2]}, {"a": 1, "b": [2]}, True),
+        ({"a": 1, "b": math.inf}, {"a": 1, "b": {"$float": ".inf"}}, False),
+        ({"$x": 1}, {"$map": [["$x", 1]]}, False),
+        ({1: dt.date(2026, 1, 1)}, {"$map": [[1, {"$date": "2026-01-01"}]]}, False),
+        ({"a": 1, 2: 3}, {"$map": [["a", 1], [2, 3]]}, False),
+        ({}, {}, True),
+        ([], [], True),
+    ],
+)
+def test_cache_encoding_round_trips_dates_nan_and_odd_keys(
+    value: Any, form: Any, same: bool
+) -> None:
+    assert values.encode(value) == (form, same)
+    assert strict_equal(values.decode(json.loads(json.dumps(form))), value)
+
+
+def test_cache_encoding_keeps_nan() -> None:
+    assert values.encode(math.nan) == ({"$float": ".nan"}, False)
+    assert math.isnan(values.decode({"$float": ".nan"}))
+    assert values.decode({"$float": "-.inf"}) == -math.inf
+
+
+def test_cache_encoding_refuses_what_a_story_cannot_hold() -> None:
+    with pytest.raises(UnsupportedValueError, match=r"^unsupported value \(set\)"):
+        values.encode({"a": {1}})
+    with pytest.raises(UnsupportedValueError, match=r"^unsupported value \(tuple\)"):
+        values.encode([(1,)])
+
+
+def test_decoding_reads_plain_json_as_is() -> None:
+    form = {"a": [1, 2.5, None, True, "s"], "b": {"c": {}}, "d": []}
+    assert values.decode(form) == form and values.decode(form) is not form
+    assert strict_equal(values.decode({"a": 1, "b": 2}), {"a": 1, "b": 2})
+    assert strict_equal(values.decode({"x": {"y": "2026-01-01"}}), {"x": {"y": "2026-01-01"}})
+    assert values.decode({"only": [1]}) == {"only": [1]}
+
+
+@pytest.mark.parametrize(
+    ("form", "error"),
+    [
+        ((1, 2), "unexpected tuple in cache"),
+        ({"a": (1,)}, "unexpected tuple in cache"),
+        ([{1, 2}], "unexpected set in cache"),
+        ({"$date": "x", "a": 1}, "malformed tagged value in cache"),
+        ({"a": 1, "$map": []}, "malformed tagged value in cache"),
+        ({"$float": 1, "$datetime": 2}, "malformed tagged value in cache"),
+        ({"$date": "not a date"}, "Invalid isoformat string"),
+        ({"$datetime": "nope"}, "Invalid isoformat string"),
+    ],
+)
+def test_a_malformed_cache_form_is_an_error(form: Any, error: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=re.escape(error)):
+        values.decode(form)
+
+
+def test_a_cache_float_tag_with_an_unknown_name_is_an_error() -> None:
+    with pytest.raises(KeyError):
+        values.decode({"$float": "nan"})
+    with pytest.raises(TypeError):
+        values.decode({"$map": 5})
+
+
+def test_usage_of_reads_counts_and_cost() -> None:
+    assert values.usage_of(
+        {"input_tokens": 1200, "output_tokens": 300, "calls": 4, "cost_usd": 0.25}
+    ) == {"input_tokens": 1200, "output_tokens": 300, "calls": 4, "cost_usd": 0.25}
+    whole = values.usage_of({"cost_usd": 2})
+    assert whole == {"input_tokens": 0, "output_tokens": 0, "calls": 0, "cost_usd": 2.0}
+    assert type(whole["cost_usd"]) is float
+
+
+@pytest.mark.parametrize("raw", [None, "usage", [1, 2], 5, {}, {"other": 1}])
+def test_usage_of_a_missing_or_odd_record_is_all_zero(raw: Any) -> None:
+    assert values.usage_of(raw) == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "calls": 0,
+        "cost_usd": None,
+    }
+
+
+def test_usage_of_ignores_figures_that_are_not_numbers() -> None:
+    usage = values.usage_of(
+        {"input_tokens": True, "output_tokens": "300", "calls": 2.0, "cost_usd": True}
+    )
+    assert usage == {"input_tokens": 0, "output_tokens": 0, "calls": 0, "cost_usd": None}
+    assert values.usage_of({"calls": 3, "cost_usd": "0.5"})["cost_usd"] is None
+    assert values.usage_of({"input_tokens": 7})["input_tokens"] == 7
+    assert values.usage_of({"output_tokens": 8})["output_tokens"] == 8
