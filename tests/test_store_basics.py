@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ai_sdlc.errors import UsageError
+from ai_sdlc.errors import InvalidInputError, UsageError
 from ai_sdlc.store import StoryStore, render, roundtrip, values
 from ai_sdlc.store.ids import slugify
 from ai_sdlc.store.values import UnsupportedValueError, strict_equal, to_plain
@@ -849,3 +849,231 @@ def test_usage_of_ignores_figures_that_are_not_numbers() -> None:
     assert values.usage_of({"calls": 3, "cost_usd": "0.5"})["cost_usd"] is None
     assert values.usage_of({"input_tokens": 7})["input_tokens"] == 7
     assert values.usage_of({"output_tokens": 8})["output_tokens"] == 8
+
+
+# -- roundtrip: the reference reader, the full re-dump, and YAML errors a person can act on ------
+
+
+def test_dump_rewrites_a_loaded_frontmatter_keeping_its_quotes_and_flow_lists() -> None:
+    text = (
+        "id: S-1\n"
+        "title: 'Quoted: yes'\n"
+        'other: "dq"\n'
+        "labels: [a, b]\n"
+        "nested:\n"
+        "- x: 1\n"
+        "  y: [1, 2]\n"
+        "- plain\n"
+        "when: 2026-01-02\n"
+    )
+    assert roundtrip.dump(roundtrip.load(text, "f")) == (
+        "id: S-1\n"
+        "title: 'Quoted: yes'\n"
+        'other: "dq"\n'
+        "labels: [a, b]\n"
+        "nested:\n"
+        "  - x: 1\n"
+        "    y: [1, 2]\n"
+        "  - plain\n"
+        "when: 2026-01-02\n"
+    )
+
+
+def test_dump_writes_plain_data_as_block_yaml_without_wrapping_or_escaping() -> None:
+    long = "word " * 700 + "end"
+    data = {"a": ["é", long], "b": {"c": [{"d": 1, "e": [2]}]}, "f": "日本"}
+    text = roundtrip.dump(data)
+    assert text == (
+        f"a:\n  - é\n  - {long}\nb:\n  c:\n    - d: 1\n      e:\n        - 2\nf: 日本\n"
+    )
+    assert to_plain(roundtrip.load(text, "f")) == data
+
+
+def test_compose_gives_the_node_tree_with_positions() -> None:
+    node = roundtrip.compose("a: [1, x]\nb: c\n")
+    assert node is not None
+    assert (node.start_mark.line, node.end_mark.line) == (0, 2)
+    assert node.value[0][1].value[1].value == "x"
+    assert roundtrip.compose("") is None
+
+
+def _load_error(text: str) -> InvalidInputError:
+    with pytest.raises(InvalidInputError) as caught:
+        roundtrip.load(text, "S-0001/story.md")
+    return caught.value
+
+
+_BAD_CHAR_HINT = "remove it, or write it as an escape inside a double-quoted value"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("\x01", 2, 1),
+        ("x: 1\n\x01", 3, 1),
+        ("x: 1\r\x01", 3, 1),
+        ("x: 1\r\ny: ab\x01", 3, 6),
+        ('x: "a\x85b"\ny: \x01', 4, 4),
+        ("x: 1\u2028y: \x01", 3, 4),
+        ("x: 1\u2029\x01", 3, 1),
+        ("x: a\x85\x01", 3, 1),
+        ("x: \x02", 2, 4),
+    ],
+)
+def test_a_character_yaml_forbids_is_reported_at_its_file_position(
+    text: str, line: int, column: int
+) -> None:
+    error = _load_error(text)
+    code = ord(text[-1])
+    assert str(error) == (
+        f"S-0001/story.md:{line}:{column}: character U+{code:04X} is not allowed in YAML\n"
+        f"  hint: {_BAD_CHAR_HINT}"
+    )
+    assert (error.path, error.line, error.column) == ("S-0001/story.md", line, column)
+
+
+def test_a_reader_error_without_a_character_code_reports_u0000() -> None:
+    from ruamel.yaml.reader import ReaderError
+
+    exc = ReaderError("f", 5, "\x01", "utf-8", "bad")  # type: ignore[no-untyped-call]
+    error = roundtrip.yaml_error(exc, "x: 1\ny: \x01\n", "f.md")
+    assert str(error).startswith("f.md:3:1: character U+0000 is not allowed in YAML")
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message", "hint"),
+    [
+        (
+            "a: b: c\n",
+            (2, 5),
+            "a value contains ': ' (colon and space), which YAML reads as a nested key",
+            "quote the value: a: 'b: c'",
+        ),
+        (
+            "a: 1\nb: it's: here\n",
+            (3, 8),
+            "a value contains ': ' (colon and space), which YAML reads as a nested key",
+            "quote the value: b: 'it''s: here'",
+        ),
+        (
+            "a: 1\n\n  b: - c\n",
+            (4, 4),
+            "a value contains ': ' (colon and space), which YAML reads as a nested key",
+            "quote the value:   b: '- c'",
+        ),
+        (
+            "a: 1\r\nb: c: d\r\n",
+            (3, 5),
+            "a value contains ': ' (colon and space), which YAML reads as a nested key",
+            "quote the value: b: 'c: d'",
+        ),
+        ("a: 1\na: 2\n", (3, 1), "duplicate key `a` (first on line 2)", "keep only one `a:` line"),
+        (
+            "x: 0\n'a': 1\n\"a\": 2\n",
+            (4, 1),
+            "duplicate key `a` (first on line 3)",
+            "keep only one `a:` line",
+        ),
+        (
+            "a: 1\nb:\n  c: 1\n  c: 2\n",
+            (5, 3),
+            "duplicate key `c` (first on line 4)",
+            "keep only one `c:` line",
+        ),
+        ("{a: 1, a: 2}\n", (2, 8), "duplicate key `a`", "keep only one `a:` line"),
+        (
+            "a:\n\t- x\n",
+            (3, 1),
+            "a tab character where YAML needs spaces",
+            "indent with spaces, not tabs",
+        ),
+        (
+            "a: 1\nb: 'open\n",
+            (3, 4),
+            "a quoted value starting here is never closed",
+            "close the quote, or remove the opening one",
+        ),
+        (
+            'a: "open\nmore\n',
+            (2, 4),
+            "a quoted value starting here is never closed",
+            "close the quote, or remove the opening one",
+        ),
+        (
+            "a: *nope\n",
+            (2, 4),
+            "invalid YAML: found undefined alias 'nope'",
+            "a leading `*` refers to an anchor; quote the value if you meant the text",
+        ),
+    ],
+)
+def test_a_yaml_mistake_is_explained_with_a_fix(
+    text: str, where: tuple[int, int], message: str, hint: str
+) -> None:
+    error = _load_error(text)
+    assert (error.line, error.column) == where
+    assert str(error) == f"S-0001/story.md:{where[0]}:{where[1]}: {message}\n  hint: {hint}"
+
+
+_GENERIC_HINT = (
+    "check this line; quote values that contain ': ', ' #' or start with a special character "
+    "such as [ { * & ! | > ' \" % @ `"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        ("a: [1\n", (3, 1), "invalid YAML: expected ',' or ']', but got '<stream end>'"),
+        ("a: b\n- c\n", (3, 1), "invalid YAML: expected <block end>, but found '-'"),
+        ('a: "x" y\n', (2, 8), "invalid YAML: expected <block end>, but found '<scalar>'"),
+        (
+            "a: 1\n<<: 5\n",
+            (3, 5),
+            "invalid YAML: expected a mapping or list of mappings for merging, but found scalar",
+        ),
+    ],
+)
+def test_other_yaml_mistakes_point_at_the_line_with_a_general_hint(
+    text: str, where: tuple[int, int], message: str
+) -> None:
+    error = _load_error(text)
+    assert (error.line, error.column) == where
+    assert str(error) == (
+        f"S-0001/story.md:{where[0]}:{where[1]}: {message}\n  hint: {_GENERIC_HINT}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "value", "why"),
+    [
+        ("created: 2026-13-45\n", (2, 10), "2026-13-45", "month must be in 1..12"),
+        ("a: 'x: y'\ncreated: 2026-13-45\n", (3, 10), "2026-13-45", "month must be in 1..12"),
+        ("d: [1, '2026-13-45', 2026-13-45]\n", (2, 22), "2026-13-45", "month must be in 1..12"),
+        ("m:\n  k: 2026-02-30\n", (3, 6), "2026-02-30", "day is out of range for month"),
+        (
+            "m: {'a b': [c], k: 2026-02-30}\n",
+            (2, 20),
+            "2026-02-30",
+            "day is out of range for month",
+        ),
+        ("a: 1\n2026-13-45: x\n", (3, 1), "2026-13-45", "month must be in 1..12"),
+    ],
+)
+def test_a_value_that_cannot_be_built_is_found_and_named(
+    text: str, where: tuple[int, int], value: str, why: str
+) -> None:
+    error = _load_error(text)
+    assert (error.line, error.column) == where
+    assert str(error) == (
+        f"S-0001/story.md:{where[0]}:{where[1]}: cannot read the value {value!r}: {why}\n"
+        f"  hint: fix the value, or quote it to keep it as text: '{value}'"
+    )
+
+
+def test_an_error_no_single_value_explains_points_at_the_first_line() -> None:
+    error = roundtrip.yaml_error(RuntimeError("boom"), "a: 1\nb: [x]\n", "f.md")
+    assert str(error) == "f.md:2:1: cannot read the frontmatter: boom"
+    assert (error.line, error.column, error.hint) == (2, 1, None)
+    broken = roundtrip.yaml_error(RuntimeError("boom"), "a: [\n", "f.md")
+    assert str(broken) == "f.md:2:1: cannot read the frontmatter: boom"
