@@ -935,7 +935,7 @@ def test_a_character_yaml_forbids_is_reported_at_its_file_position(
 def test_a_reader_error_without_a_character_code_reports_u0000() -> None:
     from ruamel.yaml.reader import ReaderError
 
-    exc = ReaderError("f", 5, "\x01", "utf-8", "bad")  # type: ignore[no-untyped-call]
+    exc = ReaderError("f", 5, "\x01", "utf-8", "bad")
     error = roundtrip.yaml_error(exc, "x: 1\ny: \x01\n", "f.md")
     assert str(error).startswith("f.md:3:1: character U+0000 is not allowed in YAML")
 
