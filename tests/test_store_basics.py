@@ -889,6 +889,15 @@ def test_dump_writes_plain_data_as_block_yaml_without_wrapping_or_escaping() -> 
     assert to_plain(roundtrip.load(text, "f")) == data
 
 
+def test_dump_folds_only_lines_wider_than_4096_columns() -> None:
+    fits = "x" * 4088 + " tail"  # `k: ` + 4093 characters: 4096 columns
+    assert roundtrip.dump({"k": fits}) == f"k: {fits}\n"
+    wide = "x" * 4089 + " tail"  # 4097 columns: folded at the space, and still the same text
+    text = roundtrip.dump({"k": wide})
+    assert text == f"k: {'x' * 4089} \n  tail\n"
+    assert roundtrip.load(text, "f")["k"] == wide
+
+
 def test_compose_gives_the_node_tree_with_positions() -> None:
     node = roundtrip.compose("a: [1, x]\nb: c\n")
     assert node is not None
@@ -967,6 +976,12 @@ def test_a_reader_error_without_a_character_code_reports_u0000() -> None:
             "a value contains ': ' (colon and space), which YAML reads as a nested key",
             "quote the value: b: 'c: d'",
         ),
+        (
+            "a: b: X\r\n",
+            (2, 5),
+            "a value contains ': ' (colon and space), which YAML reads as a nested key",
+            "quote the value: a: 'b: X'",
+        ),
         ("a: 1\na: 2\n", (3, 1), "duplicate key `a` (first on line 2)", "keep only one `a:` line"),
         (
             "x: 0\n'a': 1\n\"a\": 2\n",
@@ -1025,6 +1040,8 @@ _GENERIC_HINT = (
     ("text", "where", "message"),
     [
         ("a: [1\n", (3, 1), "invalid YAML: expected ',' or ']', but got '<stream end>'"),
+        ('a: "\\q"\n', (2, 6), "invalid YAML: found unknown escape character 'q'"),
+        ("a: 'x\n---\n'\n", (3, 1), "invalid YAML: found unexpected document separator"),
         ("a: b\n- c\n", (3, 1), "invalid YAML: expected <block end>, but found '-'"),
         ('a: "x" y\n', (2, 8), "invalid YAML: expected <block end>, but found '<scalar>'"),
         (
@@ -1058,6 +1075,8 @@ def test_other_yaml_mistakes_point_at_the_line_with_a_general_hint(
             "day is out of range for month",
         ),
         ("a: 1\n2026-13-45: x\n", (3, 1), "2026-13-45", "month must be in 1..12"),
+        ("created: 2026-13-45\ntitle: x\n", (2, 10), "2026-13-45", "month must be in 1..12"),
+        ("d: [2026-13-45, 1]\n", (2, 5), "2026-13-45", "month must be in 1..12"),
     ],
 )
 def test_a_value_that_cannot_be_built_is_found_and_named(
@@ -1077,3 +1096,22 @@ def test_an_error_no_single_value_explains_points_at_the_first_line() -> None:
     assert (error.line, error.column, error.hint) == (2, 1, None)
     broken = roundtrip.yaml_error(RuntimeError("boom"), "a: [\n", "f.md")
     assert str(broken) == "f.md:2:1: cannot read the frontmatter: boom"
+
+
+def test_a_yaml_error_without_a_position_points_at_the_first_line() -> None:
+    from ruamel.yaml.error import MarkedYAMLError
+
+    cases = [
+        (MarkedYAMLError(), "invalid YAML: invalid YAML"),
+        (MarkedYAMLError(context="while parsing a thing"), "invalid YAML: while parsing a thing"),
+        (
+            MarkedYAMLError(
+                context="while scanning a quoted scalar", problem="found unexpected end of stream"
+            ),
+            "invalid YAML: found unexpected end of stream",
+        ),
+    ]
+    for exc, message in cases:
+        error = roundtrip.yaml_error(exc, "a: 1\n", "f.md")
+        assert str(error) == f"f.md:2:1: {message}\n  hint: {_GENERIC_HINT}"
+        assert (error.line, error.column) == (2, 1)
