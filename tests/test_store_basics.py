@@ -208,6 +208,7 @@ def _loads_back(text: str) -> Any:
         ("a:b", "a:b"),
         ("a,b", "a,b"),
         ("x-y", "x-y"),
+        ("Xylophone X", "Xylophone X"),
     ],
 )
 def test_a_scalar_is_written_as_its_shortest_exact_yaml(value: Any, text: str) -> None:
@@ -324,6 +325,7 @@ def test_flow_context_also_quotes_flow_indicators() -> None:
         assert render.plain_ok(text, flow=True) is False
         assert render.scalar(text, flow=True) == f"'{text}'"
     assert render.plain_ok("a-b.c_d", flow=True) is True
+    assert render.plain_ok("a,b") is True and render.plain_ok("a]b{c}") is True
     assert render.scalar("a b", flow=True) == "a b"
 
 
@@ -462,6 +464,7 @@ def test_problem_names_the_first_lone_surrogate_anywhere_in_a_value() -> None:
         dt.date(2026, 1, 1),
         dt.datetime(2026, 1, 1),
         dt.datetime(2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(minutes=-330))),
+        dt.datetime(2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(minutes=331))),
         ["a", 1, {"b": [None]}],
         {"k" * 1000: "v" * 5000, 1: 2},
         {},
