@@ -657,6 +657,7 @@ def test_ruamel_types_are_looked_up_only_when_ruamel_is_loaded() -> None:
     assert values._ruamel_type("ruamel.yaml.comments", "no_such_name") is None
     assert values._ruamel_type("math", "pi") is None
     assert values._ruamel_type("a_module_never_imported", "TaggedScalar") is None
+    assert values._ruamel_type("a_module_never_imported", "__class__") is None
 
 
 @pytest.mark.parametrize(
