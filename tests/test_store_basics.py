@@ -606,6 +606,15 @@ def test_unsupported_tags_are_named_by_tag() -> None:
     class Tagged:
         tag = "!plain-string-tag"
 
+    class ClaimsText:
+        """Not a ruamel tagged scalar, though it carries the text tag: still not a story value."""
+
+        tag = "tag:yaml.org,2002:str"
+        value = "text"
+
+    with pytest.raises(UnsupportedValueError, match=r"^unsupported value \(tag tag:yaml"):
+        to_plain(ClaimsText())
+
     assert str(UnsupportedValueError(Tagged())) == (
         f"unsupported value (tag !plain-string-tag); {_HOLDS}"
     )
