@@ -828,12 +828,12 @@ def test_decoding_reads_plain_json_as_is() -> None:
         ({"$date": "x", "a": 1}, "malformed tagged value in cache"),
         ({"a": 1, "$map": []}, "malformed tagged value in cache"),
         ({"$float": 1, "$datetime": 2}, "malformed tagged value in cache"),
-        ({"$date": "not a date"}, "Invalid isoformat string"),
-        ({"$datetime": "nope"}, "Invalid isoformat string"),
+        ({"$date": "not a date"}, "Invalid isoformat string: 'not a date'"),
+        ({"$datetime": "nope"}, "Invalid isoformat string: 'nope'"),
     ],
 )
 def test_a_malformed_cache_form_is_an_error(form: Any, error: str) -> None:
-    with pytest.raises((TypeError, ValueError), match=re.escape(error)):
+    with pytest.raises((TypeError, ValueError), match=f"^{re.escape(error)}$"):
         values.decode(form)
 
 
