@@ -946,6 +946,7 @@ _BAD_CHAR_HINT = "remove it, or write it as an escape inside a double-quoted val
         ("x: 1\r\ny: ab\x01", 3, 6),
         ('x: "a\x85b"\ny: \x01', 4, 4),
         ("x: 1\u2028y: \x01", 3, 4),
+        ("x: 1\u2028\x01", 3, 1),
         ("x: 1\u2029\x01", 3, 1),
         ("x: a\x85\x01", 3, 1),
         ("x: \x02", 2, 4),
