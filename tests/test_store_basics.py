@@ -1,4 +1,5 @@
-"""Project layout, init, add, references, artifacts and the Story helpers."""
+"""Project layout, init, add, references, artifacts, the Story helpers, and the units under them:
+how values are rendered as YAML (render), their plain forms (values) and YAML errors (roundtrip)."""
 
 from __future__ import annotations
 
