@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ai_sdlc.errors import AiSdlcError, BusyError, StoryBlockedError, UsageError
-from ai_sdlc.providers.base import Phase, Usage
+from ai_sdlc.providers.base import CallGuard, Phase, Usage
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.ledger import Journal, LedgerState, limit_message, line_hash
 from ai_sdlc.workflow.state.runlock import run_lock
@@ -167,6 +169,7 @@ def test_a_ledger_replaced_by_something_else_is_reported_and_set_aside(tmp_path:
     journal = _journal(tmp_path)
     _entries(journal, 1)
     path = journal.path(SID)
+    assert journal.set_aside(SID, "x") == [] and path.is_file()  # a sound ledger stays
     path.unlink()
     path.symlink_to(tmp_path / "elsewhere.jsonl")
     tail = journal.tail(SID)
@@ -177,7 +180,7 @@ def test_a_ledger_replaced_by_something_else_is_reported_and_set_aside(tmp_path:
     assert not path.exists() and not path.is_symlink()
     path.mkdir()
     assert journal.tail(SID).problems == [f"{path} is a folder, not the ledger file"]
-    path.rmdir()
+    assert journal.set_aside(SID, "d") == [str(path)] and not path.exists()
     os.mkfifo(path)
     assert journal.tail(SID).problems == [f"{path} is a special file, not the ledger file"]
     path.unlink()
@@ -388,8 +391,9 @@ def test_a_released_attempt_is_not_counted(tmp_path: Path) -> None:
     assert (ledger.open, ledger.total) == (None, 0)
     assert json.loads(owner.journal.path(SID).read_bytes().splitlines()[-1])["op"] == "released"
     released = story_events(root, SID)[-1]
-    assert (released["action"], released["attempt"], released["reason"]) == (
+    assert (released["action"], released["phase"], released["attempt"], released["reason"]) == (
         "attempt_released",
+        "plan",
         1,
         "interrupted",
     )
@@ -925,3 +929,151 @@ def test_an_output_at_the_limit_is_kept_whole_and_one_that_cannot_be_kept_costs_
     owner.begin_action(SID, Phase.IMPLEMENT)
     record = owner.fail_attempt(*args, outcome="f", feedback="", output="lost")
     assert record.total == 2 and owner.ledger(SID).total == 2
+
+
+# --- the provider guard: why a provider is unavailable, in the user's words -------------------
+
+
+def _guarded(
+    tmp_path: Path, section: dict[str, Any], **options: Any
+) -> tuple[list[dict[str, Any]], CallGuard]:
+    """A `CallGuard` for S-0001's refine under policies from `section`; the retries it
+    records are kept in the returned list."""
+    from ai_sdlc.resilience import PolicyManager, load_settings
+    from ai_sdlc.resilience.clock import ManualClock
+    from ai_sdlc.workflow.state.guard import GuardFactory
+
+    clock = ManualClock()
+    options.setdefault("budget", False)
+    manager = PolicyManager(
+        load_settings(section), clock=clock, sleep=clock.sleep, rand=lambda: 0.5, **options
+    )
+    retries: list[dict[str, Any]] = []
+    guard = GuardFactory(manager).for_story(SID, Phase.REFINE, lambda **r: retries.append(r))
+    return retries, guard
+
+
+def _failing(*messages: str) -> Callable[[], str]:
+    from ai_sdlc.providers.base import TransientProviderError
+
+    left = list(messages)
+
+    def call() -> str:
+        if left:
+            raise TransientProviderError(left.pop(0), kind="server", status=503)
+        return "answer"
+
+    return call
+
+
+def _llm(**policy: Any) -> dict[str, Any]:
+    breaker = policy.pop("breaker", {"failure_threshold": 100})
+    return {
+        "policies": {"llm": {"initial_delay": 0.5, "jitter": "none", "breaker": breaker, **policy}}
+    }
+
+
+def test_a_provider_failing_past_its_retries_is_unavailable_with_the_count_and_why(
+    tmp_path: Path,
+) -> None:
+    from ai_sdlc.errors import ProviderUnavailableError
+
+    retries, guard = _guarded(tmp_path, _llm(max_attempts=3))
+    with pytest.raises(ProviderUnavailableError) as raised:
+        guard(_failing("503 one", "503 two", "503 three"))
+    assert raised.value.message == (
+        "S-0001 refine: the provider is still failing after 3 attempts (retries exhausted): "
+        "503 three"
+    )
+    assert raised.value.hint == "run again later; every retry so far is counted on the story"
+    assert [(r["attempt"], r["error"]) for r in retries] == [
+        (1, "TransientProviderError"),
+        (2, "TransientProviderError"),
+    ]
+    retries, guard = _guarded(tmp_path, _llm(max_attempts=1))
+    with pytest.raises(ProviderUnavailableError) as once:
+        guard(_failing("overloaded"))
+    assert once.value.message == (
+        "S-0001 refine: the provider is still failing after 1 attempt (retries exhausted): "
+        "overloaded"
+    )
+    assert retries == []
+    retries, guard = _guarded(tmp_path, _llm(max_attempts=2))
+    with pytest.raises(ProviderUnavailableError, match=r"after 2 attempts \(retries exhausted\)"):
+        guard(_failing("a", "b"))
+    assert guard(_failing("a")) == "answer"
+
+
+def test_a_provider_stopped_by_the_overall_timeout_or_the_budget_says_which(
+    tmp_path: Path,
+) -> None:
+    from ai_sdlc.errors import ProviderUnavailableError
+    from ai_sdlc.resilience import BudgetConfig, RetryBudget
+
+    _, guard = _guarded(tmp_path, _llm(max_attempts=5, overall_timeout=1.0, initial_delay=2.0))
+    with pytest.raises(ProviderUnavailableError) as timed_out:
+        guard(_failing("slow", "slow"))
+    assert timed_out.value.message == (
+        "S-0001 refine: the provider is still failing after 1 attempt "
+        "(the policy's overall timeout was reached): slow"
+    )
+    spent = RetryBudget(BudgetConfig(ratio=0, floor_per_second=0, burst=1))
+    _, guard = _guarded(tmp_path, _llm(max_attempts=5), budget=spent)
+    with pytest.raises(ProviderUnavailableError) as budget:
+        guard(_failing("x", "y", "z"))
+    assert budget.value.message == (
+        "S-0001 refine: the provider is still failing after 2 attempts "
+        "(the run's retry budget is spent): y"
+    )
+
+
+def test_an_open_breaker_makes_the_provider_unavailable_and_says_so(tmp_path: Path) -> None:
+    from ai_sdlc.errors import ProviderUnavailableError
+
+    _, guard = _guarded(tmp_path, _llm(max_attempts=3, breaker={"failure_threshold": 2}))
+    with pytest.raises(ProviderUnavailableError) as tripped:
+        guard(_failing("a", "b", "c"))
+    assert tripped.value.message == (
+        "S-0001 refine: the provider's circuit breaker is open "
+        "(circuit breaker 'llm' is open; next trial call in 59.0 s)"
+    )
+    assert tripped.value.hint == "the provider failed repeatedly; wait, or see 'ai-sdlc metrics'"
+    with pytest.raises(ProviderUnavailableError) as still:
+        guard(_failing())
+    assert still.value.message == tripped.value.message
+
+
+# --- the state owner, in process: what the end-to-end ledger tests used to pin ----------------
+
+
+def test_a_tamper_is_told_on_stderr_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _root, owner = _owner(tmp_path)
+    for _ in range(2):  # one entry only: its copy would read as a crash before the append
+        owner.record_recovery(SID, "api_retry")
+    owner.journal.path(SID).unlink()
+    owner.ensure_can_act(SID)
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {SID}: tamper detected: ") and err.endswith(
+        "only 'ai-sdlc unblock --reset-retries' lowers them\n"
+    )
+    assert err.count("\n") == 1
+
+
+def test_every_failed_attempt_keeps_its_own_patch(tmp_path: Path) -> None:
+    root, owner = _owner(tmp_path)
+    attempts = root / ".ai-sdlc" / "stories" / SID / "attempts"
+    for n in (1, 2):
+        owner.begin_action(SID, Phase.IMPLEMENT)
+        owner.fail_attempt(
+            SID,
+            Phase.IMPLEMENT,
+            "implementation_retry",
+            outcome="tests_failed",
+            feedback="",
+            patch=(n, f"diff {n}\n"),
+        )
+    assert sorted(p.name for p in attempts.iterdir()) == ["1.patch", "2.patch"]
+    assert (attempts / "2.patch").read_text() == "diff 2\n"
+    assert owner.ledger(SID).total == 2
