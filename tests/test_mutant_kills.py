@@ -442,6 +442,10 @@ def test_a_lowered_file_is_restored_and_a_raised_one_honoured(tmp_path: Path) ->
         "total_recovery_attempts": {"file": 0, "ledger": 2},
         "recovery_breakdown.api_retry": {"file": 0, "ledger": 2},
     }
+    assert tamper["reason"] == (
+        "recovery counters in story.md were lowered outside ai-sdlc; restored from the ledger "
+        "(only 'ai-sdlc unblock --reset-retries' lowers them)"
+    )
     _hand_edit(root, total_recovery_attempts=5, recovery_breakdown={"api_retry": 3})
     owner.ensure_can_act(SID)
     raised = story_events(root, SID)[-1]
@@ -683,6 +687,14 @@ def test_a_lost_ledger_is_tamper_and_the_counters_stay_at_the_highest_record(
     message = told[-1][1]
     assert f"{ledger} is a symbolic link, not the ledger file; the ledger has no entry" in message
     assert message.count("; ") >= 2 and f"; moved aside: {ledger}. " in message
+    # kept as evidence under the transaction's time, without colons (a valid name everywhere)
+    assert ledger.with_name(f"{SID}.jsonl.replaced-2030-01-02T010203.456Z").is_symlink()
+    event = story_events(root, SID)[-1]
+    entry = json.loads(ledger.read_text().splitlines()[-1])
+    # the entry says what was found, and starts a new file's chain
+    assert (entry["op"], entry["prev"], entry["found"]) == ("tamper_detected", "", event["found"])
+    owner.ensure_can_act(SID)
+    assert len(told) == 2  # the new file is sound: nothing more to tell
 
 
 def test_shape_sets_only_what_changed_and_archive_refuses_a_dependency(tmp_path: Path) -> None:
@@ -1209,3 +1221,63 @@ def test_the_files_breakdown_keeps_every_kind_it_lists(tmp_path: Path) -> None:
     _hand_edit(root, recovery_breakdown={"rework": 0, "api_retry": 0})
     owner.record_recovery(SID, "api_retry")
     assert frontmatter(root, SID)["recovery_breakdown"] == {"rework": 0, "api_retry": 1}
+
+
+def test_the_ledger_keeps_text_as_written_in_utf8(tmp_path: Path) -> None:
+    _root, owner = _owner(tmp_path)
+    owner.begin_action(SID, Phase.IMPLEMENT)
+    owner.fail_attempt(
+        SID, Phase.IMPLEMENT, "implementation_retry", outcome="f", feedback="attendu « é » ✗"
+    )
+    line = owner.journal.path(SID).read_bytes().splitlines()[-1]
+    assert "attendu « é » ✗".encode() in line  # readable by a person auditing the ledger
+
+
+def test_an_operation_that_changes_nothing_writes_no_entry_whatever_its_keys_order(
+    tmp_path: Path,
+) -> None:
+    _root, owner = _owner(tmp_path)
+    ledger = owner.journal.path(SID)
+    owner.complete_phase(SID, Phase.IMPLEMENT, verified={"passed": True, "summary": "ok"})
+    lines = ledger.read_bytes()
+    owner.complete_phase(SID, Phase.IMPLEMENT, verified={"summary": "ok", "passed": True})
+    assert ledger.read_bytes() == lines
+
+
+def test_a_kind_lowered_or_dropped_in_the_file_is_restored_and_a_new_one_honoured(
+    tmp_path: Path,
+) -> None:
+    root, owner = _owner(tmp_path)
+    for _ in range(2):
+        owner.record_recovery(SID, "api_retry")
+
+    def check(**values: object) -> dict[str, Any]:
+        _hand_edit(root, **values)
+        owner.ensure_can_act(SID)
+        return story_events(root, SID)[-1]
+
+    # the total one entry back, but not the breakdown: not a crash, tamper
+    event = check(total_recovery_attempts=1, recovery_breakdown={"api_retry": 0})
+    assert (event["action"], event["changed"]) == (
+        "tamper_detected",
+        {
+            "total_recovery_attempts": {"file": 1, "ledger": 2},
+            "recovery_breakdown.api_retry": {"file": 0, "ledger": 2},
+        },
+    )
+    # the breakdown one entry back, but not the total: tamper too
+    event = check(total_recovery_attempts=0, recovery_breakdown={"api_retry": 1})
+    assert event["action"] == "tamper_detected"
+    # the kind dropped from the file, the total left alone: restored all the same
+    event = check(recovery_breakdown={})
+    assert event["changed"] == {"recovery_breakdown.api_retry": {"file": 0, "ledger": 2}}
+    fm = frontmatter(root, SID)
+    assert (fm["total_recovery_attempts"], fm["recovery_breakdown"]) == (2, {"api_retry": 2})
+    # a kind the ledger never counted, written by hand: honoured, and the total follows it
+    event = check(recovery_breakdown={"api_retry": 2, "rework": 3})
+    assert (event["action"], event["changed"]) == (
+        "counters_hand_edited",
+        {"recovery_breakdown.rework": {"file": 3, "ledger": 0}},
+    )
+    assert frontmatter(root, SID)["total_recovery_attempts"] == 5
+    assert owner.ledger(SID).breakdown == {"api_retry": 2, "rework": 3}
