@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -272,6 +273,7 @@ def test_line_breaks_bom_and_leading_blank_lines_are_normalised(tmp_path: Path) 
     late = draft_of(tmp_path, "\n\n---\ntitle: Late start\n---\n\n\n   indented code\nend\n\n")
     assert (late.title, late.body) == ("Late start", "   indented code\nend\n\n")
     # Only newlines are stripped before the frontmatter and the body, no other character.
+    assert draft_of(tmp_path, "  indented\n# Title\n").body == "  indented\n# Title\n"
     assert (
         draft_of(tmp_path, "X marks the spot\n# Treasure\n").body
         == "X marks the spot\n# Treasure\n"
@@ -496,3 +498,141 @@ def test_documents_refuse_an_empty_folder_and_a_missing_path(tmp_path: Path) -> 
         str(missing),
         None,
     )
+
+
+# --- Story ids, slugs and references (store.ids) --------------------------------------------------
+
+from ai_sdlc.errors import UsageError  # noqa: E402
+from ai_sdlc.store import ids  # noqa: E402
+
+REF_HINT = "use a story id such as S-0001 (or s-1) or the story's slug"
+
+
+def test_canonical_folder_names_have_a_number() -> None:
+    assert [ids.id_number(n) for n in ("S-0007", "S-12345", "S-0000")] == [7, 12345, 0]
+    # Not canonical: too few digits, padding past four digits, lowercase, anything else.
+    for name in ("S-7", "S-007", "S-00012", "s-0007", "S-0007x", "xS-0007", "S-", "notes"):
+        assert ids.id_number(name) is None, name
+    assert [ids.any_id_number(n) for n in ("S-7", "S-00012", "S-0007")] == [7, 12, 7]
+    for name in ("s-7", "S-", "S-7a", "T-7", "notes"):
+        assert ids.any_id_number(name) is None, name
+
+
+def test_a_reference_is_an_id_or_a_slug() -> None:
+    assert ids.parse_ref("S-0003") == ("S-0003", None)
+    assert ids.parse_ref(" s-3 ") == ("S-0003", None)
+    assert ids.parse_ref("S-123456789") == ("S-123456789", None)
+    assert ids.parse_ref("export-the-board") == (None, "export-the-board")
+    assert ids.parse_ref("42") == (None, "42")
+    assert ids.canonical_id("s-12") == "S-0012"
+
+
+def refused_ref(ref: str) -> UsageError:
+    with pytest.raises(UsageError) as caught:
+        ids.parse_ref(ref)
+    assert caught.value.hint == REF_HINT
+    return caught.value
+
+
+@pytest.mark.parametrize("ref", ["a\0b", "a/b", "a\\b", "..", "x..y", "~user", "/etc"])
+def test_a_reference_that_looks_like_a_path_is_refused(ref: str) -> None:
+    assert refused_ref(ref).message == f"{ref!r} is not a story reference: it looks like a path"
+
+
+def test_empty_and_malformed_references_are_refused() -> None:
+    assert refused_ref("  ").message == "'  ' is not a story reference: it is empty"
+    for ref in ("Export", "S-1234567890", "-lead", "a b", "x" * 101, "a.b"):
+        assert refused_ref(ref).message == (
+            f"{ref!r} is not a story reference: ids look like S-0001, slugs use a-z, 0-9 and '-'"
+        ), ref
+    with pytest.raises(UsageError) as caught:
+        ids.canonical_id("export-the-board")
+    assert caught.value.message == (
+        "'export-the-board' is not a story reference: expected a story id such as S-0001"
+    )
+    assert caught.value.hint == REF_HINT
+
+
+@pytest.mark.parametrize(
+    ("title", "slug"),
+    [
+        ("Café Crème: Über-Export!", "cafe-creme-uber-export"),
+        ("!!Leading and trailing!!", "leading-and-trailing"),
+        ("日本語", "story"),
+        ("", "story"),
+        ("a" * 49 + " tail", "a" * 49),
+        ("x" * 60, "x" * 50),
+        ("!" + "x" * 60, "x" * 50),  # separators go before the cut, not after it
+    ],
+)
+def test_slugs_are_ascii_lowercase_words_of_at_most_50(title: str, slug: str) -> None:
+    assert ids.slugify(title) == slug
+
+
+def test_artifact_names_stay_plain_file_names() -> None:
+    assert ids.check_artifact_name("plan.md") == "plan.md"
+    assert ids.check_artifact_name("review_2.v1-final.txt") == "review_2.v1-final.txt"
+    for name in ("a..b", "../x", "a/b", ".hidden", "", "x" * 129):
+        with pytest.raises(UsageError) as caught:
+            ids.check_artifact_name(name)
+        assert caught.value.message == f"{name!r} is not an artifact name", name
+        assert caught.value.hint == "use a plain file name such as plan.md (no folders, no '..')"
+
+
+# --- The archive (store.archive): moved out of the backlog, still readable by its id -----------
+
+from ai_sdlc.errors import BusyError  # noqa: E402
+from ai_sdlc.store import archive  # noqa: E402
+
+
+def test_an_archived_story_is_found_by_its_id_and_read_whole(tmp_path: Path) -> None:
+    store = make_project(tmp_path, ["S-0003", "S-0012"])
+    before = store.get("S-0003")
+    assert archive.archived_path(store, "S-0003") is None
+    moved = archive.move_to_archive(store, "S-0003")
+    assert moved == store.ai_dir / "archive" / "S-0003"
+    assert not (store.stories_dir / "S-0003").exists()
+    assert archive.archived_path(store, "s-3") == moved / "story.md"
+    story = archive.get_archived(store, " s-0003 ")
+    assert (story.id, story.path) == ("S-0003", moved / "story.md")
+    assert story.to_json() == before.to_json() and story.body == before.body
+    assert strict_equal(to_plain(story.frontmatter), to_plain(before.frontmatter))
+    # A second story joins the same archive folder; both numbers stay taken.
+    assert archive.move_to_archive(store, "S-0012") == store.ai_dir / "archive" / "S-0012"
+    assert sorted(archive.archived_numbers(store)) == [3, 12]
+    assert [s.id for s in store.list()] == []
+
+
+def test_what_is_not_archived_is_not_found(tmp_path: Path) -> None:
+    store = make_project(tmp_path, ["S-0003"])
+    assert archive.archived_numbers(store) == []
+    with pytest.raises(FileNotFoundError) as caught:
+        archive.get_archived(store, "S-0003")
+    assert caught.value.args == ("S-0003",)
+    real = tmp_path / "elsewhere" / "S-0009"
+    shutil.copytree(store.stories_dir / "S-0003", real)
+    (store.ai_dir / "archive").mkdir()
+    (store.ai_dir / "archive" / "S-0009").symlink_to(real, target_is_directory=True)
+    (store.ai_dir / "archive" / "S-0010" / "story.md").mkdir(parents=True)
+    assert archive.archived_path(store, "S-0009") is None  # a link could lead anywhere
+    assert archive.archived_path(store, "S-0010") is None  # not a file
+    with pytest.raises(UsageError):
+        archive.archived_path(store, "../S-0003")
+
+
+def test_archiving_refuses_to_overwrite_and_waits_for_the_story_lock(tmp_path: Path) -> None:
+    store = make_project(tmp_path, ["S-0003"])
+    target = store.ai_dir / "archive" / "S-0003"
+    target.mkdir(parents=True)
+    with pytest.raises(InvalidInputError) as caught:
+        archive.move_to_archive(store, "S-0003")
+    assert (caught.value.message, caught.value.hint) == (
+        f"{target}: cannot archive S-0003: the archive already holds a folder of that id",
+        "move that folder away first",
+    )
+    target.rmdir()
+    impatient = StoryStore(tmp_path, lock_timeout=0)
+    with store.edit("S-0003"), pytest.raises(BusyError) as busy:
+        archive.move_to_archive(impatient, "S-0003")
+    assert busy.value.message.startswith("story S-0003 is locked by another ai-sdlc process")
+    assert (store.stories_dir / "S-0003" / "story.md").is_file() and not target.exists()
