@@ -1,4 +1,8 @@
-"""Listing: fast loader + cache give exactly what the round-trip parser gives, and stay fresh."""
+"""Listing: fast loader + cache give exactly what the round-trip parser gives, and stay fresh.
+
+Also, each in its own section below: the foreign documents `add --from` reads (store.foreign),
+story ids and references (store.ids) and the archive (store.archive).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.store import StoryStore
+from ai_sdlc.errors import BusyError, InvalidInputError, UsageError
+from ai_sdlc.store import StoryStore, archive, ids, schema
 from ai_sdlc.store.cache import FILE_NAME
+from ai_sdlc.store.foreign import MAX_BYTES, Draft, documents, read_draft
 from ai_sdlc.store.values import strict_equal, to_plain
 from tests.store_support import FIXTURE_IDS, OLD_NS, make_project, minimal, write_story
 
@@ -189,9 +194,6 @@ def test_recursive_alias_is_refused_by_both_loaders(tmp_path: Path) -> None:
 
 
 # --- Foreign documents (`add --from`): what a markdown file written elsewhere becomes -------------
-
-from ai_sdlc.store import schema  # noqa: E402
-from ai_sdlc.store.foreign import MAX_BYTES, Draft, documents, read_draft  # noqa: E402
 
 
 def write_doc(folder: Path, text: str | bytes, name: str = "doc.md") -> Path:
@@ -502,8 +504,6 @@ def test_documents_refuse_an_empty_folder_and_a_missing_path(tmp_path: Path) -> 
 
 # --- Story ids, slugs and references (store.ids) --------------------------------------------------
 
-from ai_sdlc.errors import UsageError  # noqa: E402
-from ai_sdlc.store import ids  # noqa: E402
 
 REF_HINT = "use a story id such as S-0001 (or s-1) or the story's slug"
 
@@ -581,9 +581,6 @@ def test_artifact_names_stay_plain_file_names() -> None:
 
 # --- The archive (store.archive): moved out of the backlog, still readable by its id -----------
 
-from ai_sdlc.errors import BusyError  # noqa: E402
-from ai_sdlc.store import archive  # noqa: E402
-
 
 def test_an_archived_story_is_found_by_its_id_and_read_whole(tmp_path: Path) -> None:
     store = make_project(tmp_path, ["S-0003", "S-0012"])
@@ -601,6 +598,16 @@ def test_an_archived_story_is_found_by_its_id_and_read_whole(tmp_path: Path) -> 
     assert archive.move_to_archive(store, "S-0012") == store.ai_dir / "archive" / "S-0012"
     assert sorted(archive.archived_numbers(store)) == [3, 12]
     assert [s.id for s in store.list()] == []
+
+
+def test_a_broken_archived_story_is_refused_naming_its_archived_file(tmp_path: Path) -> None:
+    store = make_project(tmp_path, ["S-0003"])
+    path = archive.move_to_archive(store, "S-0003") / "story.md"
+    path.write_text(minimal("S-0003", priority="-1"))
+    with pytest.raises(InvalidInputError) as caught:
+        archive.get_archived(store, "S-0003")
+    assert (caught.value.path, caught.value.line) == (str(path), 5)
+    assert caught.value.message.startswith(f"{path}:5:1: `priority` must be a whole number")
 
 
 def test_what_is_not_archived_is_not_found(tmp_path: Path) -> None:
