@@ -236,7 +236,7 @@ def test_a_yaml_document_maps_every_known_field(tmp_path: Path) -> None:
         dependencies=("S-0002", "S-0001"),
         epic="E-01",
         source_id="S-0007",
-        ignored=("5", "id", "owner"),  # `id` only renames dependencies; it is not copied
+        ignored=("5", "owner"),  # a canonical `id` is used: it maps the dependencies
     )
 
 
