@@ -922,6 +922,14 @@ class TestTheStoreReadsAStory:
         assert story.frontmatter["id"] == "S-0002"
         assert story.body == "# Body\nmore\r\n"
 
+    def test_an_invalid_story_is_an_error_naming_its_file(self, tmp_path: Path) -> None:
+        store = _project(tmp_path)
+        path = write_story(store, "S-0001", "---\ntitle: [unclosed\n---\n")
+        with pytest.raises(InvalidInputError) as caught:
+            store.get("S-0001")
+        assert caught.value.path == str(path)
+        assert str(caught.value).startswith(f"{path}:")
+
 
 class TestTheStoreLists:
     def test_stories_are_listed_in_id_order_and_other_entries_ignored(self, tmp_path: Path) -> None:
@@ -1042,6 +1050,20 @@ class TestTheStoreLists:
         assert StoryStore(store.root).list()[0].frontmatter["title"] == "Before"
         os.utime(path, ns=(OLD_NS + 10**9, OLD_NS + 10**9))
         assert StoryStore(store.root).list()[0].frontmatter["title"] == "Beforx"
+
+    def test_a_moved_project_does_not_trust_the_cache_of_its_old_place(
+        self, tmp_path: Path
+    ) -> None:
+        store = _project(tmp_path)
+        path = _story(store, "S-0001", title="Before")
+        store.list()
+        moved = tmp_path / "moved"
+        store.root.rename(moved)  # same inodes, sizes and times: the same stamps
+        path = moved / path.relative_to(store.root)
+        with open(path, "r+b") as handle:
+            handle.write(minimal("S-0001", title="Beforx").encode("utf-8"))
+        os.utime(path, ns=(OLD_NS, OLD_NS))
+        assert StoryStore(moved).list()[0].frontmatter["title"] == "Beforx"
 
     def test_a_dry_run_store_lists_without_writing_a_cache(self, tmp_path: Path) -> None:
         store = _hand_made(tmp_path)
