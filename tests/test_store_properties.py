@@ -1299,7 +1299,9 @@ class TestTheStoreAddsAStory:
             return seen
 
         monkeypatch.setattr(os, "scandir", scandir)
-        assert store.add("Raced").id == "S-0003"
+        # an explicit priority: the id scan is the first look at the folder
+        assert store.add("Raced", priority=1).id == "S-0003"
+        assert not (store.stories_dir / "S-0002" / "story.md").exists()
 
     def test_the_default_priority_goes_after_the_last_one(self, tmp_path: Path) -> None:
         store = _project(tmp_path)
