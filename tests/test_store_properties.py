@@ -695,6 +695,21 @@ class TestTheStoreSetsUpAProject:
         assert store.init() is True
         assert (store.ai_dir / ".gitignore").read_text(encoding="utf-8") == FRESH_GITIGNORE
 
+    def test_init_accepts_a_folder_another_init_made_meanwhile(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        store = StoryStore(tmp_path)
+        real_mkdir = Path.mkdir
+
+        def mkdir_after_another(self: Path, *args: Any, **kwargs: Any) -> None:
+            if self in (store.ai_dir, store.stories_dir) and not self.exists():
+                os.mkdir(self)  # a concurrent `ai-sdlc init` got there first
+            real_mkdir(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "mkdir", mkdir_after_another)
+        assert store.init() is True
+        assert store.stories_dir.is_dir()
+
     def test_init_refuses_a_file_where_a_folder_goes(self, tmp_path: Path) -> None:
         store = StoryStore(tmp_path)
         store.ai_dir.write_text("not a folder", encoding="utf-8")
