@@ -554,3 +554,113 @@ def test_calls_beyond_the_half_open_trials_are_rejected_and_counted() -> None:
     assert breaker.state is CircuitState.CLOSED
     # calls: 2 ok + 1 failure + the trial's non-failure + the closing trial
     assert _counts(breaker) == (5, 4, 1, 3, 3)
+
+
+# --- exact edges: thresholds met exactly, short open times, what a rejection says --------------
+
+
+class CountingClock(ManualClock):
+    """A manual clock that counts how often it is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+
+def test_a_closed_success_reads_no_clock_while_a_time_window_holds_a_failure() -> None:
+    """The module's promise: the closed success path takes a lock and bumps counters, no clock
+    read, also with a failure in a time window (no rate, no minimum above the threshold)."""
+    clock = CountingClock()
+    breaker, _ = make(clock, failure_threshold=3, window="time", window_size=10)
+    with pytest.raises(Boom):
+        _call(breaker, "async", Boom("down"))
+    before = clock.reads
+    for _ in range(3):
+        assert _call(breaker, "async", None) == "ok"
+        assert _call(breaker, "sync", None) == "ok"
+    assert clock.reads == before
+
+
+def test_a_closed_async_success_with_nothing_in_the_window_reads_no_clock() -> None:
+    clock = CountingClock()
+    breaker, _ = make(clock, failure_threshold=3, window="count", window_size=10)
+    before = clock.reads
+    for _ in range(3):
+        assert _call(breaker, "async", None) == "ok"
+    assert clock.reads == before
+
+
+def test_the_breaker_trips_when_the_minimum_of_calls_is_reached_exactly() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, window="count", window_size=10, minimum_calls=3)
+    breaker.execute(ok)
+    fail(breaker, 1)  # 1 failure of 2 calls: fewer than the minimum
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)  # the third call: judged now
+    assert breaker.state is CircuitState.OPEN
+
+
+def test_a_failure_rate_exactly_at_the_threshold_trips() -> None:
+    clock = ManualClock()
+    breaker, _ = make(
+        clock, failure_threshold=1, window="count", window_size=4, failure_rate_threshold=0.5
+    )
+    breaker.execute(ok)
+    breaker.execute(ok)
+    fail(breaker, 1)  # 1 of 3: below half
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)  # 2 of 4 = 50 %: at the threshold, which trips
+    assert breaker.state is CircuitState.OPEN
+
+
+@pytest.mark.parametrize("duration", [0.0, 0.5])
+def test_a_short_forced_open_lasts_exactly_its_duration(duration: float) -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, open_timeout=60)
+    breaker.force_open(duration=duration)
+    assert breaker.retry_in() == pytest.approx(duration)
+    clock.advance(duration)
+    assert breaker.execute(ok) == "ok" and breaker.state is CircuitState.CLOSED
+
+
+def test_a_snapshot_keeps_an_open_time_under_a_second() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=10)
+    fail(breaker, 1)
+    clock.advance(9.75)
+    assert breaker.snapshot().open_remaining == pytest.approx(0.25)
+    clock.advance(5)
+    assert breaker.snapshot().open_remaining == 0.0
+
+
+def test_every_rejection_of_an_open_breaker_is_counted() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=10)
+    fail(breaker, 1)
+    for _ in range(3):
+        with pytest.raises(CircuitBreakerOpenError):
+            breaker.execute(ok)
+    assert breaker.stats().rejected == 3
+
+
+def test_a_call_beyond_the_trials_is_told_a_trial_may_come_at_once() -> None:
+    """Half-open with its trial slots taken: the next trial may come as soon as one ends."""
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=5)
+    fail(breaker, 1)
+    clock.advance(5)
+    caught: list[CircuitBreakerOpenError] = []
+
+    def trial() -> str:
+        with pytest.raises(CircuitBreakerOpenError) as rejected:
+            breaker.execute(ok)
+        caught.append(rejected.value)
+        return "ok"
+
+    assert breaker.execute(trial) == "ok"
+    assert caught[0].retry_in == 0.0
+    assert caught[0].message == "circuit breaker 'svc' is open; next trial call in 0.0 s"
