@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -257,3 +258,47 @@ def test_async_policy_calls_decide_exactly_as_sync_ones(scenario: str) -> None:
         assert outcomes == ["raised StoryBlockedError"] and calls == 2
         assert metrics["aborted"] == 1, metrics
     assert len(attempts) == (6 if scenario == "trips" else 2)
+
+
+# --- lookups and where the metrics go ---------------------------------------------------------
+
+
+def test_each_policy_and_its_engine_are_found_by_name() -> None:
+    policies = manager(ManualClock(), {"policies": {"github": {"max_attempts": 7}}})
+    github = policies.policy("github")
+    assert github.name == "github" and github.retry.max_attempts == 7
+    assert policies.engine("github").config is github.retry
+    assert policies.engine("llm").config is policies.policy("llm").retry
+    for lookup in (policies.policy, policies.engine):
+        with pytest.raises(ValueError, match="unknown resilience policy 'lm'; known: "):
+            lookup("lm")
+
+
+class RecordingSink:
+    """A metrics sink that keeps what it was given (a cluster worker's link, in the product)."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def add(self, policies: Any, breakers: Any) -> None:
+        self.added.append((dict(policies), dict(breakers)))
+
+
+def test_metrics_sent_elsewhere_leave_the_projects_file_alone(tmp_path: Path) -> None:
+    policies = manager(ManualClock(), project_root=tmp_path, budget=False)
+    sink = RecordingSink()
+    policies.send_metrics_to(sink)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    assert len(sink.added) == 1
+    sent_policies, sent_breakers = sink.added[0]
+    assert sent_policies["tool"]["operations"] == 1 and sent_breakers["tool"]["calls"] == 1
+    assert not (tmp_path / ".ai-sdlc/state/metrics.json").exists()
+
+
+def test_a_manager_without_a_project_sends_no_metrics() -> None:
+    policies = manager(ManualClock(), budget=False)
+    sink = RecordingSink()
+    policies.send_metrics_to(sink)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    policies.flush()
+    assert sink.added == []

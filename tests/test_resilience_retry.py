@@ -535,3 +535,65 @@ def test_a_timed_attempt_runs_in_a_daemon_thread() -> None:
     retry = engine(ManualClock(), max_attempts=1, attempt_timeout=30)
     result = retry.execute(lambda: seen.append(threading.current_thread().daemon))
     assert result.success and seen == [True]
+
+
+# --- the defaults the product runs with: the real async sleep, the attempt thread, the budget --
+
+
+def test_the_default_async_sleep_is_asyncios_and_lets_other_tasks_run() -> None:
+    from ai_sdlc.resilience.retry import real_async_sleep
+
+    order: list[str] = []
+
+    async def scenario() -> None:
+        async def other() -> None:
+            order.append("other task")
+
+        task = asyncio.ensure_future(other())
+        await real_async_sleep(0)  # a zero sleep still yields to the loop
+        order.append("after the sleep")
+        await task
+
+    asyncio.run(scenario())
+    assert order == ["other task", "after the sleep"]
+
+
+def test_aexecute_retries_with_the_real_async_sleep_by_default() -> None:
+    retry = RetryEngine(RetryConfig(max_attempts=2, initial_delay=0.0, jitter="none"))
+    outcomes = iter([TransientProviderError("x", kind="overloaded"), "done"])
+
+    async def call() -> str:
+        outcome = next(outcomes)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    result = asyncio.run(retry.aexecute(call))
+    assert result.success and result.result == "done" and result.retry_delay == 0.0
+
+
+def test_a_timed_attempt_runs_in_a_thread_named_for_stack_dumps() -> None:
+    """An abandoned attempt keeps running: its thread says what it is in a dump or a
+    `threading.enumerate()`."""
+    names: list[str] = []
+    retry = engine(ManualClock(), max_attempts=1, attempt_timeout=30)
+    result = retry.execute(lambda: names.append(threading.current_thread().name))
+    assert result.success and names == ["ai-sdlc-attempt"]
+
+
+def test_the_budget_floor_refills_within_a_second() -> None:
+    clock = ManualClock()
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=2.0, burst=1), clock=clock)
+    assert budget.try_spend() and not budget.try_spend()
+    clock.advance(0.5)  # 2 tokens a second: one token after half a second
+    assert budget.try_spend()
+    assert budget.stats().balance == 0.0
+
+
+def test_a_clock_that_steps_back_takes_no_token_away() -> None:
+    clock = ManualClock(start=100.0)
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=1.0, burst=2), clock=clock)
+    assert budget.try_spend()  # one token left
+    clock.advance(-0.5)
+    assert budget.stats().balance == 1.0
+    assert budget.try_spend()
