@@ -318,3 +318,24 @@ def test_no_story_attempted_means_rates_of_zero_and_the_cap_names_its_key() -> N
         "the run made 50 implementation attempts, the run-wide limit "
         "(run.stop_conditions.max_total_attempts = 50)",
     )
+
+
+def test_the_attempt_cap_names_the_stories_left_and_how_to_go_on() -> None:
+    conditions = StopConditions(max_total_attempts=20)
+    one = attempts_exhausted(20, conditions, left=1)
+    assert one is not None and one.message == (
+        "the run made 20 implementation attempts, the run-wide limit "
+        "(run.stop_conditions.max_total_attempts = 20); 1 story is left: go on with "
+        "'ai-sdlc run --continue' (another 20 attempts), or set this run's cap with "
+        "'ai-sdlc run --continue --max-attempts N'"
+    )
+    two = attempts_exhausted(21, conditions, left=2)
+    assert two is not None and "; 2 stories are left: go on with" in two.message
+    assert (two.value, two.threshold) == (21, 20)
+
+
+def test_rates_are_judged_once_exactly_min_attempted_stories_were_attempted() -> None:
+    conditions = StopConditions(max_reject_rate=0.3, min_attempted=4)
+    tripped = evaluate(stats(segment_attempted=4, reject_rate=0.5, segment_failing=2), conditions)
+    assert tripped is not None and tripped.condition == "max_reject_rate"
+    assert evaluate(stats(segment_attempted=3, reject_rate=0.67), conditions) is None
