@@ -664,3 +664,39 @@ def test_a_call_beyond_the_trials_is_told_a_trial_may_come_at_once() -> None:
     assert breaker.execute(trial) == "ok"
     assert caught[0].retry_in == 0.0
     assert caught[0].message == "circuit breaker 'svc' is open; next trial call in 0.0 s"
+
+
+def test_time_in_each_state_adds_up_over_repeated_visits() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=20)
+    clock.advance(5)
+    fail(breaker, 1)  # closed 5 s, then open
+    clock.advance(20)
+    breaker.execute(ok)  # open 20 s; half-open for no time; closed again
+    clock.advance(7)
+    fail(breaker, 1)  # closed another 7 s: 12 in all; open again
+    clock.advance(0.5)  # half a second into this open: counted as it is
+    assert breaker.stats().time_in_state == {"closed": 12.0, "open": 20.5, "half_open": 0.0}
+
+
+def test_reset_forgets_the_failures_of_a_closed_breaker() -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=3)
+    fail(breaker, 2)
+    breaker.reset()  # already closed: no state change, but the failures are forgotten
+    assert changes == []
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)
+    assert breaker.state is CircuitState.OPEN
+
+
+def test_restoring_closed_forgets_the_failures_seen_here() -> None:
+    from ai_sdlc.resilience.breaker import BreakerSnapshot
+
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=3)
+    fail(breaker, 2)
+    breaker.restore(BreakerSnapshot(CircuitState.CLOSED, None, False))
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
