@@ -302,3 +302,44 @@ def test_a_manager_without_a_project_sends_no_metrics() -> None:
     assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
     policies.flush()
     assert sink.added == []
+
+
+def test_from_config_reads_the_section_and_names_its_file_in_errors() -> None:
+    from ai_sdlc.errors import InvalidInputError
+
+    built = PolicyManager.from_config(
+        {"policies": {"github": {"max_attempts": 7}}}, source="cfg.yaml", budget=False
+    )
+    assert built.policy("github").retry.max_attempts == 7 and built.budget is None
+    with pytest.raises(InvalidInputError) as caught:
+        PolicyManager.from_config({"policies": {"github": {"max_attempts": 0}}}, source="cfg.yaml")
+    assert caught.value.message == (
+        "cfg.yaml: resilience.policies.github.max_attempts must be an integer >= 1, got 0"
+    )
+
+
+def test_a_flush_sends_only_news_and_an_idle_breakers_time_waits_for_its_next_news(
+    tmp_path: Path,
+) -> None:
+    """Time passing in an unused breaker is not news; when the breaker is used again, the time
+    it spent since its last flush goes with it, none lost."""
+    clock = ManualClock()
+    policies = manager(clock, project_root=tmp_path, budget=False)
+    sink = RecordingSink()
+    policies.send_metrics_to(sink)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    assert [sorted(b) for _, b in sink.added] == [["tool"]]
+    policies.flush()  # nothing new: nothing sent
+    assert len(sink.added) == 1
+
+    clock.advance(100)
+    assert policies.execute_with_policy("verification", lambda: "ok") == "ok"  # no breaker
+    assert len(sink.added) == 2
+    sent_policies, sent_breakers = sink.added[1]
+    assert sorted(sent_policies) == ["verification"] and sent_breakers == {}
+
+    clock.advance(20)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    _, sent_breakers = sink.added[2]
+    assert sent_breakers["tool"]["calls"] == 1
+    assert sent_breakers["tool"]["time_in_state"]["closed"] == 120.0

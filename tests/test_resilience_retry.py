@@ -597,3 +597,39 @@ def test_a_clock_that_steps_back_takes_no_token_away() -> None:
     clock.advance(-0.5)
     assert budget.stats().balance == 1.0
     assert budget.try_spend()
+
+
+# --- the verdict and the delay, exactly -----------------------------------------------------------
+
+
+def test_a_guardrail_stop_is_never_retryable_whatever_the_predicate_says() -> None:
+    retry = engine(ManualClock(), should_retry=lambda exc: True)
+    blocked = StoryBlockedError("limit", story_id="S-0001")
+    assert retry.is_retryable(blocked, classify(blocked)) is False
+    assert retry.is_retryable(ValueError("x"), classify(ValueError("x"))) is True
+
+
+def test_retryable_exception_types_retry_only_those_types() -> None:
+    clock = ManualClock()
+    retry = engine(clock, max_attempts=3, retryable_errors=(ValueError,))
+    assert retry.execute(scripted(ValueError("flaky"), "ok")).success
+    other = retry.execute(scripted(KeyError("missing"), "ok"))
+    assert other.stop_reason == "non_retryable" and len(other.attempts) == 1
+
+
+def test_a_retry_after_under_a_second_is_honoured_exactly() -> None:
+    clock = ManualClock()
+    retry = engine(clock, max_attempts=2)
+    assert retry.execute(scripted(rate_limited(0.25), "ok")).success
+    assert clock.sleeps == [0.25]
+    assert retry.next_delay(1, 0.0, -3.0) == 0.0  # a negative hint is no wait, never negative
+
+
+def test_a_sleep_that_would_end_exactly_at_the_overall_timeout_is_not_started() -> None:
+    clock = ManualClock()
+    retry = engine(clock, max_attempts=5, initial_delay=1.0, multiplier=2.0, overall_timeout=3.0)
+    error = TransientProviderError("down", kind="server", status=500)
+    result = retry.execute(scripted(*[error] * 5))
+    # slept 1 s after the first attempt; 1 s + the next 2 s reach the 3 s limit: stop there
+    assert result.stop_reason == "overall_timeout" and clock.sleeps == [1.0]
+    assert len(result.attempts) == 2
