@@ -700,3 +700,50 @@ def test_restoring_closed_forgets_the_failures_seen_here() -> None:
     breaker.restore(BreakerSnapshot(CircuitState.CLOSED, None, False))
     fail(breaker, 2)
     assert breaker.state is CircuitState.CLOSED
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"failure_threshold": 0}, "failure_threshold must be >= 1"),
+        ({"window": "sliding"}, "window must be 'count' or 'time'"),
+        ({"window_size": 0}, "window_size must be > 0"),
+        ({"minimum_calls": 0}, "minimum_calls must be >= 1"),
+        ({"open_timeout": -1}, "open_timeout must be >= 0"),
+        ({"half_open_max_calls": 0}, "half_open_max_calls must be >= 1"),
+        ({"success_threshold": 0}, "success_threshold must be >= 1"),
+        (
+            {"success_threshold": 2, "half_open_max_calls": 1},
+            "success_threshold must be <= half_open_max_calls",
+        ),
+        ({"failure_rate_threshold": 0}, "failure_rate_threshold must be in (0, 1]"),
+        ({"failure_rate_threshold": 1.5}, "failure_rate_threshold must be in (0, 1]"),
+        (
+            {"window": "count", "window_size": 2.5},
+            "a count window_size must be a whole number of calls",
+        ),
+    ],
+)
+def test_a_bad_breaker_config_says_which_value_is_wrong(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        CircuitBreakerConfig(**bad)
+    assert str(caught.value) == message
+
+
+def test_the_smallest_allowed_breaker_settings_work() -> None:
+    """A time window under a second, no open time at all, a rate of every call failing."""
+    clock = ManualClock()
+    breaker, _ = make(
+        clock, failure_threshold=1, window="time", window_size=0.5, failure_rate_threshold=1.0
+    )
+    breaker.execute(ok)
+    fail(breaker, 1)  # 1 of 2 failed: under the 100 % rate
+    assert breaker.state is CircuitState.CLOSED
+    clock.advance(1)  # the half-second window has moved past both calls
+    fail(breaker, 1)  # 1 of 1: every call in the window failed
+    assert breaker.state is CircuitState.OPEN
+    for open_timeout in (0.0, 0.5):
+        quick, _ = make(clock, failure_threshold=1, open_timeout=open_timeout)
+        fail(quick, 1)
+        clock.advance(open_timeout)
+        assert quick.execute(ok) == "ok" and quick.state is CircuitState.CLOSED

@@ -633,3 +633,61 @@ def test_a_sleep_that_would_end_exactly_at_the_overall_timeout_is_not_started() 
     # slept 1 s after the first attempt; 1 s + the next 2 s reach the 3 s limit: stop there
     assert result.stop_reason == "overall_timeout" and clock.sleeps == [1.0]
     assert len(result.attempts) == 2
+
+
+# --- what a bad retry or budget config is told, and the edges that are allowed --------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be >= 1"),
+        ({"initial_delay": -1}, "delays must be >= 0"),
+        ({"max_delay": -0.5}, "delays must be >= 0"),
+        ({"multiplier": 0.5}, "multiplier must be >= 1"),
+        (
+            {"strategy": "random"},
+            "strategy must be one of exponential, linear, fixed, decorrelated or a callable",
+        ),
+        ({"jitter": "some"}, "jitter must be one of none, full, equal or a factor"),
+        ({"jitter": 1.5}, "a jitter factor must be between 0 and 1"),
+        ({"attempt_timeout": 0}, "timeouts must be > 0"),
+        ({"overall_timeout": -1}, "timeouts must be > 0"),
+    ],
+)
+def test_a_bad_retry_config_says_which_value_is_wrong(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        RetryConfig(**bad)
+    assert str(caught.value) == message
+
+
+def test_no_delay_at_all_is_a_valid_retry_config() -> None:
+    clock = ManualClock()
+    for max_delay in (0.0, 0.5):
+        retry = engine(clock, max_attempts=2, initial_delay=0.0, max_delay=max_delay)
+        assert retry.execute(scripted(rate_limited(9), "ok")).success
+    assert clock.sleeps == [0.0, 0.5]  # the hint, capped by max_delay
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"ratio": 1.5}, "ratio must be between 0 and 1"),
+        ({"ratio": -0.1}, "ratio must be between 0 and 1"),
+        ({"floor_per_second": -1}, "floor_per_second must be >= 0"),
+        ({"burst": 0.5}, "burst must be >= 1 (one retry)"),
+    ],
+)
+def test_a_bad_budget_config_says_which_value_is_wrong(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        BudgetConfig(**bad)
+    assert str(caught.value) == message
+
+
+def test_a_budget_may_give_a_whole_retry_per_call() -> None:
+    budget = RetryBudget(
+        BudgetConfig(ratio=1.0, floor_per_second=0.0, burst=1), clock=ManualClock()
+    )
+    assert budget.try_spend() and not budget.try_spend()
+    budget.record_call()
+    assert budget.try_spend()
