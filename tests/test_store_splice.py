@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.store import StoryStore, editing
+from ai_sdlc.store import StoryStore, editing, storyfile
+from ai_sdlc.store.schema import COUNTER_FIELDS, STATUSES
+from ai_sdlc.store.story import Story
 from ai_sdlc.store.values import to_plain
 from tests.store_support import FIXTURE_IDS, bump_recovery, make_project, write_story
 
@@ -370,3 +374,235 @@ def test_long_and_awkward_values_round_trip_and_touch_one_line(store: StoryStore
         "branch: ai-sdlc/retry-honour-server-hint\n",
     ]
     assert len(added) == 3 and added[-1].startswith("blocked_reason: 'key: value")
+
+
+# -- storyfile: the exact parts of a story file ---------------------------------------------------
+
+
+def test_a_story_file_splits_into_parts_that_join_back_byte_for_byte() -> None:
+    text = "\ufeff---  \r\nid: S-0001\r\ntitle: T\r\n--- \r\n# Body\r\n\r\nmore\r\n"
+    parts = storyfile.split(text, "x.md")
+    assert parts == storyfile.StoryText(
+        bom="\ufeff",
+        open_line="---  \r\n",
+        frontmatter="id: S-0001\r\ntitle: T\r\n",
+        close_line="--- \r\n",
+        body="# Body\r\n\r\nmore\r\n",
+    )
+    assert parts.text() == text
+    assert parts.newline == "\r\n"
+
+
+def test_a_file_without_a_bom_keeps_none_and_a_closing_line_may_end_the_file() -> None:
+    parts = storyfile.split("---\nid: S-0001\n---", "x.md")
+    assert (parts.bom, parts.open_line, parts.frontmatter, parts.close_line, parts.body) == (
+        "",
+        "---\n",
+        "id: S-0001\n",
+        "---",
+        "",
+    )
+    assert parts.newline == "\n"
+    assert parts.text() == "---\nid: S-0001\n---"
+
+
+def test_with_parts_replaces_only_the_parts_given() -> None:
+    parts = storyfile.split("---\na: 1\n---\nbody\n", "x.md")
+    assert parts.with_parts(frontmatter="a: 2\n").text() == "---\na: 2\n---\nbody\n"
+    assert parts.with_parts(body="new\n").text() == "---\na: 1\n---\nnew\n"
+    assert parts.with_parts(frontmatter="b: 3\n", body="").text() == "---\nb: 3\n---\n"
+    assert parts.with_parts() == parts
+
+
+@pytest.mark.parametrize("text", ["title: T\n---\n", "\ufeff# just markdown\n", "--- x\na: 1\n"])
+def test_a_file_without_frontmatter_is_refused_with_where_and_what_to_do(text: str) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        storyfile.split(text, "stories/S-0001/story.md")
+    assert refused.value.message == (
+        "stories/S-0001/story.md:1:1: no frontmatter: a story starts with a line `---`, then "
+        "`key: value` lines, then a closing `---`"
+    )
+    assert refused.value.hint == (
+        "start the file with: ---, title: My story, status: backlog, --- (one per line)"
+    )
+    assert (refused.value.path, refused.value.line, refused.value.column) == (
+        "stories/S-0001/story.md",
+        1,
+        1,
+    )
+
+
+def test_an_unclosed_frontmatter_is_refused_with_where_and_what_to_do() -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        storyfile.split("\ufeff---\ntitle: T\n----\n", "s.md")
+    assert refused.value.message == "s.md:1:1: the frontmatter opened on line 1 is never closed"
+    assert refused.value.hint == "add a line `---` after the last `key: value` line"
+    assert (refused.value.path, refused.value.line, refused.value.column) == ("s.md", 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "line", "column"),
+    [
+        (b"\xe9---\n", 1, 1),
+        (b"---\ntitle: caf\xe9\nnext: line\n", 2, 11),
+        (b"\n\xe9", 2, 1),
+        (b"ab\ncd\nef\xff\ngh\n", 3, 3),
+    ],
+)
+def test_a_bad_utf8_byte_is_reported_at_its_line_and_column(
+    data: bytes, line: int, column: int
+) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        storyfile.decode(data, "s.md")
+    byte = data[data.index(b"\xe9") if b"\xe9" in data else data.index(b"\xff")]
+    assert refused.value.message == f"s.md:{line}:{column}: not valid UTF-8 (byte 0x{byte:02x})"
+    assert refused.value.hint == "save the file as UTF-8"
+    assert (refused.value.path, refused.value.line, refused.value.column) == ("s.md", line, column)
+
+
+def test_valid_utf8_decodes_as_is() -> None:
+    assert storyfile.decode("---\ntitle: café ✓\r\n".encode(), "s.md") == "---\ntitle: café ✓\r\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        ("", []),
+        ("a", ["a"]),
+        ("a\nb\n", ["a\n", "b\n"]),
+        ("a\r\nb\rc\x85d\u2028e\u2029f", ["a\r\n", "b\r", "c\x85", "d\u2028", "e\u2029", "f"]),
+        ("\n\nx", ["\n", "\n", "x"]),
+    ],
+)
+def test_lines_are_split_where_yaml_counts_a_line_break(text: str, lines: list[str]) -> None:
+    assert storyfile.split_lines(text) == lines
+
+
+@pytest.mark.parametrize(
+    ("text", "newline", "expected"),
+    [
+        ("a\nb\r\nc", "\r\n", "a\r\nb\r\nc"),
+        ("a\nb\r\nc\n", "\n", "a\nb\nc\n"),
+        ("a\rb", "\n", "a\rb"),
+        ("a\rb\n", "\r\n", "a\rb\r\n"),
+    ],
+)
+def test_code_set_bodies_take_the_files_line_ending(text: str, newline: str, expected: str) -> None:
+    assert storyfile.normalise_newlines(text, newline) == expected
+
+
+# -- story: counters, the edit-only setters, the JSON form ----------------------------------------
+
+
+def editable(frontmatter: dict[str, Any], story_id: str = "S-0001") -> Story:
+    story = Story(story_id, f"/p/{story_id}/story.md", frontmatter)
+    story._editable = True  # what StoryStore.edit does before handing the story out
+    return story
+
+
+def test_a_new_story_is_read_only_with_nothing_written_and_no_hooks() -> None:
+    story = Story("S-0001", "/p/S-0001/story.md", {"title": "T", "status": "ready"})
+    assert (story.id, story.path, story.folder) == (
+        "S-0001",
+        Path("/p/S-0001/story.md"),
+        Path("/p/S-0001"),
+    )
+    assert (story.title, story.status, story.body) == ("T", "ready", "")
+    assert story.written is None
+    assert story.after_write == []
+    assert story._body_changed is False
+    for change, action in [
+        (lambda: story.increment("retry_count"), "increment retry_count"),
+        (lambda: setattr(story, "status", "done"), "set the status"),
+        (lambda: setattr(story, "body", "x"), "set the body"),
+    ]:
+        with pytest.raises(RuntimeError) as refused:
+            change()
+        assert str(refused.value) == f"cannot {action} outside `with store.edit('S-0001')`"
+    assert story.frontmatter == {"title": "T", "status": "ready"}
+    assert repr(story) == "Story('S-0001', status='ready', title='T')"
+
+
+def test_a_missing_counter_is_zero_and_a_present_one_is_its_value() -> None:
+    story = Story("S-0001", "p", {"retry_count": 3, "refinement_count": "2", "x": None})
+    assert story.counter("retry_count") == 3
+    assert story.counter("refinement_count") == 2
+    assert story.counter("implementation_retry_count") == 0
+    assert story.counter("x") == 0
+
+
+def test_increment_adds_to_the_counter_and_returns_the_new_value() -> None:
+    story = editable({"retry_count": 4})
+    assert story.increment("retry_count") == 5
+    assert story.increment("retry_count", by=3) == 8
+    assert story.increment("refinement_count", 2) == 2
+    assert story.frontmatter == {"retry_count": 8, "refinement_count": 2}
+
+
+def test_increment_refuses_a_field_that_is_not_a_counter() -> None:
+    story = editable({"title": "T"})
+    with pytest.raises(ValueError) as refused:
+        story.increment("title")
+    assert str(refused.value) == f"'title' is not a counter; counters: {', '.join(COUNTER_FIELDS)}"
+    assert story.frontmatter == {"title": "T"}
+
+
+@pytest.mark.parametrize("by", [0, -1, True, 1.0, "1"])
+def test_increment_refuses_anything_but_a_whole_number_from_one(by: Any) -> None:
+    story = editable({"retry_count": 1})
+    with pytest.raises(ValueError, match=r"^increment by a whole number >= 1$"):
+        story.increment("retry_count", by)
+    assert story.frontmatter == {"retry_count": 1}
+
+
+def test_status_is_checked_against_the_known_statuses() -> None:
+    story = editable({"status": "ready"})
+    story.status = "done"
+    assert story.frontmatter == {"status": "done"}
+    with pytest.raises(ValueError) as refused:
+        story.status = "finished"
+    assert str(refused.value) == f"unknown status 'finished'; use one of {', '.join(STATUSES)}"
+
+
+def test_to_json_puts_the_folder_id_first_and_makes_dates_text() -> None:
+    story = Story(
+        "S-0002",
+        "p",
+        {"title": "T", "id": "S-0002-in-file", "at": dt.date(2026, 1, 31), "n": [1]},
+    )
+    data = story.to_json()
+    assert data == {"id": "S-0002", "title": "T", "at": "2026-01-31", "n": [1]}
+    assert list(data) == ["id", "title", "at", "n"]
+    assert Story("S-0003", "p", {"title": "no id"}).to_json() == {"id": "S-0003", "title": "no id"}
+
+
+def test_to_json_hands_json_ready_values_out_without_converting_them() -> None:
+    """Listing thousands of stories skips the per-value conversion for cached values."""
+    labels = ["a", "b"]
+    story = Story("S-0002", "p", {"id": "S-0002", "labels": labels}, json_ready=True)
+    assert story.to_json() == {"id": "S-0002", "labels": ["a", "b"]}
+    assert story.to_json()["labels"] is labels
+    converted = Story("S-0002", "p", {"labels": labels}).to_json()
+    assert converted["labels"] == labels and converted["labels"] is not labels
+
+
+def test_the_recovery_breakdown_is_a_copy_with_whole_numbers() -> None:
+    story = Story("S-0001", "p", {"recovery_breakdown": {"rework": "2", "api_retry": 1}})
+    assert story.recovery_breakdown == {"rework": 2, "api_retry": 1}
+    assert Story("S-0001", "p", {"recovery_breakdown": "x"}).recovery_breakdown == {}
+    assert Story("S-0001", "p", {}).recovery_breakdown == {}
+
+
+def test_the_body_is_read_once_lazily() -> None:
+    reads: list[int] = []
+
+    def read_body() -> str:
+        reads.append(1)
+        return "# Body\r\n"
+
+    story = Story("S-0001", "p", {}, read_body=read_body)
+    assert reads == []
+    assert story.body == "# Body\r\n"
+    assert story.body == "# Body\r\n"
+    assert reads == [1]
+    assert Story("S-0001", "p", {}, body="given").body == "given"
