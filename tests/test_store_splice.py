@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import difflib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from ai_sdlc.errors import InvalidInputError
-from ai_sdlc.store import StoryStore, editing, storyfile
+from ai_sdlc.store import StoryStore, editing, fastload, roundtrip, splice, storyfile
 from ai_sdlc.store.schema import COUNTER_FIELDS, STATUSES
 from ai_sdlc.store.story import Story
 from ai_sdlc.store.values import to_plain
@@ -606,3 +609,294 @@ def test_the_body_is_read_once_lazily() -> None:
     assert story.body == "# Body\r\n"
     assert reads == [1]
     assert Story("S-0001", "p", {}, body="given").body == "given"
+
+
+# -- splice.layout: the line map of a block-mapping frontmatter -----------------------------------
+
+
+def layout_of(text: str, *, ruamel: bool = False) -> tuple[int, list[tuple[Any, ...]]] | None:
+    """(key column, one tuple of KeyPlace fields per key) from libyaml's or ruamel's nodes."""
+    if ruamel:
+        values, root = roundtrip.load(text, "x.md"), roundtrip.compose(text)
+    else:
+        values, root = fastload.load_with_node(text)
+    shape = splice.layout(text, root, list(values) if isinstance(values, dict) else [])
+    if shape is None:
+        return None
+    assert shape.lines == storyfile.split_lines(text)
+    return shape.column, [msgspec.structs.astuple(entry) for entry in shape.entries]
+
+
+LAYOUTS = [
+    pytest.param(
+        "a: 1\n# about b\nb: [x, y]   # flow\n\nc: |+\n  keep\n\nd: >-\n  folded\n  text\n# end\n",
+        (
+            0,
+            [
+                ("a", 0, 1, 2, 1, (0, 3), (0, 4), False, False),
+                ("b", 2, 3, 4, 1, (2, 3), (2, 9), True, False),
+                ("c", 4, 6, 7, 1, (4, 3), (7, 0), False, True),
+                ("d", 7, 10, 11, 1, (7, 3), (10, 0), False, False),
+            ],
+        ),
+        id="comments-flow-and-block-scalars",
+    ),
+    pytest.param(
+        "  a: 1\n  b:\n    - x\n    # inner\n  # outer\n\n  c: {k: v}\n",
+        (
+            2,
+            [
+                ("a", 0, 1, 1, 3, (0, 5), (0, 6), False, False),
+                ("b", 1, 4, 6, 3, (2, 4), (6, 2), False, False),
+                ("c", 6, 7, 7, 3, (6, 5), (6, 11), True, False),
+            ],
+        ),
+        id="indented-keys-and-a-comment-inside-a-value",
+    ),
+    pytest.param(
+        "a: >+2 # c\n   x\n\nb: |-\n  y\n",
+        (
+            0,
+            [
+                ("a", 0, 2, 3, 1, (0, 3), (3, 0), False, True),
+                ("b", 3, 5, 5, 1, (3, 3), (5, 0), False, False),
+            ],
+        ),
+        id="keep-chomping-header-with-indent-and-comment",
+    ),
+    pytest.param(
+        "title: T\nlist:\n- a\n- b\n  # deep comment\n#top\n",
+        (
+            0,
+            [
+                ("title", 0, 1, 1, 5, (0, 7), (0, 8), False, False),
+                ("list", 1, 5, 6, 4, (2, 0), (6, 0), False, False),
+            ],
+        ),
+        id="unindented-list",
+    ),
+    pytest.param(
+        "a: 1\n  # c\nb: 2\n",
+        (
+            0,
+            [
+                ("a", 0, 2, 2, 1, (0, 3), (0, 4), False, False),
+                ("b", 2, 3, 3, 1, (2, 3), (2, 4), False, False),
+            ],
+        ),
+        id="a-comment-indented-past-the-keys-belongs-to-the-value",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), LAYOUTS)
+def test_the_layout_tells_each_keys_lines_and_value_columns(
+    text: str, expected: tuple[int, list[tuple[Any, ...]]]
+) -> None:
+    assert layout_of(text) == expected
+    assert layout_of(text, ruamel=True) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{a: 1}\n",
+        "[1]\n",
+        "x\n",
+        "1: a\nb: 2\n",
+        "a: 1\n<<: {x: 1}\n",
+        "? [a]\n: 1\nb: 2\n",
+        '? "a\n  b"\n: 1\n',
+    ],
+)
+def test_layouts_splicing_does_not_handle_have_no_line_map(text: str) -> None:
+    assert layout_of(text, ruamel=True) is None
+
+
+def test_a_missing_root_has_no_line_map() -> None:
+    assert splice.layout("", None, []) is None
+
+
+def test_the_layout_of_an_empty_mapping_has_no_entries() -> None:
+    shape = splice.layout("{}\n", roundtrip.compose("a: 1\n"), ["b"])
+    assert shape is None
+    values, root = fastload.load_with_node("a: 1\n")
+    assert splice.layout("a: 1\n", root, ["a"]) == splice.Layout(
+        ["a: 1\n"], [splice.KeyPlace("a", 0, 1, 1, 1, (0, 3), (0, 4), False, False)], 0
+    )
+
+
+# -- splice.in_place: which keys keep their lines when the order changes --------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "kept"),
+    [
+        ("abcdef", "abcdef", "abcdef"),
+        ("abcdef", "bcdefa", "bcdef"),
+        ("abcdef", "fabcde", "abcde"),
+        ("abcd", "cadb", "cd"),
+        ("ab", "ba", "b"),
+        ("abcd", "bcad", "bc"),
+        ("abcd", "dcba", "d"),
+        ("abc", "axbc", "abc"),
+        ("abcdef", "edcbaf", "ef"),
+        ("abcdef", "baedcf", "bef"),
+        ("abcd", "cdab", "cd"),
+        ("abcdef", "acebdf", "ace"),
+        ("abcdef", "fedcab", "ab"),
+        ("abcdef", "bdface", "bdf"),
+        ("abcdef", "b", "b"),
+        ("abcdef", "", ""),
+        ("abcdef", "zy", ""),
+    ],
+)
+def test_keys_still_in_their_old_order_keep_their_place(before: str, after: str, kept: str) -> None:
+    assert splice.in_place(list(before), list(after)) == set(kept)
+
+
+# -- splice.rewrite: the exact text after an edit --------------------------------------------------
+
+FRONT = (
+    "# head\nid: S-1\ntitle: T   # the title\nlabels: [a, b]\n\nnotes: |+\n  kept\n\nnext: 1\n"
+    "# tail\n"
+)
+
+
+def edited(text: str, change: Callable[[dict[str, Any]], object], newline: str = "\n") -> str:
+    """`text` after `change` to its values, through the fast path as StoryStore.edit does."""
+    values, root = fastload.load_with_node(text)
+    shape = splice.layout(text, root, list(values))
+    before = to_plain(values)
+    after = copy.deepcopy(before)
+    change(after)
+    return splice.rewrite(text, newline, before, after, shape, read=fastload.load, lines_only=True)
+
+
+def moved(key: str, *, front: bool = False) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        value = data.pop(key)
+        if front:
+            rest = dict(data)
+            data.clear()
+            data[key] = value
+            data.update(rest)
+        else:
+            data[key] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            lambda d: d.update(title="New"),
+            FRONT.replace("title: T   #", "title: New   #"),
+            id="a-value-keeps-its-end-of-line-comment",
+        ),
+        pytest.param(
+            lambda d: d.update(labels=["c"]),
+            FRONT.replace("[a, b]", "[c]"),
+            id="a-flow-list-stays-flow",
+        ),
+        pytest.param(
+            lambda d: d.update(labels=[]), FRONT.replace("[a, b]", "[]"), id="an-empty-list"
+        ),
+        pytest.param(
+            lambda d: d.update(labels={"k": "v"}),
+            FRONT.replace("[a, b]", "{k: v}"),
+            id="a-flow-value-becomes-a-flow-mapping",
+        ),
+        pytest.param(
+            lambda d: d.update(notes="x"),
+            FRONT.replace("notes: |+\n  kept\n", "notes: x\n"),
+            id="a-block-scalar-becomes-one-line",
+        ),
+        pytest.param(
+            lambda d: d.pop("next"),
+            FRONT.replace("next: 1\n", ""),
+            id="a-deleted-key-leaves-its-trailing-comment",
+        ),
+        pytest.param(
+            lambda d: d.pop("id"), FRONT.replace("id: S-1\n", ""), id="deleting-the-first-key"
+        ),
+        pytest.param(
+            lambda d: d.pop("notes"),
+            FRONT.replace("notes: |+\n  kept\n", ""),
+            id="a-deleted-block-keeps-its-blank-lines",
+        ),
+        pytest.param(
+            lambda d: d.update(extra={"a": [1, "yes"]}),
+            FRONT + "extra:\n  a:\n    - 1\n    - 'yes'\n",
+            id="a-new-key-goes-after-the-last",
+        ),
+        pytest.param(
+            lambda d: d.update(extra="x", more=2),
+            FRONT + "extra: x\nmore: 2\n",
+            id="new-keys-in-their-order",
+        ),
+        pytest.param(
+            moved("id"), FRONT.replace("id: S-1\n", "") + "id: S-1\n", id="a-key-moved-to-the-end"
+        ),
+        pytest.param(
+            moved("next", front=True),
+            FRONT.replace("next: 1\n", "").replace("# head\n", "# head\nnext: 1\n"),
+            id="a-key-moved-to-the-front",
+        ),
+        pytest.param(
+            lambda d: d.update(title=None),
+            FRONT.replace("title: T ", "title: null "),
+            id="none-is-null",
+        ),
+        pytest.param(
+            lambda d: d.update(next=True), FRONT.replace("next: 1", "next: true"), id="a-bool"
+        ),
+    ],
+)
+def test_an_edit_rewrites_only_the_changed_keys_lines(
+    change: Callable[[dict[str, Any]], object], expected: str
+) -> None:
+    assert edited(FRONT, change) == expected
+
+
+def test_a_crlf_frontmatter_gets_crlf_in_every_written_line() -> None:
+    text = FRONT.replace("\n", "\r\n")
+
+    def change(data: dict[str, Any]) -> None:
+        data.update(title="N", extra={"k": [1]})
+        del data["next"]
+
+    assert edited(text, change, "\r\n") == (
+        "# head\r\nid: S-1\r\ntitle: 'N'   # the title\r\nlabels: [a, b]\r\n\r\nnotes: |+\r\n"
+        "  kept\r\n\r\nextra:\r\n  k:\r\n    - 1\r\n# tail\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "change", "expected"),
+    [
+        ("a: 1\nb:\n  - x\n", {"b": ["y", "z"]}, "a: 1\nb:\n  - 'y'\n  - z\n"),
+        ("a: 1\nb: >-\n  x\n  y\nc: 3\n", {"b": "one"}, "a: 1\nb: one\nc: 3\n"),
+        (
+            "a: 1\nb: >-\n  x\n  y\nc: 3\n",
+            {"b": {"k": {"j": 1}}},
+            "a: 1\nb:\n  k:\n    j: 1\nc: 3\n",
+        ),
+        ("a: 1\nb:   # note\n  k: 1\nc: 3\n", {"b": {"k": 2}}, "a: 1\nb:   # note\n  k: 2\nc: 3\n"),
+        ("a: 1\nb:   # note\n  k: 1\nc: 3\n", {"b": 7}, "a: 1\nb: 7   # note\nc: 3\n"),
+        ("a: 1\nb: 2 #x\nc: 3\n", {"b": 7}, "a: 1\nb: 7 #x\nc: 3\n"),
+        ("a: 1\nb: 2#x\n", {"b": 7}, "a: 1\nb: 7\n"),
+        ("a:  1\n", {"a": 2}, "a:  2\n"),
+        ("  a: 1\n  b: 2\n", {"c": {"d": 1}}, "  a: 1\n  b: 2\n  c:\n    d: 1\n"),
+        ("  a: 1\n  b: x\n", {"b": [1]}, "  a: 1\n  b:\n    - 1\n"),
+    ],
+)
+def test_values_are_rewritten_in_the_form_they_need(
+    text: str, change: dict[str, Any], expected: str
+) -> None:
+    assert edited(text, lambda d: d.update(change)) == expected
+
+
+def test_an_edit_that_changes_nothing_returns_the_text_as_it_was() -> None:
+    assert edited(FRONT, lambda d: d.update(next=1)) is FRONT
