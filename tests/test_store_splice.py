@@ -7,6 +7,7 @@ import datetime as dt
 import difflib
 import os
 import stat
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -717,10 +718,10 @@ def test_a_missing_root_has_no_line_map() -> None:
     assert splice.layout("", None, []) is None
 
 
-def test_the_layout_of_an_empty_mapping_has_no_entries() -> None:
-    shape = splice.layout("{}\n", roundtrip.compose("a: 1\n"), ["b"])
-    assert shape is None
-    values, root = fastload.load_with_node("a: 1\n")
+def test_keys_that_differ_from_the_values_keys_have_no_line_map() -> None:
+    """Merge keys or keys that are not text: the nodes' keys are not the values' keys."""
+    _, root = fastload.load_with_node("a: 1\n")
+    assert splice.layout("a: 1\n", root, ["b"]) is None
     assert splice.layout("a: 1\n", root, ["a"]) == splice.Layout(
         ["a: 1\n"], [splice.KeyPlace("a", 0, 1, 1, 1, (0, 3), (0, 4), False, False)], 0
     )
@@ -900,3 +901,269 @@ def test_values_are_rewritten_in_the_form_they_need(
 
 def test_an_edit_that_changes_nothing_returns_the_text_as_it_was() -> None:
     assert edited(FRONT, lambda d: d.update(next=1)) is FRONT
+
+
+# -- splice.rewrite: the full re-render when splicing is impossible -------------------------------
+
+COMMENTED = "# c\nb: 1   # about b\na: [x]\n"
+
+
+def ruamel_read(text: str) -> Any:
+    return roundtrip.load(text, "x.md")
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_without_a_line_map_the_live_documents_own_dump_keeps_its_comments(newline: str) -> None:
+    live = ruamel_read(COMMENTED)
+    live["b"] = 2
+    result = splice.rewrite(
+        COMMENTED,
+        newline,
+        {"b": 1, "a": ["x"]},
+        {"b": 2, "a": ["x"]},
+        None,
+        read=ruamel_read,
+        lines_only=False,
+        live=live,
+    )
+    assert result == "# c\nb: 2   # about b\na: [x]\n".replace("\n", newline)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_without_a_live_document_the_values_are_rendered_whole(newline: str) -> None:
+    result = splice.rewrite(
+        COMMENTED,
+        newline,
+        {"b": 1, "a": ["x"]},
+        {"b": "yes", "a": ["x"]},
+        None,
+        read=ruamel_read,
+        lines_only=False,
+    )
+    assert result == "b: 'yes'\na:\n  - x\n".replace("\n", newline)
+
+
+def test_an_empty_mapping_is_written_as_braces() -> None:
+    assert (
+        splice.rewrite("a: 1\n", "\n", {"a": 1}, {}, None, read=ruamel_read, lines_only=False)
+        == "{}\n"
+    )
+
+
+def test_when_our_renderer_cannot_write_a_value_ruamels_dump_is_used() -> None:
+    """A key longer than YAML's implicit-key limit needs the explicit `? key` form."""
+    key = "k" * 1200
+    result = splice.rewrite(
+        "a: 1\n", "\n", {"a": 1}, {"a": 1, key: 2}, None, read=ruamel_read, lines_only=False
+    )
+    assert result == f"a: 1\n? {key}\n: 2\n"
+
+
+def test_when_our_renderers_text_does_not_read_back_ruamels_dump_is_tried() -> None:
+    def no_quotes(text: str) -> Any:
+        if "'" in text:
+            raise ValueError("this reader refuses quotes")
+        return ruamel_read(text)
+
+    result = splice.rewrite(
+        "a: 1\n", "\n", {"a": 1}, {"a": "yes"}, None, read=no_quotes, lines_only=False
+    )
+    assert result == "a: yes\n"
+
+
+def test_a_spliced_text_that_does_not_read_back_is_not_written() -> None:
+    """The splice is checked: an alias whose anchor the edit removed fails, so the live
+    document's dump (which moves the anchor) is written instead."""
+    text = "title: &t T\nalso: *t\n"
+    live = ruamel_read(text)
+    live["title"] = "New"
+    shape = splice.layout(text, roundtrip.compose(text), ["title", "also"])
+    assert shape is not None
+    result = splice.rewrite(
+        text,
+        "\n",
+        {"title": "T", "also": "T"},
+        {"title": "New", "also": "T"},
+        shape,
+        read=ruamel_read,
+        lines_only=False,
+        live=live,
+    )
+    assert result == "title: New\nalso: &t T\n"
+
+
+def test_nothing_that_reads_back_is_a_splice_error_naming_the_file() -> None:
+    def refuse(text: str) -> Any:
+        raise ValueError("unreadable")
+
+    with pytest.raises(splice.SpliceError) as refused:
+        splice.rewrite(
+            COMMENTED,
+            "\n",
+            {"b": 1, "a": ["x"]},
+            {"b": 2, "a": ["x"]},
+            None,
+            read=refuse,
+            lines_only=False,
+            path="s/S-0001/story.md",
+        )
+    assert str(refused.value) == (
+        "s/S-0001/story.md: could not write the new frontmatter values faithfully"
+    )
+
+
+def test_only_the_written_lines_are_read_back_on_the_fast_path() -> None:
+    text = "a: 1\nb: 2\n"
+    values, root = fastload.load_with_node(text)
+    shape = splice.layout(text, root, list(values))
+    seen: list[str] = []
+
+    def read(part: str) -> Any:
+        seen.append(part)
+        return fastload.load(part)
+
+    result = splice.rewrite(
+        text, "\n", {"a": 1, "b": 2}, {"a": 1, "b": 3}, shape, read=read, lines_only=True
+    )
+    assert (result, seen) == ("a: 1\nb: 3\n", ["b: 3\n"])
+    seen.clear()
+    splice.rewrite(
+        text, "\n", {"a": 1, "b": 2}, {"a": 1, "b": 3}, shape, read=read, lines_only=False
+    )
+    assert seen == ["a: 1\nb: 3\n"]
+
+
+def test_a_keep_chomping_block_makes_the_fast_path_read_the_whole_text() -> None:
+    text = "a: |+\n  x\n\nb: 2\n"
+    values, root = fastload.load_with_node(text)
+    shape = splice.layout(text, root, list(values))
+    seen: list[str] = []
+
+    def read(part: str) -> Any:
+        seen.append(part)
+        return fastload.load(part)
+
+    before = to_plain(values)
+    result = splice.rewrite(
+        text, "\n", before, {**before, "b": 3}, shape, read=read, lines_only=True
+    )
+    assert (result, seen) == ("a: |+\n  x\n\nb: 3\n", ["a: |+\n  x\n\nb: 3\n"])
+
+
+def test_a_deleted_key_after_a_kept_block_gives_its_blank_lines_to_nobody() -> None:
+    text = "a: |+\n  x\n\nb: 1\n\nc: 2\n"
+    assert edited(text, lambda d: d.pop("b")) == "a: |+\n  x\n\nc: 2\n"
+    assert edited(text, lambda d: (d.pop("b"), d.update(c=3))) == "a: |+\n  x\n\nc: 3\n"
+    text = "a: |+\n  x\nb: 1\n\n# note\n\nc: 2\n"
+    assert edited(text, lambda d: d.pop("b")) == "a: |+\n  x\n# note\n\nc: 2\n"
+    text = "a: |+\n  x\n\nb: 1\n\n"
+    assert edited(text, lambda d: (d.pop("b"), d.update(m=1))) == "a: |+\n  x\n\nm: 1\n\n"
+
+
+# -- editing: one parse for an edit, the right reader for the check --------------------------------
+
+
+def loaded(text: str, folder: str = "S-0001") -> editing.Editable:
+    return editing.load(Path(f"/p/{folder}/story.md"), folder, text.encode())
+
+
+def test_a_plain_story_is_read_for_editing_on_the_fast_path() -> None:
+    story = loaded("---\nid: S-0001\ntitle: T  # c\nstatus: ready\nn: [1]\n---\nbody\n")
+    assert story.fast is True
+    assert type(story.data) is OrderedDict
+    assert story.data == {"id": "S-0001", "title": "T", "status": "ready", "n": [1]}
+    assert story.before == {"id": "S-0001", "title": "T", "status": "ready", "n": [1]}
+    assert story.data["n"] is not story.before["n"]
+    assert story.text == storyfile.StoryText(
+        "", "---\n", "id: S-0001\ntitle: T  # c\nstatus: ready\nn: [1]\n", "---\n", "body\n"
+    )
+    assert story.shape is not None
+    assert [entry.key for entry in story.shape.entries] == ["id", "title", "status", "n"]
+    story.data["title"] = "New"
+    story.data["n"].append(2)
+    assert story.frontmatter_for(dict(story.data), "p.md") == (
+        "id: S-0001\ntitle: New  # c\nstatus: ready\nn: [1, 2]\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "has_shape"),
+    [
+        ("---\n{id: S-0001, title: T, status: ready}   # flow\n---\n", False),
+        ("---\nid: S-0001\ntitle: &t T\nstatus: ready\nalso: *t\n---\n", True),
+        ('---\nid: S-0001\ntitle: "a\x85b"\nstatus: ready\n---\n', True),
+    ],
+)
+def test_a_story_only_ruamel_reads_exactly_takes_the_reference_path(
+    text: str, has_shape: bool
+) -> None:
+    story = loaded(text)
+    assert story.fast is False
+    assert type(story.data) is not OrderedDict and hasattr(story.data, "ca")  # ruamel's map
+    assert story.before == to_plain(story.data)
+    assert story.before["id"] == "S-0001"
+    assert (story.shape is not None) == has_shape
+    assert story.text.text() == text
+
+
+def test_the_reference_path_keeps_a_flow_roots_comment_through_an_edit() -> None:
+    story = loaded("---\n{id: S-0001, title: T, status: ready}   # flow\n---\n")
+    story.data["title"] = "New"
+    assert story.frontmatter_for(to_plain(story.data), "p.md") == (
+        "{id: S-0001, title: New, status: ready} # flow\n"
+    )
+
+
+def test_the_reference_path_moves_an_anchor_the_edit_would_break() -> None:
+    story = loaded("---\nid: S-0001\ntitle: &t T\nstatus: ready\nalso: *t\n---\n")
+    story.data["title"] = "New"
+    assert story.frontmatter_for(to_plain(story.data), "p.md") == (
+        "id: S-0001\ntitle: New\nstatus: ready\nalso: &t T\n"
+    )
+
+
+def test_an_edit_on_the_fast_path_can_write_what_only_ruamel_reads() -> None:
+    """A key past YAML's implicit-key limit is written `? key`, which the fast reader hands on
+    to ruamel."""
+    story = loaded("---\nid: S-0001\ntitle: T\nstatus: ready\n---\n")
+    key = "k" * 1200
+    assert story.frontmatter_for({**story.before, key: 1}, "p.md") == (
+        f"id: S-0001\ntitle: T\nstatus: ready\n? {key}\n: 1\n"
+    )
+
+
+def test_a_value_nothing_can_write_is_a_splice_error_naming_the_file() -> None:
+    """(The store checks values before an edit is written; this is the last guard.)"""
+    story = loaded("---\nid: S-0001\ntitle: T\nstatus: ready\n---\n")
+    with pytest.raises(splice.SpliceError) as refused:
+        story.frontmatter_for({**story.before, "title": {1, 2}}, "p/S-0001/story.md")
+    assert str(refused.value) == (
+        "p/S-0001/story.md: could not write the new frontmatter values faithfully"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "---\nid: S-0002\ntitle: T\nstatus: ready\n---\n",
+            "/p/S-0001/story.md:2:1: `id` is 'S-0002' but the story lives in folder S-0001",
+        ),
+        (
+            "---\nid: S-0001\ntitle: T\nstatus: nope\n---\n",
+            "/p/S-0001/story.md:4:1: `status` 'nope' is not a known status",
+        ),
+        (
+            "---\n- a\n---\n",
+            "/p/S-0001/story.md:2:1: the frontmatter must be `key: value` lines, found a list",
+        ),
+        (
+            "---\nid: S-0001\ntitle: [\n---\n",
+            "/p/S-0001/story.md:4:1: invalid YAML: expected the node content, but found",
+        ),
+    ],
+)
+def test_an_invalid_story_is_refused_with_the_file_and_place(text: str, message: str) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        loaded(text)
+    assert refused.value.message.startswith(message)
