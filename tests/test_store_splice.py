@@ -1167,3 +1167,174 @@ def test_an_invalid_story_is_refused_with_the_file_and_place(text: str, message:
     with pytest.raises(InvalidInputError) as refused:
         loaded(text)
     assert refused.value.message.startswith(message)
+
+
+# -- splice.set_path: one value at a nested key (config files) ------------------------------------
+
+CONFIG = (
+    "# top\nrun:   # runs\n  jobs: 2  # two\n  ray:\n    address: a\n\n  # about ray\ngit:\n"
+    "  remote: o\n"
+)
+
+
+def set_at(text: str, path: list[str], value: Any, **options: Any) -> str:
+    return splice.set_path(text, path, value, read=ruamel_read, **options)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "options", "expected"),
+    [
+        (["run", "jobs"], 3, {}, CONFIG.replace("jobs: 2  #", "jobs: 3  #")),
+        (["run", "jobs"], [1, 2], {}, CONFIG.replace("jobs: 2  #", "jobs: [1, 2] #")),
+        (
+            ["run", "jobs"],
+            [1, 2],
+            {"flow": False},
+            CONFIG.replace("jobs: 2  # two\n", "jobs:  # two\n    - 1\n    - 2\n"),
+        ),
+        (["run", "jobs"], {"a": 1}, {}, CONFIG.replace("jobs: 2  #", "jobs: {a: 1} #")),
+        (["run", "jobs"], {}, {}, CONFIG.replace("jobs: 2  #", "jobs: {} #")),
+        (["run", "jobs"], [], {}, CONFIG.replace("jobs: 2  #", "jobs: [] #")),
+        (["run", "ray", "address"], "b", {}, CONFIG.replace("address: a", "address: b")),
+        (
+            ["run", "ray", "port"],
+            1,
+            {},
+            CONFIG.replace("address: a\n", "address: a\n    port: 1\n"),
+        ),
+        (
+            ["run", "new", "x"],
+            1,
+            {},
+            CONFIG.replace("address: a\n", "address: a\n  new:\n    x: 1\n"),
+        ),
+        (["top2"], 1, {}, CONFIG + "top2: 1\n"),
+        (["top2", "a", "b"], [1], {}, CONFIG + "top2:\n  a:\n    b: [1]\n"),
+        (
+            ["git", "remote", "deep"],
+            1,
+            {},
+            CONFIG.replace("remote: o\n", "remote:\n    deep: 1\n"),
+        ),
+        (["run"], 5, {}, "# top\nrun: 5   # runs\ngit:\n  remote: o\n"),
+        (["git"], {"remote": "p"}, {}, CONFIG.replace("git:\n  remote: o\n", "git: {remote: p}\n")),
+    ],
+)
+def test_set_path_replaces_or_adds_exactly_the_lines_of_that_key(
+    path: list[str], value: Any, options: dict[str, Any], expected: str
+) -> None:
+    assert set_at(CONFIG, path, value, **options) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "value", "expected"),
+    [
+        ("", ["a", "b"], 1, "a:\n  b: 1\n"),
+        ("  \n", ["a"], 1, "  \na: 1\n"),
+        ("# only\n", ["a"], 1, "# only\na: 1\n"),
+        ("# only", ["a", "b"], [1, 2], "# only\na:\n  b: [1, 2]\n"),
+        ("# only", ["a"], [{"k": 1}], "# only\na:\n  - k: 1\n"),
+        ("# c\r\n", ["a", "b"], 1, "# c\r\na:\r\n  b: 1\r\n"),
+        ("# c\r\n# d", ["a"], 1, "# c\r\n# d\r\na: 1\r\n"),
+        ("a: 1\r\nb: 2\r\n", ["c", "d"], 1, "a: 1\r\nb: 2\r\nc:\r\n  d: 1\r\n"),
+        ("a: 1\r\nb: 2\r\n", ["b"], "x", "a: 1\r\nb: x\r\n"),
+        ("a: [1, 2]\n", ["a"], [3], "a: [3]\n"),
+        ("a: {x: 1}\n", ["a", "x"], 2, "a: {x: 2}\n"),
+        ("a: {x: 1}\n", ["a", "y"], 2, "a: {x: 1, 'y': 2}\n"),
+        ("a:\n  b: 1\n", ["c"], 2, "a:\n  b: 1\nc: 2\n"),
+        ("a: x\n", ["a", "b"], 1, "a:\n  b: 1\n"),
+        ("a: x\nb: 1\n", ["a", "c"], 1, "a:\n  c: 1\nb: 1\n"),
+        ("a:\n", ["a", "b"], 1, "a:\n  b: 1\n"),
+        ("a: {}\n", ["a", "b"], 1, "a: {b: 1}\n"),
+        ("a:  1   # c\n", ["a"], 12345, "a:  12345 # c\n"),
+        ("a: 12345   # c\n", ["a"], 1, "a: 1       # c\n"),
+        ("a: 12345 # c\n", ["a"], 123456789, "a: 123456789 # c\n"),
+        ("a: 1  # c\n", ["a"], [{"k": 1}], "a:  # c\n  - k: 1\n"),
+        ("a: 1  # c\n", ["a", "b"], [{"k": 1}], "a:  # c\n  b:\n    - k: 1\n"),
+        ("a: 1\n", ["a"], "x\ny", 'a: "x\\ny"\n'),
+        ("a:\n  - 1\n  - 2\nb: 1\n", ["a"], [3], "a: [3]\nb: 1\n"),
+        ("a: 1 # c\nb:\n- x\n", ["b"], ["y"], "a: 1 # c\nb: ['y']\n"),
+        ("a:   # c\n  - 1\nb: 1\n", ["a"], 3, "a: 3   # c\nb: 1\n"),
+        ("k:\n  a: 1\n  # c\n\nz: 1\n", ["k", "b"], 2, "k:\n  a: 1\n  b: 2\n  # c\n\nz: 1\n"),
+        ("a:   # c\n  b: 1   # d\nz: 2\n", ["a", "b"], 5, "a:   # c\n  b: 5   # d\nz: 2\n"),
+        ("a:\n  b: 1 # c\n  c:\n   d: 1\n", ["a", "b"], 2, "a:\n  b: 2 # c\n  c:\n   d: 1\n"),
+        ("x:\n  a:\n    b: 1\n  c: 2\n", ["x", "a", "b"], 3, "x:\n  a:\n    b: 3\n  c: 2\n"),
+        (
+            "x:\n  a:\n    b: 1  # k\n  c: 2\n",
+            ["x", "a", "z"],
+            3,
+            "x:\n  a:\n    b: 1  # k\n    z: 3\n  c: 2\n",
+        ),
+        ("a:\n  b: 1\n", ["a", "b", "c"], 1, "a:\n  b:\n    c: 1\n"),
+        ("a:  # c\n  b: 1\n", ["a", "b", "c"], [1], "a:  # c\n  b:\n    c:\n      - 1\n"),
+        ("a:\n  b:\n  c: 1\n", ["a", "b", "x"], 1, "a:\n  b:\n    x: 1\n  c: 1\n"),
+    ],
+)
+def test_set_path_on_small_documents(text: str, path: list[str], value: Any, expected: str) -> None:
+    assert set_at(text, path, value) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "expected"),
+    [
+        pytest.param("a: &x {b: 1}\nc: *x\n", ["a", "b"], "a:\n  b: 5\nc:\n  b: 1\n", id="anchor"),
+        pytest.param("a: &x {b: 1}\nc: *x\n", ["c", "b"], "a:\n  b: 1\nc:\n  b: 5\n", id="alias"),
+        pytest.param(
+            "a: &x\n  b: 1\nc: *x\n", ["c", "b"], "a:\n  b: 1\nc:\n  b: 5\n", id="block-alias"
+        ),
+        pytest.param("a: !!map {b: 1}\n", ["a", "b"], "a:\n  b: 5\n", id="tagged-section"),
+        pytest.param("{a: {b: 1}}\n", ["a", "b"], "a:\n  b: 5\n", id="flow-root"),
+        pytest.param("a:\n  b: &x 1\nc: *x\n", ["a", "b"], "a:\n  b: 5\nc: 1\n", id="anchored"),
+        pytest.param("a:   # c\n  b: !!int 1   # d\n", ["a", "b"], "a:\n  b: 5\n", id="tag"),
+        pytest.param("a:   # c\n  b: &y 1   # d\n", ["a", "b"], "a:\n  b: 5\n", id="anchor-value"),
+        pytest.param(
+            'a:\n  ? "x\n    y"\n  : 1\n  b: 1 # c\n',
+            ["a", "b"],
+            "a:\n  x y: 1\n  b: 5\n",
+            id="multi-line-key",
+        ),
+    ],
+)
+def test_set_path_re_renders_layouts_a_line_edit_cannot_keep(
+    text: str, path: list[str], expected: str
+) -> None:
+    assert set_at(text, path, 5) == expected
+
+
+def test_set_path_uses_the_live_documents_dump_to_keep_comments_when_it_re_renders() -> None:
+    text = "# mine\n{a: {b: 1}}   # flow\n"
+    live = ruamel_read(text)
+    live["a"]["b"] = 5
+    assert set_at(text, ["a", "b"], 5, live=live) == "{a: {b: 5}}   # flow\n"
+    assert set_at(text.replace("\n", "\r\n"), ["a", "b"], 5, live=live) == (
+        "{a: {b: 5}}   # flow\r\n"
+    )
+
+
+def test_set_path_refuses_an_empty_path() -> None:
+    with pytest.raises(ValueError, match=r"^an empty key path$"):
+        set_at("a: 1\n", [], 1)
+
+
+def test_set_path_refuses_a_document_that_is_not_a_mapping() -> None:
+    with pytest.raises(splice.SpliceError) as refused:
+        set_at("- 1\n", ["a"], 1, where="cfg.yaml")
+    assert str(refused.value) == "cfg.yaml: the document is not a mapping"
+
+
+@pytest.mark.parametrize("path", [["a"], ["b", "c"]])
+def test_a_value_set_path_cannot_write_is_a_splice_error_naming_the_key(path: list[str]) -> None:
+    with pytest.raises(splice.SpliceError) as refused:
+        set_at("a: 1\n", path, {1, 2}, where="cfg.yaml")
+    assert str(refused.value) == f"cfg.yaml: could not write {'.'.join(path)} faithfully"
+
+
+def test_set_path_checks_its_result_against_the_reader() -> None:
+    """A reader that refuses the spliced text gets a re-rendered one."""
+
+    def picky(text: str) -> Any:
+        if "2  # x" in text:
+            raise ValueError("not this one")
+        return ruamel_read(text)
+
+    assert splice.set_path("# c\na: 1  # x\n", ["a"], 2, read=picky) == "a: 2\n"
