@@ -891,6 +891,8 @@ def test_a_crlf_frontmatter_gets_crlf_in_every_written_line() -> None:
         ("a:  1\n", {"a": 2}, "a:  2\n"),
         ("  a: 1\n  b: 2\n", {"c": {"d": 1}}, "  a: 1\n  b: 2\n  c:\n    d: 1\n"),
         ("  a: 1\n  b: x\n", {"b": [1]}, "  a: 1\n  b:\n    - 1\n"),
+        ("a: x\n  X\nb: 2\n", {"a": "new"}, "a: new\nb: 2\n"),
+        ("a: x\n  \u3000\nb: 2\n", {"a": "new"}, "a: new\nb: 2\n"),
     ],
 )
 def test_values_are_rewritten_in_the_form_they_need(
