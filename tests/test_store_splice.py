@@ -901,6 +901,11 @@ def test_values_are_rewritten_in_the_form_they_need(
     assert edited(text, lambda d: d.update(change)) == expected
 
 
+def test_deleting_every_key_leaves_only_the_comments() -> None:
+    assert edited("a: 1\nb: [x]\n", lambda d: d.clear()) == ""
+    assert edited("a: 1\n# c\nb: 2\n", lambda d: d.clear()) == "# c\n"
+
+
 def test_an_edit_that_changes_nothing_returns_the_text_as_it_was() -> None:
     assert edited(FRONT, lambda d: d.update(next=1)) is FRONT
 
