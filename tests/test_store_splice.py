@@ -739,6 +739,7 @@ def test_keys_that_differ_from_the_values_keys_have_no_line_map() -> None:
         ("abcd", "cadb", "cd"),
         ("ab", "ba", "b"),
         ("abcd", "bcad", "bc"),
+        ("abcde", "bcade", "bcde"),
         ("abcd", "dcba", "d"),
         ("abc", "axbc", "abc"),
         ("abcdef", "edcbaf", "ef"),
