@@ -902,6 +902,10 @@ def test_values_are_rewritten_in_the_form_they_need(
     assert edited(text, lambda d: d.update(change)) == expected
 
 
+def test_a_deleted_first_key_leaves_its_blank_lines() -> None:
+    assert edited("a: 1\n\nb: 2\n", lambda d: d.pop("a")) == "\nb: 2\n"
+
+
 def test_deleting_every_key_leaves_only_the_comments() -> None:
     assert edited("a: 1\nb: [x]\n", lambda d: d.clear()) == ""
     assert edited("a: 1\n# c\nb: 2\n", lambda d: d.clear()) == "# c\n"
