@@ -893,6 +893,10 @@ def test_a_crlf_frontmatter_gets_crlf_in_every_written_line() -> None:
         ("  a: 1\n  b: 2\n", {"c": {"d": 1}}, "  a: 1\n  b: 2\n  c:\n    d: 1\n"),
         ("  a: 1\n  b: x\n", {"b": [1]}, "  a: 1\n  b:\n    - 1\n"),
         ("a: x\n  X\nb: 2\n", {"a": "new"}, "a: new\nb: 2\n"),
+        ("a: 1   \nb: 2\n", {"a": 5}, "a: 5   \nb: 2\n"),
+        ("a: >\nb: 1\n", {"a": "x"}, "a: x\nb: 1\n"),
+        ("'a:b':\n  - 1\nc: 2\n", {"a:b": [2]}, "'a:b':\n  - 2\nc: 2\n"),
+        ("a:   # note: x\n  - 1\nb: 2\n", {"a": [2]}, "a:   # note: x\n  - 2\nb: 2\n"),
         ("a: x\n  \u3000\nb: 2\n", {"a": "new"}, "a: new\nb: 2\n"),
     ],
 )
@@ -902,8 +906,11 @@ def test_values_are_rewritten_in_the_form_they_need(
     assert edited(text, lambda d: d.update(change)) == expected
 
 
-def test_a_deleted_first_key_leaves_its_blank_lines() -> None:
+def test_a_deleted_key_leaves_its_blank_lines() -> None:
     assert edited("a: 1\n\nb: 2\n", lambda d: d.pop("a")) == "\nb: 2\n"
+    assert edited("a: 1\nb: 2\n\nc: 3\n", lambda d: (d.update(a=5), d.pop("b"))) == (
+        "a: 5\n\nc: 3\n"
+    )
 
 
 def test_deleting_every_key_leaves_only_the_comments() -> None:
