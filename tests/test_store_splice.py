@@ -894,7 +894,7 @@ def test_a_crlf_frontmatter_gets_crlf_in_every_written_line() -> None:
         ("  a: 1\n  b: x\n", {"b": [1]}, "  a: 1\n  b:\n    - 1\n"),
         ("a: x\n  X\nb: 2\n", {"a": "new"}, "a: new\nb: 2\n"),
         ("a: 1   \nb: 2\n", {"a": 5}, "a: 5   \nb: 2\n"),
-        ("a: >\nb: 1\n", {"a": "x"}, "a: x\nb: 1\n"),
+        ("# c\na: >\nb: 1\n", {"a": "x"}, "# c\na: x\nb: 1\n"),
         ("'a:b':\n  - 1\nc: 2\n", {"a:b": [2]}, "'a:b':\n  - 2\nc: 2\n"),
         ("a:   # note: x\n  - 1\nb: 2\n", {"a": [2]}, "a:   # note: x\n  - 2\nb: 2\n"),
         ("a: x\n  \u3000\nb: 2\n", {"a": "new"}, "a: new\nb: 2\n"),
