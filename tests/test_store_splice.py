@@ -991,6 +991,23 @@ def test_when_our_renderers_text_does_not_read_back_ruamels_dump_is_tried() -> N
     assert result == "a: yes\n"
 
 
+def edited_by_ruamel(text: str, change: Callable[[dict[str, Any]], object]) -> str:
+    """`text` after `change`, through the reference path (ruamel's node marks, whole check)."""
+    live = ruamel_read(text)
+    shape = splice.layout(text, roundtrip.compose(text), list(live))
+    before = to_plain(live)
+    after = copy.deepcopy(before)
+    change(after)
+    return splice.rewrite(text, "\n", before, after, shape, read=ruamel_read, lines_only=False)
+
+
+def test_a_comment_glued_to_a_quoted_value_gets_a_space_before_it() -> None:
+    """ruamel reads `'x'#c` as a value and a comment; the new value is set apart from it."""
+    assert edited_by_ruamel("# top\na: 'x'#c\nb: 1\n", lambda d: d.update(a="z")) == (
+        "# top\na: z #c\nb: 1\n"
+    )
+
+
 def test_a_spliced_text_that_does_not_read_back_is_not_written() -> None:
     """The splice is checked: an alias whose anchor the edit removed fails, so the live
     document's dump (which moves the anchor) is written instead."""
