@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from ruamel.yaml import YAML
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.store import StoryStore, editing, fastload, roundtrip, splice, storyfile
@@ -1376,3 +1377,15 @@ def test_set_path_checks_its_result_against_the_reader() -> None:
         return ruamel_read(text)
 
     assert splice.set_path("# c\na: 1  # x\n", ["a"], 2, read=picky) == "a: 2\n"
+
+
+def test_a_key_written_twice_is_never_spliced_whatever_the_reader_keeps() -> None:
+    """ruamel with duplicate keys allowed keeps the first; splicing that one would leave the
+    second in the file, so the document is re-rendered with the key once."""
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = True
+
+    def first_wins(text: str) -> Any:
+        return to_plain(yaml.load(text))
+
+    assert splice.set_path("# c\na: 1\nb: 2\na: 3\n", ["a"], 5, read=first_wins) == "a: 5\nb: 2\n"
