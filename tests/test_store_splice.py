@@ -1379,6 +1379,12 @@ def test_set_path_checks_its_result_against_the_reader() -> None:
     assert splice.set_path("# c\na: 1  # x\n", ["a"], 2, read=picky) == "a: 2\n"
 
 
+def test_new_sections_hold_block_values_at_their_depth() -> None:
+    assert set_at("# only", ["a", "b"], [{"k": 1}]) == "# only\na:\n  b:\n    - k: 1\n"
+    assert set_at("# c\n", ["a"], [1], flow=False) == "# c\na:\n  - 1\n"
+    assert set_at("x: 1\n", ["a", "b"], {"k": 1}, flow=False) == "x: 1\na:\n  b:\n    k: 1\n"
+
+
 def test_a_key_written_twice_is_never_spliced_whatever_the_reader_keeps() -> None:
     """ruamel with duplicate keys allowed keeps the first; splicing that one would leave the
     second in the file, so the document is re-rendered with the key once."""
