@@ -818,6 +818,8 @@ def test_a_frontmatter_loads_to_plain_values() -> None:
     "text",
     [
         "a: 1\n\tb: 2\n",
+        "a: x\ty\n",  # libyaml takes the tab as text; the reference refuses it
+        "a: b\t\nc: d\n",
         "a: &x 1\nb: *x\n",
         "a: !!str 12\n",
         "? a\n: 1\n",
@@ -913,6 +915,9 @@ def test_limits_and_encoding_are_checked_with_file_lines(tmp_path: Path) -> None
             load(path, "S-0001", b"---\ntitle: t\n")
         assert (unclosed.value.path, unclosed.value.line) == (str(path), 1)
         assert "never closed" in unclosed.value.message
+        with pytest.raises(InvalidInputError) as syntax:
+            load(path, "S-0001", b"---\ntitle: 'Fix it\nstatus: ready\n---\n")
+        assert (syntax.value.path, syntax.value.line, syntax.value.column) == (str(path), 2, 8)
 
 
 def test_a_value_a_story_cannot_hold_is_reported_at_its_key(tmp_path: Path) -> None:
@@ -989,6 +994,14 @@ def test_the_body_is_read_from_the_file_as_it_is_now(tmp_path: Path) -> None:
     assert loading.body_of(path) == "# Body\n\ntext\n"
     path.write_bytes(b"---\ntitle: t\nstatus: ready\n---\r\nnew\r\n")
     assert loading.body_of(path) == "new\r\n"
+    path.write_bytes(b"no frontmatter here\n")
+    with pytest.raises(InvalidInputError) as plain_text:
+        loading.body_of(path)
+    assert (plain_text.value.path, plain_text.value.line) == (str(path), 1)
+    path.write_bytes(b"---\ntitle: caf\xe9\n---\n")
+    with pytest.raises(InvalidInputError) as not_utf8:
+        loading.body_of(path)
+    assert (not_utf8.value.path, not_utf8.value.line) == (str(path), 2)
     path.unlink()
     path.mkdir()
     with pytest.raises(InvalidInputError) as got:
