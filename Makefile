@@ -72,7 +72,7 @@ fuzz: $(STAMP_DEV)
 ## are kept in mutants/ and a second run only checks what changed.
 MUTANTS ?=
 mutants: $(STAMP_DEV)
-	nice -n 10 $(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	PATH=$(abspath $(BIN)):$$PATH HYPOTHESIS_PROFILE=mutants nice -n 10 $(BIN)/mutmut run --max-children 2 $(MUTANTS)
 	$(BIN)/python tests/mutants_report.py
 
 clean:

@@ -554,3 +554,196 @@ def test_calls_beyond_the_half_open_trials_are_rejected_and_counted() -> None:
     assert breaker.state is CircuitState.CLOSED
     # calls: 2 ok + 1 failure + the trial's non-failure + the closing trial
     assert _counts(breaker) == (5, 4, 1, 3, 3)
+
+
+# --- exact edges: thresholds met exactly, short open times, what a rejection says --------------
+
+
+class CountingClock(ManualClock):
+    """A manual clock that counts how often it is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+
+def test_a_closed_success_reads_no_clock_while_a_time_window_holds_a_failure() -> None:
+    """The module's promise: the closed success path takes a lock and bumps counters, no clock
+    read, also with a failure in a time window (no rate, no minimum above the threshold)."""
+    clock = CountingClock()
+    breaker, _ = make(clock, failure_threshold=3, window="time", window_size=10)
+    with pytest.raises(Boom):
+        _call(breaker, "async", Boom("down"))
+    before = clock.reads
+    for _ in range(3):
+        assert _call(breaker, "async", None) == "ok"
+        assert _call(breaker, "sync", None) == "ok"
+    assert clock.reads == before
+
+
+def test_a_closed_async_success_with_nothing_in_the_window_reads_no_clock() -> None:
+    clock = CountingClock()
+    breaker, _ = make(clock, failure_threshold=3, window="count", window_size=10)
+    before = clock.reads
+    for _ in range(3):
+        assert _call(breaker, "async", None) == "ok"
+    assert clock.reads == before
+
+
+def test_the_breaker_trips_when_the_minimum_of_calls_is_reached_exactly() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, window="count", window_size=10, minimum_calls=3)
+    breaker.execute(ok)
+    fail(breaker, 1)  # 1 failure of 2 calls: fewer than the minimum
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)  # the third call: judged now
+    assert breaker.state is CircuitState.OPEN
+
+
+def test_a_failure_rate_exactly_at_the_threshold_trips() -> None:
+    clock = ManualClock()
+    breaker, _ = make(
+        clock, failure_threshold=1, window="count", window_size=4, failure_rate_threshold=0.5
+    )
+    breaker.execute(ok)
+    breaker.execute(ok)
+    fail(breaker, 1)  # 1 of 3: below half
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)  # 2 of 4 = 50 %: at the threshold, which trips
+    assert breaker.state is CircuitState.OPEN
+
+
+@pytest.mark.parametrize("duration", [0.0, 0.5])
+def test_a_short_forced_open_lasts_exactly_its_duration(duration: float) -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, open_timeout=60)
+    breaker.force_open(duration=duration)
+    assert breaker.retry_in() == pytest.approx(duration)
+    clock.advance(duration)
+    assert breaker.execute(ok) == "ok" and breaker.state is CircuitState.CLOSED
+
+
+def test_a_snapshot_keeps_an_open_time_under_a_second() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=10)
+    fail(breaker, 1)
+    clock.advance(9.75)
+    assert breaker.snapshot().open_remaining == pytest.approx(0.25)
+    clock.advance(5)
+    assert breaker.snapshot().open_remaining == 0.0
+
+
+def test_every_rejection_of_an_open_breaker_is_counted() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=10)
+    fail(breaker, 1)
+    for _ in range(3):
+        with pytest.raises(CircuitBreakerOpenError):
+            breaker.execute(ok)
+    assert breaker.stats().rejected == 3
+
+
+def test_a_call_beyond_the_trials_is_told_a_trial_may_come_at_once() -> None:
+    """Half-open with its trial slots taken: the next trial may come as soon as one ends."""
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=5)
+    fail(breaker, 1)
+    clock.advance(5)
+    caught: list[CircuitBreakerOpenError] = []
+
+    def trial() -> str:
+        with pytest.raises(CircuitBreakerOpenError) as rejected:
+            breaker.execute(ok)
+        caught.append(rejected.value)
+        return "ok"
+
+    assert breaker.execute(trial) == "ok"
+    assert caught[0].retry_in == 0.0
+    assert caught[0].message == "circuit breaker 'svc' is open; next trial call in 0.0 s"
+
+
+def test_time_in_each_state_adds_up_over_repeated_visits() -> None:
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=1, open_timeout=20)
+    clock.advance(5)
+    fail(breaker, 1)  # closed 5 s, then open
+    clock.advance(20)
+    breaker.execute(ok)  # open 20 s; half-open for no time; closed again
+    clock.advance(7)
+    fail(breaker, 1)  # closed another 7 s: 12 in all; open again
+    clock.advance(0.5)  # half a second into this open: counted as it is
+    assert breaker.stats().time_in_state == {"closed": 12.0, "open": 20.5, "half_open": 0.0}
+
+
+def test_reset_forgets_the_failures_of_a_closed_breaker() -> None:
+    clock = ManualClock()
+    breaker, changes = make(clock, failure_threshold=3)
+    fail(breaker, 2)
+    breaker.reset()  # already closed: no state change, but the failures are forgotten
+    assert changes == []
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+    fail(breaker, 1)
+    assert breaker.state is CircuitState.OPEN
+
+
+def test_restoring_closed_forgets_the_failures_seen_here() -> None:
+    from ai_sdlc.resilience.breaker import BreakerSnapshot
+
+    clock = ManualClock()
+    breaker, _ = make(clock, failure_threshold=3)
+    fail(breaker, 2)
+    breaker.restore(BreakerSnapshot(CircuitState.CLOSED, None, False))
+    fail(breaker, 2)
+    assert breaker.state is CircuitState.CLOSED
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"failure_threshold": 0}, "failure_threshold must be >= 1"),
+        ({"window": "sliding"}, "window must be 'count' or 'time'"),
+        ({"window_size": 0}, "window_size must be > 0"),
+        ({"minimum_calls": 0}, "minimum_calls must be >= 1"),
+        ({"open_timeout": -1}, "open_timeout must be >= 0"),
+        ({"half_open_max_calls": 0}, "half_open_max_calls must be >= 1"),
+        ({"success_threshold": 0}, "success_threshold must be >= 1"),
+        (
+            {"success_threshold": 2, "half_open_max_calls": 1},
+            "success_threshold must be <= half_open_max_calls",
+        ),
+        ({"failure_rate_threshold": 0}, "failure_rate_threshold must be in (0, 1]"),
+        ({"failure_rate_threshold": 1.5}, "failure_rate_threshold must be in (0, 1]"),
+        (
+            {"window": "count", "window_size": 2.5},
+            "a count window_size must be a whole number of calls",
+        ),
+    ],
+)
+def test_a_bad_breaker_config_says_which_value_is_wrong(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        CircuitBreakerConfig(**bad)
+    assert str(caught.value) == message
+
+
+def test_the_smallest_allowed_breaker_settings_work() -> None:
+    """A time window under a second, no open time at all, a rate of every call failing."""
+    clock = ManualClock()
+    breaker, _ = make(
+        clock, failure_threshold=1, window="time", window_size=0.5, failure_rate_threshold=1.0
+    )
+    breaker.execute(ok)
+    fail(breaker, 1)  # 1 of 2 failed: under the 100 % rate
+    assert breaker.state is CircuitState.CLOSED
+    clock.advance(1)  # the half-second window has moved past both calls
+    fail(breaker, 1)  # 1 of 1: every call in the window failed
+    assert breaker.state is CircuitState.OPEN
+    for open_timeout in (0.0, 0.5):
+        quick, _ = make(clock, failure_threshold=1, open_timeout=open_timeout)
+        fail(quick, 1)
+        clock.advance(open_timeout)
+        assert quick.execute(ok) == "ok" and quick.state is CircuitState.CLOSED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -257,3 +258,91 @@ def test_async_policy_calls_decide_exactly_as_sync_ones(scenario: str) -> None:
         assert outcomes == ["raised StoryBlockedError"] and calls == 2
         assert metrics["aborted"] == 1, metrics
     assert len(attempts) == (6 if scenario == "trips" else 2)
+
+
+# --- lookups and where the metrics go ---------------------------------------------------------
+
+
+def test_each_policy_and_its_engine_are_found_by_name() -> None:
+    policies = manager(ManualClock(), {"policies": {"github": {"max_attempts": 7}}})
+    github = policies.policy("github")
+    assert github.name == "github" and github.retry.max_attempts == 7
+    assert policies.engine("github").config is github.retry
+    assert policies.engine("llm").config is policies.policy("llm").retry
+    for lookup in (policies.policy, policies.engine):
+        with pytest.raises(ValueError) as caught:
+            lookup("lm")
+        assert str(caught.value) == (
+            "unknown resilience policy 'lm'; known: llm, github, tool, verification"
+        )
+
+
+class RecordingSink:
+    """A metrics sink that keeps what it was given (a cluster worker's link, in the product)."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def add(self, policies: Any, breakers: Any) -> None:
+        self.added.append((dict(policies), dict(breakers)))
+
+
+def test_metrics_sent_elsewhere_leave_the_projects_file_alone(tmp_path: Path) -> None:
+    policies = manager(ManualClock(), project_root=tmp_path, budget=False)
+    sink = RecordingSink()
+    policies.send_metrics_to(sink)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    assert len(sink.added) == 1
+    sent_policies, sent_breakers = sink.added[0]
+    assert sent_policies["tool"]["operations"] == 1 and sent_breakers["tool"]["calls"] == 1
+    assert not (tmp_path / ".ai-sdlc/state/metrics.json").exists()
+
+
+def test_a_manager_without_a_project_sends_no_metrics() -> None:
+    policies = manager(ManualClock(), budget=False)
+    sink = RecordingSink()
+    policies.send_metrics_to(sink)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    policies.flush()
+    assert sink.added == []
+
+
+def test_from_config_reads_the_section_and_names_its_file_in_errors() -> None:
+    from ai_sdlc.errors import InvalidInputError
+
+    built = PolicyManager.from_config(
+        {"policies": {"github": {"max_attempts": 7}}}, source="cfg.yaml", budget=False
+    )
+    assert built.policy("github").retry.max_attempts == 7 and built.budget is None
+    with pytest.raises(InvalidInputError) as caught:
+        PolicyManager.from_config({"policies": {"github": {"max_attempts": 0}}}, source="cfg.yaml")
+    assert caught.value.message == (
+        "cfg.yaml: resilience.policies.github.max_attempts must be an integer >= 1, got 0"
+    )
+
+
+def test_a_flush_sends_only_news_and_an_idle_breakers_time_waits_for_its_next_news(
+    tmp_path: Path,
+) -> None:
+    """Time passing in an unused breaker is not news; when the breaker is used again, the time
+    it spent since its last flush goes with it, none lost."""
+    clock = ManualClock()
+    policies = manager(clock, project_root=tmp_path, budget=False)
+    sink = RecordingSink()
+    policies.send_metrics_to(sink)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    assert [sorted(b) for _, b in sink.added] == [["tool"]]
+    policies.flush()  # nothing new: nothing sent
+    assert len(sink.added) == 1
+
+    clock.advance(100)
+    assert policies.execute_with_policy("verification", lambda: "ok") == "ok"  # no breaker
+    assert len(sink.added) == 2
+    sent_policies, sent_breakers = sink.added[1]
+    assert sorted(sent_policies) == ["verification"] and sent_breakers == {}
+
+    clock.advance(20)
+    assert policies.execute_with_policy("tool", lambda: "ok") == "ok"
+    _, sent_breakers = sink.added[2]
+    assert sent_breakers["tool"]["calls"] == 1
+    assert sent_breakers["tool"]["time_in_state"]["closed"] == 120.0

@@ -535,3 +535,159 @@ def test_a_timed_attempt_runs_in_a_daemon_thread() -> None:
     retry = engine(ManualClock(), max_attempts=1, attempt_timeout=30)
     result = retry.execute(lambda: seen.append(threading.current_thread().daemon))
     assert result.success and seen == [True]
+
+
+# --- the defaults the product runs with: the real async sleep, the attempt thread, the budget --
+
+
+def test_the_default_async_sleep_is_asyncios_and_lets_other_tasks_run() -> None:
+    from ai_sdlc.resilience.retry import real_async_sleep
+
+    order: list[str] = []
+
+    async def scenario() -> None:
+        async def other() -> None:
+            order.append("other task")
+
+        task = asyncio.ensure_future(other())
+        await real_async_sleep(0)  # a zero sleep still yields to the loop
+        order.append("after the sleep")
+        await task
+
+    asyncio.run(scenario())
+    assert order == ["other task", "after the sleep"]
+
+
+def test_aexecute_retries_with_the_real_async_sleep_by_default() -> None:
+    retry = RetryEngine(RetryConfig(max_attempts=2, initial_delay=0.0, jitter="none"))
+    outcomes = iter([TransientProviderError("x", kind="overloaded"), "done"])
+
+    async def call() -> str:
+        outcome = next(outcomes)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    result = asyncio.run(retry.aexecute(call))
+    assert result.success and result.result == "done" and result.retry_delay == 0.0
+
+
+def test_a_timed_attempt_runs_in_a_thread_named_for_stack_dumps() -> None:
+    """An abandoned attempt keeps running: its thread says what it is in a dump or a
+    `threading.enumerate()`."""
+    names: list[str] = []
+    retry = engine(ManualClock(), max_attempts=1, attempt_timeout=30)
+    result = retry.execute(lambda: names.append(threading.current_thread().name))
+    assert result.success and names == ["ai-sdlc-attempt"]
+
+
+def test_the_budget_floor_refills_within_a_second() -> None:
+    clock = ManualClock()
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=2.0, burst=1), clock=clock)
+    assert budget.try_spend() and not budget.try_spend()
+    clock.advance(0.5)  # 2 tokens a second: one token after half a second
+    assert budget.try_spend()
+    assert budget.stats().balance == 0.0
+
+
+def test_a_clock_that_steps_back_takes_no_token_away() -> None:
+    clock = ManualClock(start=100.0)
+    budget = RetryBudget(BudgetConfig(ratio=0.0, floor_per_second=1.0, burst=2), clock=clock)
+    assert budget.try_spend()  # one token left
+    clock.advance(-0.5)
+    assert budget.stats().balance == 1.0
+    assert budget.try_spend()
+
+
+# --- the verdict and the delay, exactly -----------------------------------------------------------
+
+
+def test_a_guardrail_stop_is_never_retryable_whatever_the_predicate_says() -> None:
+    retry = engine(ManualClock(), should_retry=lambda exc: True)
+    blocked = StoryBlockedError("limit", story_id="S-0001")
+    assert retry.is_retryable(blocked, classify(blocked)) is False
+    assert retry.is_retryable(ValueError("x"), classify(ValueError("x"))) is True
+
+
+def test_retryable_exception_types_retry_only_those_types() -> None:
+    clock = ManualClock()
+    retry = engine(clock, max_attempts=3, retryable_errors=(ValueError,))
+    assert retry.execute(scripted(ValueError("flaky"), "ok")).success
+    other = retry.execute(scripted(KeyError("missing"), "ok"))
+    assert other.stop_reason == "non_retryable" and len(other.attempts) == 1
+
+
+def test_a_retry_after_under_a_second_is_honoured_exactly() -> None:
+    clock = ManualClock()
+    retry = engine(clock, max_attempts=2)
+    assert retry.execute(scripted(rate_limited(0.25), "ok")).success
+    assert clock.sleeps == [0.25]
+    assert retry.next_delay(1, 0.0, -3.0) == 0.0  # a negative hint is no wait, never negative
+
+
+def test_a_sleep_that_would_end_exactly_at_the_overall_timeout_is_not_started() -> None:
+    clock = ManualClock()
+    retry = engine(clock, max_attempts=5, initial_delay=1.0, multiplier=2.0, overall_timeout=3.0)
+    error = TransientProviderError("down", kind="server", status=500)
+    result = retry.execute(scripted(*[error] * 5))
+    # slept 1 s after the first attempt; 1 s + the next 2 s reach the 3 s limit: stop there
+    assert result.stop_reason == "overall_timeout" and clock.sleeps == [1.0]
+    assert len(result.attempts) == 2
+
+
+# --- what a bad retry or budget config is told, and the edges that are allowed --------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be >= 1"),
+        ({"initial_delay": -1}, "delays must be >= 0"),
+        ({"max_delay": -0.5}, "delays must be >= 0"),
+        ({"multiplier": 0.5}, "multiplier must be >= 1"),
+        (
+            {"strategy": "random"},
+            "strategy must be one of exponential, linear, fixed, decorrelated or a callable",
+        ),
+        ({"jitter": "some"}, "jitter must be one of none, full, equal or a factor"),
+        ({"jitter": 1.5}, "a jitter factor must be between 0 and 1"),
+        ({"attempt_timeout": 0}, "timeouts must be > 0"),
+        ({"overall_timeout": -1}, "timeouts must be > 0"),
+    ],
+)
+def test_a_bad_retry_config_says_which_value_is_wrong(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        RetryConfig(**bad)
+    assert str(caught.value) == message
+
+
+def test_no_delay_at_all_is_a_valid_retry_config() -> None:
+    clock = ManualClock()
+    for max_delay in (0.0, 0.5):
+        retry = engine(clock, max_attempts=2, initial_delay=0.0, max_delay=max_delay)
+        assert retry.execute(scripted(rate_limited(9), "ok")).success
+    assert clock.sleeps == [0.0, 0.5]  # the hint, capped by max_delay
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"ratio": 1.5}, "ratio must be between 0 and 1"),
+        ({"ratio": -0.1}, "ratio must be between 0 and 1"),
+        ({"floor_per_second": -1}, "floor_per_second must be >= 0"),
+        ({"burst": 0.5}, "burst must be >= 1 (one retry)"),
+    ],
+)
+def test_a_bad_budget_config_says_which_value_is_wrong(bad: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        BudgetConfig(**bad)
+    assert str(caught.value) == message
+
+
+def test_a_budget_may_give_a_whole_retry_per_call() -> None:
+    budget = RetryBudget(
+        BudgetConfig(ratio=1.0, floor_per_second=0.0, burst=1), clock=ManualClock()
+    )
+    assert budget.try_spend() and not budget.try_spend()
+    budget.record_call()
+    assert budget.try_spend()

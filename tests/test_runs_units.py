@@ -318,3 +318,52 @@ def test_no_story_attempted_means_rates_of_zero_and_the_cap_names_its_key() -> N
         "the run made 50 implementation attempts, the run-wide limit "
         "(run.stop_conditions.max_total_attempts = 50)",
     )
+
+
+def test_the_attempt_cap_names_the_stories_left_and_how_to_go_on() -> None:
+    conditions = StopConditions(max_total_attempts=20)
+    one = attempts_exhausted(20, conditions, left=1)
+    assert one is not None and one.message == (
+        "the run made 20 implementation attempts, the run-wide limit "
+        "(run.stop_conditions.max_total_attempts = 20); 1 story is left: go on with "
+        "'ai-sdlc run --continue' (another 20 attempts), or set this run's cap with "
+        "'ai-sdlc run --continue --max-attempts N'"
+    )
+    two = attempts_exhausted(21, conditions, left=2)
+    assert two is not None and "; 2 stories are left: go on with" in two.message
+    assert (two.value, two.threshold) == (21, 20)
+
+
+def test_rates_are_judged_once_exactly_min_attempted_stories_were_attempted() -> None:
+    conditions = StopConditions(max_reject_rate=0.3, min_attempted=4)
+    tripped = evaluate(stats(segment_attempted=4, reject_rate=0.5, segment_failing=2), conditions)
+    assert tripped is not None and tripped.condition == "max_reject_rate"
+    assert evaluate(stats(segment_attempted=3, reject_rate=0.67), conditions) is None
+
+
+def test_a_resumed_runs_rates_cover_only_the_stories_of_its_segment() -> None:
+    """Before the resume (segment 1) two stories failed; after it (segment 2) one story needed
+    a single retry and one was approved. Totals cover both segments; rates only segment 2."""
+    stories = [
+        StoryRunState("S-0001", status="blocked", outcomes=1, segment=1, retries=3),
+        StoryRunState("S-0002", status="failed", outcomes=1, segment=1, errors=1),
+        StoryRunState("S-0003", status="done", outcomes=1, segment=2, retries=1),
+        StoryRunState("S-0004", status="done", outcomes=2, segment=2),
+        StoryRunState("S-0005", segment=2),  # not worked on
+    ]
+    counters = RunCounters(total_attempts=30, consecutive_fails=0, implementation_attempts=9)
+    result = compute_statistics(stories, counters, segment=2)
+    assert (result.attempted, result.retried, result.blocked, result.failed) == (4, 3, 1, 1)
+    assert (result.segment_attempted, result.segment_failing, result.segment_retried) == (2, 0, 1)
+    assert (result.retry_rate, result.reject_rate) == (0.5, 0.0)
+    assert (result.total_attempts, result.implementation_attempts) == (30, 9)
+
+
+def test_rates_are_rounded_to_four_places() -> None:
+    stories = [
+        StoryRunState("S-0001", status="blocked", outcomes=1),
+        StoryRunState("S-0002", status="done", outcomes=1, retries=1),
+        StoryRunState("S-0003", status="done", outcomes=1, retries=1),
+    ]
+    result = compute_statistics(stories, RunCounters())
+    assert (result.reject_rate, result.retry_rate) == (0.3333, 0.6667)

@@ -231,8 +231,6 @@ class CircuitBreaker:
             self._switch(snapshot.state, now)
             self._forced = snapshot.forced and snapshot.state is CircuitState.OPEN
             self._open_until = now + (snapshot.open_remaining or 0.0)
-            if snapshot.state is CircuitState.CLOSED:
-                self._window.clear()
 
     def stats(self) -> BreakerStats:
         with self._lock:

@@ -148,6 +148,10 @@ def _draft(path: Path, meta: Mapping[str, Any], body: str) -> Draft:
     used = {"title", "labels", "tags", "priority", "type", "status", "dependencies", "epic"}
     dependencies, epic = _graph_fields(path, meta)
     source_id = meta.get("id")
+    if not (isinstance(source_id, str) and schema.ID_PATTERN.fullmatch(source_id)):
+        source_id = None
+    else:
+        used.add("id")  # it maps the other documents' dependencies onto the new ids
     text = body if body.strip() else f"# {clean_title}\n"
     if not text.endswith("\n"):
         text += "\n"
@@ -161,9 +165,7 @@ def _draft(path: Path, meta: Mapping[str, Any], body: str) -> Draft:
         status=status if status in schema.STATUSES and status != "blocked" else "backlog",
         dependencies=dependencies,
         epic=epic,
-        source_id=source_id
-        if isinstance(source_id, str) and schema.ID_PATTERN.fullmatch(source_id)
-        else None,
+        source_id=source_id,
         ignored=tuple(sorted(str(k) for k in meta if k not in used)),
     )
 

@@ -98,7 +98,7 @@ def plain_ok(text: str, *, flow: bool = False) -> bool:
     """True when `text` can be written without quotes and reads back as this same text."""
     if not text or not text.isprintable() or text != text.strip(" "):
         return False
-    if text[0] in _INDICATOR_START or text.startswith(("---", "...")):
+    if text[0] in _INDICATOR_START or text.startswith("..."):  # "---" starts with "-"
         return False
     if ": " in text or " #" in text or text.endswith(":"):
         return False
@@ -154,8 +154,7 @@ def _float(value: float) -> str:
         return ".nan"
     if math.isinf(value):
         return ".inf" if value > 0 else "-.inf"
-    text = repr(value)
-    return text if any(c in text for c in ".eE") else text + ".0"
+    return repr(value)  # always holds "." or "e" (1.0, 1e+20), so YAML reads a float back
 
 
 def key(value: Any) -> str:

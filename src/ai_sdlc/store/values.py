@@ -23,7 +23,8 @@ class UnsupportedValueError(ValueError):
 
     def __init__(self, value: object) -> None:
         tag = getattr(value, "tag", None)
-        label = f"tag {getattr(tag, 'value', tag)}" if tag is not None else type(value).__name__
+        name = getattr(tag, "value", tag)  # ruamel gives untagged maps, lists and sets a Tag(None)
+        label = f"tag {name}" if name is not None else type(value).__name__
         super().__init__(
             f"unsupported value ({label}); a story holds text, numbers, true/false, dates, "
             "lists and mappings"

@@ -45,10 +45,8 @@ class GuardFactory:
             )
 
         def guard(fn: Callable[[], T], /) -> T:
-            try:
-                result = manager.run("llm", fn, on_retry=on_retry)
-            except CircuitBreakerOpenError as exc:
-                raise _unavailable(story_id, phase, exc) from None
+            # An open breaker comes back in the result (the retry engine catches its refusal).
+            result = manager.run("llm", fn, on_retry=on_retry)
             if result.success:
                 return result.unwrap()
             error = result.error
