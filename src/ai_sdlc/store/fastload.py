@@ -74,18 +74,10 @@ _add(NULL, _NULL, ["~", "n", "N", ""])
 _add(TIMESTAMP, _TIMESTAMP, "0123456789")
 _add(UNSURE, _VALUE, "=")
 
-_COMPILED: dict[str, re.Pattern[str]] = {}
 #: The values the BOOL and NULL patterns match, for a lookup without a regex.
 _WORDS = {"true": BOOL, "True": BOOL, "TRUE": BOOL, "false": BOOL, "False": BOOL, "FALSE": BOOL}
 _WORDS.update({"~": NULL, "null": NULL, "Null": NULL, "NULL": NULL, "": NULL})
 _WORD_FIRST = frozenset("tTfF~nN")
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    found = _COMPILED.get(pattern)
-    if found is None:
-        found = _COMPILED[pattern] = re.compile(pattern, re.X)
-    return found
 
 
 _DECIMAL = r"[-+]?[0-9]+\Z"
@@ -117,7 +109,7 @@ def resolve_plain(value: str) -> str:
         if value.isdigit() and value.isascii():  # no `.`/`e`: not FLOAT; INT's `[0-9_]+`
             return INT
     for tag, pattern in patterns:
-        if _compiled(pattern).match(value):
+        if re.match(pattern, value, re.X):
             return tag
     return STR
 
@@ -141,7 +133,7 @@ def construct(tag: str, text: str) -> Any:
     if tag == BOOL:
         return text[0] in "tT"
     if tag == INT:
-        if (text.isdigit() and text.isascii()) or _compiled(_DECIMAL).match(text):
+        if (text.isdigit() and text.isascii()) or re.match(_DECIMAL, text, re.X):
             return int(text)
         raise NotFast("integer form")
     if tag == FLOAT:
@@ -164,7 +156,7 @@ def _float(text: str) -> float:
 
 def _timestamp(text: str) -> dt.date | dt.datetime:
     """The value ruamel's `create_timestamp` builds (rounding quirks included)."""
-    parts = _compiled(_TS_PARTS).match(text)
+    parts = re.match(_TS_PARTS, text, re.X)
     if parts is None:
         raise NotFast("timestamp form")
     g = parts.groupdict()
