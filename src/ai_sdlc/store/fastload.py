@@ -21,7 +21,8 @@ from yaml.resolver import BaseResolver
 
 
 class NotFast(Exception):
-    """This frontmatter needs the round-trip loader."""
+    """This frontmatter needs the round-trip loader. It carries no message: every caller
+    catches it and loads with ruamel, so the reason is a comment at each raise."""
 
 
 # Internal tags: they contain a space, so no tag written in a file can be mistaken for them.
@@ -74,18 +75,10 @@ _add(NULL, _NULL, ["~", "n", "N", ""])
 _add(TIMESTAMP, _TIMESTAMP, "0123456789")
 _add(UNSURE, _VALUE, "=")
 
-_COMPILED: dict[str, re.Pattern[str]] = {}
 #: The values the BOOL and NULL patterns match, for a lookup without a regex.
 _WORDS = {"true": BOOL, "True": BOOL, "TRUE": BOOL, "false": BOOL, "False": BOOL, "FALSE": BOOL}
 _WORDS.update({"~": NULL, "null": NULL, "Null": NULL, "NULL": NULL, "": NULL})
 _WORD_FIRST = frozenset("tTfF~nN")
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    found = _COMPILED.get(pattern)
-    if found is None:
-        found = _COMPILED[pattern] = re.compile(pattern, re.X)
-    return found
 
 
 _DECIMAL = r"[-+]?[0-9]+\Z"
@@ -117,7 +110,7 @@ def resolve_plain(value: str) -> str:
         if value.isdigit() and value.isascii():  # no `.`/`e`: not FLOAT; INT's `[0-9_]+`
             return INT
     for tag, pattern in patterns:
-        if _compiled(pattern).match(value):
+        if re.match(pattern, value, re.X):
             return tag
     return STR
 
@@ -141,19 +134,19 @@ def construct(tag: str, text: str) -> Any:
     if tag == BOOL:
         return text[0] in "tT"
     if tag == INT:
-        if (text.isdigit() and text.isascii()) or _compiled(_DECIMAL).match(text):
+        if (text.isdigit() and text.isascii()) or re.match(_DECIMAL, text, re.X):
             return int(text)
-        raise NotFast("integer form")
+        raise NotFast  # integer form
     if tag == FLOAT:
         return _float(text)
     if tag == TIMESTAMP:
         return _timestamp(text)
-    raise NotFast(f"tag {tag}")
+    raise NotFast  # a tag only ruamel builds
 
 
 def _float(text: str) -> float:
     if "_" in text:
-        raise NotFast("float with underscores")
+        raise NotFast  # float with underscores
     lowered = text.lower()
     sign = -1.0 if lowered.startswith("-") else 1.0
     special = _SPECIAL_FLOATS.get(lowered.lstrip("+-"))
@@ -164,9 +157,9 @@ def _float(text: str) -> float:
 
 def _timestamp(text: str) -> dt.date | dt.datetime:
     """The value ruamel's `create_timestamp` builds (rounding quirks included)."""
-    parts = _compiled(_TS_PARTS).match(text)
+    parts = re.match(_TS_PARTS, text, re.X)
     if parts is None:
-        raise NotFast("timestamp form")
+        raise NotFast  # timestamp form
     g = parts.groupdict()
     try:
         if g["hour"] is None:
@@ -192,8 +185,8 @@ def _timestamp(text: str) -> dt.date | dt.datetime:
             0 if carry else micro,
             tzinfo,
         )
-    except ValueError as exc:  # e.g. month 13: ruamel reports it
-        raise NotFast(str(exc)) from None
+    except ValueError:  # e.g. month 13: ruamel reports it
+        raise NotFast from None
     return value + dt.timedelta(seconds=1) if carry else value
 
 
@@ -219,12 +212,12 @@ def load_with_node(text: str) -> tuple[Any, Node | None]:
     """`load`, also returning libyaml's node tree: its marks tell an edit where each key's
     lines are, so that one C parse serves both the values and the splice."""
     if "\t" in text or _RISKY.search(text):
-        raise NotFast("syntax the two parsers read differently")
+        raise NotFast  # syntax the two parsers read differently
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
-    except Exception as exc:  # any libyaml complaint: ruamel will word it precisely
-        raise NotFast(str(exc)) from None
+    except Exception:  # any libyaml complaint: ruamel will word it precisely
+        raise NotFast from None
     finally:
         loader.dispose()
     if node is None:
@@ -232,7 +225,7 @@ def load_with_node(text: str) -> tuple[Any, Node | None]:
     try:
         return _build(node), node
     except RecursionError:
-        raise NotFast("recursive alias") from None
+        raise NotFast from None  # recursive alias
 
 
 # Constructs where libyaml and ruamel disagree (found by fuzzing both): tabs, explicit `?` keys,
@@ -255,13 +248,13 @@ def _build(node: Node) -> Any:
         for key_node, value_node in node.value:
             key = _build(key_node)
             if isinstance(key, dict | list):
-                raise NotFast("complex key")
+                raise NotFast  # complex key
             if key in result:
-                raise NotFast("duplicate key")
+                raise NotFast  # duplicate key
             result[key] = _build(value_node)
         return result
     if tag == SEQ:
         return [_build(item) for item in node.value]
     if isinstance(node, ScalarNode):
         return construct(tag, node.value)
-    raise NotFast(f"tag {tag}")
+    raise NotFast  # a tag only ruamel builds
