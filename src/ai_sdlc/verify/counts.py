@@ -13,10 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ai_sdlc.verify.normalise import strip_ansi
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
 
 #: A JUnit report larger than this is not read (an agent could write anything there).
 MAX_JUNIT_BYTES = 32 * 1024 * 1024
@@ -217,9 +221,9 @@ def parse_counts(output: str) -> TestCounts | None:
     return None
 
 
-def parse_junit(path: Path) -> TestCounts | None:
-    """Counts from a JUnit XML report (`<testcase>` elements and their `<failure>`, `<error>`
-    and `<skipped>` children); None when it is missing, too large or not XML."""
+def junit_cases(path: Path) -> list[Element] | None:
+    """The `<testcase>` elements of a JUnit XML report; None when it is missing, too large or
+    not XML. The one reader of JUnit files (the judge's counts, pytest's failing tests)."""
     import xml.etree.ElementTree as ET
 
     try:
@@ -228,13 +232,26 @@ def parse_junit(path: Path) -> TestCounts | None:
         root = ET.parse(path).getroot()  # expat refuses entity expansion bombs
     except (OSError, ET.ParseError):
         return None
-    passed = failed = skipped = 0
-    for case in root.iter("testcase"):
-        tags = {child.tag for child in case}
-        if tags & {"failure", "error"}:
-            failed += 1
-        elif "skipped" in tags:
-            skipped += 1
-        else:
-            passed += 1
-    return TestCounts(passed, failed, skipped, "junit")
+    return list(root.iter("testcase"))
+
+
+def junit_problem(case: Element) -> Element | None:
+    """The `<failure>` or `<error>` child that makes a test case failed, if any."""
+    return next((child for child in case if child.tag in ("failure", "error")), None)
+
+
+def junit_counts(cases: list[Element], runner: str) -> TestCounts:
+    """Failed (a failure or error), skipped, and the rest passed."""
+    failed = sum(1 for case in cases if junit_problem(case) is not None)
+    skipped = sum(
+        1
+        for case in cases
+        if junit_problem(case) is None and any(child.tag == "skipped" for child in case)
+    )
+    return TestCounts(len(cases) - failed - skipped, failed, skipped, runner)
+
+
+def parse_junit(path: Path) -> TestCounts | None:
+    """Counts from a JUnit XML report; None when it is missing, too large or not XML."""
+    cases = junit_cases(path)
+    return None if cases is None else junit_counts(cases, "junit")

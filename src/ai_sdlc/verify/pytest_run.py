@@ -28,7 +28,7 @@ from pathlib import Path
 
 import msgspec
 
-from ai_sdlc.verify.counts import MAX_JUNIT_BYTES, TestCounts
+from ai_sdlc.verify.counts import TestCounts, junit_cases, junit_counts, junit_problem
 
 ADDOPTS = "PYTEST_ADDOPTS"
 
@@ -247,30 +247,21 @@ class PytestReport(msgspec.Struct, frozen=True):
 def read_report(path: Path) -> PytestReport | None:
     """The report pytest wrote at `path` (None: missing, too large, not XML: no pytest ran,
     or the command's own `--junitxml` overrode ours)."""
-    try:
-        if not path.is_file() or path.stat().st_size > MAX_JUNIT_BYTES:
-            return None
-        root = ET.parse(path).getroot()  # expat refuses entity expansion bombs
-    except (OSError, ET.ParseError):
+    cases = junit_cases(path)
+    if cases is None:
         return None
-    passed = failed = skipped = 0
     failing: list[str] = []
     reason = ""
-    for case in root.iter("testcase"):
-        problem = next((c for c in case if c.tag in ("failure", "error")), None)
+    for case in cases:
+        problem = junit_problem(case)
         if problem is None:
-            if any(c.tag == "skipped" for c in case):
-                skipped += 1
-            else:
-                passed += 1
             continue
-        failed += 1
         nodeid = _nodeid(case)
         failing.append(nodeid)
         if not reason:
             detail = _detail(problem)
             reason = f"{nodeid}: {detail}" if detail else nodeid
-    return PytestReport(TestCounts(passed, failed, skipped, "pytest"), tuple(failing), reason)
+    return PytestReport(junit_counts(cases, "pytest"), tuple(failing), reason)
 
 
 def _nodeid(case: ET.Element) -> str:
