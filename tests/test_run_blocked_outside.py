@@ -83,3 +83,62 @@ def test_a_dependency_outside_the_run_that_is_only_not_done_is_a_note_exit_0(
     assert result.returncode == 0, result.output
     assert "S-0002: waits on S-0001 (backlog)" in result.stderr
     assert "error:" not in result.output
+
+
+def mixed_run(tmp_path: Path) -> Path:
+    """Epic E2: S-0002 waits on the blocked S-0001 (E1); S-0003 is free to run."""
+    root = blocked_in_another_epic(tmp_path, ["Base", "Needs base", "Free"])
+    add_field(root, "S-0002", "epic: E2")
+    edit(root, "S-0003", "status: backlog", "status: ready")
+    add_field(root, "S-0003", "epic: E2")
+    return root
+
+
+def test_a_run_that_did_its_work_but_left_a_story_waiting_on_a_blocked_one_exits_5(
+    tmp_path: Path,
+) -> None:
+    root = mixed_run(tmp_path)
+
+    result = run_cli(root, "run", "--auto", "--epic", "E2")
+
+    assert result.returncode == 5, result.output
+    assert "S-0003: done" in result.stdout
+    assert "completed without every story" in result.stdout
+    assert (
+        "error: S-0002 cannot start: it depends on S-0001, which is blocked outside this run "
+        "(waiting for the vendor); unblock S-0001 ('ai-sdlc unblock S-0001')"
+    ) in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output
+    assert phases_started(root, "S-0002") == []
+    [state] = run_states(root)
+    assert state["run_status"] == "completed"
+
+
+def test_a_parallel_run_names_the_waiting_story_and_its_blocker_in_the_json(
+    tmp_path: Path,
+) -> None:
+    root = mixed_run(tmp_path)
+
+    result = run_cli(root, "run", "--auto", "--epic", "E2", "--jobs", "2", "--json")
+
+    assert result.returncode == 5, result.output
+    finished = json.loads(result.stdout.splitlines()[-1])
+    assert finished["event"] == "run_finished" and finished["run"]["run_status"] == "completed"
+    assert [(o["story_id"], o["result"]) for o in finished["outcomes"]] == [("S-0003", "done")]
+    [held] = finished["held"]
+    assert (held["story"], held["kind"], held["waits_on"]) == ("S-0002", "dependency", ["S-0001"])
+    assert held["blocked_by"] == [{"story": "S-0001", "reason": "waiting for the vendor"}]
+
+
+def test_a_run_that_skipped_a_story_whose_outside_dependency_is_only_not_done_exits_0(
+    tmp_path: Path,
+) -> None:
+    root = mixed_run(tmp_path)
+    edit(root, "S-0001", "status: blocked", "status: backlog")
+
+    result = run_cli(root, "run", "--auto", "--epic", "E2", "--json")
+
+    assert result.returncode == 0, result.output
+    finished = json.loads(result.stdout.splitlines()[-1])
+    assert finished["held"] == []
+    assert [s["status"] for s in finished["run"]["stories"]] == ["skipped", "done"]

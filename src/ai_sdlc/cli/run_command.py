@@ -247,7 +247,8 @@ def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> N
 
 def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
-    interrupted (both resumable), 1 when it completed but skipped a story."""
+    interrupted (both resumable), 1 when a batch completed but skipped a story, 5 when a run
+    completed but skipped stories that wait on a story blocked outside it."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
     from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
 
@@ -261,6 +262,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
                 "run": state.to_json(),
                 "outcomes": [o.to_json() for o in report.outcomes],
                 "diagnostic": str(report.diagnostic_path) if report.diagnostic_path else None,
+                "held": [h.to_json() for h in report.held.stuck] if report.held else [],
             }
         )
     else:
@@ -300,6 +302,12 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
     if incomplete is not None:
         out.result(f"Run {state.run_id} completed without every story. {stats}")
         raise incomplete
+    if report.held is not None:
+        # What it could start is done; the rest waits on a human (a story blocked outside it).
+        out.result(f"Run {state.run_id} completed without every story. {stats}")
+        for line in report.held.stuck_lines():
+            out.error(line)
+        return int(ExitCode.BLOCKED)
     out.success(f"Run {state.run_id} completed. {stats}")
     return 0
 

@@ -275,16 +275,34 @@ class Session(msgspec.Struct):
                 "graph": graph,
             }
             if ray_spec is not None:
-                return self._run_on_ray(common, state.jobs, ray_address, ray_spec)
-            if state.jobs > 1:
-                return self._run_parallel(common, state.jobs)
-            state.executor = "inline"
-            run = MultiRun(**common)
-            self.relay.watcher = run
-            try:
-                return run.execute()
-            finally:
-                self.relay.watcher = None
+                outcome = self._run_on_ray(common, state.jobs, ray_address, ray_spec)
+            elif state.jobs > 1:
+                outcome = self._run_parallel(common, state.jobs)
+            else:
+                state.executor = "inline"
+                run = MultiRun(**common)
+                self.relay.watcher = run
+                try:
+                    outcome = run.execute()
+                finally:
+                    self.relay.watcher = None
+        outcome.held = self._held_outside(outcome)
+        return outcome
+
+    def _held_outside(self, outcome: RunOutcome) -> Idle | None:
+        """The stories a completed `--auto`/`--epic` run skipped because they wait on a story
+        blocked outside it (a `--batch` that skips a story already fails, exit 1)."""
+        from ai_sdlc.workflow.runs.idle import idle_of
+        from ai_sdlc.workflow.runs.runstate import COMPLETED, SKIPPED
+
+        state = outcome.state
+        if state.run_status != COMPLETED or state.mode == "batch":
+            return None
+        skipped = {s.story_id for s in state.stories if s.status == SKIPPED}
+        if not skipped:
+            return None
+        idle = idle_of(self.store, self.config, only=skipped)
+        return idle if idle.stuck else None
 
     def idle(self, *, epic: str | None = None) -> Idle:
         """Why a run found nothing to do (`run_many` returned None, a bare `run` had no next

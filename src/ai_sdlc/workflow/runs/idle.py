@@ -190,10 +190,16 @@ def startable(graph: G.Graph, story_ids: Iterable[str], done_means: str) -> list
     return list(picked)
 
 
-def idle_of(store: Any, config: Any, *, epic: str | None = None, ready_only: bool = False) -> Idle:
-    """`why_idle` over a project's stories (`epic`: only that epic's)."""
+def idle_of(
+    store: Any,
+    config: Any,
+    *,
+    epic: str | None = None,
+    ready_only: bool = False,
+    only: Collection[str] | None = None,
+) -> Idle:
+    """`why_idle` over a project's stories (`epic`: only that epic's; `only`: just these)."""
     stories = [s.frontmatter for s in store.list()]
-    only = None
     if epic is not None:
         only = set(G.build((str(fm.get("id")), fm) for fm in stories).in_epic(epic))
     return why_idle(

@@ -15,6 +15,7 @@ from typing import Any
 from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.engine.runner import StoryOutcome, StoryRunner
+from ai_sdlc.workflow.runs.idle import Idle
 from ai_sdlc.workflow.runs.loops import FailureLoop
 from ai_sdlc.workflow.runs.notify import Notifier, NotifyResult
 from ai_sdlc.workflow.runs.runstate import (
@@ -49,6 +50,10 @@ class RunOutcome:
     loop: FailureLoop | None = None
     diagnostic_path: Path | None = None
     notifications: list[NotifyResult] = field(default_factory=list)
+    #: A completed run that skipped stories waiting (directly or through others) on a story
+    #: blocked outside it: they cannot start until a human unblocks it (exit 5, as a run that
+    #: finds nothing to start for that reason). None otherwise.
+    held: Idle | None = None
 
     @property
     def halted(self) -> bool:
@@ -58,7 +63,8 @@ class RunOutcome:
     def skipped(self) -> list[StoryRunState]:
         """The stories a completed batch never started (a dependency outside the run not done,
         a story another process held): it did not do what it was asked (exit 1). An `--auto`
-        run chose its stories itself: one it skips is shown, and it ends as it did."""
+        run chose its stories itself: one it skips is shown, and it ends as it did, unless the
+        story waits on one blocked outside the run (`held`, exit 5)."""
         if self.state.run_status != COMPLETED or self.state.mode != "batch":
             return []  # a halted run lists them in its stop reason
         return [s for s in self.state.stories if s.status == SKIPPED]
