@@ -229,6 +229,7 @@ class Session(msgspec.Struct):
         graph is checked first (a cycle or a missing story: exit 3, nothing runs).
         `max_attempts` replaces `run.stop_conditions.max_total_attempts` for this run. None
         when there is nothing to run."""
+        from ai_sdlc.workflow.runs.idle import held_outside
         from ai_sdlc.workflow.runs.multirun import MultiRun, RunSettings, prepare_resume
         from ai_sdlc.workflow.runs.notify import Notifier
         from ai_sdlc.workflow.runs.runstate import RunRepository
@@ -286,23 +287,8 @@ class Session(msgspec.Struct):
                     outcome = run.execute()
                 finally:
                     self.relay.watcher = None
-        outcome.held = self._held_outside(outcome)
+        outcome.held = held_outside(outcome.state, self.store, self.config)
         return outcome
-
-    def _held_outside(self, outcome: RunOutcome) -> Idle | None:
-        """The stories a completed `--auto`/`--epic` run skipped because they wait on a story
-        blocked outside it (a `--batch` that skips a story already fails, exit 1)."""
-        from ai_sdlc.workflow.runs.idle import idle_of
-        from ai_sdlc.workflow.runs.runstate import COMPLETED, SKIPPED
-
-        state = outcome.state
-        if state.run_status != COMPLETED or state.mode == "batch":
-            return None
-        skipped = {s.story_id for s in state.stories if s.status == SKIPPED}
-        if not skipped:
-            return None
-        idle = idle_of(self.store, self.config, only=skipped)
-        return idle if idle.stuck else None
 
     def idle(self, *, epic: str | None = None) -> Idle:
         """Why a run found nothing to do (`run_many` returned None, a bare `run` had no next

@@ -7,7 +7,8 @@ Exit 5 (`ExitCode.BLOCKED`) when a remaining story is blocked, as a run that blo
 exits, or waits (directly or through other stories) on a blocked story outside the run (`run
 --auto --epic E2` whose story depends on a blocked story of E1: nothing will ever start until a
 human acts); 0 when nothing is left (every story done, or none at all) or only approvals are
-awaited.
+awaited. A run that did work but skipped stories for that reason ends the same way
+(`held_outside`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.workflow.engine.assess import assess
 from ai_sdlc.workflow.runs import graph as G
+from ai_sdlc.workflow.runs.runstate import COMPLETED, SKIPPED, RunState
 from ai_sdlc.workflow.state.readiness import unmet_dependencies
 
 #: A held story's kinds: blocked (or at the global limit), waiting for an approval, in the
@@ -212,6 +214,19 @@ def idle_of(
     )
 
 
+def held_outside(state: RunState, store: Any, config: Any) -> Idle | None:
+    """The stories a completed `--auto`/`--epic` run skipped because they wait on a story
+    blocked outside it (exit 5); None when there are none. A `--batch` that skipped a story
+    already fails (exit 1)."""
+    if state.run_status != COMPLETED or state.mode == "batch":
+        return None
+    skipped = {s.story_id for s in state.stories if s.status == SKIPPED}
+    if not skipped:
+        return None
+    idle = idle_of(store, config, only=skipped)
+    return idle if idle.stuck else None
+
+
 __all__ = [
     "APPROVAL",
     "BACKLOG",
@@ -219,6 +234,7 @@ __all__ = [
     "DEPENDENCY",
     "Held",
     "Idle",
+    "held_outside",
     "idle_of",
     "startable",
     "why_idle",
