@@ -242,12 +242,12 @@ def junit_problem(case: Element) -> Element | None:
 
 def junit_counts(cases: list[Element], runner: str) -> TestCounts:
     """Failed (a failure or error), skipped, and the rest passed."""
-    failed = sum(1 for case in cases if junit_problem(case) is not None)
-    skipped = sum(
-        1
-        for case in cases
-        if junit_problem(case) is None and any(child.tag == "skipped" for child in case)
-    )
+    failed = skipped = 0
+    for case in cases:
+        if junit_problem(case) is not None:
+            failed += 1
+        elif any(child.tag == "skipped" for child in case):
+            skipped += 1
     return TestCounts(len(cases) - failed - skipped, failed, skipped, runner)
 
 

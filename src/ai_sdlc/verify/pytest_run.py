@@ -22,13 +22,16 @@ their pytest config's `addopts` is the project's. Neither may change the verdict
 from __future__ import annotations
 
 import shlex
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ai_sdlc.verify.counts import TestCounts, junit_cases, junit_counts, junit_problem
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
 
 ADDOPTS = "PYTEST_ADDOPTS"
 
@@ -264,7 +267,7 @@ def read_report(path: Path) -> PytestReport | None:
     return PytestReport(junit_counts(cases, "pytest"), tuple(failing), reason)
 
 
-def _nodeid(case: ET.Element) -> str:
+def _nodeid(case: Element) -> str:
     """pytest's node id back from an xunit1 `<testcase>` (`file`, dotted `classname`)."""
     file = case.get("file") or ""
     classname = case.get("classname") or ""
@@ -282,7 +285,7 @@ def _nodeid(case: ET.Element) -> str:
     return f"{file}::{name}"
 
 
-def _detail(problem: ET.Element) -> str:
+def _detail(problem: Element) -> str:
     """The assertion (the message's first line); for a collection error, the first `E` line
     of its traceback."""
     message = (problem.get("message") or "").strip()
