@@ -64,8 +64,8 @@ bench: $(STAMP_DEV)
 ## fuzz: the property tests as a long random search (HYPOTHESIS_PROFILE=fuzz), with what it tried
 fuzz: $(STAMP_DEV)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -n 0 --hypothesis-show-statistics \
-		tests/test_store_properties.py tests/test_resilience_backoff.py tests/test_resilience_breaker.py \
-		tests/test_verify_normalise.py
+		tests/store/test_store_properties.py tests/resilience/test_resilience_backoff.py tests/resilience/test_resilience_breaker.py \
+		tests/verify/test_verify_normalise.py
 
 ## mutants: mutation testing of the core (mutmut; docs/testing.md), then the score per module and
 ## every survivor. MUTANTS narrows it (`make mutants MUTANTS='ai_sdlc.resilience.*'`); results

@@ -1,3 +1,3 @@
 """Test package. Loading the hypothesis profile here applies it to every property test."""
 
-from tests import hypothesis_profiles as hypothesis_profiles
+from tests.support import hypothesis_profiles as hypothesis_profiles

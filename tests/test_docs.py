@@ -19,9 +19,9 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from tests.conftest import run_cli
-from tests.git_support import git, git_env  # noqa: F401 (fixture)
+from tests.support.git_support import git, git_env  # noqa: F401 (fixture)
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
@@ -297,7 +297,7 @@ def test_the_reference_commands_table_lists_every_command_of_the_cli(tmp_path: P
 
 
 def test_the_provider_versions_are_those_the_real_agent_suite_installs() -> None:
-    from tests.realcli.install import TOOLS
+    from tests.e2e.realcli.install import TOOLS
 
     text = (ROOT / "docs" / "providers.md").read_text()
     rows = {
@@ -382,7 +382,7 @@ def test_the_tutorial_runs_as_written_up_to_its_scripted_run(tmp_path: Path) -> 
 
 
 def test_the_readme_names_the_versions_the_real_agent_suite_installs() -> None:
-    from tests.realcli.install import TOOLS
+    from tests.e2e.realcli.install import TOOLS
 
     text = " ".join(README.read_text().split())
     names = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "aider": "Aider"}

@@ -23,7 +23,7 @@ from ai_sdlc.workflow.state.ledger import Journal, LedgerState, limit_message, l
 from ai_sdlc.workflow.state.runlock import run_lock
 from ai_sdlc.workflow.state.steps import RecoveryRecord
 from ai_sdlc.workflow.state.transitions import PhaseLimit, StoryState
-from tests.runs_support import frontmatter, make_project, story_events
+from tests.support.runs_support import frontmatter, make_project, story_events
 
 SID = "S-0001"
 

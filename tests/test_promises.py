@@ -29,7 +29,7 @@ from ai_sdlc.providers.base import Phase
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import cli_environment, run_cli
-from tests.runs_support import (
+from tests.support.runs_support import (
     frontmatter,
     make_project,
     only_run,
@@ -37,7 +37,7 @@ from tests.runs_support import (
     story_states,
     write_rules,
 )
-from tests.waits import GUARD
+from tests.support.waits import GUARD
 
 #: A CLI agent for the `command` provider: counts its calls in COUNT, keeps each prompt in
 #: PROMPTS/<n>-<phase>.txt, then answers as a well-behaved agent of its phase, except that

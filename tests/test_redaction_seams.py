@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliResult, run_cli
-from tests.fakes.gh_support import gh_calls, install_gh
-from tests.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.fakes.gh_support import gh_calls, install_gh
+from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("git_env")
 

@@ -2,7 +2,7 @@
 
 `subprocess.Popen` forks, then waits for the exec; an interrupt in that wait raises out of the
 constructor after the child exists, so the caller cannot kill it (an agent would run on after
-the run exited: tests/test_interrupts.py's between-phase points hit this on a loaded machine).
+the run exited: tests/e2e/test_interrupts.py's between-phase points hit this on a loaded machine).
 Here the child is held before its exec (a pre-exec hook that records its pid and sleeps), and
 the interrupt is raised in the parent only once that pid is on disk: no timing window.
 """
@@ -26,7 +26,7 @@ from ai_sdlc.sandbox import landlock
 from ai_sdlc.sandbox.backend import LandlockBackend
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.spawn import start_session
-from tests.waits import GUARD, NEVER
+from tests.support.waits import GUARD, NEVER
 
 
 @contextmanager

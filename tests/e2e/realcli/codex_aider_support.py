@@ -1,0 +1,211 @@
+"""A real project and a scripted fake OpenAI for the real Codex CLI and Aider.
+
+The project is issue 23's src-layout package `calc` with its own editable venv, a failing
+`test_mul` committed first, a bare `origin` and the stand-in `gh`; ai-sdlc is set up through
+its own CLI (`init`, `config`). The model (`Model`) answers each phase by the `## Your task
+(<phase>)` heading of our prompt, in the CLI's own way of editing: Codex calls its
+`exec_command` tool, Aider returns a whole-file listing. Faults queued with `fail` are served
+to the next requests instead of an answer; `OpenAiServer.statuses` keeps what every request got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.store import StoryStore
+from tests.conftest import CliResult, run_cli
+from tests.e2e.realcli.install import tool_path
+from tests.e2e.realcli.openai_server import OpenAiServer, last_tool_output, request_text
+from tests.support.fakes.api_server import Call, HttpError, RecordedRequest, Reply, Step
+from tests.support.fakes.gh_support import install_gh
+from tests.support.git_support import Repo, git
+from tests.support.worktree_env_support import VERIFY, calc_project, copy_project
+
+_TASK = re.compile(r"## Your task \((\w+)\)")
+TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+MUL = "def mul(a, b):\n    return a * b\n"
+BROKEN_MUL = "def mul(a, b):\n    return a + b\n"
+#: What each answered request reports as its usage (the test compares the story's usage).
+TOKENS_IN, TOKENS_OUT = 1111, 222
+
+ANSWERS = {
+    "refine": "A clear story: add calc.mul(a, b) returning the product.\n\nDECISION: APPROVED",
+    "research": "## Findings\n\ncalc lives in src/calc; tests in tests/.",
+    "plan": "## Plan\n\n1. Add src/calc/mul.py with mul(a, b).\n2. tests/test_mul.py passes.",
+    "implement": "Implemented calc.mul as planned.",
+    "rework": "Reworked calc.mul as the review asked.",
+    "review": "Clean and tested.\n\nDECISION: APPROVED",
+}
+
+
+def phase_of(request: RecordedRequest) -> str | None:
+    found = _TASK.findall(request_text(request))
+    return found[-1] if found else None
+
+
+@dataclass
+class Model:
+    """The scripted model behind the fake server, for `cli` ("codex" or "aider")."""
+
+    cli: str
+    server: OpenAiServer
+    answers: dict[str, list[str]] = field(default_factory=dict)  # phase → answers in turn
+    writes: dict[str, dict[str, str]] = field(default_factory=dict)  # phase → files it writes
+    served: list[str] = field(default_factory=list)  # the phase of each answered request
+
+    def __post_init__(self) -> None:
+        self.server.responder = self.respond
+        self.writes.setdefault("implement", {"src/calc/mul.py": MUL})
+        self.writes.setdefault("rework", {"src/calc/mul.py": MUL})
+
+    def fail(self, *steps: Step) -> None:
+        self.server.script(*steps)
+
+    def answer(self, phase: str) -> str:
+        queue = self.answers.get(phase)
+        if queue and len(queue) > 1:
+            return queue.pop(0)
+        return queue[0] if queue else ANSWERS[phase]
+
+    def respond(self, request: RecordedRequest) -> Step:
+        phase = phase_of(request)
+        if phase is None:
+            return Reply(text="ok", input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+        self.served.append(phase)
+        files = self.writes.get(phase, {})
+        if self.cli == "codex":
+            if files and last_tool_output(request) is None:
+                script = " && ".join(
+                    f"mkdir -p {os.path.dirname(path) or '.'} && printf %s {_sh(text)} > {path}"
+                    for path, text in files.items()
+                )
+                return Reply(
+                    calls=(Call("exec_command", {"cmd": script, "tty": False}),),
+                    input_tokens=TOKENS_IN,
+                    output_tokens=TOKENS_OUT,
+                )
+            return Reply(self.answer(phase), input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT)
+        listing = "".join(f"\n{path}\n```\n{text}```\n" for path, text in files.items())
+        return Reply(
+            self.answer(phase) + "\n" + listing, input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT
+        )
+
+
+def _sh(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def refusal(status: int) -> HttpError:
+    kinds = {401: "invalid_request_error", 429: "rate_limit_exceeded", 503: "server_error"}
+    message = "Incorrect API key provided" if status == 401 else "scripted failure"
+    code = "invalid_api_key" if status == 401 else None
+    return HttpError(status, kinds.get(status, "server_error"), message, code=code)
+
+
+def build_template(folder: Path) -> Path:
+    """calc with its venv, the failing test_mul, a bare origin, `ai-sdlc init` and the
+    verification configured: built once per session, copied per test."""
+    repo = calc_project(folder)
+    root = repo.root
+    (root / "tests" / "test_mul.py").write_text(TEST_MUL)
+    repo.commit_all("a failing test for mul, written first")
+    (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
+    init = run_cli(root, "init", "--json")
+    assert init.returncode == 0, init.output
+    for key, value in (
+        ("ai.provider", "command"),
+        ("verify.test", VERIFY),
+        ("limits.implementation_retries", "2"),
+    ):
+        done = run_cli(root, "config", key, value)
+        assert done.returncode == 0, done.output
+    return root
+
+
+class Project:
+    """A copy of the template, driven by one real CLI against its own fake OpenAI."""
+
+    def __init__(self, template: Path, tmp_path: Path, cli: str, server: OpenAiServer) -> None:
+        self.cli = cli
+        self.tmp = tmp_path
+        self.repo: Repo = copy_project(template, tmp_path)
+        self.root = self.repo.root
+        origin = tmp_path / "origin.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+        git(self.root, "remote", "add", "origin", str(origin))
+        git(self.root, "push", "-q", "origin", "main")
+        self.origin = origin
+        self.server = server
+        self.model = Model(cli, server)
+        self.bin = tmp_path / "bin"
+        install_gh(self.bin)
+        exe = tool_path(cli)
+        (self.bin / cli).symlink_to(exe)
+        self.home = tmp_path / "home"
+        self.home.mkdir()
+        self.env = {
+            "PATH": f"{self.bin}{os.pathsep}{exe.parent}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_GH_LOG": str(tmp_path / "gh.log"),
+            "AI_SDLC_PROVIDER": "",
+        }
+        if cli == "codex":
+            self._codex()
+        else:
+            self.env["OPENAI_API_KEY"] = "sk-test-aider"
+            self.env["OPENAI_API_BASE"] = server.openai_base_url
+            self.config("ai.model", "openai/gpt-fake")
+        self.config("ai.command.preset", cli)
+        # ai-sdlc's own retries (Codex's failed turns): room for the tests' faults, no waiting
+        for key, value in (("max_attempts", "5"), ("initial_delay", "0.05"), ("max_delay", "0.2")):
+            self.config(f"resilience.policies.llm.{key}", value)
+        self.sid = self.repo.story("Multiply numbers")
+
+    def _codex(self) -> None:
+        """CODEX_HOME in the test's folder: a provider at the fake server, with Codex's own
+        request and stream retries off so ai-sdlc's `llm` policy retries and counts each."""
+        codex_home = self.tmp / "codex-home"
+        codex_home.mkdir()
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-fake"\nmodel_provider = "fake"\n\n[model_providers.fake]\n'
+            f'name = "fake"\nbase_url = "{self.server.openai_base_url}"\n'
+            'wire_api = "responses"\nenv_key = "FAKE_OPENAI_KEY"\n'
+            "request_max_retries = 0\nstream_max_retries = 0"
+        )
+        self.env["CODEX_HOME"] = str(codex_home)
+        self.env["FAKE_OPENAI_KEY"] = "sk-test-codex"
+        self.config("sandbox.writable", json.dumps([str(codex_home)]))
+
+    def config(self, key: str, value: str) -> None:
+        done = run_cli(self.root, "config", key, value)
+        assert done.returncode == 0, done.output
+
+    def run(self, *args: str) -> CliResult:
+        return run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=300)
+
+    def fm(self) -> dict[str, Any]:
+        return dict(StoryStore(self.root).get(self.sid).frontmatter)
+
+    def events(self) -> list[dict[str, Any]]:
+        log = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+    def recoveries(self, kind: str | None = None) -> list[dict[str, Any]]:
+        found = [e for e in self.events() if e.get("action") == "recovery"]
+        return [e for e in found if kind is None or e.get("recovery_kind") == kind]
+
+    def artifact(self, name: str) -> str:
+        return (self.root / ".ai-sdlc" / "stories" / self.sid / name).read_text()
+
+    def commits(self) -> list[str]:
+        branch = str(self.fm()["branch"])
+        return git(self.root, "log", "--format=%s", f"main..{branch}").splitlines()
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.tmp / "home", ignore_errors=True)

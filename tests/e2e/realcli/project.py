@@ -1,0 +1,69 @@
+"""A real project for the real agent CLIs: a git repository with a bare `origin`, the stand-in
+`gh`, a story and a verify command that imports the agent's module, run through the real
+`ai-sdlc` CLI. The tool-specific environment (base URL, key, config folder) comes from the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ai_sdlc.store import StoryStore
+from tests.conftest import CliResult, run_cli
+from tests.support.fakes.gh_support import install_gh
+from tests.support.git_support import git, make_repo
+
+TITLE = "Add a greeting"
+HELLO = 'def greet(name):\n    return f"Hello, {name}!"\n'
+HELLO_DOC = '"""Greetings."""\n\n\n' + HELLO
+CHECK = "import hello; assert hello.greet('Ada') == 'Hello, Ada!'"
+ANSI = "\x1b["
+
+
+class RealProject:
+    """The project, the story and the `ai-sdlc run` of it."""
+
+    def __init__(
+        self, tmp_path: Path, tool_bin: Path, env: dict[str, str], config: str = ""
+    ) -> None:
+        self.repo = make_repo(tmp_path)
+        self.root = self.repo.root
+        bin_dir = tmp_path / "bin"
+        install_gh(bin_dir)
+        self.env = {
+            "PATH": os.pathsep.join([str(bin_dir), str(tool_bin.parent), os.environ["PATH"]]),
+            "FAKE_GH_LOG": str(tmp_path / "gh.log"),
+            "AI_SDLC_PROVIDER": "",
+            **env,
+        }
+        test = shlex.join([sys.executable, "-c", CHECK])
+        (self.root / ".ai-sdlc" / "config.yaml").write_text(
+            f"verify:\n  test: {json.dumps(test)}\n{config}"
+        )
+        self.sid = self.repo.story(TITLE)
+
+    def run(self, *args: str, timeout: float = 180) -> CliResult:
+        return run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=timeout)
+
+    def story(self) -> dict[str, Any]:
+        return dict(StoryStore(self.root).get(self.sid).frontmatter)
+
+    def events(self) -> list[dict[str, Any]]:
+        path = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def commits(self) -> list[str]:
+        branch = str(self.story()["branch"])
+        return git(self.root, "log", "--format=%s", f"main..{branch}").splitlines()
+
+    def committed(self, path: str) -> str:
+        return git(self.root, "show", f"{self.story()['branch']}:{path}")
+
+    def committed_files(self) -> list[str]:
+        """The files the story branch's commits changed."""
+        branch = str(self.story()["branch"])
+        return git(self.root, "diff", "--name-only", f"main...{branch}").split()

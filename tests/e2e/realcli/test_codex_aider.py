@@ -1,0 +1,194 @@
+"""Issue 27 for the real Codex CLI (0.169) and Aider (0.86): installed from their registries
+(`tests/e2e/realcli/install.py`), each driven by the real `ai-sdlc` CLI through a story in a real
+src-layout project with its own venv and a bare origin, against a fake OpenAI on 127.0.0.1
+(Responses API for Codex, Chat Completions for Aider) that scripts every phase and injects
+faults. Run in their own xdist group: the tools are installed once per cache folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.providers.command_presets import PRESETS
+from tests.e2e.realcli.codex_aider_support import (
+    MUL,
+    TOKENS_IN,
+    TOKENS_OUT,
+    Project,
+    build_template,
+    refusal,
+)
+from tests.e2e.realcli.openai_server import OpenAiServer
+from tests.support.git_support import git, git_env
+
+__all__ = ["git_env"]
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+#: One xdist group per tool: its tests run one after another on one worker, beside the rest
+#: of the suite (and the other tool's group) on the others.
+CLIS = [
+    pytest.param("codex", marks=pytest.mark.xdist_group("realcli-codex")),
+    pytest.param("aider", marks=pytest.mark.xdist_group("realcli-aider")),
+]
+#: What the CLIs print around the answer (Aider's banner, warnings, token lines).
+CONSOLE = ("Aider v", "Model:", "Repo-map:", "Tokens:", "Git repo:", "HTTPSConnection", "Warning")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("realcli-calc")
+    gitconfig = folder / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = T\n\temail = t@example.com\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        return build_template(folder)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAiServer]:
+    with OpenAiServer() as running:
+        yield running
+
+
+def project(template: Path, tmp_path: Path, cli: str, server: OpenAiServer) -> Project:
+    return Project(template, tmp_path, cli, server)
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_story_goes_from_backlog_to_done_through_a_rework_cycle(
+    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+) -> None:
+    """The first implementation is wrong-headed in the reviewer's eyes: REJECTED sends it to
+    rework, the second review approves; one real `feat(S-…)` commit, pushed."""
+    p = project(template, tmp_path, cli, server)
+    p.model.answers["review"] = [
+        "The names are unclear.\n\nDECISION: REJECTED\nName the arguments a and b.",
+        "Clean and tested.\n\nDECISION: APPROVED",
+    ]
+
+    result = p.run()
+
+    assert result.returncode == 0, result.output
+    fm = p.fm()
+    assert fm["status"] == "done", result.output
+    assert p.commits() == [f"feat({p.sid}): Multiply numbers"]
+    branch = str(fm["branch"])
+    assert git(p.root, "show", f"{branch}:src/calc/mul.py") == MUL
+    assert git(p.origin, "rev-parse", f"refs/heads/{branch}").strip()
+    served = [phase for phase in p.model.served if phase in ("implement", "rework", "review")]
+    assert "rework" in served and served.count("review") >= 2, served
+    # the artifacts are the model's words only, never the CLI's console
+    for name in ("research.md", "plan.md", "review.md"):
+        text = p.artifact(name)
+        assert not any(mark in text for mark in CONSOLE), (name, text)
+    assert "calc lives in src/calc" in p.artifact("research.md")
+    # usage as the CLI reported it: the server's own counts for every answered request
+    usage = fm["usage"]
+    answered = server.answered()
+    assert usage["input_tokens"] == TOKENS_IN * answered, (usage, answered)
+    assert usage["output_tokens"] == TOKENS_OUT * answered
+    assert [e.get("recovery_kind") for e in p.recoveries()] == ["rework"], p.recoveries()
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_each_refused_request_is_one_counted_api_retry(
+    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+) -> None:
+    """429, 500 and 503 before the answer. Aider (litellm's own retries turned off by the
+    preset) retries each itself and prints it: counted as printed. Codex with its provider's
+    `request_max_retries = 0` fails the turn: ai-sdlc's `llm` policy retries and counts."""
+    p = project(template, tmp_path, cli, server)
+    p.model.fail(refusal(429), refusal(500), refusal(503))
+
+    result = p.run("--step", "refine")
+
+    assert result.returncode == 0, result.output
+    assert server.refused() == 3, server.statuses
+    retries = p.recoveries("api_retry")
+    assert len(retries) == server.refused(), retries
+    assert p.fm()["total_recovery_attempts"] == 3
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_global_limit_stops_the_session_midway(
+    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+) -> None:
+    """The server refuses every call; with `limits.global_recovery: 3` the story blocks at
+    the third counted retry and the CLI is stopped there: the server saw exactly 3 calls."""
+    p = project(template, tmp_path, cli, server)
+    p.config("limits.global_recovery", "3")
+    p.model.fail(*[refusal(503)] * 20)
+
+    result = p.run("--step", "refine")
+
+    assert result.returncode == 5, result.output
+    fm = p.fm()
+    assert fm["status"] == "blocked", result.output
+    assert fm["total_recovery_attempts"] == 3
+    assert len(p.recoveries("api_retry")) == 3
+    assert server.refused() == 3 == len(server.statuses), server.statuses
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_write_in_a_read_only_phase_is_refused(
+    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+) -> None:
+    """The model edits a file during refine. The preset's read-only mode refuses it (Codex's
+    read-only sandbox, Aider's --dry-run): nothing is written, the phase goes on."""
+    p = project(template, tmp_path, cli, server)
+    p.model.writes["refine"] = {"src/calc/hack.py": "HACKED = True\n"}
+
+    result = p.run("--step", "refine")
+
+    assert result.returncode == 0, result.output
+    assert "refine" in p.model.served
+    worktree = p.root / str(p.fm()["worktree_path"])
+    assert not (worktree / "src/calc/hack.py").exists()
+    # nothing but Aider's repo-map cache (a scratch file ai-sdlc never commits)
+    status = git(worktree, "status", "--porcelain").splitlines()
+    assert [line for line in status if ".aider.tags.cache" not in line] == []
+
+
+@pytest.mark.xdist_group("realcli-aider")
+def test_a_write_a_read_only_template_lets_through_is_counted_and_undone(
+    template: Path, tmp_path: Path, server: OpenAiServer
+) -> None:
+    """Aider's read-only template without --dry-run (a user's own): the write happens, and
+    ai-sdlc's read-only check reverts it and counts the attempt."""
+    p = project(template, tmp_path, "aider", server)
+    p.config("ai.command.template", json.dumps(list(PRESETS["aider"].template)))
+    p.config("ai.command.read_only_template", json.dumps(list(PRESETS["aider"].template)))
+    p.config("ai.command.output", "aider")
+    p.model.writes["refine"] = {"src/calc/hack.py": "HACKED = True\n"}
+
+    result = p.run("--step", "refine")
+
+    worktree = p.root / str(p.fm()["worktree_path"])
+    assert not (worktree / "src/calc/hack.py").exists(), result.output
+    recoveries = p.recoveries()
+    assert recoveries and all("hack.py" in str(e.get("reason")) for e in recoveries), recoveries
+    assert p.fm()["total_recovery_attempts"] == len(recoveries)
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_auth_failure_is_exit_4_with_the_clis_own_words(
+    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+) -> None:
+    """401: never retried, exit 4, the CLI's message without terminal escapes (Aider exits 0
+    after printing `litellm.AuthenticationError`: still a failure)."""
+    p = project(template, tmp_path, cli, server)
+    p.model.fail(*[refusal(401)] * 5)
+
+    result = p.run("--step", "refine")
+
+    assert result.returncode == 4, result.output
+    assert "Incorrect API key provided" in result.stderr, result.stderr
+    assert "\x1b[" not in result.output
+    assert server.refused() == 1, server.statuses
+    assert p.recoveries() == []
+    assert p.fm()["status"] != "done"

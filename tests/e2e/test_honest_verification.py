@@ -1,0 +1,316 @@
+"""Issue 23's "Done when", end to end through the real CLI, on the most common Python set-up: a
+src-layout package (`src/calc/`) installed editable into the project's own `.venv`, the failing
+`tests/test_mul.py` written first (test-first), `worktree.setup` as `ai-sdlc init` proposes it,
+and a `command` agent (tests/support/fakes/project_agent.py) doing every phase in the story's
+worktree.
+
+An honest agent's story is done and committed; an agent that breaks the code, or that deletes,
+skips, weakens the failing test or skips everything from a new conftest.py, never is, and each
+of its attempts is counted; an empty change and a refine answer without a decision are counted,
+never approved; a base that cannot be verified stops before any agent call, nothing counted.
+
+The project and its venv are built once per session (`pip install -e .`, offline) and copied
+for each test with the venv relocated (tests/support/worktree_env_support.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.store import StoryStore
+from ai_sdlc.worktree_env import wrongtree
+from tests.conftest import CliResult, run_cli
+from tests.support.git_support import Repo, git, git_env
+from tests.support.paths import FAKES
+from tests.support.worktree_env_support import RECIPE, VERIFY, calc_project, copy_project
+
+__all__ = ["git_env"]
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+AGENT = FAKES / "project_agent.py"
+ENV = {"AI_SDLC_PROVIDER": "command"}
+#: Written first, failing at the base: `calc.mul` does not exist yet.
+TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project, once: calc with its editable venv, the failing test_mul committed, then
+    `ai-sdlc init` (which proposes the setup) and the verification and limits set through
+    `ai-sdlc config`, as a user would."""
+    folder = tmp_path_factory.mktemp("calc-template")
+    gitconfig = folder / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = T\n\temail = t@example.com\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        repo = calc_project(folder)
+        root = repo.root
+        (root / "tests" / "test_mul.py").write_text(TEST_MUL)
+        repo.commit_all("a failing test for mul, written first")
+        (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
+        init = run_cli(root, "init", "--json")
+        assert init.returncode == 0, init.output
+        assert json.loads(init.stdout)["worktree_setup"] == json.loads(RECIPE)
+        for key, value in (
+            ("ai.provider", "command"),
+            ("verify.test", VERIFY),
+            ("limits.implementation_retries", "1"),
+            ("limits.refinement_iterations", "1"),
+        ):
+            done = run_cli(root, "config", key, value)
+            assert done.returncode == 0, done.output
+    return root
+
+
+class Project:
+    def __init__(self, template: Path, tmp_path: Path, behaviour: str) -> None:
+        self.repo: Repo = copy_project(template, tmp_path)
+        self.root = self.repo.root
+        self.log = tmp_path / "agent.log"
+        self.agent(behaviour)
+        self.sid = self.repo.story("Multiply numbers")
+
+    def agent(self, behaviour: str) -> None:
+        self.config("ai.command.template", json.dumps([
+            sys.executable, str(AGENT), str(self.log), behaviour, "{phase}", "{prompt_file}"
+        ]))  # fmt: skip
+
+    def config(self, key: str, value: str) -> None:
+        done = run_cli(self.root, "config", key, value)
+        assert done.returncode == 0, done.output
+
+    def run(self) -> CliResult:
+        return run_cli(self.root, "run", self.sid, env=ENV, timeout=120)
+
+    def fm(self) -> dict[str, object]:
+        return dict(StoryStore(self.root).get(self.sid).frontmatter)
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().split() if self.log.exists() else []
+
+    def recoveries(self) -> list[dict[str, object]]:
+        """The recovery events of the story's event log (the ledger the counter is kept by)."""
+        log = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
+        found = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        return [e for e in found if e.get("action") == "recovery"]
+
+    def commits(self) -> int:
+        branch = str(self.fm()["branch"])
+        return int(git(self.root, "rev-list", "--count", f"main..{branch}").strip())
+
+
+def test_the_copied_project_is_set_up_as_a_user_has_it(template: Path, tmp_path: Path) -> None:
+    """The relocated venv imports the copy's own main checkout (the guard's case), and the
+    setup in the config is the one `init` proposed."""
+    project = Project(template, tmp_path, "honest-py")
+    root = project.root
+    found = wrongtree.check(
+        [("test", VERIFY)],
+        worktree=root / ".ai-sdlc" / "worktrees" / "S-0001",
+        main=root,
+        project=root,
+        worktrees_root=root / ".ai-sdlc" / "worktrees",
+        environ={"PATH": "/usr/bin:/bin"},
+    )
+    assert [Path(f.target) for f in found] == [root / "src"]
+    shown = run_cli(root, "config", "worktree.setup")
+    assert json.loads(RECIPE)[0] in shown.stdout
+    assert "proposed by `ai-sdlc init`" in (root / ".ai-sdlc" / "config.yaml").read_text()
+
+
+def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: Path) -> None:
+    project = Project(template, tmp_path, "honest-py")
+
+    result = project.run()
+
+    assert result.returncode == 0, result.output
+    fm = project.fm()
+    assert fm["status"] == "done"
+    assert fm.get("total_recovery_attempts", 0) == 0
+    assert project.calls().count("implement") == 1 and "review" in project.calls()
+    assert project.commits() >= 1
+    branch = str(fm["branch"])
+    assert git(project.root, "show", f"{branch}:src/calc/mul.py").endswith("return a * b\n")
+    assert git(project.root, "show", f"{branch}:tests/test_mul.py") == TEST_MUL
+    assert not (project.root / "src" / "calc" / "mul.py").exists()  # main checkout untouched
+
+
+def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(
+    template: Path, tmp_path: Path
+) -> None:
+    """The base's tests run once more without the new conftest.py (and the new test using its
+    fixture): they pass, and the story is done with both files."""
+    project = Project(template, tmp_path, "honest-conftest")
+
+    result = project.run()
+
+    assert result.returncode == 0, result.output
+    fm = project.fm()
+    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
+    listed = git(project.root, "ls-tree", "-r", "--name-only", str(fm["branch"])).split()
+    assert {"tests/conftest.py", "tests/test_mul_zero.py", "src/calc/mul.py"} <= set(listed)
+
+
+def test_1_a_new_startup_file_that_changes_no_result_is_shown_to_the_review(
+    template: Path, tmp_path: Path
+) -> None:
+    """A new src/sitecustomize.py runs inside the test process: the base's tests run once more
+    without it (they pass: done), and the review is told it is there."""
+    project = Project(template, tmp_path, "honest-startup")
+
+    result = project.run()
+
+    assert result.returncode == 0, result.output
+    fm = project.fm()
+    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
+    review = " ".join(Path(str(project.log) + ".review").read_text().split())
+    assert (
+        "Files this change adds that Python runs at interpreter start, inside the test "
+        "process: src/sitecustomize.py." in review
+    )
+
+
+def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
+    template: Path, tmp_path: Path
+) -> None:
+    """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
+    the worktree's own venv does not."""
+    project = Project(template, tmp_path, "break-py")
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert len(project.recoveries()) == 2
+    assert "review" not in project.calls()
+    assert project.commits() == 0
+
+
+GAMES = {
+    "delete-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "skip-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "weaken-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
+    "conftest-py": "conftest.py: the story's change adds test configuration; without it the "
+    "base's tests fail against the change: tests/test_mul.py::test_mul: assert 7 == 12",
+    # Found by trying as a hostile agent would: new test configuration that hides the failing
+    # test from the floor (which counts only) is taken away for one run of the base's tests.
+    "ignore-py": "conftest.py: the story's change adds test configuration; without it the "
+    "base's tests fail against the change: tests/test_mul.py::test_mul: assert 7 == 12",
+    "forge-py": "tests/conftest.py: the story's change adds test configuration; without it",
+    "testpaths-py": "pyproject.toml: the story's change adds test configuration; without it",
+    # Found by a hostile test: code run at interpreter start, from the worktree's git-ignored
+    # venv (not in the diff) or from a new module on the editable path.
+    "venv-pth-py": "the attempt changed the worktree's environment: "
+    ".venv/lib/python{v}/site-packages/forge_at_start.py, "
+    ".venv/lib/python{v}/site-packages/zz-forge.pth",
+    "sitecustomize-py": "src/sitecustomize.py: the story's change adds test configuration; "
+    "without it the base's tests fail against the change: tests/test_mul.py::test_mul",
+}
+
+
+@pytest.mark.parametrize("behaviour", list(GAMES))
+def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_counts(
+    template: Path, tmp_path: Path, behaviour: str
+) -> None:
+    project = Project(template, tmp_path, behaviour)
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert fm["total_recovery_attempts"] == 2
+    recoveries = project.recoveries()
+    assert [e.get("recovery_kind") for e in recoveries] == ["implementation_retry"] * 2
+    reasons = [str(e.get("reason")) for e in recoveries]
+    said = GAMES[behaviour].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert all(said in r for r in reasons), reasons
+    assert project.calls().count("implement") + project.calls().count("rework") == 2
+    assert "review" not in project.calls()  # the reviewer, who approves anything, never asked
+    assert project.commits() == 0
+    worktree = project.root / str(fm["worktree_path"])
+    assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL  # rolled back
+    assert not (worktree / "conftest.py").exists()
+    assert not list((worktree / ".venv").glob("lib/python*/site-packages/*forge*"))  # made again
+
+
+def test_4_an_empty_change_is_counted_never_approved(template: Path, tmp_path: Path) -> None:
+    """The agent changed nothing and says it implemented the story: an implementation retry,
+    without asking the reviewer (who approves anything)."""
+    project = Project(template, tmp_path, "empty")
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    reasons = [str(e.get("reason")) for e in project.recoveries()]
+    assert len(reasons) == 2 and all("changed no file" in r for r in reasons), reasons
+    assert "review" not in project.calls()
+    assert project.commits() == 0
+
+
+def test_4_a_refine_answer_without_a_decision_is_counted_never_approved(
+    template: Path, tmp_path: Path
+) -> None:
+    """An agent's error text without `DECISION:` is asked again once, then counted as a
+    refinement; it never becomes the story, and nothing is implemented."""
+    project = Project(template, tmp_path, "undecided")
+    body = StoryStore(project.root).get(project.sid).body
+
+    result = project.run()
+
+    assert result.returncode == 5, result.output
+    fm = project.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"refinement": 2}  # limits.refinement_iterations: 1
+    assert project.calls() == ["refine"] * 4  # two refinements, each asked again once
+    assert StoryStore(project.root).get(project.sid).body == body
+    assert "APIConnectionError" not in body
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            ("tests/conftest.py", "import hypothesis_not_installed_xyz\n"),
+            "verification fails before any change: pytest could not run (exit 4",
+        ),
+        (
+            ("", ""),
+            "verification fails before any change: [ai-sdlc] cannot run '.venv/bin/pytest'",
+        ),
+    ],
+    ids=["pytest-cannot-run", "verify-executable-missing"],
+)
+def test_5_a_base_that_cannot_be_verified_stops_before_any_agent_call(
+    template: Path, tmp_path: Path, change: tuple[str, str], said: str
+) -> None:
+    project = Project(template, tmp_path, "honest-py")
+    name, text = change
+    if name:  # a committed conftest.py importing a package nobody installed
+        (project.root / name).write_text(text)
+        project.repo.commit_all("conftest")
+    else:  # `.venv/bin/pytest`: no such console script, in the worktree or the project
+        project.config("verify.test", ".venv/bin/pytest -q")
+
+    result = project.run()
+
+    assert result.returncode == 3, result.output
+    assert said in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    assert project.calls() == []  # no agent was ever started
+    fm = project.fm()
+    assert fm.get("total_recovery_attempts", 0) == 0
+    assert not fm.get("recovery_breakdown")
+    assert project.recoveries() == []
+    assert fm["status"] != "blocked"

@@ -1,0 +1,366 @@
+"""The real Gemini CLI (pinned in tests/e2e/realcli/install.py) driven by `ai-sdlc run` through the
+`command` provider's `gemini` preset, against a fake Gemini API (tests/e2e/realcli/gemini_server.py)
+on 127.0.0.1, reached through GOOGLE_GEMINI_BASE_URL.
+
+Gemini CLI's own folder (GEMINI_CLI_HOME) holds what a user sets once: the auth type
+(`security.auth.selectedType`) and the trusted project folder, which the story worktrees under
+it inherit. A test without one of them checks the error the user gets instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ai_sdlc.providers.command_presets import PRESETS
+from ai_sdlc.providers.command_provider import render
+from tests.e2e.realcli.gemini_server import INPUT_TOKENS, OUTPUT_TOKENS, GeminiServer
+from tests.e2e.realcli.install import tool_path
+from tests.e2e.realcli.model_server import Tool, Turn
+from tests.e2e.realcli.project import ANSI, HELLO, HELLO_DOC, TITLE, RealProject
+from tests.support.fakes.agent_clis import install_agent
+from tests.support.git_support import git_env
+
+__all__ = ["git_env"]
+
+pytestmark = [
+    pytest.mark.usefixtures("git_env"),
+    pytest.mark.realcli,
+    pytest.mark.slow,
+]
+#: Two xdist groups: a Gemini CLI start takes 5-10 s of a loaded machine, six per story, so
+#: one group would be the suite's tail; each test of a group runs on one worker, in order.
+FIRST = pytest.mark.xdist_group("realcli-gemini-1")
+SECOND = pytest.mark.xdist_group("realcli-gemini-2")
+
+CONFIG = "ai:\n  provider: command\n  model: gemini-test\n  command:\n    preset: gemini\n"
+
+
+def write(path: str, content: str) -> Turn:
+    args = {"file_path": "{cwd}/" + path, "content": content}
+    return Turn(f"Writing {path}.", (Tool("write_file", args),))
+
+
+def gemini_home(tmp_path: Path, *, trusted: Path | None, auth: bool = True) -> Path:
+    """GEMINI_CLI_HOME: the auth type, the trusted folder, nothing sent anywhere else."""
+    home = tmp_path / "gemini-home"
+    folder = home / ".gemini"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+    }
+    if auth:
+        settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}
+    (folder / "settings.json").write_text(json.dumps(settings))
+    if trusted is not None:
+        (folder / "trustedFolders.json").write_text(json.dumps({str(trusted): "TRUST_FOLDER"}))
+    return home
+
+
+def gemini_env(home: Path, server: GeminiServer) -> dict[str, str]:
+    return {
+        "GEMINI_CLI_HOME": str(home),
+        "GOOGLE_GEMINI_BASE_URL": server.url,
+        "GEMINI_API_KEY": "test-key-not-a-secret",
+        # no second node process with a bigger heap (2 s of each start on this machine)
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+    }
+
+
+@pytest.fixture(scope="module")
+def gemini() -> Path:
+    return tool_path("gemini")
+
+
+@pytest.fixture
+def server() -> Any:
+    with GeminiServer() as running:
+        running.play("implement", [write("hello.py", HELLO), Turn("Implemented greet().")])
+        yield running
+
+
+def project(
+    tmp_path: Path,
+    gemini: Path,
+    server: GeminiServer,
+    config: str = "",
+    *,
+    trust: bool = True,
+    auth: bool = True,
+) -> RealProject:
+    proj = RealProject(tmp_path, gemini, {}, CONFIG + config)
+    home = gemini_home(tmp_path, trusted=proj.root if trust else None, auth=auth)
+    proj.env.update(gemini_env(home, server))
+    return proj
+
+
+def recoveries(fm: dict[str, Any]) -> dict[str, int]:
+    return dict(fm.get("recovery_breakdown") or {})
+
+
+@FIRST
+def test_backlog_to_done_with_a_commit(tmp_path: Path, gemini: Path, server: GeminiServer) -> None:
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"]
+    assert proj.committed("hello.py") == HELLO
+    assert server.phases() == ["refine", "research", "plan", "implement", "implement", "review"]
+    assert recoveries(fm) == {}
+    # usage is Gemini CLI's own report (its result stats), not an estimate
+    assert fm["usage"]["input_tokens"] == 6 * INPUT_TOKENS
+    assert fm["usage"]["output_tokens"] == 6 * OUTPUT_TOKENS
+    # the answer is the model's words only: the implement text before its tool call is not
+    assert (
+        "Writing hello.py"
+        not in (proj.root / ".ai-sdlc" / "stories" / proj.sid / "plan.md").read_text()
+    )
+
+
+@SECOND
+def test_a_rejected_review_is_reworked_then_approved(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    server.play(
+        "review",
+        [Turn("The module has no docstring.\n\nDECISION: REJECTED")],
+        [Turn("Documented and tested.\n\nDECISION: APPROVED")],
+    )
+    server.play("rework", [write("hello.py", HELLO_DOC), Turn("Added the docstring.")])
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert recoveries(fm) == {"rework": 1}
+    assert proj.committed("hello.py") == HELLO_DOC
+    assert server.phases()[-4:] == ["review", "rework", "rework", "review"]
+
+
+@SECOND
+def test_api_faults_are_counted_one_for_one(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    """Each retry Gemini CLI logs ("Attempt 1 failed with status 429. Retrying with
+    backoff...") is one `api_retry` (two here: its backoff starts at 5 s and doubles)."""
+    server.fail(429)
+    server.fail(500)
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert server.refused() == 2
+    assert recoveries(fm) == {"api_retry": 2}
+
+
+@FIRST
+def test_the_global_limit_stops_a_session_mid_way(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    server.fail(503, times=50)
+    proj = project(tmp_path, gemini, server, "limits:\n  global_recovery: 2\n")
+
+    result = proj.run()
+
+    assert result.returncode == 5, result.output
+    fm = proj.story()
+    assert fm["status"] == "blocked"
+    assert recoveries(fm) == {"api_retry": 2}
+    # each retry was counted as Gemini CLI logged it: stopped at the second, no call after
+    assert server.refused() == 2
+    assert len(server.calls) == 2
+
+
+@SECOND
+def test_refusals_with_retry_info_are_counted_one_for_one(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    """A refusal carrying the API's google.rpc.RetryInfo is logged over several lines
+    ("Attempt 1 failed: <message>" ... "Retrying after 5882ms..."): each is one `api_retry`."""
+    server.retry_delay = "0.1s"
+    server.fail(429, times=2)
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert server.refused() == 2
+    assert recoveries(fm) == {"api_retry": 2}
+    counted = [e for e in proj.events() if e.get("action") == "recovery"]
+    assert len(counted) == 2 and all("exhausted" in json.dumps(e) for e in counted), counted
+
+
+@FIRST
+def test_the_global_limit_stops_retry_info_retries_mid_way(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    server.retry_delay = "0.1s"
+    server.fail(429, times=50)
+    proj = project(tmp_path, gemini, server, "limits:\n  global_recovery: 2\n")
+
+    result = proj.run()
+
+    assert result.returncode == 5, result.output
+    fm = proj.story()
+    assert fm["status"] == "blocked"
+    assert recoveries(fm) == {"api_retry": 2}
+    # counted as Gemini CLI logged each: stopped at the second, no call after
+    assert server.refused() == 2 and len(server.calls) == 2
+
+
+@FIRST
+def test_a_write_in_a_read_only_phase_is_refused(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    server.play("research", [write("notes.py", "x = 1\n"), Turn("## Findings\n\nNothing.")])
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 0, result.output
+    fm = proj.story()
+    assert fm["status"] == "done"
+    assert recoveries(fm) == {}
+    assert "notes.py" not in proj.committed_files()
+    # Gemini CLI answered the model's write with an error (headless `default` approval mode)
+    research = [b for b in server.bodies if "## Your task (research)" in json.dumps(b)]
+    answered = json.dumps(research[-1]["contents"])
+    assert "functionResponse" in answered and "error" in answered
+
+
+@SECOND
+def test_an_auth_failure_is_exit_4_with_geminis_message(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    server.fail(401, times=20)
+    proj = project(tmp_path, gemini, server)
+
+    result = proj.run()
+
+    assert result.returncode == 4, result.output
+    assert "API key not valid" in result.stderr
+    assert ANSI not in result.output
+    assert server.refused() == 1  # Gemini CLI does not retry a 401
+
+
+@FIRST
+def test_an_untrusted_worktree_is_exit_4_with_a_hint(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    proj = project(tmp_path, gemini, server, trust=False)
+
+    result = proj.run()
+
+    assert result.returncode == 4, result.output
+    assert "untrusted folder" in result.stderr and "trustedFolders.json" in result.stderr
+    assert ANSI not in result.output
+    assert server.calls == []
+
+
+@SECOND
+def test_worktrees_outside_the_trusted_project_get_a_hint_naming_their_folder(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    """git.worktrees_dir outside the project: the trusted project's trust does not reach the
+    story worktree. The hint names the folder to trust; trusting it as told is enough."""
+    outside = tmp_path / "worktrees"
+    proj = project(tmp_path, gemini, server, f"git:\n  worktrees_dir: {outside}\n")
+
+    result = proj.run()
+
+    assert result.returncode == 4, result.output
+    assert "untrusted folder" in result.stderr and ANSI not in result.output
+    assert f"trust {outside}" in result.stderr, result.stderr
+    assert server.calls == []
+    trust = tmp_path / "gemini-home" / ".gemini" / "trustedFolders.json"
+    trust.write_text(json.dumps({str(proj.root): "TRUST_FOLDER", str(outside): "TRUST_FOLDER"}))
+
+    again = proj.run()
+
+    assert again.returncode == 0, again.output
+    assert proj.story()["status"] == "done"
+    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"]
+
+
+@SECOND
+def test_no_auth_type_is_exit_4_with_a_hint(
+    tmp_path: Path, gemini: Path, server: GeminiServer
+) -> None:
+    proj = project(tmp_path, gemini, server, auth=False)
+
+    result = proj.run()
+
+    assert result.returncode == 4, result.output
+    assert "security.auth.selectedType" in result.stderr
+    assert ANSI not in result.output
+    assert server.calls == []
+
+
+# --- the stand-in against the real tool ---------------------------------------------------------
+
+
+def _events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _shape(event: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    return str(event.get("type")), event.get("role"), event.get("status")
+
+
+@SECOND
+def test_the_stand_in_speaks_the_real_tools_stream(tmp_path: Path, gemini: Path) -> None:
+    """For the same implement phase (write one file, then answer), the stand-in prints the
+    event kinds the real Gemini CLI prints, with the fields the preset reads."""
+    preset = PRESETS["gemini"]
+    prompt = "## Your task (implement)\n\nAdd hello.py."
+    streams: dict[str, list[dict[str, Any]]] = {}
+    for name in ("real", "stand-in"):
+        ws = tmp_path / name
+        ws.mkdir()
+        with GeminiServer() as server:
+            server.play("implement", [write("hello.py", HELLO), Turn("Implemented greet().")])
+            home = gemini_home(tmp_path / f"h-{name}", trusted=tmp_path)
+            env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **gemini_env(home, server)}
+            program = str(gemini)
+            if name == "stand-in":
+                program = str(install_agent(tmp_path / "fake-bin", "gemini"))
+                env["FAKE_AGENT_FILES"] = json.dumps({"hello.py": HELLO})
+            argv = render(preset.template, {"{model}": "gemini-test"})
+            done = subprocess.run(
+                [program, *argv[1:]],
+                input=prompt,
+                cwd=ws,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        assert done.returncode == 0, done.stderr
+        assert (ws / "hello.py").read_text() == HELLO
+        streams[name] = _events(done.stdout)
+    real, fake = streams["real"], streams["stand-in"]
+    assert [_shape(e) for e in fake] == [_shape(e) for e in real], (real, fake)
+    for stream in (real, fake):
+        result = stream[-1]
+        assert result["type"] == "result" and result["status"] == "success"
+        assert {"input_tokens", "output_tokens"} <= set(result["stats"])
+        tool = next(e for e in stream if e["type"] == "tool_use")
+        assert tool["tool_name"] == "write_file" and "file_path" in tool["parameters"]

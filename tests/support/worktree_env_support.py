@@ -1,0 +1,102 @@
+"""The src-layout project of issue 23: a package `calc` under `src/`, installed editable
+(`pip install -e .`) into the project's own `.venv`, built offline against the test venv's
+setuptools. Shared by the worktree-environment and the honest-verification tests."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from tests.support.git_support import Repo, git, make_repo
+
+#: The test venv's packages (pytest, setuptools): the project's venv reads them through a
+#: `.pth`, so its editable install builds offline (`--no-build-isolation --no-index`).
+TEST_SITE = sysconfig.get_paths()["purelib"]
+VERIFY = ".venv/bin/python -m pytest -q -p no:cacheprovider"
+RECIPE = '["ai-sdlc worktrees venv"]'
+
+
+def build_venv(root: Path) -> None:
+    """`python -m venv` + `pip install -e . --no-deps --no-build-isolation`, offline."""
+    venv = root / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "test-deps.pth").write_text(TEST_SITE + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "-q", "--no-deps", "--no-build-isolation", "--no-index", "-e", str(root)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def calc_project(tmp_path: Path) -> Repo:
+    """A committed src-layout package `calc` with a passing test, installed editable into
+    the project's own `.venv` (whose `.pth` points at <project>/src)."""
+    repo = make_repo(tmp_path, remote=False)
+    root = repo.root
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=70.1"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "calc"\nversion = "0.1"\n'
+    )
+    (root / "src" / "calc").mkdir(parents=True)
+    (root / "src" / "calc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_add.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    (root / "requirements.txt").write_text("# no third-party dependency\n")
+    with open(root / ".gitignore", "a") as handle:
+        handle.write(".venv/\n__pycache__/\n*.egg-info/\n")
+    build_venv(root)
+    repo.commit_all("calc")
+    return repo
+
+
+def copy_project(template: Path, tmp_path: Path) -> Repo:
+    """A copy of the project at `template` (a `calc_project` root) as `tmp_path/proj`, its venv
+    relocated: every file pip and venv wrote with the template's path (the editable `.pth`,
+    `direct_url.json`, `pyvenv.cfg`, the activate scripts) names the copy instead, and the
+    `RECORD` hashes follow, as `pip install -e` in the copy would have written them. A copy
+    costs milliseconds; building the venv again about 4 s."""
+    root = tmp_path / "proj"
+    shutil.copytree(template, root, symlinks=True)
+    old, new = str(template).encode(), str(root).encode()
+    venv = root / ".venv"
+    changed: set[Path] = set()
+    for path in venv.rglob("*"):
+        if path.is_symlink() or not path.is_file() or path.suffix == ".pyc":
+            continue
+        data = path.read_bytes()
+        if old in data:
+            path.write_bytes(data.replace(old, new))
+            changed.add(path)
+    for record in venv.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        site = record.parent.parent
+        lines = []
+        for line in record.read_text().splitlines():
+            name, _, _ = line.partition(",")
+            target = (site / name).resolve()
+            if target in changed:
+                data = target.read_bytes()
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+                line = f"{name},sha256={digest.decode()},{len(data)}"
+            lines.append(line)
+        record.write_text("\n".join(lines) + "\n")
+    git(root, "update-index", "-q", "--refresh")  # new inodes: refresh git's stat cache
+    return Repo(root, None)
+
+
+def pytest_script(root: Path) -> None:
+    """The console script pip writes for pytest into the project's venv."""
+    bin_dir = root / ".venv" / "bin"
+    (bin_dir / "pytest").write_text(
+        f"#!{bin_dir / 'python'}\nimport sys\nfrom pytest import console_main\n"
+        "sys.exit(console_main())\n"
+    )
+    (bin_dir / "pytest").chmod(0o755)
