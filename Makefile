@@ -9,7 +9,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 # every module again (about 0.25 s of CPU). Some machines set this variable globally.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test verify lint format bench fuzz mutants clean config-docs
+.PHONY: demo test verify lint format bench fuzz mutants promise-mutants clean config-docs
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
@@ -74,6 +74,11 @@ MUTANTS ?=
 mutants: $(STAMP_DEV)
 	PATH=$(abspath $(BIN)):$$PATH HYPOTHESIS_PROFILE=mutants nice -n 10 $(BIN)/mutmut run --max-children 2 $(MUTANTS)
 	$(BIN)/python tests/mutants_report.py
+
+## promise-mutants: the hand-made promise mutants (tests/promise_mutants.py; docs/testing.md): each
+## small plausible bug at a promise must be caught by the test that names it
+promise-mutants: $(STAMP_DEV)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/promise_mutants.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache mutants
