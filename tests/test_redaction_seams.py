@@ -23,6 +23,7 @@ import pytest
 from tests.conftest import CliResult, run_cli
 from tests.support.fakes.gh_support import gh_calls, install_gh
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.runs_support import make_project, only_run, story_states, write_rules
 
 pytestmark = pytest.mark.usefixtures("git_env")
 
@@ -170,3 +171,37 @@ def test_the_diagnostic_writer_redacts_whatever_it_is_given(tmp_path: Path) -> N
     )
     text = path.read_text()
     assert not leaks(text) and text.count("***") == 2, text
+
+
+#: Secrets built at run time (the repository's own secret scan never sees one).
+RUN_TOKEN = "sk-" + "proj-" + "Zq8" * 8
+RUN_PASSWORD = "Cor4l" + "-reef-" + "lantern-19"
+
+
+def test_events_and_run_state_are_written_redacted(tmp_path: Path) -> None:
+    """The agent's error (a provider refusing with a token in its message) and its review
+    feedback (a token and the value of a password-named variable) reach the story's
+    events.jsonl and the run's state.json only masked, however the text got there."""
+    root = tmp_path / "p"
+    make_project(root, ["Leaky"], "run:\n  cooldown_seconds: 0\n")
+    feedback = f"The key {RUN_TOKEN} is hard-coded; the deploy password {RUN_PASSWORD} is logged."
+    write_rules(
+        root,
+        "rules:\n"
+        "  - phase: research\n    times: 1\n"
+        f"    fault: {{kind: auth, message: 'upstream refused key {RUN_TOKEN}'}}\n"
+        "  - phase: review\n    times: 1\n    decision: REJECTED\n"
+        f"    feedback: {json.dumps(feedback)}\n",
+    )
+    result = run_cli(root, "run", "--batch", "S-0001", env={"DEPLOY_RUN_PASSWORD": RUN_PASSWORD})
+    assert result.returncode == 0, result.output
+    events = (root / ".ai-sdlc" / "stories" / "S-0001" / "events.jsonl").read_text()
+    assert "upstream refused key ***" in events, events
+    assert "The key *** is hard-coded; the deploy password *** is logged." in events, events
+    state = only_run(root)
+    assert story_states(state)["S-0001"]["last_error"] == "upstream refused key ***", state
+    written = (root / ".ai-sdlc" / "runs" / state["run_id"] / "state.json").read_text()
+    for path in (p for p in root.rglob("*") if p.is_file() and p.name != "scripted.yaml"):
+        content = path.read_bytes().decode("utf-8", "replace")
+        assert RUN_TOKEN not in content and RUN_PASSWORD not in content, path
+    assert RUN_TOKEN not in written and RUN_TOKEN not in result.output
