@@ -4,12 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
+#: More pytest arguments for `make test`/`verify`, e.g. PYTEST_ARGS='-m "not realcli"'.
+PYTEST_ARGS ?=
 
 # Tests and benchmarks start real `ai-sdlc` processes; without bytecode caches each one compiles
 # every module again (about 0.25 s of CPU). Some machines set this variable globally.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test verify lint format bench fuzz mutants promise-mutants clean config-docs
+.PHONY: demo test test-fast agent-clis verify lint format bench fuzz mutants promise-mutants clean config-docs
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
@@ -28,9 +30,21 @@ $(STAMP_DEV): $(BIN)/python pyproject.toml
 demo: $(STAMP_RUN)
 	$(BIN)/python -m ai_sdlc.demo
 
-## test: run every test (in parallel over the machine's cores)
+## test: run every test (in parallel over the machine's cores); first installs the real agent
+## CLIs that are not cached yet (agent-clis; a failed install shows in their tests)
 test: $(STAMP_DEV)
-	$(BIN)/python -m pytest -n auto --dist loadgroup
+	-$(BIN)/python -m tests.e2e.realcli.install
+	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
+
+## test-fast: the inner loop: units and in-process tests, without the slow tiers (pytest markers
+## e2e, slow, realcli, ray, browser; docs/testing.md)
+test-fast: $(STAMP_DEV)
+	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not e2e and not slow and not realcli and not ray and not browser"
+
+## agent-clis: install the four real agent CLIs the realcli tests drive (about 1.6 GB, once, into
+## ~/.cache/ai-sdlc-tests/tools or $$AI_SDLC_TEST_TOOLS), so that `make test` needs no network
+agent-clis: $(STAMP_DEV)
+	$(BIN)/python -m tests.e2e.realcli.install
 
 ## verify: lint, format check, strict typing, import contracts (pyproject.toml), tests (what CI and reviewers trust)
 verify: $(STAMP_DEV)
@@ -38,7 +52,8 @@ verify: $(STAMP_DEV)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n auto --dist loadgroup
+	-$(BIN)/python -m tests.e2e.realcli.install
+	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 format: $(STAMP_DEV)
 	$(BIN)/ruff format src tests bench

@@ -305,9 +305,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return min(2 * cores, cores + 4)
 
 
+#: The markers of the slow tiers (`make test-fast` leaves them out; docs/testing.md).
+SLOW_TIERS = ("e2e", "slow", "realcli", "ray", "browser")
+E2E_FOLDER = Path(__file__).parent / "e2e"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `slow` first: `--dist loadgroup` hands tests out in collection order, so a
-    long test collected last would leave one worker running alone at the end."""
+    """Every test under `tests/e2e/` is marked `e2e`. The slow tiers run first: `--dist
+    loadgroup` hands tests out in collection order, so a long test collected last would leave
+    one worker running alone at the end."""
     del config
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    for item in items:
+        if E2E_FOLDER in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in SLOW_TIERS))

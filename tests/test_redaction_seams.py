@@ -25,7 +25,7 @@ from tests.support.fakes.gh_support import gh_calls, install_gh
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
 from tests.support.runs_support import make_project, only_run, story_states, write_rules
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 SID = "S-0001"
 TOKEN = "sk-" + "proj-" + "Q7w" * 8  # agent text

@@ -28,6 +28,8 @@ from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.spawn import start_session
 from tests.support.waits import GUARD, NEVER
 
+pytestmark = pytest.mark.e2e
+
 
 @contextmanager
 def interrupt_once_written(marker: Path) -> Iterator[None]:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 import typer.main
 from typer.core import TyperGroup
@@ -17,6 +18,8 @@ from typer.core import TyperGroup
 from ai_sdlc import __version__
 from ai_sdlc.cli import app as cli_app
 from tests.conftest import run_cli, run_cli_process
+
+pytestmark = pytest.mark.e2e
 
 COMMAND_MODULES = {f"ai_sdlc.cli.{m}" for m in cli_app.COMMAND_MODULES}
 

@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import cli_environment, run_cli
 
+pytestmark = pytest.mark.e2e
+
 AI_SDLC = str(Path(sys.executable).parent / "ai-sdlc")
 
 

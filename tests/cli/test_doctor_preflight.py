@@ -16,7 +16,7 @@ from tests.conftest import CliResult, run_cli
 from tests.support.fakes.gh_support import gh_calls
 from tests.support.git_support import Repo, gh_log, git, git_env, make_repo  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 FIELDS = {"name", "ok", "level", "detail", "fix"}
 

@@ -27,7 +27,7 @@ from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture
 from tests.support.runs_support import write_config
 from tests.support.waits import GUARD
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 COLUMNS, LINES = 140, 60
 

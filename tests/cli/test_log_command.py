@@ -9,9 +9,13 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from ai_sdlc.cli.log import EventReader
 from ai_sdlc.workflow.state.events import append_event
 from tests.conftest import CliRunner, cli_environment
+
+pytestmark = pytest.mark.e2e
 
 
 def events_file(project: Path, story_id: str = "S-0001") -> Path:

@@ -7,8 +7,12 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CliRunner
 from tests.support.runs_support import frontmatter
+
+pytestmark = pytest.mark.e2e
 
 #: No AI_SDLC_PROVIDER: the provider is auto-detected (none here: the offline one, warned).
 AUTO = {"AI_SDLC_PROVIDER": "", "PATH": str(Path(sys.executable).parent)}

@@ -16,6 +16,8 @@ from ai_sdlc.providers.base import TransientProviderError
 from ai_sdlc.resilience import CircuitBreakerOpenError, PolicyManager
 from ai_sdlc.resilience.clock import ManualClock
 
+pytestmark = pytest.mark.e2e
+
 
 def ai_sdlc(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}

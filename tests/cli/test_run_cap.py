@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.support.runs_support import make_project, only_run, phases_started, story_states
+
+pytestmark = pytest.mark.e2e
 
 
 def test_the_default_cap_lets_a_healthy_run_finish_about_fifty_stories(tmp_path: Path) -> None:

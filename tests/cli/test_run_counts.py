@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.support.runs_support import make_project, only_run, story_states, write_rules
+
+pytestmark = pytest.mark.e2e
 
 #: S-0003's implementation never changes anything: blocked by its phase limit (no review
 #: ever runs).

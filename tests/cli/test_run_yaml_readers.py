@@ -24,6 +24,7 @@ from tests.support.git_support import Repo, git_env, make_repo
 __all__ = ["git_env"]
 
 pytestmark = [
+    pytest.mark.e2e,
     pytest.mark.usefixtures("git_env"),
     pytest.mark.skipif(os.name == "nt", reason="the gh stand-in is a POSIX script"),
 ]

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import CliRunner
 
+pytestmark = pytest.mark.e2e
+
 
 def gated_story(cli: CliRunner, gate: str) -> None:
     assert cli("config", "verify.test", shlex.join([sys.executable, "-c", "pass"])).returncode == 0

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import STATE_HOME, CliResult, run_cli
 from tests.workflow.state.test_ledger_integrity import (
     LIMIT_10,
@@ -25,6 +27,8 @@ from tests.workflow.state.test_ledger_integrity import (
     executions,
     new_project,
 )
+
+pytestmark = pytest.mark.e2e
 
 #: Count the execution, edit one line of config.yaml, fail.
 HOSTILE = r"""

@@ -33,6 +33,7 @@ from tests.support.paths import FAKES
 __all__ = ["gh_log", "git_env", "repo"]
 
 pytestmark = [
+    pytest.mark.e2e,
     pytest.mark.usefixtures("git_env"),
     pytest.mark.skipif(os.name == "nt", reason="the planted programs are POSIX shell scripts"),
 ]

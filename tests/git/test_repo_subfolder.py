@@ -10,6 +10,8 @@ import pytest
 from tests.conftest import run_cli
 from tests.support.git_support import checkout_snapshot, git, git_env
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["git_env"]
 
 

@@ -25,7 +25,7 @@ from tests.support.git_support import Repo, checkout_snapshot, git, git_env, mak
 
 __all__ = ["git_env"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 TITLE = "Add a greeting"
 SLUG = "add-a-greeting"

@@ -17,7 +17,7 @@ from tests.support.git_support import git_env
 
 __all__ = ["git_env"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 
 def _line(output: str, sid: str) -> str:

@@ -22,7 +22,7 @@ from tests.support.git_support import Repo, git, git_env, make_repo, prepared, r
 
 __all__ = ["git_env", "repo"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 #: A verification command that records what the story's worktree holds at its top while the
 #: story runs (what the agent sees there too), one JSON list per run.

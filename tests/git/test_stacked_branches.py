@@ -27,7 +27,7 @@ from tests.support.git_support import git, git_env, make_repo
 
 __all__ = ["git_env"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 #: Imports every module of the `mods` package: a module that needs another's code fails.
 CHECK = (

@@ -18,6 +18,8 @@ import pytest
 from ai_sdlc import DISTRIBUTION
 from tests.conftest import CliResult, cli_environment, run_cli
 
+pytestmark = pytest.mark.e2e
+
 OPENAI_KEY = "sk-proj-TESTKEYNOTREAL1234567"
 ANTHROPIC_KEY = "sk-ant-api03-TESTKEYNOTREAL1234567"
 

@@ -24,6 +24,8 @@ from tests.support.runs_support import (
     write_rules,
 )
 
+pytestmark = pytest.mark.e2e
+
 #: The API retries of a rate-limited phase are quick and plenty, so a story hammered by them
 #: reaches the global recovery limit (10) inside one attempt and is blocked.
 FAST = (

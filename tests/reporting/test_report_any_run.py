@@ -12,6 +12,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ai_sdlc.reporting.page import GAP_W, PLOT_W
 from tests.conftest import run_cli
 from tests.reporting.test_report import FAST, RULES, by_id
@@ -24,6 +26,8 @@ from tests.support.runs_support import (
     write_rules,
 )
 from tests.workflow.parallel.test_parallel_runs import add_field
+
+pytestmark = pytest.mark.e2e
 
 LONG = (
     "Make the quarterly reconciliation export handle every currency the finance team listed, "

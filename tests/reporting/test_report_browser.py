@@ -20,7 +20,7 @@ from tests.reporting.test_report import report_project
 from tests.reporting.test_report_any_run import LONG, halted_and_resumed
 from tests.support.runs_support import make_project, only_run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 BROWSER = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None

@@ -38,7 +38,7 @@ except OSError as exc:  # pragma: no cover - the CI and dev kernels have Landloc
     NO_LANDLOCK = f"this kernel has no usable Landlock ({exc.strerror})"
 else:
     NO_LANDLOCK = ""
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 needs_landlock = pytest.mark.skipif(ABI == 0, reason=NO_LANDLOCK or "Landlock available")
 
 SID = "S-0001"

@@ -14,9 +14,12 @@ import pytest
 from ai_sdlc.store import StoryStore
 from tests.support.store_support import bump_recovery, make_project, minimal, write_story
 
-pytestmark = pytest.mark.skipif(
-    "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork (POSIX)"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork (POSIX)"
+    ),
+]
 BIG = 2_000_000
 
 

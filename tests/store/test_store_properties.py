@@ -59,6 +59,8 @@ from tests.support.store_support import (
     write_story,
 )
 
+pytestmark = pytest.mark.slow
+
 TRICKY = [
     "Fix: crash",
     "yes",

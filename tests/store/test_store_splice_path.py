@@ -20,6 +20,8 @@ from ai_sdlc.store.values import strict_equal, to_plain
 from tests.conftest import run_cli
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.slow
+
 
 def read(text: str) -> Any:
     return to_plain(YAML(typ="rt").load(text))

@@ -17,7 +17,7 @@ from tests.support.git_support import git_env
 
 __all__ = ["git_env", "template"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 #: Reporting options that remove the text pytest's failing tests are read from (`-rs` drops the
 #: FAILED lines, `-p no:terminal` all output). Every option, one by one, is checked against

@@ -25,7 +25,7 @@ from tests.support.paths import FAKES
 
 __all__ = ["git_env"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 AGENT = FAKES / "judge_agent.py"
 TITLE = "Multiply numbers"

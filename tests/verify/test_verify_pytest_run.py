@@ -15,6 +15,8 @@ from ai_sdlc.verify import run_commands
 from ai_sdlc.verify.commands import VerificationResult, default_environment
 from ai_sdlc.verify.pytest_run import dropped_options, judge_addopts
 
+pytestmark = pytest.mark.e2e
+
 REPORT = Path("/r/0.xml")
 OURS = f"--junitxml={REPORT} -o junit_family=xunit1"
 

@@ -29,7 +29,7 @@ from tests.support.runs_support import (
 )
 from tests.support.waits import GUARD, NEVER, wait_until_gone
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 
 def set_status(root: Path, sid: str, status: str) -> None:

@@ -25,7 +25,7 @@ from tests.support.worktree_env_support import RECIPE, VERIFY, calc_project, pyt
 
 __all__ = ["git_env"]
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 AGENT = FAKES / "project_agent.py"
 ENV = {"AI_SDLC_PROVIDER": "command"}

@@ -14,6 +14,8 @@ import pytest
 from ai_sdlc.worktree_env import pyvenv, wrongtree
 from ai_sdlc.worktree_env.propose import propose
 
+pytestmark = pytest.mark.e2e
+
 
 def venv(folder: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)

@@ -121,3 +121,35 @@ def tool_path(name: str) -> Path:
             pytest.fail(f"{tool.package}=={tool.version} installed no {tool.executable}")
         ready.write_text(tool.version + "\n")
     return folder / tool.executable
+
+
+#: What each install takes on disk (measured on 2026-11-29), for the message before it starts.
+SIZES = {"claude": "384 MB", "codex": "404 MB", "gemini": "100 MB", "aider": "687 MB"}
+
+
+def main() -> int:
+    """`make agent-clis` (and the start of `make test`): install what is missing, saying so."""
+    failed = 0
+    for name, tool in TOOLS.items():
+        folder = cache_root() / f"{tool.name}-{tool.version}"
+        if (folder / ".ready").exists():
+            print(f"agent CLIs: {tool.package} {tool.version} cached in {folder}", file=sys.stderr)
+            continue
+        print(
+            f"agent CLIs: installing {tool.package} {tool.version} from {tool.registry} "
+            f"(about {SIZES[name]}) into {folder} ...",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            tool_path(name)
+        except pytest.skip.Exception as skipped:
+            print(f"agent CLIs: {skipped.msg}; its tests will be skipped", file=sys.stderr)
+        except pytest.fail.Exception as error:
+            print(f"agent CLIs: {error.msg}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CliRunner
+
+pytestmark = pytest.mark.e2e
 
 
 def test_without_verify_commands_nothing_claims_a_pass(cli: CliRunner, project: Path) -> None:

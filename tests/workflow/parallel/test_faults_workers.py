@@ -19,7 +19,7 @@ from tests.support.fakes.callers import CALLER
 from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.support.runs_support import only_run, run_events
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 #: The verification of each story's first attempt: say "started" (its pid and its parent's, the
 #: worker's) once, then wait far longer than the test may take.

@@ -26,7 +26,7 @@ from tests.support.runs_support import (
 )
 from tests.support.waits import GUARD, wait_until_gone
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 
 def edit(root: Path, sid: str, old: str, new: str) -> None:

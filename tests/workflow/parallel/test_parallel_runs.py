@@ -25,7 +25,7 @@ from tests.support.runs_support import (
     write_rules,
 )
 
-pytestmark = pytest.mark.usefixtures("git_env")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 #: Agent calls take a moment, so stories that can overlap do.
 SLOW = "delay: 0.2\nrules: []\n"

@@ -34,6 +34,7 @@ from tests.support.runs_support import (
 )
 
 pytestmark = [
+    pytest.mark.ray,
     pytest.mark.slow,
     pytest.mark.usefixtures("git_env"),
     # Its own group: its cluster is its own, so it need not wait for the module cluster's tests

@@ -34,7 +34,7 @@ from tests.support.runs_support import (
     write_rules,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("git_env")]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.usefixtures("git_env")]
 #: The tests that use the module's local cluster (a module fixture: one per xdist worker that
 #: runs such a test) or `import ray` in this process (0.7 s): on one xdist worker
 #: (`--dist loadgroup` in the Makefile), so the cluster is started once.

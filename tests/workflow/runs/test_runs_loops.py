@@ -29,6 +29,8 @@ from tests.support.runs_support import (
     write_rules,
 )
 
+pytestmark = pytest.mark.e2e
+
 NOTIFY_SCRIPT = (
     "import sys, pathlib; pathlib.Path(sys.argv[1]).write_bytes(sys.stdin.buffer.read())\n"
 )

@@ -10,6 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import run_cli
@@ -27,6 +29,8 @@ from tests.support.runs_support import (
     write_rules,
 )
 from tests.support.waits import wait_until_gone
+
+pytestmark = pytest.mark.e2e
 
 ALL_PHASES = ["refine", "research", "plan", "implement", "review"]
 

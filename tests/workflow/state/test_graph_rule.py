@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import run_cli
 from tests.support.runs_support import frontmatter, make_project, phases_started
 
+pytestmark = pytest.mark.e2e
+
 PHASES = ["refine", "research", "plan", "implement", "review"]
 
 

@@ -16,9 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import CliResult, run_cli
 from tests.support.paths import FAKES
 from tests.support.waits import wait_until_gone
+
+pytestmark = pytest.mark.e2e
 
 SID = "S-0001"
 LIMIT_10 = "Global recovery limit exceeded (10/10)"

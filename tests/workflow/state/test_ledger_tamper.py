@@ -34,6 +34,8 @@ from tests.workflow.state.test_ledger_integrity import (
     story_file,
 )
 
+pytestmark = pytest.mark.e2e
+
 #: Count the execution, attack the ledger, zero the story file's counters, fail.
 HOSTILE = r"""
 import hashlib, json, os, re, shutil, sys

@@ -35,6 +35,8 @@ import ai_sdlc
 from ai_sdlc import fsutil
 from tests.conftest import CliResult, run_cli
 
+pytestmark = pytest.mark.e2e
+
 SRC = Path(ai_sdlc.__file__).resolve().parent
 #: The state owner: `StoryState` (transitions) built on its transaction (txn) and building
 #: blocks (steps); no other module of the state package, nor of anything else, writes story state.
