@@ -29,7 +29,7 @@ from ai_sdlc.verify import VerificationResult
 from ai_sdlc.verify.judge import Judge
 from ai_sdlc.workflow.state.checkpoint import Checkpoints
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
-from ai_sdlc.workflow.state.transitions import StoryState
+from ai_sdlc.workflow.state.transitions import StoryState, Ticket
 
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]
@@ -152,6 +152,8 @@ class RunnerBase:
         self._judged: dict[str, dict[str, Any]] = {}
         #: Whether the phase in flight has reserved its attempt yet (`_begin`).
         self._reserved = False
+        #: The attempt the phase in flight reserved (`_begin`), for checks after its children.
+        self._ticket: Ticket | None = None
         self._phase_t0 = deps.monotonic()
 
     @property
