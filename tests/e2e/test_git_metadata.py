@@ -45,13 +45,15 @@ pytestmark = [
 
 HOSTILE = Path(__file__).parent.parent / "fakes" / "hostile_gitmeta.py"
 LIMIT = 10
-NESTED = ("sub", "nest", "deep/er")
+NESTED = ("sub", "nest", "deep/er", "build/nest")
 
 
 class Project:
     """A repository with a bare `origin`, one story, the hostile script as agent or verify."""
 
-    def __init__(self, tmp_path: Path, *, child: str, attacks: str, where: str) -> None:
+    def __init__(
+        self, tmp_path: Path, *, child: str, attacks: str, where: str, extra: str = ""
+    ) -> None:
         self.repo: Repo = make_repo(tmp_path)
         assert self.repo.origin is not None
         self.root = self.repo.root
@@ -64,6 +66,7 @@ class Project:
         self.sid = self.repo.story("Add a greeting")
         hostile = [sys.executable, str(HOSTILE)]
         benign = [sys.executable, "-c", "print('1 passed')"]
+        setup = ""
         if child == "agent":
             agent = [*hostile, "agent", "{phase}", str(self.state)]
             verify = shlex.join(benign)
@@ -73,11 +76,14 @@ class Project:
             (self.state / "none" / "attacks").write_text("")
             (self.state / "none" / "where").write_text("direct")
             verify = shlex.join([*hostile, "verify", str(self.state)])
+            if child == "setup":
+                setup = f"worktree:\n  setup: {json.dumps([verify])}\n"
+                verify = shlex.join(benign)
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
             f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
             f"verify:\n  test: {json.dumps(verify)}\n"
             f"limits:\n  implementation_retries: {LIMIT}\n"
-            f"sandbox:\n  writable: [{json.dumps(str(self.state))}]\n"
+            f"sandbox:\n  writable: [{json.dumps(str(self.state))}]\n" + setup + extra
         )
         self.repo.commit_all("config")
         assert self.run("config", "--accept").returncode == 0
@@ -105,7 +111,8 @@ class Project:
     def failures(self) -> list[dict[str, Any]]:
         path = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
         events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [e for e in events if e.get("action") == "phase" and e.get("outcome") != "completed"]
+        ended = [e for e in events if e.get("action") == "phase"]
+        return [e for e in ended if e.get("outcome") not in ("completed", "passed", "approved")]
 
     def marks(self) -> dict[str, str]:
         folder = self.state / "markers"
@@ -186,3 +193,62 @@ def test_a_child_taking_over_the_worktrees_git_metadata_is_counted_and_undone(
     (tree / ".git").write_text(f"gitdir: {project.state / 'evil' / '.git'}\n")
     users_git(tree, "status")
     assert "fsmonitor" in project.marks()
+
+
+def test_a_setup_command_taking_over_the_git_metadata_is_counted_and_undone(
+    tmp_path: Path,
+) -> None:
+    """`worktree.setup` runs in `prepare`, before the attempt is reserved: what it did is
+    counted on the attempt that follows, and undone before that attempt's agent runs. (A setup
+    that changes files git would commit stops the run first, exit 3, as any such setup.)"""
+    project = Project(
+        tmp_path,
+        child="setup",
+        attacks="pointer-only,ignored",
+        where="grandchild",
+        extra="git:\n  keep_worktrees: true\n",
+    )
+
+    result = project.run("run", project.sid)
+
+    assert result.returncode == 0, result.output
+    (failure,) = project.failures()  # the setup ran once, when the worktree was made
+    assert failure["outcome"] == "git_metadata_changed", failure
+    assert "the worktree's .git pointer was rewritten" in str(failure["feedback"]), failure
+    assert "nested git repository build/nest/.git" in str(failure["feedback"]), failure
+    fm = project.frontmatter()
+    assert (fm["status"], fm.get("total_recovery_attempts")) == ("done", 1), fm
+    (tree,) = project.worktrees()
+    assert_git_metadata_is_ours(project, tree)
+    plain_git_everywhere(project)
+    assert project.marks() == {}, project.marks()
+
+
+def test_an_agent_stopped_by_the_time_limit_after_taking_over_the_git_metadata_is_counted(
+    tmp_path: Path,
+) -> None:
+    """A path that ends the attempt uncounted (the phase's time limit, the provider then
+    unavailable): the change to the git metadata is counted first, and put back."""
+    project = Project(
+        tmp_path,
+        child="agent",
+        attacks="pointer,empty",
+        where="direct",
+        extra="resilience:\n  policies:\n    llm:\n      max_attempts: 1\n",
+    )
+    (project.state / "hang").write_text("")
+    config = project.root / ".ai-sdlc" / "config.yaml"
+    config.write_text(config.read_text().replace("limits:\n", "limits:\n  phase_timeout: 2\n"))
+    project.repo.commit_all("a short phase time limit")
+    assert project.run("config", "--accept").returncode == 0
+
+    result = project.run("run", project.sid)
+
+    assert result.returncode == ExitCode.PROVIDER_UNAVAILABLE, result.output
+    (failure,) = project.failures()
+    assert failure["outcome"] == "git_metadata_changed", failure
+    assert project.frontmatter().get("total_recovery_attempts") == 1
+    (tree,) = project.worktrees()
+    assert_git_metadata_is_ours(project, tree)
+    plain_git_everywhere(project)
+    assert project.marks() == {}, project.marks()

@@ -14,7 +14,10 @@ child waits for through a file handshake). The attacks, in the current folder (t
   empty    `git init sub`: an empty nested repository (makes `git add -A` fail)
   nested   `git init nest` whose own `.git/config` sets `core.fsmonitor`
   gitfile  `deep/er/.git`, a file naming STATE/evil/.git
+  pointer-only  the pointer alone (no `.gitattributes`: nothing git would commit)
+  ignored  `git init build/nest` (a git-ignored folder) whose config sets `core.fsmonitor`
 
+With STATE/hang present the agent then waits (implement, rework) until it is stopped.
 Every planted program appends its name to STATE/markers/<name>: nothing must appear there. The
 agent then answers like a well-behaved one (a file changed in implement and rework, approval in
 refine and review); the verify command passes (exit 0).
@@ -23,6 +26,7 @@ refine and review); the verify command passes (exit 0).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +44,8 @@ def main() -> int:
     if role == "verify":
         print("1 passed")
         return 0
+    if (state / "hang").exists() and phase in ("implement", "rework"):
+        signal.pause()  # until the phase's time limit ends it
     return behave(phase)
 
 
@@ -101,9 +107,10 @@ def evil_git_dir(state: Path) -> Path:
 def attack(state: Path, attacks: list[str]) -> None:
     (state / "markers").mkdir(exist_ok=True)
     here = Path.cwd()
-    if "pointer" in attacks:
+    if "pointer" in attacks or "pointer-only" in attacks:
         target = evil_git_dir(state)
-        (here / ".gitattributes").write_text("* diff=evil filter=evil\n")
+        if "pointer" in attacks:
+            (here / ".gitattributes").write_text("* diff=evil filter=evil\n")
         (here / ".git").write_text(f"gitdir: {target}\n")
     if "empty" in attacks:
         git("init", "-q", str(here / "sub"))
@@ -112,6 +119,10 @@ def attack(state: Path, attacks: list[str]) -> None:
         monitor = payload(state, "nested-fsmonitor")
         git("-C", str(here / "nest"), "config", "core.fsmonitor", monitor)
         (here / "nest" / "file.txt").write_text("nested\n")
+    if "ignored" in attacks:
+        git("init", "-q", str(here / "build" / "nest"))
+        monitor = payload(state, "ignored-fsmonitor")
+        git("-C", str(here / "build" / "nest"), "config", "core.fsmonitor", monitor)
     if "gitfile" in attacks:
         target = evil_git_dir(state)
         (here / "deep" / "er").mkdir(parents=True, exist_ok=True)
