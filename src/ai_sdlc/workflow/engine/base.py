@@ -2,7 +2,8 @@
 
 `StoryRunner` is one class assembled in layers, one module each, every layer building on the
 one before: `base` (this: the records the caller passes in, the runner's per-run state, the
-shared moves — emit an event, count a recovery, fail or block an attempt), `calls` (the agent
+shared moves — emit an event, count a recovery, fail or block an attempt), `children` (after
+every child: the workspace's git metadata put back, a change counted), `calls` (the agent
 call, its budgets and usage, read-only checks), `judging` (verification and the judge),
 `phases` (reserve an attempt and run refine, research, plan, implement), `review` (the review
 and publishing a finished story) and `runner` (the phase loop and checkpointed execution).
