@@ -138,7 +138,8 @@ def plain_git_everywhere(project: Project) -> None:
     folders = [project.root]
     for tree in project.worktrees():
         (tree / "README.md").write_text("# project\n\nthe user's own change\n")
-        folders += [tree] + [tree / n for n in NESTED if (tree / n).is_dir()]
+        nested = [*NESTED, "bare"]
+        folders += [tree] + [tree / n for n in nested if (tree / n).is_dir()]
     for folder in folders:
         for args in (("status",), ("diff",), ("log", "-1"), ("log",)):
             users_git(folder, *args)
@@ -151,12 +152,14 @@ def assert_git_metadata_is_ours(project: Project, tree: Path) -> None:
     assert dot_git.read_text() == f"gitdir: {admin}\n"
     for name in NESTED:
         assert not os.path.lexists(tree / name / ".git"), name
+    assert not os.path.lexists(tree / "bare" / "HEAD")
+    assert not os.path.lexists(tree / "linked")
 
 
 @pytest.mark.parametrize("where", ["direct", "grandchild"])
 @pytest.mark.parametrize(
     ("child", "attacks"),
-    [("agent", "pointer,empty"), ("verify", "pointer,nested,gitfile")],
+    [("agent", "pointer,empty"), ("verify", "pointer,nested,gitfile,bare,link")],
     ids=["agent-pointer-and-empty-repo", "verify-pointer-and-nested-repos"],
 )
 def test_a_child_taking_over_the_worktrees_git_metadata_is_counted_and_undone(

@@ -14,6 +14,8 @@ child waits for through a file handshake). The attacks, in the current folder (t
   empty    `git init sub`: an empty nested repository (makes `git add -A` fail)
   nested   `git init nest` whose own `.git/config` sets `core.fsmonitor`
   gitfile  `deep/er/.git`, a file naming STATE/evil/.git
+  bare     `git init --bare bare` whose config sets `core.pager`
+  link     `linked`, a link to STATE/evil (a repository's folder)
   pointer-only  the pointer alone (no `.gitattributes`: nothing git would commit)
   ignored  `git init build/nest` (a git-ignored folder) whose config sets `core.fsmonitor`
 
@@ -123,6 +125,11 @@ def attack(state: Path, attacks: list[str]) -> None:
         git("init", "-q", str(here / "build" / "nest"))
         monitor = payload(state, "ignored-fsmonitor")
         git("-C", str(here / "build" / "nest"), "config", "core.fsmonitor", monitor)
+    if "bare" in attacks:
+        git("init", "-q", "--bare", str(here / "bare"))
+        git("-C", str(here / "bare"), "config", "core.pager", payload(state, "bare-pager"))
+    if "link" in attacks:
+        (here / "linked").symlink_to(evil_git_dir(state).parent, target_is_directory=True)
     if "gitfile" in attacks:
         target = evil_git_dir(state)
         (here / "deep" / "er").mkdir(parents=True, exist_ok=True)

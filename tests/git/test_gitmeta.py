@@ -109,14 +109,27 @@ def test_every_nested_repository_is_removed_at_any_depth(tmp_path: Path) -> None
     (top / "hidden" / "in").mkdir(parents=True)
     git(top / "hidden" / "in", "init", "-q")
     (top / "hidden").chmod(0)  # unreadable to its owner (not to root) until opened again
-    (top / "outside").symlink_to(tree.evil, target_is_directory=True)  # never followed
+    (top / "outside").symlink_to(tree.evil, target_is_directory=True)  # into a repository
+    (top / "usr").symlink_to("/usr", target_is_directory=True)  # into none: left alone
+    git(top, "init", "-q", "--bare", "bare")  # git finds it going up from `bare/`
+    git(top / "bare", "config", "core.pager", tree.payload("bare-pager"))
+    for name in ("HEAD", "objects/keep", "refs/keep"):  # a fixture of the project's: kept
+        (top / "fixture" / name).parent.mkdir(parents=True, exist_ok=True)
+        (top / "fixture" / name).write_text("ref: refs/heads/main\n")
+    git(top, "add", "fixture")
+    git(top, "commit", "-q", "-m", "a bare repository's shape, as a test fixture")
 
     found = gitmeta.settle(top, tree.admin)
 
     assert found == [
-        f"nested git repository {p} (removed)"
-        for p in ("a/b/nest/.git", "deep/er/.git", "hidden/in/.git", "linked/.git", "sub/.git")
+        *(
+            f"nested git repository {p} (removed)"
+            for p in ("a/b/nest/.git", "deep/er/.git", "hidden/in/.git", "linked/.git", "sub/.git")
+        ),
+        "nested bare git repository bare (HEAD removed)",
+        f"link outside into the git repository {tree.evil} (removed)",
     ]
+    assert (top / "fixture" / "HEAD").is_file() and (top / "usr").is_symlink()
     assert (tree.evil / ".git" / "config").is_file()  # a link's target is not the worktree's
     assert (top / "a" / "b" / "nest").is_dir()  # the folders stay, as ordinary folders
     for folder in (top / "sub", top / "a" / "b" / "nest", top / "deep" / "er", top / "linked"):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.git.repo import read_git_file
-from ai_sdlc.git.run import GitError
+from ai_sdlc.git.run import GitError, git
 
 #: Characters of a rewritten pointer shown in the finding.
 SHOWN = 120
@@ -35,13 +35,17 @@ SHOWN = 120
 
 def settle(top: Path, git_dir: Path) -> list[str]:
     """Put the git metadata of the story worktree at `top` back: its `.git` pointer names
-    `git_dir`, and no `.git` exists below the top. What a child had changed, one line each
-    (empty: nothing)."""
+    `git_dir`, no `.git` exists below the top, no folder below it has the shape of a bare
+    repository git has not been told about, no link leads into another repository. What a
+    child had changed, one line each (empty: nothing)."""
     found: list[str] = []
     fault = put_back_pointer(top, git_dir)
     if fault is not None:
         found.append(f"the worktree's .git pointer was {fault} (put back)")
-    found += [f"nested git repository {p} (removed)" for p in remove_nested(top)]
+    walk = Walk.of(top)
+    found += [f"nested git repository {p} (removed)" for p in remove_nested(top, walk.dot_gits)]
+    found += _remove_bare(top, walk.bare)
+    found += _remove_links(top, walk.links, git_dir.parent.parent)
     return found
 
 
@@ -96,31 +100,57 @@ def put_back_pointer(top: Path, git_dir: Path) -> str | None:
     return fault
 
 
+class Walk:
+    """One walk of a worktree: every `.git` entry (file, folder, link) below its top (the top's
+    own pointer excepted), every folder holding a `HEAD`, `objects` and `refs` (a bare
+    repository's shape, which git also finds going up from a folder), every link to a folder
+    (never followed). A folder a child made unreadable is opened to its owner first (ai-sdlc
+    runs as the user the child runs as)."""
+
+    def __init__(self) -> None:
+        self.dot_gits: list[Path] = []
+        self.bare: list[Path] = []
+        self.links: list[Path] = []
+
+    @classmethod
+    def of(cls, top: Path) -> Walk:
+        walk = cls()
+        folders = [top]
+        while folders:
+            folder = folders.pop()
+            entries = _entries(folder)
+            if folder != top and {e.name for e in entries} >= _BARE:
+                walk.bare.append(folder)
+            for entry in entries:
+                if entry.name == ".git":
+                    if folder != top:
+                        walk.dot_gits.append(Path(entry.path))
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(Path(entry.path))
+                    elif entry.is_symlink() and entry.is_dir():
+                        walk.links.append(Path(entry.path))
+                except OSError:
+                    continue
+        walk.dot_gits.sort()
+        return walk
+
+
+#: What makes a folder a git repository to git's discovery, without a `.git` in it.
+_BARE = frozenset({"HEAD", "objects", "refs"})
+
+
 def nested(top: Path) -> list[Path]:
-    """Every `.git` entry (file, folder, link) below `top`, at any depth (the top's own pointer
-    excepted); links to folders are not followed. A folder a child made unreadable is opened
-    to its owner first (ai-sdlc runs as the user the child runs as)."""
-    found: list[Path] = []
-    folders = [top]
-    while folders:
-        folder = folders.pop()
-        for entry in _entries(folder):
-            if entry.name == ".git":
-                if folder != top:
-                    found.append(Path(entry.path))
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(Path(entry.path))
-            except OSError:
-                continue
-    return sorted(found)
+    """Every `.git` entry below `top` (see `Walk`)."""
+    return Walk.of(top).dot_gits
 
 
-def remove_nested(top: Path) -> list[str]:
-    """Remove every nested `.git` below `top` (see `nested`); their paths relative to `top`."""
+def remove_nested(top: Path, found: list[Path] | None = None) -> list[str]:
+    """Remove every nested `.git` below `top` (`found`, else see `nested`); their paths
+    relative to `top`."""
     removed = []
-    for path in nested(top):
+    for path in nested(top) if found is None else found:
         if path.is_dir() and not path.is_symlink():
             _remove_tree(path)
         else:
@@ -128,6 +158,47 @@ def remove_nested(top: Path) -> list[str]:
                 path.unlink()
         removed.append(path.relative_to(top).as_posix())
     return removed
+
+
+def _remove_bare(top: Path, folders: list[Path]) -> list[str]:
+    """A folder of bare-repository shape whose `HEAD` git does not track (a committed fixture
+    of the project is left alone): its `HEAD` goes, so git no longer takes it for one."""
+    found = []
+    for folder in sorted(folders):
+        head = (folder / "HEAD").relative_to(top).as_posix()
+        tracked = git(top, "ls-files", "-z", "--", f":(literal){head}").stdout
+        if tracked:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / "HEAD")
+        found.append(
+            f"nested bare git repository {folder.relative_to(top).as_posix()} (HEAD removed)"
+        )
+    return found
+
+
+def _remove_links(top: Path, links: list[Path], common_dir: Path) -> list[str]:
+    """A link to a folder outside the worktree inside another git repository (where a plain
+    git run in the link's folder goes: to the folder it resolves to, then up): removed. Links
+    into the project's own repository, or into no repository, are left alone."""
+    inside, own = _canonical(top), _canonical(common_dir)
+    found = []
+    for link in sorted(links):
+        target = _canonical(link)
+        if target == inside or inside in target.parents:
+            continue
+        repository = next(
+            (p for p in (target, *target.parents) if os.path.lexists(p / ".git")), None
+        )
+        if repository is None or _canonical(repository / ".git") == own:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+        found.append(
+            f"link {link.relative_to(top).as_posix()} into the git repository {repository} "
+            "(removed)"
+        )
+    return found
 
 
 def _entries(folder: Path) -> list[os.DirEntry[str]]:
