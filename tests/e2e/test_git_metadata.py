@@ -13,6 +13,7 @@ wrote it, so no marker means something.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -44,7 +45,9 @@ pytestmark = [
 ]
 
 HOSTILE = Path(__file__).parent.parent / "fakes" / "hostile_gitmeta.py"
-LIMIT = 10
+#: The project's global recovery limit (a project may lower it): every attempt is counted up to
+#: it, whatever the limit, and four attempts keep each run short.
+LIMIT = 4
 NESTED = ("sub", "nest", "deep/er", "build/nest")
 
 
@@ -82,7 +85,7 @@ class Project:
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
             f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
             f"verify:\n  test: {json.dumps(verify)}\n"
-            f"limits:\n  implementation_retries: {LIMIT}\n"
+            f"limits:\n  global_recovery: {LIMIT}\n  implementation_retries: {LIMIT}\n"
             f"sandbox:\n  writable: [{json.dumps(str(self.state))}]\n" + setup + extra
         )
         self.repo.commit_all("config")
@@ -131,6 +134,31 @@ def users_git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def users_git_on_a_terminal(folder: Path, *args: str) -> None:
+    """The same on a terminal, where git starts a pager (the user's is `cat` here; a
+    `core.pager` in a config git reads wins over it)."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen(
+            ["git", *args],
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env={**os.environ, "PAGER": "cat"},
+        )
+        os.close(slave)
+        slave = -1
+        with contextlib.suppress(OSError):  # EIO once git and its pager are gone
+            while os.read(master, 65536):
+                pass
+        proc.wait(timeout=60)
+    finally:
+        os.close(master)
+        if slave != -1:
+            os.close(slave)
+
+
 def plain_git_everywhere(project: Project) -> None:
     """`git status`, `git diff` and `git log` where a user would run them: the main checkout,
     every story worktree (with a change of the user's to a tracked file, so `git diff` has
@@ -143,6 +171,8 @@ def plain_git_everywhere(project: Project) -> None:
     for folder in folders:
         for args in (("status",), ("diff",), ("log", "-1"), ("log",)):
             users_git(folder, *args)
+        for args in (("diff",), ("log",)):
+            users_git_on_a_terminal(folder, *args)
 
 
 def assert_git_metadata_is_ours(project: Project, tree: Path) -> None:
@@ -195,7 +225,8 @@ def test_a_child_taking_over_the_worktrees_git_metadata_is_counted_and_undone(
     # What the planted programs do when the child's pointer is left in place: they run.
     (tree / ".git").write_text(f"gitdir: {project.state / 'evil' / '.git'}\n")
     users_git(tree, "status")
-    assert "fsmonitor" in project.marks()
+    users_git_on_a_terminal(tree, "log")
+    assert {"fsmonitor", "pager-log"} <= set(project.marks()), project.marks()
 
 
 def test_a_setup_command_taking_over_the_git_metadata_is_counted_and_undone(
