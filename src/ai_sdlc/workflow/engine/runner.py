@@ -114,6 +114,7 @@ class StoryRunner(Review):
         checkpoint = self.checkpoints.take(story_id, phase.value, taken_at=iso(self.deps.clock()))
         self._checkpoint = checkpoint.tag
         self._reserved = False
+        self._ticket = None
         try:
             try:
                 self._execute(story_id, phase)
