@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from ai_sdlc.errors import ExitCode
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
 from tests.git_support import Repo, git, git_env, make_repo
+from tests.runs_support import start_cli, stop_or_explain, wait_for_pid
 
 __all__ = ["git_env"]
 
@@ -92,14 +94,16 @@ class Project:
         assert self.run("config", "--accept").returncode == 0
 
     def run(self, *args: str) -> CliResult:
-        env = {
+        return run_cli(self.root, *args, env=self.env(), timeout=600)
+
+    def env(self) -> dict[str, str]:
+        return {
             "AI_SDLC_PROVIDER": "command",
             # The suite widens the writable set to the temp root: back to the project's own.
             "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(self.state)]),
             "HOME": str(self.home),
             "AI_SDLC_STATE_HOME": str(self.home / ".local" / "state" / "ai-sdlc"),
         }
-        return run_cli(self.root, *args, env=env, timeout=600)
 
     def frontmatter(self) -> dict[str, Any]:
         shown = self.run("show", self.sid, "--json")
@@ -279,6 +283,34 @@ def test_an_agent_stopped_by_the_time_limit_after_taking_over_the_git_metadata_i
     result = project.run("run", project.sid)
 
     assert result.returncode == ExitCode.PROVIDER_UNAVAILABLE, result.output
+    (failure,) = project.failures()
+    assert failure["outcome"] == "git_metadata_changed", failure
+    assert project.frontmatter().get("total_recovery_attempts") == 1
+    (tree,) = project.worktrees()
+    assert_git_metadata_is_ours(project, tree)
+    plain_git_everywhere(project)
+    assert project.marks() == {}, project.marks()
+
+
+def test_an_agent_interrupted_after_taking_over_the_git_metadata_is_counted(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the agent that changed the git metadata still runs: the run exits 130 (an
+    interrupt alone counts nothing), the change is counted and put back first."""
+    project = Project(tmp_path, child="agent", attacks="pointer,empty", where="grandchild")
+    (project.state / "hang").write_text("")
+    proc = start_cli(project.root, "run", project.sid, env=project.env())
+    try:
+        wait_for_pid(project.state / "hanging", timeout=120)  # attacked, now waiting
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    proc.send_signal(signal.SIGINT)
+    _, stderr = stop_or_explain(proc, 60)
+
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    assert "Traceback" not in stderr
     (failure,) = project.failures()
     assert failure["outcome"] == "git_metadata_changed", failure
     assert project.frontmatter().get("total_recovery_attempts") == 1
