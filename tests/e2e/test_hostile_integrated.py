@@ -163,7 +163,9 @@ def test_a_worktree_git_file_naming_the_main_checkout_steers_no_write_of_ai_sdlc
     assert not (root / "ai-sdlc-setup.json").exists()
     assert outside_worktree(root) == before
     assert_blocked_at_10(root, "S-0001")
-    assert verifications(reports) == 11
+    # Each rewrite is a counted failed attempt as soon as the agent is done (issue 32): only
+    # the untouched base was verified.
+    assert verifications(reports) == 1
 
 
 @pytest.mark.parametrize("mode", ["venv-pth", "pyc"])

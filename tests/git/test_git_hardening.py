@@ -122,6 +122,10 @@ def test_a_rewritten_worktree_git_file_steers_nothing(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.output
     assert "status: done" in project.frontmatter(sid)
+    # The attempt that rewrote it was counted (issue 32), the next one passed.
+    assert "total_recovery_attempts: 1\n" in project.frontmatter(sid)
+    (failed,) = [e for e in project.events(sid) if e.get("outcome") == "git_metadata_changed"]
+    assert "the worktree's .git pointer was rewritten" in str(failed["feedback"]), failed
     worktree = next((project.root / ".ai-sdlc" / "worktrees").glob(f"{sid}-*"))
     evil = project.state / "evil"
     assert (evil / ".git" / "config").exists()  # the agent made its git folder

@@ -270,7 +270,8 @@ def rollback(
         if not paths:
             return
         spec = tuple(map(staging.literal, paths))
-    git(top, "clean", "-f", "-d", "--quiet", "--", *spec)
+    # `-f` twice: a nested repository a child left (`gitmeta` removes them first) goes too.
+    git(top, "clean", "-f", "-f", "-d", "--quiet", "--", *spec)
 
 
 def violations(top: Path, story_id: str, *, base: str | None = None) -> list[str]:

@@ -111,6 +111,12 @@ class StoryWorkspace(Protocol):
         """Undo uncommitted changes in `path` (after a read-only violation)."""
         ...
 
+    def settle(self, story: Any, path: Path) -> list[str]:
+        """After children ran in `path`: put the workspace's git metadata back (its `.git`
+        pointer, no nested repository) before anything else runs there; what a child had
+        changed, one line each, for the runner to count (empty: nothing)."""
+        ...
+
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         """An implementation attempt passed verification: keep (commit) its changes."""
         ...
@@ -172,6 +178,9 @@ class InPlace:
 
     def revert(self, story: Any, path: Path) -> None:
         return None
+
+    def settle(self, story: Any, path: Path) -> list[str]:
+        return []  # the project folder's own git metadata: the sandbox leaves it writable
 
     def attempt_passed(self, story: Any, path: Path, *, attempt: int) -> AttemptChanges:
         return AttemptChanges()

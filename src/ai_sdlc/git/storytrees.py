@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ai_sdlc.git import gitmeta, worktrees
 from ai_sdlc.git import run as run_git
-from ai_sdlc.git import worktrees
 from ai_sdlc.git.run import GitError
 
 
@@ -86,6 +86,14 @@ class StoryTrees:
         pinned = run_git.pinned(top)
         if pinned is not None and pinned[0] == top:
             worktrees.restore_git_file(top, pinned[1])
+
+    def settle(self, top: Path) -> list[str]:
+        """The story worktree `top`'s git metadata put back after children ran in it
+        (`gitmeta.settle`): what they had changed."""
+        pinned = run_git.pinned(top)
+        if pinned is None or pinned[0] != top:
+            pinned = (top, worktrees.pin_tree(self._common_dir, top))
+        return gitmeta.settle(top, pinned[1])
 
     def _story_top(self, path: Path) -> Path | None:
         """The story worktree holding `path` (a folder right under the worktrees folder that

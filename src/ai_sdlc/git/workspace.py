@@ -31,7 +31,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ai_sdlc.git import attempts, repo, stacking, staging, worktrees
+from ai_sdlc.git import attempts, gitmeta, repo, stacking, staging, worktrees
 from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
@@ -129,6 +129,9 @@ class GitWorkspace(Publishing):
             identity=lambda: self._identity(self.top),
             widen=self._widen,
         )
+        #: Story → what the worktree's setup commands changed of its git metadata in
+        #: `prepare`, until `settle` hands it to the runner.
+        self._unsettled: dict[str, list[str]] = {}
         #: Gives each story worktree its own environment (`worktree.setup`); None: nothing.
         self.environment: Environment | None = None
 
@@ -173,10 +176,10 @@ class GitWorkspace(Publishing):
         branch, folder = self.location(story)
         self.trees.keep_out_of_checkout()
         with self._worktrees_serialised():
-            if folder.is_dir():  # a `.git` file an agent deleted or rewrote: put it back first
+            if folder.is_dir():  # git metadata a child left changed (a killed run): put back
                 admin = worktrees.git_dir_of(self._common_dir, folder)
-                if admin is not None:
-                    worktrees.restore_git_file(folder, admin)
+                if admin is not None:  # counted as the killed run's reserved attempt
+                    gitmeta.settle(folder, admin)
             cp_ref = attempts.checkpoint_ref(story.id)
             refs = RefSnapshot(self.top, self._common_dir)
             trees = self._new_story_trees(branch, folder, refs) or worktrees.listing(self.top)
@@ -269,8 +272,17 @@ class GitWorkspace(Publishing):
         work.mkdir(parents=True, exist_ok=True)
         self.trees.remember(work, folder)  # listed by git as a worktree of ours a moment ago
         if self.environment is not None:
-            self.environment.ensure(work)  # a failure stops the run before any attempt
+            try:  # a failure stops the run before any attempt
+                self.environment.ensure(work)
+            finally:  # its commands are children: what they did is counted by `settle`
+                self._unsettled[story.id] = self.trees.settle(folder)
         return Prepared(work, fields, notice)
+
+    def settle(self, story: Any, path: Path) -> list[str]:
+        """Also what the worktree's setup commands did during `prepare` (before the runner
+        had an attempt to count it on)."""
+        found = self._unsettled.pop(story.id, [])
+        return found + self.trees.settle(self.trees.own(path))
 
     def _add(self, folder: Path, branch: str, commit: str) -> None:
         """Add the worktree of the existing `branch` (at `commit`) at `folder`, pinned, checked

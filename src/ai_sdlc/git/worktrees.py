@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgspec
 
+from ai_sdlc.git import gitmeta
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import GitError, git, pin, unpin
 from ai_sdlc.locks import SidecarLock
@@ -150,25 +151,11 @@ def pin_tree(common_dir: Path, path: Path) -> Path:
 
 
 def restore_git_file(path: Path, git_dir: Path) -> bool:
-    """Point the `.git` file of the story worktree at `path` back at `git_dir` when an agent
-    rewrote, removed or replaced it by a link (ai-sdlc's own git never reads it, but the next
-    agent, the verification commands and the user's `git -C <worktree>` do); True when it
-    did. A folder put in its place is left alone (the agent's files, not ours)."""
-    dot_git = path / ".git"
-    try:
-        text = read_git_file(dot_git).decode("utf-8")
-    except IsADirectoryError:
-        return False
-    except (OSError, UnicodeDecodeError):
-        text = ""
-    if text.startswith("gitdir: ") and text.endswith("\n") and "\n" not in text[:-1]:
-        named = Path(text[len("gitdir: ") : -1])
-        if _canonical(named if named.is_absolute() else path / named) == _canonical(git_dir):
-            return False
-    temporary = path / f".git.ai-sdlc-{os.getpid()}.tmp"
-    temporary.write_text(f"gitdir: {git_dir}\n", encoding="utf-8")
-    os.replace(temporary, dot_git)
-    return True
+    """Point the `.git` file of the story worktree at `path` back at `git_dir` when a child
+    rewrote, removed or replaced it (by a link or a folder): ai-sdlc's own git never reads it,
+    but the next agent, the verification commands and the user's `git -C <worktree>` do; True
+    when it did (`gitmeta.put_back_pointer`)."""
+    return gitmeta.put_back_pointer(path, git_dir) is not None
 
 
 def _names(head: Path, ref: str) -> bool:

@@ -7,9 +7,9 @@ run its code, or to get a secret pushed. Issue 22, cases 3 and 4.
   hooks    plant marker-writing hooks in the repository's `.git/hooks/` (post-checkout,
            reference-transaction, pre-push, pre-commit, post-commit, post-index-change, ...),
            point `core.hooksPath` and `core.fsmonitor` of the shared config at its own scripts
-  gitfile  in implement and rework: rewrite the worktree's `.git` file to name a git folder
-           of its own (`STATE/evil`) whose config sets `core.fsmonitor` to a marker-writing
-           script
+  gitfile  in its first implement attempt: rewrite the worktree's `.git` file to name a git
+           folder of its own (`STATE/evil`) whose config sets `core.fsmonitor` to a
+           marker-writing script
   secret   in implement, once: commit a `.env` holding an AWS key and a source file holding
            another (built at run time), move the story's checkpoint ref onto that commit, then
            SIGKILL the runner (its parent)
@@ -45,7 +45,7 @@ def main() -> int:
     markers.mkdir(parents=True, exist_ok=True)
     if mode == "hooks":
         plant_hooks(state, markers)
-    elif mode == "gitfile" and phase in ("implement", "rework"):
+    elif mode == "gitfile" and phase in ("implement", "rework") and not (state / "evil").exists():
         take_over_git_file(state, markers)  # a read-only phase doing it is a violation
     elif mode in ("secret", "clean") and phase == "implement" and not (state / "killed").exists():
         commit_and_die(state, secret=mode == "secret")

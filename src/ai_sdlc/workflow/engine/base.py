@@ -2,7 +2,8 @@
 
 `StoryRunner` is one class assembled in layers, one module each, every layer building on the
 one before: `base` (this: the records the caller passes in, the runner's per-run state, the
-shared moves — emit an event, count a recovery, fail or block an attempt), `calls` (the agent
+shared moves — emit an event, count a recovery, fail or block an attempt), `children` (after
+every child: the workspace's git metadata put back, a change counted), `calls` (the agent
 call, its budgets and usage, read-only checks), `judging` (verification and the judge),
 `phases` (reserve an attempt and run refine, research, plan, implement), `review` (the review
 and publishing a finished story) and `runner` (the phase loop and checkpointed execution).
@@ -29,7 +30,7 @@ from ai_sdlc.verify import VerificationResult
 from ai_sdlc.verify.judge import Judge
 from ai_sdlc.workflow.state.checkpoint import Checkpoints
 from ai_sdlc.workflow.state.events import Clock, iso, utc_now
-from ai_sdlc.workflow.state.transitions import StoryState
+from ai_sdlc.workflow.state.transitions import StoryState, Ticket
 
 T = TypeVar("T")
 Emit = Callable[[dict[str, Any]], None]
@@ -152,6 +153,8 @@ class RunnerBase:
         self._judged: dict[str, dict[str, Any]] = {}
         #: Whether the phase in flight has reserved its attempt yet (`_begin`).
         self._reserved = False
+        #: The attempt the phase in flight reserved (`_begin`), for checks after its children.
+        self._ticket: Ticket | None = None
         self._phase_t0 = deps.monotonic()
 
     @property

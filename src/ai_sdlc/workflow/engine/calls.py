@@ -34,13 +34,14 @@ from ai_sdlc.providers.decision import (
 from ai_sdlc.providers.pricing import estimate_call
 from ai_sdlc.providers.tools import AccessViolationError
 from ai_sdlc.workflow.engine.agents import build_prompt, story_view
-from ai_sdlc.workflow.engine.base import PhaseRetry, RunnerBase, T, first_line, plural
+from ai_sdlc.workflow.engine.base import PhaseRetry, T, first_line, plural
+from ai_sdlc.workflow.engine.children import ChildChecks
 from ai_sdlc.workflow.engine.work import decision_reminder
 from ai_sdlc.workflow.state import ledger as L
 from ai_sdlc.workflow.state.transitions import PhaseLimit, Ticket
 
 
-class AgentCalls(RunnerBase):
+class AgentCalls(ChildChecks):
     """Calls the agent for an attempt and settles what the call itself got wrong."""
 
     def _call_agent(
@@ -113,7 +114,9 @@ class AgentCalls(RunnerBase):
         self._live = Usage()
         self._emit("step", story_id, phase=phase.value, step="agent", attempt=ticket.attempt)
         try:
-            result = self.deps.provider.execute(request)
+            result = self._children(
+                story_id, phase, path, lambda: self.deps.provider.execute(request), settle=False
+            )
         except AccessViolationError as exc:
             self._persist_usage(story_id, self._live, calls=1)
             if request.access is Access.READ_ONLY:  # written in a read-only phase: undo it
@@ -145,6 +148,7 @@ class AgentCalls(RunnerBase):
             tokens=result.usage.total_tokens,
             cost_usd=result.usage.cost_usd,
         )
+        self.settle_children(story_id, phase, path)  # with the call's usage, when it fails
         return result
 
     def _on_provider_event(

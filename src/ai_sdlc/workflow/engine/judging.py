@@ -35,7 +35,9 @@ class Judging(AgentCalls):
         self._sandbox(story_id, path)  # the verifier applies the same policy
         self._emit("step", story_id, phase=phase.value, step="verifying")
         self._emit("verification_started", story_id, phase=phase.value)
-        verdict = self._judge(story_id, path, self.deps.verifier(path))
+        verdict = self._children(
+            story_id, phase, path, lambda: self._judge(story_id, path, self.deps.verifier(path))
+        )
         self._emit(
             "verification_finished",
             story_id,
@@ -45,7 +47,7 @@ class Judging(AgentCalls):
         )
         return verdict
 
-    def _baseline(self, story: Story, path: Path) -> None:
+    def _baseline(self, story: Story, path: Path, phase: Phase) -> None:
         """Before any agent call: put back test files a killed run left in their base
         versions, and verify the story's untouched base once (raises InvalidInputError, exit
         3, when it cannot be verified: the attempt is released, no recovery counted)."""
@@ -61,7 +63,9 @@ class Judging(AgentCalls):
             return
         self._checked = None  # the verification commands run on the base in the workspace
         self._emit("baseline_started", story.id, base=base)
-        baseline = judge.baseline(path, base, self.deps.verifier)
+        baseline = self._children(
+            story.id, phase, path, lambda: judge.baseline(path, base, self.deps.verifier)
+        )
         if baseline is not None:
             self._emit(
                 "baseline_finished",

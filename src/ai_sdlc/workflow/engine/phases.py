@@ -53,7 +53,10 @@ class Phases(Judging):
         else:
             ticket = self.owner.begin_action(story_id, phase, checkpoint=self._checkpoint)
         self._reserved = True
-        self._baseline(ticket.story, prepared.path)
+        self._ticket = ticket
+        # What the worktree's setup commands did in `prepare`, counted on this attempt.
+        self.settle_children(story_id, phase, prepared.path)
+        self._baseline(ticket.story, prepared.path, phase)
         step, of = self._attempt_of(ticket.story, phase)
         self._emit(
             "phase_started",

@@ -11,7 +11,8 @@ the global limit always takes precedence.
 This module owns the phase loop (`run`: assess the next action until the story is done,
 blocked or waiting) and checkpointed execution (each phase runs from a checkpoint that a crash
 or an interrupt rolls back). The rest of the runner is built in layers beneath it: `base`
-(settings, dependencies, shared moves), `calls` (the agent call and its budgets), `judging`
+(settings, dependencies, shared moves), `children` (the checks after every child), `calls`
+(the agent call and its budgets), `judging`
 (verification and the judge), `phases` (refine, research, plan, implement) and `review`
 (the review, publishing).
 """
@@ -113,6 +114,7 @@ class StoryRunner(Review):
         checkpoint = self.checkpoints.take(story_id, phase.value, taken_at=iso(self.deps.clock()))
         self._checkpoint = checkpoint.tag
         self._reserved = False
+        self._ticket = None
         try:
             try:
                 self._execute(story_id, phase)
