@@ -29,6 +29,7 @@ from ai_sdlc.errors import ExitCode
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
 from tests.support.git_support import Repo, git, git_env, make_repo
+from tests.support.paths import FAKES
 from tests.support.runs_support import start_cli, stop_or_explain, wait_for_pid
 
 __all__ = ["git_env"]
@@ -46,7 +47,7 @@ pytestmark = [
     pytest.mark.skipif(bool(NO_LANDLOCK), reason=NO_LANDLOCK or "-"),
 ]
 
-HOSTILE = Path(__file__).parent.parent / "fakes" / "hostile_gitmeta.py"
+HOSTILE = FAKES / "hostile_gitmeta.py"
 #: The project's global recovery limit (a project may lower it): every attempt is counted up to
 #: it, whatever the limit, and four attempts keep each run short.
 LIMIT = 4
