@@ -102,6 +102,9 @@ class FakeGitHub:
         self.lock = threading.Lock()
         self._ids = 1000
         self.port = 0
+        #: Set to a reason: every merge is refused with it (a protection rule beyond reviews
+        #: and checks, e.g. a required check that never reported).
+        self.refuse_merges: str | None = None
 
     # --- what tests do on "GitHub" ----------------------------------------------------------
     def next_id(self) -> int:
@@ -449,6 +452,8 @@ class FakeGitHub:
     def _merge(self, pr: PullRequest, body: Any) -> tuple[int, Any]:
         sha = self.head_sha(pr)
         green = all(r.conclusion == "SUCCESS" for r in self.checks.get(sha, []))
+        if self.refuse_merges is not None:
+            return 405, {"message": self.refuse_merges}
         if self.decision(pr) != "APPROVED" or not green:
             return 405, {
                 "message": "Base branch policy prohibits the merge.",

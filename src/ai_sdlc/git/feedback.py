@@ -125,10 +125,21 @@ def trusted(author: Any, association: Any, bots: Iterable[str]) -> bool:
 class PullFeedback:
     """`gh api` calls about one repository's pull requests, made from `cwd`."""
 
-    def __init__(self, cwd: Path, *, executable: str = "gh", guard: Guard = call_directly):
+    def __init__(
+        self,
+        cwd: Path,
+        *,
+        executable: str = "gh",
+        guard: Guard = call_directly,
+        auto_merge: bool = False,
+        trusted_bots: Iterable[str] = (),
+    ):
         self.cwd = cwd
         self.executable = executable
         self.guard = guard
+        #: Squash-merge once approved and green (`git.auto_merge`).
+        self.auto_merge = auto_merge
+        self.trusted_bots = tuple(trusted_bots)
 
     def _api(self, *args: str, check: bool = True) -> Completed:
         argv = (self.executable, "api", *args)
@@ -154,14 +165,14 @@ class PullFeedback:
             raise GitError(f"GitHub refused the query: {redact(json.dumps(answer['errors']))}")
         return answer.get("data") if isinstance(answer, Mapping) else None
 
-    def read(self, number: int, *, trusted_bots: Iterable[str] = ()) -> PrState:
+    def read(self, number: int, *, trusted_bots: Iterable[str] | None = None) -> PrState:
         """The PR's state and its feedback (trusted and ignored), in one query; a failing
         check's log tail costs one more call."""
         data = self._graphql(QUERY, owner="{owner}", name="{repo}", number=number)
         pr = ((data or {}).get("repository") or {}).get("pullRequest")
         if not isinstance(pr, Mapping):
             raise GitError(f"pull request #{number} not found")
-        bots = tuple(trusted_bots)
+        bots = tuple(self.trusted_bots if trusted_bots is None else trusted_bots)
         feedback: list[Item] = []
         ignored: list[Item] = []
 

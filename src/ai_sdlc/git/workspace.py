@@ -442,7 +442,7 @@ class GitWorkspace(Publishing):
             # The story is done and its work committed: a PR that cannot be opened now is
             # reported (outcome "error", with the command to retry), not a failed story.
             return Publication(outcome="error", message=str(exc))
-        if finished.outcome == "failed" or self.settings.keep_worktrees:
+        if finished.review or self.settings.keep_worktrees:  # in review: rounds work there
             return finished
         return self._remove_done(top, finished, clean=clean)
 

@@ -58,14 +58,19 @@ class AgentCalls(RunnerBase):
         story = ticket.story
         story_id = story.id
         feedback = []
+        pull_request = None
         failure = ticket.last_failure
         if failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ()):
-            feedback.append(str(failure["feedback"]))
+            if failure.get("outcome") == "pr_feedback":  # kept whole by `StoryState.pr_round`
+                pull_request = _round_feedback(story, failure)
+            else:
+                feedback.append(str(failure["feedback"]))
         view = story_view(story)
         system_prompt, prompt = build_prompt(
             phase,
             view,
             feedback=feedback,
+            pull_request=pull_request,
             attempt=ticket.attempt,
             verification=verification,
             change=change,
@@ -301,6 +306,15 @@ class AgentCalls(RunnerBase):
 
 
 #: Which phase's failure feedback goes into which phase's next prompt.
+def _round_feedback(story: Any, failure: dict[str, Any]) -> str:
+    """A PR rework round's whole feedback (`pr-round-<n>.md`), else the ledger's copy."""
+    try:
+        path = story.folder / f"pr-round-{int(failure.get('pr_round') or 0)}.md"
+        return str(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return str(failure["feedback"])
+
+
 _FEEDS: dict[Phase, tuple[str, ...]] = {
     Phase.REFINE: ("refine",),
     Phase.IMPLEMENT: ("implement", "rework", "review"),
