@@ -7,115 +7,15 @@ merged. A reviewer who never approves drives the story to the global limit."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import pytest
 
-from ai_sdlc.store import StoryStore
-from tests.conftest import CliResult, run_cli
-from tests.fakes.api_server import Call, FakeApiServer, RecordedRequest, Reply, Step
-from tests.fakes.github_api import FakeGitHub, gh_environment, real_gh, serve
-from tests.fakes.story_agent import has_tool_results
-from tests.git_support import Repo, git, git_env, make_repo
+from tests.conftest import run_cli
+from tests.e2e.pr_support import Loop, loop
+from tests.git_support import git, git_env
 
-__all__ = ["git_env"]
+__all__ = ["git_env", "loop"]  # fixtures
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.usefixtures("git_env"),
-    pytest.mark.xdist_group("provider-sdks"),
-]
-
-_TASK = re.compile(r"## Your task \((\w+)\)")
-CHECK = "import hello; assert hello.greet('Ada').startswith('Hello')"
-
-
-@dataclass
-class PrAgent:
-    """The model: implement and every rework write `hello.py` anew (a new version each time,
-    so each round has work to commit); review approves; every prompt is kept by phase."""
-
-    prompts: dict[str, list[str]] = field(default_factory=dict)
-    version: int = 0
-
-    def __call__(self, request: RecordedRequest) -> Step:
-        text = request.text()
-        found = _TASK.findall(text)
-        phase = found[-1] if found else "unknown"
-        first = not has_tool_results(request)
-        if first:
-            self.prompts.setdefault(phase, []).append(text)
-        if phase == "refine":
-            return Reply(text="Clear.\nDECISION: APPROVED")
-        if phase in ("research", "plan"):
-            return Reply(text=f"## {phase}\n\nA greet() in hello.py.")
-        if phase in ("implement", "rework"):
-            if first:
-                self.version += 1
-                code = (
-                    f'# version {self.version}\ndef greet(name):\n    return f"Hello, {{name}}!"\n'
-                )
-                return Reply(calls=(Call("write_file", {"path": "hello.py", "content": code}),))
-            return Reply(text="Done.")
-        if phase == "review":
-            return Reply(text="Good.\nDECISION: APPROVED")
-        return Reply(text=f"unexpected phase {phase}")
-
-
-@dataclass
-class Loop:
-    repo: Repo
-    github: FakeGitHub
-    agent: PrAgent
-    env: dict[str, str]
-    story: str
-
-    def run(self, *args: str) -> CliResult:
-        return run_cli(self.repo.root, "run", self.story, *args, env=self.env, timeout=180)
-
-    def fm(self) -> dict[str, object]:
-        return dict(StoryStore(self.repo.root).get(self.story).frontmatter)
-
-    def origin_tip(self, branch: str) -> str:
-        assert self.repo.origin is not None
-        return git(self.repo.origin, "rev-parse", f"refs/heads/{branch}").strip()
-
-    def events(self) -> list[dict[str, object]]:
-        path = self.repo.root / ".ai-sdlc" / "stories" / self.story / "events.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
-@pytest.fixture
-def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loop]:
-    repo = make_repo(tmp_path)
-    assert repo.origin is not None
-    github = FakeGitHub(repo.origin)
-    agent = PrAgent()
-    with serve(github), FakeApiServer() as api:
-        api.responder = agent
-        for name, value in gh_environment(github, tmp_path / "gh-config").items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setenv("no_proxy", "127.0.0.1")  # the model API is not GitHub
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-        monkeypatch.setenv("PATH", f"{real_gh().parent}{os.pathsep}{os.environ['PATH']}")
-        test = f"{sys.executable} -c {json.dumps(CHECK)}"
-        (repo.root / ".ai-sdlc" / "config.yaml").write_text(
-            "ai:\n  provider: openai\n"
-            f"  openai:\n    base_url: {api.openai_base_url}\n"
-            "  model: e2e-model\n"
-            f"verify:\n  test: {json.dumps(test)}\n"
-            "git:\n  auto_merge: true\n"
-        )
-        env = {"AI_SDLC_PROVIDER": "", "OPENAI_API_KEY": "sk-test-pr-loop-0000"}
-        added = run_cli(repo.root, "add", "Greet people", env=env)
-        assert added.returncode == 0, added.output
-        yield Loop(repo, github, agent, env, added.stdout.strip())
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("provider-sdks")]
 
 
 def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merges(

@@ -331,6 +331,14 @@ class PrSection(_Section):
             expected='a list of bot logins, e.g. ["coderabbitai"]',
         ),
     ] = msgspec.field(default_factory=list)
+    poll_seconds: Annotated[
+        Annotated[float, Meta(ge=1)],
+        key(
+            "`watch` looks at each in-review story's PR this often (one API call each)",
+            check="finite",
+            expected="seconds >= 1",
+        ),
+    ] = 60
 
 
 class SandboxSection(_Section):

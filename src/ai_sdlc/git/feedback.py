@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +165,15 @@ class PullFeedback:
             raise GitError(f"GitHub refused the query: {redact(json.dumps(answer['errors']))}")
         return answer.get("data") if isinstance(answer, Mapping) else None
 
-    def read(self, number: int, *, trusted_bots: Iterable[str] | None = None) -> PrState:
+    def read(
+        self,
+        number: int,
+        *,
+        trusted_bots: Iterable[str] | None = None,
+        seen: Collection[str] = (),
+    ) -> PrState:
         """The PR's state and its feedback (trusted and ignored), in one query; a failing
-        check's log tail costs one more call."""
+        check not in `seen` (feedback keys already acted on) costs one more call, its log."""
         data = self._graphql(QUERY, owner="{owner}", name="{repo}", number=number)
         pr = ((data or {}).get("repository") or {}).get("pullRequest")
         if not isinstance(pr, Mapping):
@@ -237,10 +243,11 @@ class PullFeedback:
                 continue
             name = str(check.get("name") or check.get("context") or "check")
             job = check.get("databaseId")
+            key = f"check:{job or name}:{commit.get('oid')}"
             text = f"check {name} failed"
-            if isinstance(job, int):
+            if isinstance(job, int) and key not in seen:
                 text += ":\n" + self.log_tail(job)
-            feedback.append(Item("check", f"check:{job or name}:{commit.get('oid')}", name, text))
+            feedback.append(Item("check", key, name, text))
         return PrState(
             number=int(pr.get("number") or number),
             state=str(pr.get("state") or "OPEN"),

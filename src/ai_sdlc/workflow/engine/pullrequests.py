@@ -92,8 +92,9 @@ class PullRequests(Review):
         if client is None or not url:  # the loop was turned off meanwhile
             self.owner.finish(story.id)
             return None
+        seen = [str(k) for k in story.frontmatter.get("pr_seen") or []]
         try:
-            state = client.read(pr_number(url))
+            state = client.read(pr_number(url), seen=seen)
         except REMOTE_ERRORS as exc:
             message = getattr(exc, "message", str(exc))
             self._emit("workspace", story.id, notice=f"could not read {url}: {message}")
@@ -101,7 +102,6 @@ class PullRequests(Review):
         if state.state == "MERGED":
             self.owner.finish(story.id, event={"action": "publish", "outcome": "merged"})
             return None
-        seen = [str(k) for k in story.frontmatter.get("pr_seen") or []]
         new = [i for i in state.feedback if i.key not in seen]
         ignored = [i for i in state.ignored if i.key not in seen]
         keys = [*seen, *(i.key for i in (*new, *ignored))]
