@@ -32,6 +32,8 @@ class PrAgent:
 
     prompts: dict[str, list[str]] = field(default_factory=dict)
     version: int = 0
+    #: What a rework answers after its edit (e.g. a `DECLINED <n>: why` line).
+    rework_answer: str = "Done."
 
     def __call__(self, request: RecordedRequest) -> Step:
         text = request.text()
@@ -51,7 +53,7 @@ class PrAgent:
                     f'# version {self.version}\ndef greet(name):\n    return f"Hello, {{name}}!"\n'
                 )
                 return Reply(calls=(Call("write_file", {"path": "hello.py", "content": code}),))
-            return Reply(text="Done.")
+            return Reply(text=self.rework_answer if phase == "rework" else "Done.")
         if phase == "review":
             return Reply(text="Good.\nDECISION: APPROVED")
         return Reply(text=f"unexpected phase {phase}")

@@ -7,6 +7,8 @@ merged. A reviewer who never approves drives the story to the global limit."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import run_cli
@@ -62,6 +64,7 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
         assert thread.resolved
         assert after[:12] in thread.comments[-1].body
     assert pr.requested == ["alice"]
+    assert (loop.repo.root / str(fm["worktree_path"])).is_dir()  # kept for the next round
     # the round, who asked, which check failed, which commit answered, who was ignored
     shown = run_cli(loop.repo.root, "log", loop.story, env=loop.env)
     assert shown.returncode == 0, shown.output
@@ -72,6 +75,14 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     assert authors == {"alice", "tests (windows)"}
     [answered] = [e for e in loop.events() if e.get("action") == "pr_answered"]
     assert answered["commit"] == after
+    details = run_cli(loop.repo.root, "show", loop.story, env=loop.env)
+    assert f"round 1 (answered by {after[:12]})" in details.stdout, details.output
+    assert "alice at hello.py:3: 'Use a name.'" in details.stdout
+    assert "check tests (windows) failed" in details.stdout
+    report = run_cli(loop.repo.root, "report", loop.story, "--json", env=loop.env)
+    assert report.returncode == 0, report.output
+    [story] = json.loads(report.stdout)["stories"]
+    assert [r["commit"] for r in story["pr_rounds"]] == [after]
 
     # Nothing new: a look changes nothing and pushes nothing.
     third = loop.run()
@@ -85,6 +96,8 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     assert done.returncode == 0, done.output
     assert loop.fm()["status"] == "done"
     assert pr.state == "MERGED" and pr.merged_sha == after
+    worktree = loop.repo.root / str(loop.fm()["worktree_path"])
+    assert not worktree.exists(), done.output  # kept through the rounds, gone once done
 
 
 def test_a_refused_merge_keeps_the_story_in_review(loop: Loop) -> None:
@@ -132,4 +145,47 @@ def test_a_reviewer_who_never_approves_blocks_the_story_at_the_global_limit(
 
     again = loop.run()
     assert again.returncode == 5
+    assert len([c for c in pr.comments if c.author == "ai-sdlc-bot"]) == 1
+
+
+def test_a_declined_comment_gets_the_reason_and_stays_open(loop: Loop) -> None:
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    keep, drop = loop.github.review(
+        pr,
+        "alice",
+        "CHANGES_REQUESTED",
+        lines=(("hello.py", 1, "Drop the version comment."), ("hello.py", 3, "Say Hi instead.")),
+    )
+    # items: 1 the review, 2 and 3 its threads; the agent declines the third
+    loop.agent.rework_answer = "Dropped the comment.\nDECLINED 3: the tests require 'Hello'."
+
+    result = loop.run()
+
+    assert loop.fm()["status"] == "in-review", result.output
+    assert "DECLINED <n>: <why>" in loop.agent.prompts["rework"][0]
+    assert keep.resolved and keep.comments[-1].body.startswith("Addressed in")
+    assert not drop.resolved
+    assert "Not changed in" in drop.comments[-1].body
+    assert "the tests require 'Hello'." in drop.comments[-1].body
+    assert "pr_declined" not in loop.fm() and "pr_pending" not in loop.fm()
+
+
+def test_limits_pr_rounds_stops_the_loop_before_the_global_limit(loop: Loop) -> None:
+    config = loop.repo.root / ".ai-sdlc" / "config.yaml"
+    config.write_text(config.read_text() + "limits:\n  pr_rounds: 1\n")
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "First.")
+    assert loop.run().returncode == 0
+    tip = loop.origin_tip(pr.head)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Second.")
+
+    result = loop.run()
+
+    fm = loop.fm()
+    assert result.returncode == 5, result.output
+    assert fm["status"] == "blocked" and "limits.pr_rounds" in str(fm["blocked_reason"])
+    assert fm["total_recovery_attempts"] == 1  # the refused round is not counted
+    assert loop.origin_tip(pr.head) == tip
     assert len([c for c in pr.comments if c.author == "ai-sdlc-bot"]) == 1

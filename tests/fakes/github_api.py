@@ -149,6 +149,11 @@ class FakeGitHub:
             pr.threads.extend(threads)
             return threads
 
+    def reply(self, thread: Thread, author: str, body: str, *, association: str) -> None:
+        """Someone answers in a review thread."""
+        with self.lock:
+            thread.comments.append(Comment(self.next_id(), author, association, body))
+
     def comment(self, pr: PullRequest, author: str, body: str, *, association: str) -> None:
         with self.lock:
             pr.comments.append(Comment(self.next_id(), author, association, body))

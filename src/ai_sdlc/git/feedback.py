@@ -202,12 +202,36 @@ class PullFeedback:
             if thread.get("isResolved"):
                 continue
             comments = [c for c in _nodes(thread.get("comments"))]
-            asked = [c for c in comments if MARKER not in str(c.get("body") or "")]
-            if not asked or MARKER in str(comments[-1].get("body") or ""):
+            if not comments or MARKER in str(comments[-1].get("body") or ""):
                 continue  # answered by ai-sdlc, nothing said since
+            said = [c for c in comments if MARKER not in str(c.get("body") or "")]
+            # Only trusted words reach the agent: an outsider's reply in a reviewer's thread is
+            # listed as ignored, and neither starts a round nor joins the thread's text.
+            asked = [c for c in said if trusted(c.get("author"), c.get("authorAssociation"), bots)]
+            for c in said:
+                if c not in asked:
+                    who, _ = _login(c.get("author"))
+                    ignored.append(
+                        Item(
+                            "thread",
+                            f"comment:{c.get('databaseId')}",
+                            who,
+                            str(c.get("body") or "").strip(),
+                            path=str(thread.get("path") or ""),
+                            line=thread.get("line")
+                            if isinstance(thread.get("line"), int)
+                            else None,
+                        )
+                    )
+            if not asked:
+                continue
             last = asked[-1]
             login, _ = _login(asked[0].get("author"))
-            text = "\n".join(f"{_login(c.get('author'))[0]}: {c.get('body')}" for c in asked)
+            voices = {_login(c.get("author"))[0] for c in asked}
+            if voices == {login}:  # one reviewer: their words; a conversation: who said what
+                text = "\n".join(str(c.get("body") or "") for c in asked)
+            else:
+                text = "\n".join(f"{_login(c.get('author'))[0]}: {c.get('body')}" for c in asked)
             line = thread.get("line")
             item = Item(
                 "thread",
@@ -219,7 +243,7 @@ class PullFeedback:
                 hunk=str(asked[0].get("diffHunk") or ""),
                 thread=str(thread.get("id")),
             )
-            take(item, asked[0].get("author"), asked[0].get("authorAssociation"), "")
+            feedback.append(item)
         for comment in _nodes(pr.get("comments")):
             body = str(comment.get("body") or "")
             if MENTION not in body.lower():
@@ -299,6 +323,65 @@ class PullFeedback:
         return redact(message)
 
 
+_DECLINED = re.compile(r"^\s*DECLINED\s+#?(\d+)\s*[:\-]\s*(.+?)\s*$", re.MULTILINE)
+
+#: What a PR rework round's prompt asks of an item the agent will not change.
+DECLINE_RULE = (
+    "If you decide not to change what an item asks, end your answer with a line "
+    "'DECLINED <n>: <why>' for it (n: the item's number): its thread gets your reason as a "
+    "reply and stays open for the reviewer."
+)
+
+
+def declined_items(answer: str) -> dict[str, str]:
+    """{item number: reason} of the `DECLINED <n>: <why>` lines of a rework's answer."""
+    return {m.group(1): redact(m.group(2))[:500] for m in _DECLINED.finditer(answer or "")}
+
+
+def rounds_of(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each PR rework round of a story's event log (`pr_round`, then its `pr_answered`): the
+    round, its items (who asked, what, where; a check that failed), the commit that answered,
+    the threads resolved and declined. For `show` and the report."""
+    rounds: list[dict[str, Any]] = []
+    for event in events:
+        action = event.get("action")
+        if action == "pr_round":
+            rounds.append(
+                {
+                    "round": event.get("round"),
+                    "time": event.get("time"),
+                    "items": list(event.get("items") or []),
+                    "commit": None,
+                    "resolved": [],
+                    "declined": [],
+                }
+            )
+        elif action == "pr_answered" and rounds:
+            rounds[-1].update(
+                commit=event.get("commit"),
+                resolved=list(event.get("threads") or []),
+                declined=list(event.get("declined") or []),
+            )
+    return rounds
+
+
+def round_lines(rounds: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Rounds as text: `round 1 (answered by abc123): alice at a.py:3: "…"; check x failed`."""
+    lines = []
+    for r in rounds:
+        commit = str(r.get("commit") or "")[:12] or "not pushed yet"
+        asked = []
+        for item in r.get("items") or []:
+            if item.get("kind") == "check":
+                asked.append(f"check {item.get('author')} failed")
+                continue
+            where = f" at {item['where']}" if item.get("where") else ""
+            said = " ".join(str(item.get("text") or "").split())[:60]
+            asked.append(f"{item.get('author')}{where}: {said!r}")
+        lines.append(f"round {r.get('round')} (answered by {commit}): " + "; ".join(asked))
+    return lines
+
+
 def _nodes(connection: Any) -> list[Mapping[str, Any]]:
     nodes = connection.get("nodes") if isinstance(connection, Mapping) else None
     return [n for n in nodes or [] if isinstance(n, Mapping)]
@@ -324,7 +407,10 @@ __all__ = [
     "Item",
     "PrState",
     "PullFeedback",
+    "declined_items",
     "pr_number",
     "prompt_section",
+    "round_lines",
+    "rounds_of",
     "trusted",
 ]

@@ -139,6 +139,11 @@ class StoryWorkspace(Protocol):
         """The pull-request loop's `gh` client (None: no loop here: `pr.loop` off, no git)."""
         ...
 
+    def retire(self, story: Any) -> str | None:
+        """A story the pull-request loop finished: its worktree goes (as `finish` does for a
+        story done at once); a note for the user, or None when there was nothing to do."""
+        ...
+
 
 class InPlace:
     """Agents work in the project folder itself; nothing is committed or rolled back.
@@ -197,3 +202,6 @@ class InPlace:
 
     def pull_feedback(self) -> PullFeedback | None:
         return None  # no branch, no pull request
+
+    def retire(self, story: Any) -> str | None:
+        return None

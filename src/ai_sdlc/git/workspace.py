@@ -446,6 +446,14 @@ class GitWorkspace(Publishing):
             return finished
         return self._remove_done(top, finished, clean=clean)
 
+    def retire(self, story: Any) -> str | None:
+        if self.settings.keep_worktrees:
+            return None
+        folder = self.trees.location(story)[1]
+        if not folder.is_dir():
+            return None
+        return self._remove_done(folder, Publication()).message
+
     def _remove_done(self, top: Path, finished: Publication, *, clean: bool = False) -> Publication:
         """A done story's worktree goes, with its environment (git-ignored files such as the
         worktree's `.venv`): its work is committed on the branch (and pushed, where there is

@@ -59,12 +59,13 @@ class AgentCalls(RunnerBase):
         story_id = story.id
         feedback = []
         pull_request = None
+        pending = story.frontmatter.get("pr_pending")
+        if phase is Phase.REWORK and isinstance(pending, dict):  # a PR rework round, every try
+            pull_request = _round_feedback(story, pending.get("round"))
         failure = ticket.last_failure
-        if failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ()):
-            if failure.get("outcome") == "pr_feedback":  # kept whole by `StoryState.pr_round`
-                pull_request = _round_feedback(story, failure)
-            else:
-                feedback.append(str(failure["feedback"]))
+        fed = failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ())
+        if fed and failure and failure.get("outcome") != "pr_feedback":  # that: `pull_request`
+            feedback.append(str(failure["feedback"]))
         view = story_view(story)
         system_prompt, prompt = build_prompt(
             phase,
@@ -306,13 +307,13 @@ class AgentCalls(RunnerBase):
 
 
 #: Which phase's failure feedback goes into which phase's next prompt.
-def _round_feedback(story: Any, failure: dict[str, Any]) -> str:
-    """A PR rework round's whole feedback (`pr-round-<n>.md`), else the ledger's copy."""
+def _round_feedback(story: Any, round_no: Any) -> str | None:
+    """A PR rework round's whole feedback, kept by `StoryState.pr_round` as `pr-round-<n>.md`."""
     try:
-        path = story.folder / f"pr-round-{int(failure.get('pr_round') or 0)}.md"
+        path = story.folder / f"pr-round-{int(round_no or 0)}.md"
         return str(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return str(failure["feedback"])
+    except (OSError, ValueError):
+        return None
 
 
 _FEEDS: dict[Phase, tuple[str, ...]] = {

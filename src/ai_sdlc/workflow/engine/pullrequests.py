@@ -17,7 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 from ai_sdlc.errors import StoryBlockedError, UnsafeWorkError
-from ai_sdlc.git.feedback import Item, PrState, PullFeedback, pr_number, prompt_section
+from ai_sdlc.git.feedback import (
+    DECLINE_RULE,
+    Item,
+    PrState,
+    PullFeedback,
+    pr_number,
+    prompt_section,
+)
 from ai_sdlc.git.run import GitError, TransientRemoteError
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.store import Story
@@ -134,11 +141,16 @@ class PullRequests(Review):
                 why = f"in review: {url} approved and green, but the merge was refused: {refused}"
                 return "waiting", why
             outcome = "merged"
+        message = f"{url} {outcome}"
+        try:
+            note = self.workspaces.retire(story)
+        except GitError as exc:
+            note = f"the worktree stays: {exc.message}"
+        message += f"; {note}" if note else ""
         self.owner.finish(
-            story.id,
-            event={"action": "publish", "outcome": outcome, "message": f"{url} {outcome}"},
+            story.id, event={"action": "publish", "outcome": outcome, "message": message}
         )
-        self._emit("story_published", story.id, outcome=outcome, message=f"{url} {outcome}")
+        self._emit("story_published", story.id, outcome=outcome, message=message)
         return None
 
     def _round(
@@ -153,11 +165,11 @@ class PullRequests(Review):
         once on the PR)."""
         round_no = int(story.frontmatter.get("pr_round") or 0) + 1
         reviewers = sorted({i.author for i in new if i.kind in ("review", "thread")})
-        threads = [i.thread for i in new if i.thread]
+        threads = {str(n): i.thread for n, i in enumerate(new, 1) if i.thread}
         text = (
             f"Pull request {state.url}, PR rework round {round_no}: the reviewers' feedback "
             "and failing checks below. Address each item in the workspace; the project's own "
-            "build and tests judge the result.\n\n" + prompt_section(new)
+            f"build and tests judge the result. {DECLINE_RULE}\n\n" + prompt_section(new)
         )
         try:
             self.owner.pr_round(
@@ -193,7 +205,9 @@ class PullRequests(Review):
 
     def _answer(self, story: Story, head: str) -> None:
         """After a round's commit is pushed: reply to each thread it addressed (naming the
-        commit) and resolve it, re-request the reviewers who asked; logged as one event."""
+        commit) and resolve it; a thread the agent declined (`DECLINED <n>: why` in its
+        answer, kept as `pr_declined`) gets the reason and stays open; the reviewers who asked
+        are re-requested; logged as one event."""
         pending = story.frontmatter.get("pr_pending")
         client = self.workspaces.pull_feedback()
         url = str(story.frontmatter.get("pr_url") or "")
@@ -201,12 +215,20 @@ class PullRequests(Review):
             return
         number = pr_number(url)
         answered: list[str] = []
+        declined: list[str] = []
+        reasons = story.frontmatter.get("pr_declined")
+        reasons = reasons if isinstance(reasons, dict) else {}
+        threads = pending.get("threads")
+        round_no = pending.get("round")
         try:
-            for thread in pending.get("threads") or []:
-                client.reply(
-                    str(thread),
-                    f"Addressed in {head[:12]} (PR rework round {pending.get('round')}).",
-                )
+            for n, thread in threads.items() if isinstance(threads, dict) else []:
+                why = reasons.get(str(n))
+                if why:
+                    text = f"Not changed in {head[:12]} (PR rework round {round_no}): {why}"
+                    client.reply(str(thread), text)
+                    declined.append(str(thread))
+                    continue
+                client.reply(str(thread), f"Addressed in {head[:12]} (PR rework round {round_no}).")
                 client.resolve(str(thread))
                 answered.append(str(thread))
             client.request_review(number, [str(r) for r in pending.get("reviewers") or []])
@@ -214,14 +236,15 @@ class PullRequests(Review):
             self._emit("workspace", story.id, notice=f"could not answer on the PR: {exc}")
         self.owner.await_review(
             story.id,
-            changes={"pr_pending": DELETE},
+            changes={"pr_pending": DELETE, "pr_declined": DELETE},
             event={
                 "action": "pr_answered",
-                "round": pending.get("round"),
+                "round": round_no,
                 "commit": head,
                 "threads": answered,
+                "declined": declined,
                 "reviewers": list(pending.get("reviewers") or []),
-                "message": f"round {pending.get('round')} answered by {head[:12]}: "
-                f"{len(answered)} thread(s) replied to and resolved",
+                "message": f"round {round_no} answered by {head[:12]}: {len(answered)} "
+                f"thread(s) resolved, {len(declined)} declined (left open)",
             },
         )
