@@ -189,3 +189,43 @@ def test_limits_pr_rounds_stops_the_loop_before_the_global_limit(loop: Loop) -> 
     assert fm["total_recovery_attempts"] == 1  # the refused round is not counted
     assert loop.origin_tip(pr.head) == tip
     assert len([c for c in pr.comments if c.author == "ai-sdlc-bot"]) == 1
+
+
+def test_a_round_merges_a_base_that_moved_and_pushes_without_force(loop: Loop) -> None:
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    before = loop.origin_tip(pr.head)
+    root = loop.repo.root
+    (root / "NOTICE").write_text("merged meanwhile\n")
+    git(root, "add", "NOTICE")
+    git(root, "commit", "-q", "-m", "another change on main")
+    main = git(root, "rev-parse", "main").strip()
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "One more thing.")
+
+    result = loop.run()
+
+    assert loop.fm()["status"] == "in-review", result.output
+    after = loop.origin_tip(pr.head)
+    assert loop.repo.origin is not None
+    for older in (before, main):  # both in the pushed branch: a merge, no rewrite
+        git(loop.repo.origin, "merge-base", "--is-ancestor", older, after)
+    shown = git(loop.repo.origin, "show", f"{after}:NOTICE")
+    assert shown == "merged meanwhile\n"
+
+
+def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
+    second = loop.add("Greet twice")
+    assert loop.run().returncode == 0
+    assert loop.run(story=second).returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Again.")
+    looks = len(loop.github.calls("PullRequestFeedback"))
+
+    result = run_cli(loop.repo.root, "run", "--auto", env=loop.env, timeout=180)
+
+    assert result.returncode == 0, result.output
+    assert loop.fm()["status"] == "in-review" and loop.fm()["pr_round"] == 1
+    assert loop.fm(second)["status"] == "in-review"
+    assert loop.fm(second).get("total_recovery_attempts", 0) == 0
+    # the first: a look, then one more after its round's push; the second: one look
+    assert len(loop.github.calls("PullRequestFeedback")) - looks == 3
