@@ -63,6 +63,7 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     for thread in threads:
         assert thread.resolved
         assert after[:12] in thread.comments[-1].body
+        assert "Changed: hello.py." in thread.comments[-1].body
     assert pr.requested == ["alice"]
     assert (loop.repo.root / str(fm["worktree_path"])).is_dir()  # kept for the next round
     # the round, who asked, which check failed, which commit answered, who was ignored

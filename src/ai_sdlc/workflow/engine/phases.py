@@ -221,6 +221,8 @@ class Phases(Judging):
             declined = declined_items(answer)  # a PR round's items the agent would not change
             if declined:
                 changes["pr_declined"] = declined
+            if files_changed:  # what the round changed, for its replies on the PR
+                changes["pr_changed"] = sorted(files_changed)[:20]
         self.owner.complete_phase(
             story_id,
             phase,

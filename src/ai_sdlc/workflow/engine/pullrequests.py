@@ -220,6 +220,10 @@ class PullRequests(Review):
         reasons = reasons if isinstance(reasons, dict) else {}
         threads = pending.get("threads")
         round_no = pending.get("round")
+        files = story.frontmatter.get("pr_changed")
+        what = (
+            f" Changed: {', '.join(map(str, files))}." if isinstance(files, list) and files else ""
+        )
         try:
             for n, thread in threads.items() if isinstance(threads, dict) else []:
                 why = reasons.get(str(n))
@@ -228,7 +232,8 @@ class PullRequests(Review):
                     client.reply(str(thread), text)
                     declined.append(str(thread))
                     continue
-                client.reply(str(thread), f"Addressed in {head[:12]} (PR rework round {round_no}).")
+                done = f"Addressed in {head[:12]} (PR rework round {round_no}).{what}"
+                client.reply(str(thread), done)
                 client.resolve(str(thread))
                 answered.append(str(thread))
             client.request_review(number, [str(r) for r in pending.get("reviewers") or []])
@@ -236,7 +241,7 @@ class PullRequests(Review):
             self._emit("workspace", story.id, notice=f"could not answer on the PR: {exc}")
         self.owner.await_review(
             story.id,
-            changes={"pr_pending": DELETE, "pr_declined": DELETE},
+            changes={"pr_pending": DELETE, "pr_declined": DELETE, "pr_changed": DELETE},
             event={
                 "action": "pr_answered",
                 "round": round_no,
