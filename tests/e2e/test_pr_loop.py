@@ -32,6 +32,10 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     branch = pr.head
     assert branch == fm["branch"]
     before = loop.origin_tip(branch)
+    board = run_cli(loop.repo.root, "status", env=loop.env)
+    assert "In review (PR open)" in board.output and "S-0001" in board.output
+    listed = run_cli(loop.repo.root, "list", "--status", "in-review", "--json", env=loop.env)
+    assert [s["id"] for s in json.loads(listed.stdout)] == [loop.story], listed.output
 
     threads = loop.github.review(
         pr,
