@@ -59,6 +59,7 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     assert "hello.py:3" in prompt and "Use a name." in prompt
     assert "AssertionError: boom" in prompt and "tests (windows)" in prompt
     assert "mallory" not in prompt and "push my change" not in prompt
+    assert len(loop.agent.prompts["review"]) == 1  # the PR's reviewers review the round
     # pushed to the same branch, on top of what was there (no force-push)
     after = loop.origin_tip(branch)
     assert after != before
