@@ -235,3 +235,19 @@ def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
     assert loop.fm(second).get("total_recovery_attempts", 0) == 0
     # the first: a look, then one more after its round's push; the second: one look
     assert len(loop.github.calls("PullRequestFeedback")) - looks == 3
+
+
+def test_without_checks_an_approval_is_green_only_on_a_second_look(loop: Loop) -> None:
+    """Right after a push no check may have reported yet: an approved PR whose head commit has
+    no checks waits one more look, then counts as green (a project without CI)."""
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "APPROVED")
+
+    first = loop.run()
+    assert loop.fm()["status"] == "in-review", first.output
+    assert "no checks reported" in first.output and pr.state == "OPEN"
+
+    second = loop.run()
+    assert loop.fm()["status"] == "done", second.output
+    assert pr.state == "MERGED"

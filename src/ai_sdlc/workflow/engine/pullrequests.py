@@ -106,8 +106,8 @@ class PullRequests(Review):
             message = getattr(exc, "message", str(exc))
             self._emit("workspace", story.id, notice=f"could not read {url}: {message}")
             return "waiting", f"in review: {url} (could not read it: {message})"
-        if state.state == "MERGED":
-            self.owner.finish(story.id, event={"action": "publish", "outcome": "merged"})
+        if state.state == "MERGED":  # merged by someone else
+            self._done(story, url, "merged")
             return None
         new = [i for i in state.feedback if i.key not in seen]
         ignored = [i for i in state.ignored if i.key not in seen]
@@ -129,6 +129,15 @@ class PullRequests(Review):
         if not state.approved_and_green:
             decision = (state.decision or "none").lower().replace("_", " ")
             return "waiting", f"in review: {url} (review: {decision}; checks: {state.checks})"
+        quiet = story.frontmatter.get("pr_quiet_head")
+        if state.checks == "none" and quiet != state.head_sha:
+            # Right after a push no check may have reported yet: green only if a later look
+            # still finds none on this commit (a project without CI).
+            self.owner.await_review(story.id, changes={"pr_quiet_head": state.head_sha})
+            return "waiting", (
+                f"in review: {url} approved; no checks reported on {state.head_sha[:12]} yet "
+                "(the next look calls it green if none do)"
+            )
         outcome = "approved"
         if client.auto_merge:
             try:
@@ -141,6 +150,11 @@ class PullRequests(Review):
                 why = f"in review: {url} approved and green, but the merge was refused: {refused}"
                 return "waiting", why
             outcome = "merged"
+        self._done(story, url, outcome)
+        return None
+
+    def _done(self, story: Story, url: str, outcome: str) -> None:
+        """The PR is approved (merged): the story is done and its worktree goes."""
         message = f"{url} {outcome}"
         try:
             note = self.workspaces.retire(story)
@@ -151,7 +165,6 @@ class PullRequests(Review):
             story.id, event={"action": "publish", "outcome": outcome, "message": message}
         )
         self._emit("story_published", story.id, outcome=outcome, message=message)
-        return None
 
     def _round(
         self,
