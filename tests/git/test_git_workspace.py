@@ -425,23 +425,21 @@ def test_permanent_gh_failure_is_a_publish_error(
     assert done.outcome == "error" and "422" in done.message and f"ai-sdlc pr {sid}" in done.message
 
 
-@pytest.mark.parametrize(("checks", "outcome"), [("pass", "merged"), ("fail", "failed")])
-def test_auto_merge_waits_for_checks(
-    repo: Repo, gh_log: Path, monkeypatch: pytest.MonkeyPatch, checks: str, outcome: str
-) -> None:
-    monkeypatch.setenv("FAKE_GH_CHECKS", checks)
+def test_under_the_pr_loop_finish_leaves_the_pr_in_review(repo: Repo, gh_log: Path) -> None:
+    """`git.auto_merge` turns the pull-request loop on: finishing opens the PR and neither
+    waits for checks nor merges (the loop merges once approved and green); the worktree
+    stays for the PR's rework rounds."""
     sid = repo.story()
-    ws = GitWorkspace(repo.root, GitSettings(auto_merge=True))
+    ws = GitWorkspace(repo.root, GitSettings(auto_merge=True, pr_loop=True))
     story, path = prepared(repo, ws, sid)
     (path / "a.py").write_text("a\n")
     ws.attempt_passed(story, path, attempt=1)
     done = ws.finish(story, path)
-    assert done.outcome == outcome
-    merges = [c for c in gh_calls(gh_log) if c[:2] == ["pr", "merge"]]
-    if outcome == "merged":
-        assert merges == [["pr", "merge", f"ai-sdlc/{sid}-add-a-greeting", "--squash"]]
-    else:
-        assert merges == [] and "test\tfail" in done.message
+    assert done.outcome == "opened" and done.review and "in review" in done.message
+    branch = f"ai-sdlc/{sid}-add-a-greeting"
+    assert done.head == git(repo.root, "rev-parse", branch).strip()
+    assert [c[:2] for c in gh_calls(gh_log)] == [["pr", "list"], ["pr", "create"]]
+    assert path.is_dir()
 
 
 def test_select_workspace(tmp_path: Path, repo: Repo) -> None:

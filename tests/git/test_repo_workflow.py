@@ -381,35 +381,3 @@ def test_a_log_redirected_into_the_project_does_not_fail_a_no_worktree_run(world
     assert (world.root / "hello.py").read_text() == HELLO
     assert "branch" not in fm and not world.worktree.exists()
     assert git(world.root, "symbolic-ref", "--short", "HEAD").strip() == "main"
-
-
-@pytest.mark.parametrize("checks", ["pass", "fail"])
-def test_auto_merge_merges_or_sends_the_story_back_to_rework(world: World, checks: str) -> None:
-    """`git.auto_merge`: passing checks merge the PR (`gh pr merge --squash`); failing checks
-    reopen the story as a rework with the check output as feedback, counted as `rework`, until
-    the rework limit blocks it."""
-    install_agent(world.bin, "claude")
-    world.configure("git:\n  auto_merge: true\nlimits:\n  review_rejections: 1\n")
-    world.env["FAKE_GH_CHECKS"] = checks
-
-    result = world.run("--provider", "claude")
-
-    fm = world.frontmatter()
-    merges = [c for c in gh_calls(world.gh_log) if c[:2] == ["pr", "merge"]]
-    if checks == "pass":
-        assert result.returncode == 0, result.output
-        assert fm["status"] == "done"
-        assert merges == [["pr", "merge", world.branch, "--squash"]]
-        return
-    assert result.returncode == 5, result.output
-    assert fm["status"] == "blocked"
-    assert merges == []
-    assert dict(fm["recovery_breakdown"]) == {"rework": 2}  # type: ignore[call-overload]
-    assert "Pull request checks failed" in str(fm["blocked_reason"])
-    # a rework ran after the first failing checks, with the check output as its feedback
-    assert [c for c in world.agent_calls() if c["phase"] == "rework"]
-    events = (world.root / ".ai-sdlc" / "stories" / world.sid / "events.jsonl").read_text()
-    failed = [
-        e for e in map(json.loads, events.splitlines()) if e.get("outcome") == "checks_failed"
-    ]
-    assert len(failed) == 2 and all("test\tfail" in e["feedback"] for e in failed)

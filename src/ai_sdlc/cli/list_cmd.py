@@ -31,11 +31,20 @@ CONFLICTS = "conflicts"
 STATUS_FILTERS = (*STATUSES, WAITING, CONFLICTS)
 #: Board order, used by `--sort status`.
 _STATUS_ORDER = {
-    s: i for i, s in enumerate(("backlog", "ready", "in-progress", WAITING, "blocked", "done"))
+    s: i
+    for i, s in enumerate(
+        ("backlog", "ready", "in-progress", WAITING, "in-review", "blocked", "done")
+    )
 }
 _NO_PRIORITY = 1_000_000_000_000
 SORTS = ("id", "priority", "status", "updated")
-_STYLES = {"blocked": "red", "done": "green", "in-progress": "cyan", WAITING: "yellow"}
+_STYLES = {
+    "blocked": "red",
+    "done": "green",
+    "in-progress": "cyan",
+    WAITING: "yellow",
+    "in-review": "magenta",
+}
 #: (header, row → cell) for the columns before the title.
 _HEAD = ("ID", "STATUS", "PRI", "TYPE", "EPIC", "DEPS", "REC")
 #: The widest dependency cell (more dependencies are cut with `…`).

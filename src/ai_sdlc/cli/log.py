@@ -46,6 +46,8 @@ KINDS: dict[str, frozenset[str]] = {
         }
     ),
     "git": frozenset({"workspace", "publish"}),
+    # the pull-request loop (docs/repository.md)
+    "pr": frozenset({"pr_round", "pr_answered", "pr_ignored", "merge_refused"}),
     "done": frozenset({"done"}),
 }
 #: Every action the workflow writes to a story's event log.

@@ -11,7 +11,7 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.show import StoryArg
-from ai_sdlc.errors import AiSdlcError, ExitCode
+from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.git import repo, worktrees
 from ai_sdlc.git.workspace import GitWorkspace
 
@@ -61,8 +61,6 @@ def pr(ctx: typer.Context, story_ref: StoryArg, json: JsonOption = False) -> Non
         out.result(result.message)  # nothing was needed (no commits ahead of the base)
     if result.missing:  # nothing published though it was needed: not a success (exit 1)
         raise AiSdlcError(f"no pull request: {result.message}")
-    if result.outcome == "failed":
-        raise typer.Exit(int(ExitCode.FAILURE))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,9 +15,11 @@ from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.storyrows import collisions
 from ai_sdlc.cli.terminal import Terminal
+from ai_sdlc.git.feedback import round_lines, rounds_of
 from ai_sdlc.store.schema import breakdown_text
 from ai_sdlc.store.values import usage_of
 from ai_sdlc.workflow.runs.graph import epic_of
+from ai_sdlc.workflow.state.events import read_events
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
 from ai_sdlc.workflow.state.readiness import pending_gate
 
@@ -129,6 +131,9 @@ def show(
     clash = collisions(config, store.root, [story]).get(story.id)
     info["conflicts"] = clash.files if clash else []
     info["conflicts_with"] = clash.target if clash else None
+    info["pr_rounds"] = (
+        rounds_of(read_events(story.folder)) if story.frontmatter.get("pr_round") else []
+    )
     if body:
         info["body"] = story.body
     if json:
@@ -187,6 +192,8 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
             f" into {info['conflicts_with']}; `ai-sdlc run {story.id}` brings it up to date)",
             style="red",
         )
+    for n, line in enumerate(round_lines(info["pr_rounds"])):
+        out.data(f"  {'pr rounds:' if n == 0 else '':<10} {line}")
     out.data(f"  file:      {story.path}")
     if "body" in info:
         out.data()

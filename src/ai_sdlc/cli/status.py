@@ -33,12 +33,13 @@ from ai_sdlc.workflow.state.readiness import pending_gate
 
 #: Board columns: the story statuses, plus "waiting" for stories held at a gate.
 WAITING = "waiting"
-COLUMNS = ("backlog", "ready", "in-progress", WAITING, "blocked", "done")
+COLUMNS = ("backlog", "ready", "in-progress", WAITING, "in-review", "blocked", "done")
 TITLES = {
     "backlog": "Backlog",
     "ready": "Ready",
     "in-progress": "In progress",
     WAITING: "Waiting for approval",
+    "in-review": "In review (PR open)",
     "blocked": "Blocked",
     "done": "Done",
 }

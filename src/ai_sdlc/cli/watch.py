@@ -86,6 +86,8 @@ def watch(
     stop = StopFlag()
     stories_dir = store.stories_dir
     interval = poll if poll is not None else 2.0
+    typed = app.config().typed()
+    follow = typed.pr.loop or typed.git.auto_merge
     core = Watch(
         store,
         run=run_stories,
@@ -93,6 +95,7 @@ def watch(
         changes=None if poll is not None else EventChanges(stories_dir),
         fallback=lambda: PollChanges(stories_dir, interval),
         stop=stop,
+        pr_interval=typed.pr.poll_seconds if follow else None,
     )
     with _signals(stop):
         result = core.once() if once else core.serve()

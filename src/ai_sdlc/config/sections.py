@@ -151,6 +151,10 @@ class LimitsSection(_Section):
     implementation_retries: Annotated[_Count, key("implement attempts after a failure")] = 3
     review_rejections: Annotated[_Count, key("rework cycles after a REJECTED review")] = 3
     refinement_iterations: Annotated[_Count, key("refine passes before it escalates")] = 5
+    pr_rounds: Annotated[
+        Annotated[int, Meta(ge=1, le=MAX_RECOVERY)],
+        key("PR rework rounds (reviews, failing checks) before the story blocks"),
+    ] = 10
     phase_timeout: Annotated[
         _Seconds, key("seconds one phase may take", check="finite", expected=_SECONDS)
     ] = 900
@@ -304,10 +308,37 @@ class GitSection(_Section):
         bool, key("true: leave a failed attempt's changes instead of rolling back")
     ] = False
     draft: Annotated[bool, key("open pull requests as drafts")] = False
-    auto_merge: Annotated[bool, key("wait for the PR's checks, then squash-merge it")] = False
+    auto_merge: Annotated[
+        bool, key("squash-merge the PR once approved and green (turns `pr.loop` on)")
+    ] = False
     keep_worktrees: Annotated[
         bool, key("true: keep a done story's worktree (and its environment)")
     ] = False
+
+
+class PrSection(_Section):
+    """`pr`: the pull-request loop (docs/repository.md): a story's PR is followed to approval."""
+
+    loop: Annotated[
+        bool,
+        key("an open PR keeps its story in-review; its reviews and failing checks are rework"),
+    ] = False
+    trusted_bots: Annotated[
+        list[str],
+        key(
+            'bots whose PR comments steer the agent, e.g. ["coderabbitai"]',
+            check="nonblank_items",
+            expected='a list of bot logins, e.g. ["coderabbitai"]',
+        ),
+    ] = msgspec.field(default_factory=list)
+    poll_seconds: Annotated[
+        Annotated[float, Meta(ge=1)],
+        key(
+            "`watch` looks at each in-review story's PR this often (one API call each)",
+            check="finite",
+            expected="seconds >= 1",
+        ),
+    ] = 60
 
 
 class SandboxSection(_Section):
@@ -369,6 +400,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
     run: RunSection = msgspec.field(default_factory=RunSection)
     notify: NotifySection = msgspec.field(default_factory=NotifySection)
     git: GitSection = msgspec.field(default_factory=GitSection)
+    pr: PrSection = msgspec.field(default_factory=PrSection)
     sandbox: Annotated[SandboxSection, guarded("accept")] = msgspec.field(
         default_factory=SandboxSection
     )

@@ -1,5 +1,6 @@
-"""Publishing a done story's branch: vet its commits, push it, open (or reuse, retarget,
-merge) its pull request.
+"""Publishing a done story's branch: vet its commits, push it, open (or reuse, retarget) its
+pull request. Under the pull-request loop (`pr.loop`, `git.auto_merge`) the PR is then followed
+(`git/feedback`, `engine/pullrequests`): merging waits for approval and green checks.
 
 A mixin of `GitWorkspace` (`ai_sdlc.git.workspace`), not a class of its own: it reads and keeps
 the workspace's per-story memory (vetted tips, the commit a branch was created from, the last
@@ -13,6 +14,7 @@ from typing import Any
 
 from ai_sdlc.git import incoming, repo, stacking
 from ai_sdlc.git.basebranch import BaseBranch
+from ai_sdlc.git.feedback import PullFeedback
 from ai_sdlc.git.pulls import GitHubCli, Guard, pr_body, pr_title
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import REMOTE_TIMEOUT, GitError, TransientRemoteError, run
@@ -117,22 +119,32 @@ class Publishing:
                 )
                 outcome = "opened"
             fields = {"pr_url": url}
-            if self.settings.auto_merge:
-                checks = gh.checks(branch)
-                if not checks.passed:
-                    return Publication(fields, "failed", checks.output or "checks failed")
-                gh.merge(branch)
-                return Publication(fields, "merged", f"pull request {url} merged (squash)")
             verb = {"opened": "opened", "retargeted": f"retargeted to {target}:"}.get(
                 outcome, "already open:"
             )
             shown = f" (into {target})" if stack.story is not None else ""
-            return Publication(fields, outcome, f"pull request {verb} {url}{shown}")
+            message = f"pull request {verb} {url}{shown}"
+            if self.settings.pr_loop:  # followed until approved and green (`git/feedback`)
+                shown = f"{message}; in review"
+                return Publication(fields, outcome, shown, review=True, head=tip.sha)
+            return Publication(fields, outcome, message, head=tip.sha)
         except (GitError, TransientRemoteError, CircuitBreakerOpenError) as exc:
             raise PublishError(
                 f"{story.id}: could not publish branch {branch}: {getattr(exc, 'message', exc)}",
                 hint=f"the work is committed on {branch}; run `{later}` to try again",
             ) from None
+
+    def pull_feedback(self) -> PullFeedback | None:
+        """The pull-request loop's `gh` client, under the `github` policy (None: loop off)."""
+        if not self.settings.pr_loop:
+            return None
+        return PullFeedback(
+            self.top,
+            executable=self.gh,
+            guard=self.guard,
+            auto_merge=self.settings.auto_merge,
+            trusted_bots=self.settings.trusted_bots,
+        )
 
     def _vet(
         self,

@@ -13,15 +13,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import msgspec
-
-from ai_sdlc.git.run import REMOTE_TIMEOUT, Completed, GitError, failure, run
+from ai_sdlc.git.run import REMOTE_TIMEOUT, Completed, GitError, run
 from ai_sdlc.secrets import redact, redact_title
 
 T = TypeVar("T")
 
-#: Seconds `gh pr checks --watch` may wait for the PR's checks to finish.
-CHECKS_TIMEOUT = 3600.0
 #: Lines of `plan.md` quoted in the PR body.
 PLAN_LINES = 40
 
@@ -35,11 +31,6 @@ class Guard(Protocol):
 def call_directly(fn: Callable[[], T], /) -> T:
     """The guard used when none is given: one attempt, no retries."""
     return fn()
-
-
-class Checks(msgspec.Struct, frozen=True):
-    passed: bool
-    output: str
 
 
 class GitHubCli:
@@ -91,33 +82,6 @@ class GitHubCli:
         if url is None:
             raise GitError(f"gh pr create printed no PR URL: {redact(done.stdout[-300:])}")
         return url
-
-    def checks(self, branch: str) -> Checks:
-        """Wait for the PR's checks. A PR without any checks (no CI) counts as passing."""
-
-        def watch() -> Completed:
-            done = run(
-                (self.executable, "pr", "checks", branch, "--watch"),
-                self.cwd,
-                check=False,
-                timeout=CHECKS_TIMEOUT,
-                remote=True,
-            )
-            text = done.stdout + done.stderr
-            # 0: all passed; 1 (failing) or 8 (pending) with the checks table on stdout.
-            concluded = done.returncode in (1, 8) and "\t" in done.stdout
-            if done.ok or concluded or "no checks reported" in text:
-                return done
-            raise failure(done, remote=True)
-
-        done = self.guard(watch)
-        output = redact((done.stdout + done.stderr).strip())
-        if done.ok or "no checks reported" in output:
-            return Checks(True, output)
-        return Checks(False, output)
-
-    def merge(self, branch: str) -> None:
-        self.guard(lambda: self._gh("pr", "merge", branch, "--squash"))
 
 
 def _last_url(text: str) -> str | None:

@@ -20,6 +20,7 @@ import msgspec
 from ai_sdlc.fingerprint import workspace_fingerprint
 from ai_sdlc.git import changes
 from ai_sdlc.git.changes import ChangeSet
+from ai_sdlc.git.feedback import PullFeedback
 from ai_sdlc.git.run import GitError
 
 
@@ -51,12 +52,17 @@ class Publication(msgspec.Struct, frozen=True):
     """The result of the done step (push + pull request)."""
 
     fields: dict[str, Any] = msgspec.field(default_factory=dict)
-    #: "opened", "reused", "retargeted", "skipped", "merged", "failed"
+    #: "opened", "reused", "retargeted", "skipped", "merged", "error"
     outcome: str = "skipped"
     message: str = ""
     #: What kept a needed publication from happening ("remote", "gh"); "" when it happened
     #: or was not needed (no commits ahead). `ai-sdlc pr` fails on it.
     missing: str = ""
+    #: The PR is open and the pull-request loop (`pr.loop`) follows it: the story waits
+    #: in review instead of being done.
+    review: bool = False
+    #: The commit pushed (the branch's tip), when a push happened.
+    head: str = ""
 
 
 class Conflict(msgspec.Struct, frozen=True):
@@ -135,6 +141,15 @@ class StoryWorkspace(Protocol):
         or there is no branch)."""
         ...
 
+    def pull_feedback(self) -> PullFeedback | None:
+        """The pull-request loop's `gh` client (None: no loop here: `pr.loop` off, no git)."""
+        ...
+
+    def retire(self, story: Any) -> str | None:
+        """A story the pull-request loop finished: its worktree goes (as `finish` does for a
+        story done at once); a note for the user, or None when there was nothing to do."""
+        ...
+
 
 class InPlace:
     """Agents work in the project folder itself; nothing is committed or rolled back.
@@ -193,3 +208,9 @@ class InPlace:
 
     def conflicts(self, story: Any) -> Conflict | None:
         return None  # no branch here
+
+    def pull_feedback(self) -> PullFeedback | None:
+        return None  # no branch, no pull request
+
+    def retire(self, story: Any) -> str | None:
+        return None

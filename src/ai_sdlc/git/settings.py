@@ -27,11 +27,16 @@ class GitSettings(msgspec.Struct, frozen=True):
     auto_merge: bool = False
     #: Keep a done story's worktree (and its environment) instead of removing it.
     keep_worktrees: bool = False
+    #: The pull-request loop (`pr.loop`, or `git.auto_merge`): an open PR is followed.
+    pr_loop: bool = False
+    #: Bots whose PR feedback is taken (`pr.trusted_bots`).
+    trusted_bots: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Config) -> GitSettings:
         """From the typed `git` section of a `Config`."""
-        git = config.typed().git
+        typed = config.typed()
+        git = typed.git
         return cls(
             worktrees=git.worktrees,
             base_branch=git.base_branch,
@@ -41,6 +46,8 @@ class GitSettings(msgspec.Struct, frozen=True):
             draft=git.draft,
             auto_merge=git.auto_merge,
             keep_worktrees=git.keep_worktrees,
+            pr_loop=typed.pr.loop or git.auto_merge,
+            trusted_bots=tuple(typed.pr.trusted_bots),
         )
 
     def worktrees_root(self, project: Path) -> Path:

@@ -25,7 +25,7 @@ from ai_sdlc.git.stacking import conflicting_files, dependencies
 from ai_sdlc.git.worktrees import BRANCH_PREFIX, Worktree
 
 #: Statuses whose branch may still be waiting to merge (backlog and ready have none yet).
-CHECKED_STATUSES = frozenset({"in-progress", "blocked", "done"})
+CHECKED_STATUSES = frozenset({"in-progress", "in-review", "blocked", "done"})
 
 
 class Collision(msgspec.Struct, frozen=True):

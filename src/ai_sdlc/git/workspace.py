@@ -454,9 +454,17 @@ class GitWorkspace(Publishing):
             # The story is done and its work committed: a PR that cannot be opened now is
             # reported (outcome "error", with the command to retry), not a failed story.
             return Publication(outcome="error", message=str(exc))
-        if finished.outcome == "failed" or self.settings.keep_worktrees:
+        if finished.review or self.settings.keep_worktrees:  # in review: rounds work there
             return finished
         return self._remove_done(top, finished, clean=clean)
+
+    def retire(self, story: Any) -> str | None:
+        if self.settings.keep_worktrees:
+            return None
+        folder = self.trees.location(story)[1]
+        if not folder.is_dir():
+            return None
+        return self._remove_done(folder, Publication()).message
 
     def _remove_done(self, top: Path, finished: Publication, *, clean: bool = False) -> Publication:
         """A done story's worktree goes, with its environment (git-ignored files such as the

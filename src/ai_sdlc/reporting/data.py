@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from ai_sdlc import wording
 from ai_sdlc.errors import AiSdlcError
+from ai_sdlc.git.feedback import rounds_of
 from ai_sdlc.reporting.replay import stop_figures
 from ai_sdlc.reporting.timebase import Window, iso_ms, parse_time
 from ai_sdlc.secrets import redact_tree
@@ -288,6 +289,8 @@ def _story(
         "events_left_out": len(events) - len(kept),
         #: The passing attempt's test counts (and the base's), protected files, opt-out.
         "tests": tests,
+        #: Its pull request's rework rounds (the pull-request loop), over its whole log.
+        "pr_rounds": rounds_of(inputs.events),
     }
 
 

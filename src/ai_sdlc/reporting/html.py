@@ -17,6 +17,7 @@ from typing import Any
 
 from ai_sdlc.errors import UsageError
 from ai_sdlc.fsutil import atomic_write_text
+from ai_sdlc.git.feedback import round_lines
 from ai_sdlc.reporting.charts import budget, kind_legend, phase_legend, stop_charts, timeline
 from ai_sdlc.reporting.page import (
     CSP,
@@ -239,6 +240,10 @@ def _story_section(story: Mapping[str, Any]) -> str:
     if status in ("skipped", "blocked", "failed", "waiting") and story.get("reason"):
         why = f'<span class="why">{esc(story.get("reason"))}</span> '  # the row says why
     reason += _tests_line(story.get("tests"))
+    rounds = round_lines(story.get("pr_rounds") or [])
+    if rounds:
+        items = "".join(f"<li class='detail'>{esc(line)}</li>" for line in rounds)
+        reason += f"<p><b>Pull request rounds:</b></p><ul>{items}</ul>"
     return (
         f'<details class="story" id="story-{esc(sid)}" data-story="{esc(sid)}">'
         f"<summary>{esc(sid)} · {esc(story.get('title'))} "

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
-STATUSES: tuple[str, ...] = ("backlog", "ready", "in-progress", "done", "blocked")
+#: `in-review`: the story's pull request is open and followed (`pr.loop`), not done yet.
+STATUSES: tuple[str, ...] = ("backlog", "ready", "in-progress", "in-review", "done", "blocked")
 #: The one table of recovery kinds: kind → (singular, plural) as messages spell them, in the
 #: order breakdowns are shown (the ledger and every message use it).
 RECOVERY_KIND_LABELS: dict[str, tuple[str, str]] = {
@@ -27,6 +28,7 @@ RECOVERY_KIND_LABELS: dict[str, tuple[str, str]] = {
     "rework": ("rework cycle", "rework cycles"),
     "api_retry": ("API retry", "API retries"),
     "refinement": ("refinement iteration", "refinement iterations"),
+    "pr_rework": ("PR rework round", "PR rework rounds"),
 }
 RECOVERY_KINDS: tuple[str, ...] = tuple(RECOVERY_KIND_LABELS)
 

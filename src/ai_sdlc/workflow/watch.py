@@ -18,6 +18,12 @@ watch goes on. One written moments ago is given `SETTLE_SECONDS` first: editors 
 that truncate a file and then write it leave it empty for an instant, and the watch must not
 report a file that is still being written. Ctrl-C/SIGTERM end it between two checks, or
 during a run as in `run --auto` (phases in flight are rolled back and the run stays resumable).
+
+Stories `in-review` (the pull-request loop, `pr.loop`) change on GitHub, not on disk: each is
+handed to a run again once `pr_interval` seconds (`pr.poll_seconds`) have passed since its PR
+was last looked at, and the wait for file changes ends by then. One look at a PR is one
+GraphQL query (plus one call per newly failing check's log), so a watch following N PRs makes
+at most N such looks per interval.
 """
 
 from __future__ import annotations
@@ -63,8 +69,9 @@ class Changes(Protocol):
     def start(self) -> None:
         """Begin watching (before the first scan, so no change is missed)."""
 
-    def wait(self) -> None:
-        """Block until story files may have changed; raise `WatcherFailed` when broken."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until story files may have changed, or `timeout` seconds passed; raise
+        `WatcherFailed` when broken."""
 
     def close(self) -> None: ...
 
@@ -109,12 +116,19 @@ class PollChanges:
     def start(self) -> None:
         self.last = snapshot(self.stories_dir)
 
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> None:
+        waited = 0.0
         while True:
-            self.sleep(self.interval)
+            step = (
+                self.interval if timeout is None else max(0.0, min(self.interval, timeout - waited))
+            )
+            self.sleep(step)
+            waited += step
             now = snapshot(self.stories_dir)
             if now != self.last:
                 self.last = now
+                return
+            if timeout is not None and waited >= timeout:
                 return
 
     def close(self) -> None:
@@ -169,10 +183,14 @@ class EventChanges:
         finally:
             self._ready.set()
 
-    def wait(self) -> None:
+    def wait(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:  # short waits: Ctrl-C is seen at once on every platform
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                return
             try:
-                items = [self._queue.get(timeout=1.0)]
+                items = [self._queue.get(timeout=left)]
                 break
             except queue.Empty:
                 continue
@@ -222,6 +240,8 @@ class Watch:
         stop: StopFlag | None = None,
         sleep: Sleep = time.sleep,
         wall_clock: Callable[[], float] = time.time,
+        pr_interval: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.sleep = sleep
@@ -238,6 +258,11 @@ class Watch:
         self.busy_reported = False
         #: The last `watch_waiting` event: said again only when what it waits for changed.
         self.last_waiting: dict[str, Any] | None = None
+        #: Seconds between two looks at an in-review story's PR (None: PRs are not followed).
+        self.pr_interval = pr_interval
+        self.monotonic = monotonic
+        #: When each in-review story's PR was last looked at (a run it was handed to).
+        self.pr_looked: dict[str, float] = {}
 
     # --- the two modes ----------------------------------------------------------------------
     def once(self) -> WatchResult:
@@ -262,7 +287,7 @@ class Watch:
                     break
                 self._say_waiting(changes)
                 try:
-                    changes.wait()
+                    changes.wait(self._next_pr_look())
                 except WatcherFailed as exc:
                     changes.close()
                     changes = self._fall_back(str(exc))
@@ -371,6 +396,19 @@ class Watch:
         for sid in ids:
             self.seen[sid] = signature(self.store.story_path(sid))
 
+    def _pr_due(self, sid: str) -> bool:
+        looked = self.pr_looked.get(sid)
+        return self.pr_interval is not None and (
+            looked is None or self.monotonic() - looked >= self.pr_interval
+        )
+
+    def _next_pr_look(self) -> float | None:
+        """Seconds until an in-review story's PR is due for a look (None: none followed)."""
+        if self.pr_interval is None or not self.pr_looked:
+            return None
+        now = self.monotonic()
+        return max(0.0, min(t + self.pr_interval - now for t in self.pr_looked.values()))
+
     def ready(self) -> list[str]:
         """The stories to hand to a run now, by priority (see the module docstring)."""
         scan = self.store.scan()
@@ -380,12 +418,17 @@ class Watch:
         limit = config.typed().limits.global_recovery
         done_means = config.typed().run.done_means
         stories: dict[str, Story] = {s.id: s for s in scan.stories}
+        reviewing = {
+            sid for sid, s in stories.items() if s.frontmatter.get("status") == "in-review"
+        }
+        for gone in set(self.pr_looked) - reviewing:  # done, blocked, or back in rework
+            del self.pr_looked[gone]
         picked = {
             sid
             for sid, story in stories.items()
             if story.frontmatter.get("status") != "backlog"
             and self.seen.get(sid, ()) != signature(story.path)
-        }
+        } | {sid for sid in reviewing if self._pr_due(sid)}
         graph = G.build((sid, s.frontmatter) for sid, s in stories.items())
         actions = recommend(
             (stories[sid].frontmatter for sid in picked),
@@ -396,7 +439,12 @@ class Watch:
         # A story waits while a dependency is neither met nor one that runs (a blocked one
         # never does: its dependents are not handed to a run only to be skipped).
         ready = set(startable(graph, [a.story_id for a in actions], done_means))
-        return [a.story_id for a in actions if a.story_id in ready]
+        chosen = [a.story_id for a in actions if a.story_id in ready]
+        now = self.monotonic()
+        for sid in chosen:
+            if sid in reviewing and self.pr_interval is not None:
+                self.pr_looked[sid] = now  # the run looks at its PR
+        return chosen
 
     def _report_unreadable(self, errors: list[InvalidInputError]) -> None:
         now: dict[str, Signature | None] = {}

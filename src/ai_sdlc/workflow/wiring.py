@@ -80,6 +80,7 @@ def limits_from(config: Config) -> Limits:
         implementation_retries=limits.implementation_retries,
         review_rejections=limits.review_rejections,
         refinement_iterations=limits.refinement_iterations,
+        pr_rounds=limits.pr_rounds,
         phase_timeout=limits.phase_timeout,
         story_tokens=limits.story_tokens,
         story_cost_usd=limits.story_cost_usd,

@@ -125,10 +125,12 @@ def build_prompt(
     attempt: int = 1,
     verification: str | None = None,
     change: str | None = None,
+    pull_request: str | None = None,
 ) -> tuple[str, str]:
     """(system prompt, prompt) for one phase call; `verification` (review) says what the
     project's own build and tests concluded, or that none are configured; `change` (review) is
-    the change itself (its files and diff, already capped by `workflow.work`)."""
+    the change itself (its files and diff, already capped by `workflow.work`); `pull_request`
+    (a PR rework round) the reviewers' feedback and failing checks, whole."""
     parts = [f"# Story {story.id}: {story.title}", "", type_line(story.type), ""]
     parts.append(story.body.strip())
     wanted = {
@@ -147,6 +149,8 @@ def build_prompt(
         parts += ["", "## The change", "", change.strip()]
     if verification:
         parts += ["", "## Verification", "", bound(verification.strip(), FEEDBACK_LIMIT)]
+    if pull_request:
+        parts += ["", "## Pull request feedback", "", bound(pull_request.strip(), ARTIFACT_LIMIT)]
     notes = [f for f in feedback if f and f.strip()]
     if notes:
         merged = bound(dedupe_lines("\n\n".join(notes)), FEEDBACK_LIMIT)

@@ -28,6 +28,9 @@ PHASE_FLAG: dict[Phase, str] = {
 #: A `NextAction.kind`: every phase complete, the story not marked done yet (no phase runs;
 #: the runner finishes it).
 FINISH = "finish"
+#: A `NextAction.kind`: the story's PR is open and followed (`pr.loop`): the runner looks at
+#: it (a new review or failing check starts a PR rework round).
+IN_REVIEW = "in-review"
 
 #: The phase order a story walks (refine only for backlog stories).
 SEQUENCE = (Phase.REFINE, Phase.RESEARCH, Phase.PLAN, Phase.IMPLEMENT, Phase.REVIEW)
@@ -44,7 +47,7 @@ class NextAction(msgspec.Struct, frozen=True):
 
     @property
     def actionable(self) -> bool:
-        return self.phase is not None or self.kind == FINISH
+        return self.phase is not None or self.kind in (FINISH, IN_REVIEW)
 
 
 def _int(value: Any) -> int:
@@ -60,6 +63,8 @@ def assess(fm: Mapping[str, Any], *, gates: Mapping[str, Any], global_limit: int
         )
     if status == "done":
         return NextAction(story_id, None, "done", "done")
+    if status == "in-review":
+        return NextAction(story_id, None, f"in review: {fm.get('pr_url')}", IN_REVIEW)
     total = _int(fm.get("total_recovery_attempts"))
     if total >= global_limit:
         return NextAction(

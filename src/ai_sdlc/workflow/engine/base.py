@@ -51,6 +51,7 @@ class Limits(msgspec.Struct, frozen=True):
     implementation_retries: int = 3
     review_rejections: int = 3
     refinement_iterations: int = 5
+    pr_rounds: int = 10
     phase_timeout: float = 900.0
     #: Budgets (None = no limit), checked before every provider call.
     story_tokens: float | None = None

@@ -59,14 +59,20 @@ class AgentCalls(ChildChecks):
         story = ticket.story
         story_id = story.id
         feedback = []
+        pull_request = None
+        pending = story.frontmatter.get("pr_pending")
+        if phase is Phase.REWORK and isinstance(pending, dict):  # a PR rework round, every try
+            pull_request = _round_feedback(story, pending.get("round"))
         failure = ticket.last_failure
-        if failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ()):
+        fed = failure and failure.get("feedback") and failure.get("phase") in _FEEDS.get(phase, ())
+        if fed and failure and failure.get("outcome") != "pr_feedback":  # that: `pull_request`
             feedback.append(str(failure["feedback"]))
         view = story_view(story)
         system_prompt, prompt = build_prompt(
             phase,
             view,
             feedback=feedback,
+            pull_request=pull_request,
             attempt=ticket.attempt,
             verification=verification,
             change=change,
@@ -305,6 +311,15 @@ class AgentCalls(ChildChecks):
 
 
 #: Which phase's failure feedback goes into which phase's next prompt.
+def _round_feedback(story: Any, round_no: Any) -> str | None:
+    """A PR rework round's whole feedback, kept by `StoryState.pr_round` as `pr-round-<n>.md`."""
+    try:
+        path = story.folder / f"pr-round-{int(round_no or 0)}.md"
+        return str(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+
+
 _FEEDS: dict[Phase, tuple[str, ...]] = {
     Phase.REFINE: ("refine",),
     Phase.IMPLEMENT: ("implement", "rework", "review"),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
+from ai_sdlc.git.feedback import declined_items
 from ai_sdlc.git.seam import AttemptChanges, Prepared
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED
@@ -146,7 +147,9 @@ class Phases(Judging):
             return
         verdict = self._verify(story_id, phase, path)
         if verdict.passed:
-            self._attempt_passed(ticket, path, phase, work.key, changed, result.files_changed)
+            self._attempt_passed(
+                ticket, path, phase, work.key, changed, result.files_changed, answer=result.text
+            )
             return
         summary = summarise_failure(verdict.failure_output)
         previous = ticket.last_failure
@@ -202,6 +205,8 @@ class Phases(Judging):
         fingerprint: str,
         changed: bool,
         files_changed: list[str],
+        *,
+        answer: str = "",
     ) -> None:
         story_id = ticket.story.id
         self._emit("step", story_id, phase=phase.value, step="committing")
@@ -215,6 +220,12 @@ class Phases(Judging):
         changes: dict[str, Any] = {"implementation_complete": True, "rework_pending": DELETE}
         if ticket.story.counter("implementation_retry_count"):
             changes["implementation_retry_count"] = 0
+        if phase is Phase.REWORK and isinstance(ticket.story.frontmatter.get("pr_pending"), dict):
+            declined = declined_items(answer)  # a PR round's items the agent would not change
+            if declined:
+                changes["pr_declined"] = declined
+            if files_changed:  # what the round changed, for its replies on the PR
+                changes["pr_changed"] = sorted(files_changed)[:20]
         self.owner.complete_phase(
             story_id,
             phase,

@@ -2,9 +2,8 @@
 
 Owns the review phase (nothing to review sends the story back to implement without asking the
 reviewer; the reviewer is told what the verification and the judge found), where a rejected
-or failed review sends the story (rework, re-implement, blocked), and finishing a story that is
-done: publishing it (push, pull request, optional auto-merge), failing checks counted as a
-rework like a rejected review.
+or failed review sends the story (rework, re-implement, blocked). Finishing a story (publishing
+it, the pull-request loop) is `pullrequests`.
 """
 
 from __future__ import annotations
@@ -12,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
+from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED
 from ai_sdlc.store import Story
 from ai_sdlc.verify import summarise_failure
 from ai_sdlc.verify.notes import record_of_tests
-from ai_sdlc.workflow.engine.base import first_line, plural, with_hint, with_trailing_newline
+from ai_sdlc.workflow.engine.base import first_line, plural, with_trailing_newline
 from ai_sdlc.workflow.engine.judging import verification_note
 from ai_sdlc.workflow.engine.phases import Phases
 from ai_sdlc.workflow.engine.work import NO_WORK_FEEDBACK, Work, change_section, no_work_reason
@@ -189,40 +188,4 @@ class Review(Phases):
             fields={"status": "in-progress"},
             what=lambda n: f"The branch conflicted with its base; {plural(n, 'rework cycle')}",
         )
-        return True
-
-    def _finish(self, story: Story) -> bool:
-        """Done: publish the work (push, pull request; optional auto-merge) and say whether the
-        story is done. Checks that fail under auto-merge send the story back to rework, counted
-        like a rejected review."""
-        path = self._prepare(story).path
-        self._emit("step", story.id, phase="review", step="pushing")
-        try:
-            finished = self.workspaces.finish(story, path, checked=self._checked == story.id)
-        except UnsafeWorkError as exc:
-            self._block(story.id, with_hint(exc))
-        if finished.outcome == "failed":
-            self._rework(
-                story.id,
-                outcome="checks_failed",
-                feedback=finished.message,
-                fields=finished.fields,
-                what=lambda n: f"Pull request checks failed; {plural(n, 'rework cycle')}",
-            )
-            return False
-        if finished.fields or finished.outcome != "skipped" or finished.message:
-            self.owner.finish(
-                story.id,
-                fields=finished.fields,
-                event={
-                    "action": "publish",
-                    "outcome": finished.outcome,
-                    "message": finished.message,
-                },
-            )
-            self._emit(
-                "story_published", story.id, outcome=finished.outcome, message=finished.message
-            )
-        else:
-            self.owner.finish(story.id)
         return True

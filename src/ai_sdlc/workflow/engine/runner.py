@@ -23,9 +23,9 @@ import contextlib
 
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, disk_full
 from ai_sdlc.providers.base import Phase
-from ai_sdlc.workflow.engine.assess import NextAction, assess
+from ai_sdlc.workflow.engine.assess import IN_REVIEW, NextAction, assess
 from ai_sdlc.workflow.engine.base import Limits, PhaseRetry, RunnerDeps, StoryOutcome, describe
-from ai_sdlc.workflow.engine.review import Review
+from ai_sdlc.workflow.engine.pullrequests import PullRequests
 from ai_sdlc.workflow.state.checkpoint import Checkpoint
 from ai_sdlc.workflow.state.events import iso
 from ai_sdlc.worktree_env.setup import WorktreeSetupError
@@ -35,7 +35,7 @@ from ai_sdlc.worktree_env.setup import WorktreeSetupError
 MAX_ACTIONS_PER_RUN = 200
 
 
-class StoryRunner(Review):
+class StoryRunner(PullRequests):
     """Runs one story's phases (see the module docstring); built once per session."""
 
     # --- public ---------------------------------------------------------------------------
@@ -75,16 +75,20 @@ class StoryRunner(Review):
                 action = assess(story.frontmatter, gates=self.deps.gates, global_limit=self.limit)
             if action.phase is None:
                 result = {"done": "done", "waiting": "waiting"}.get(action.kind, "idle")
-                if action.kind == "done" and story.status != "done" and not self._finish(story):
-                    continue  # the pull request's checks failed: rework
+                reason = action.reason
+                if action.kind == IN_REVIEW or (action.kind == "done" and story.status != "done"):
+                    ended = self._follow(story) if action.kind == IN_REVIEW else self._finish(story)
+                    if ended is None:
+                        continue  # in review now, a PR rework round, or done: look again
+                    result, reason = ended
                 self._emit(
                     "story_finished",
                     story_id,
                     outcome=result,
-                    reason=action.reason,
+                    reason=reason,
                     elapsed=round(self.deps.monotonic() - start, 3),
                 )
-                return StoryOutcome(story_id, result, action.reason, actions)
+                return StoryOutcome(story_id, result, reason, actions)
             if actions >= MAX_ACTIONS_PER_RUN:
                 self._block(story_id, f"Runner safety cap reached ({actions} actions in one run)")
             actions += 1

@@ -25,6 +25,8 @@ OWNER_OPS = frozenset(
         "release",
         "block",
         "finish",
+        "await_review",
+        "pr_round",
         "add_usage",
         "record_fields",
         "note",

@@ -126,6 +126,12 @@ class RemoteOwner:
     def finish(self, *a: Any, **k: Any) -> Any:
         return self.call("owner", "finish", *a, **k)
 
+    def await_review(self, *a: Any, **k: Any) -> Any:
+        return self.call("owner", "await_review", *a, **k)
+
+    def pr_round(self, *a: Any, **k: Any) -> Any:
+        return self.call("owner", "pr_round", *a, **k)
+
     def add_usage(self, *a: Any, **k: Any) -> Any:
         return self.call("owner", "add_usage", *a, **k)
 

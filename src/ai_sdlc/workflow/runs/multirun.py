@@ -19,7 +19,7 @@ from ai_sdlc.config.guard import ConfigChangedError
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
-from ai_sdlc.workflow.engine.assess import NextAction, assess
+from ai_sdlc.workflow.engine.assess import IN_REVIEW, NextAction, assess
 from ai_sdlc.workflow.engine.runner import StoryOutcome, StoryRunner
 from ai_sdlc.workflow.runs import cooldown
 from ai_sdlc.workflow.runs import graph as G
@@ -235,8 +235,8 @@ class MultiRun(RunRecord):
             if not self._may_start(s, busy):
                 continue
             action = self._assess(s.story_id)
-            if action is None or action.phase is not None:
-                return s  # actionable (or unreadable: the runner reports why)
+            if action is None or action.phase is not None or action.kind == IN_REVIEW:
+                return s  # actionable, its PR to look at (or unreadable: the runner says why)
             s.status = {"done": DONE, "waiting": WAITING}.get(action.kind, BLOCKED)
             s.reason = action.reason
             if s.status == BLOCKED:

