@@ -18,7 +18,6 @@ the verify interpreter is hard-linked at all, found from their packages' RECORD 
 from __future__ import annotations
 
 import os
-import sys
 import sysconfig
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -43,7 +42,6 @@ def installation_sites(project: Path) -> list[Path]:
     paths = sysconfig.get_paths()
     sites += [Path(paths[k]) for k in ("purelib", "platlib")]
     sites += sorted((project / ".venv").glob("lib*/python*/site-packages"))
-    sites.append(Path(sys.prefix, "bin"))
     real = [Path(os.path.realpath(s)) for s in sites if s.is_dir()]
     return list(dict.fromkeys(real))
 
