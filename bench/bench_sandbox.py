@@ -9,9 +9,17 @@ Three kinds of child, through the code paths a run uses:
 Printed per kind: the median wall time unsandboxed and sandboxed (ms), the difference, and
 the ratio. Target: the sandbox adds <= 50 ms per process (PASS/FAIL); an agent call itself
 takes seconds. What the difference is made of: the launcher (`python -I -S launcher.py`, a
-Python start-up with no site-packages), three Landlock system calls, and one more `exec`.
+Python start-up with no site-packages), three Landlock system calls, one more `exec`, and the
+private home's upkeep (`homes.prepare`: folders and copied logins, per policy).
 
-    python bench/bench_sandbox.py [--runs 20]
+Then `worktree.setup` (`uv venv` + `uv pip install` of `--package`, through `run_commands` under
+the sandbox) cold and warm, with ai-sdlc's private caches (UV_CACHE_DIR in its state folder,
+`UV_LINK_MODE=copy`) against the user's own cache made writable (what children got before issue
+32: `~/.cache` writable, uv's default hard links), each in a fresh workspace, in the same run;
+and the hard-link check (`links.check`) of the warm workspace. Needs uv (`--uv`, on PATH, or the
+test suite's copy) and its package index; skipped without them.
+
+    python bench/bench_sandbox.py [--runs 20] [--setup-runs 3] [--package rich]
 """
 
 from __future__ import annotations
@@ -27,8 +35,9 @@ from pathlib import Path
 
 from ai_sdlc.providers.base import Access, Phase, ProviderRequest
 from ai_sdlc.providers.command_provider import CommandProvider
-from ai_sdlc.sandbox import landlock
+from ai_sdlc.sandbox import homes, landlock, links
 from ai_sdlc.sandbox.backend import LandlockBackend
+from ai_sdlc.sandbox.homes import HomeSources
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.verify import run_commands
 
@@ -82,9 +91,69 @@ def agent_call(workspace: Path, script: Path, policy: SandboxPolicy | None) -> C
     return run
 
 
+def find_uv(given: str | None) -> str | None:
+    import shutil
+
+    if given:
+        return given
+    cached = Path.home() / ".cache" / "ai-sdlc-tests" / "tools" / "uv-0.13.9" / "venv" / "bin"
+    return shutil.which("uv") or shutil.which("uv", path=str(cached))
+
+
+def _setup_policy(label: str, sources: HomeSources, home: Path, ws: Path) -> SandboxPolicy:
+    backend = LandlockBackend()
+    if label.startswith("private"):
+        private = homes.prepare(sources, ws)
+        return SandboxPolicy(backend, (str(ws), *private.writable), private.env)
+    cache = str(home / ".cache")
+    return SandboxPolicy(backend, (str(ws), cache), (("UV_CACHE_DIR", cache + "/uv"),))
+
+
+def setup_bench(uv: str, package: str, runs: int) -> None:
+    """worktree.setup cold and warm: private caches against the user's (see the docstring)."""
+    steps = [("setup", f"{uv} venv -q .venv"), ("setup", f"{uv} pip install -q {package}")]
+    print(f"\nworktree.setup: `uv venv` + `uv pip install {package}` (median of {runs} warm)")
+    print(f"{'':32} {'cold':>9} {'warm':>9}")
+    for label in ("private caches (copy)", "user's cache (hard links)"):
+        with tempfile.TemporaryDirectory(prefix="bench-setup-") as tmp:
+            home = Path(tmp) / "home"
+            (home / ".cache").mkdir(parents=True)
+            sources = HomeSources.from_env(
+                {"HOME": str(home), "AI_SDLC_STATE_HOME": str(Path(tmp) / "state")}, home
+            )
+
+            times: list[float] = []
+            last = Path(tmp)
+            for n in range(runs + 1):
+                ws = Path(tmp) / f"ws{n}"
+                ws.mkdir()
+                env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+                env["VIRTUAL_ENV"] = str(ws / ".venv")
+                policy = _setup_policy(label, sources, home, ws)
+                start = time.perf_counter()
+                result = run_commands(steps, cwd=ws, timeout=600, env=env, sandbox=policy)
+                times.append((time.perf_counter() - start) * 1000)
+                if not result.passed:
+                    print(f"{label:32} setup failed: {result.failure_output[-300:]}")
+                    return
+                last = ws
+            cold, warm = times[0], statistics.median(times[1:])
+            print(f"{label:32} {cold:7.0f}ms {warm:7.0f}ms")
+            if label.startswith("private"):
+                private = homes.prepare(sources, last)
+                start = time.perf_counter()
+                links.check(last, [], list(private.writable), last)
+                took = (time.perf_counter() - start) * 1000
+                files = sum(len(f) for _, _, f in os.walk(last))
+                print(f"{'hard-link check of that worktree':32} {took:7.1f}ms ({files} files)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--setup-runs", type=int, default=3)
+    parser.add_argument("--package", default="rich")
+    parser.add_argument("--uv", default=None)
     args = parser.parse_args()
     try:
         abi = landlock.abi_version()
@@ -96,7 +165,17 @@ def main() -> int:
         workspace.mkdir()
         script = Path(tmp) / "agent.py"
         script.write_text(AGENT)
-        policy = SandboxPolicy(LandlockBackend(), (str(workspace),))
+        sources = HomeSources.from_env(
+            {"HOME": str(Path.home()), "AI_SDLC_STATE_HOME": str(Path(tmp) / "state")},
+            Path.home(),
+        )
+        private = homes.prepare(sources, workspace)
+        policy = SandboxPolicy(
+            LandlockBackend(),
+            (str(workspace), *private.writable),
+            private.env,
+            private.runs,
+        )
         kinds = {
             "verify `true`": lambda p: verification(workspace, "true", p),
             "verify `python -c pass`": lambda p: verification(
@@ -123,6 +202,11 @@ def main() -> int:
             f"most added per process: {worst:.1f} ms (target <= {TARGET * 1000:.0f} ms): {verdict}"
         )
         print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    uv = find_uv(args.uv)
+    if uv is None:
+        print("\nworktree.setup: no uv found (--uv): not measured")
+    else:
+        setup_bench(uv, args.package, args.setup_runs)
     return 0 if verdict == "PASS" else 1
 
 

@@ -99,6 +99,9 @@ def test_backlog_to_done_with_a_commit(
     # usage is Claude Code's own report: six calls of the server's tokens each
     assert fm["usage"]["input_tokens"] == 6 * INPUT_TOKENS
     assert fm["usage"]["output_tokens"] == 6 * OUTPUT_TOKENS
+    # Claude Code kept its state in ai-sdlc's private home, never in the user's folder
+    assert list((tmp_path / "claude-config").iterdir()) == []
+    assert list((tmp_path / "state" / "homes").glob("*/claude/*"))
 
 
 def test_turns_are_counted_per_model_message(

@@ -126,6 +126,12 @@ def test_backlog_to_done_with_a_commit(tmp_path: Path, gemini: Path, server: Gem
         "Writing hello.py"
         not in (proj.root / ".ai-sdlc" / "stories" / proj.sid / "plan.md").read_text()
     )
+    # Gemini CLI kept its state in ai-sdlc's private home (with copies of the user's settings
+    # and trusted folders); the user's GEMINI_CLI_HOME holds only what the user wrote
+    mine = tmp_path / "gemini-home" / ".gemini"
+    assert sorted(p.name for p in mine.iterdir()) == ["settings.json", "trustedFolders.json"]
+    private = list((tmp_path / "state" / "homes").glob("*/gemini/.gemini"))
+    assert private and all((p / "trustedFolders.json").is_file() for p in private)
 
 
 @SECOND

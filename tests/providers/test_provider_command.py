@@ -326,18 +326,16 @@ def test_codex_turns_its_own_sandbox_off_only_inside_ours() -> None:
 
 
 def test_doctor_says_when_codex_hides_its_request_retries(tmp_path: Path) -> None:
-    """The built-in provider retries refused requests unseen; a provider of the user's own with
-    request_max_retries = 0 lets ai-sdlc retry and count each."""
+    """The built-in provider retries refused requests unseen; with a provider of the user's
+    own, written as users write it, ai-sdlc's private copy of the config turns Codex's retries
+    off (`sandbox.codexconf`), so ai-sdlc retries and counts each: no note."""
     home = tmp_path / "codex"
     home.mkdir()
-    assert codex_retry_note({"CODEX_HOME": str(home)}) is not None  # no config: built-in openai
+    note = codex_retry_note({"CODEX_HOME": str(home)})  # no config: built-in openai
+    assert note is not None and "'openai'" in note and "a model provider of your own" in note
+    (home / "config.toml").write_text('model = "o3"\n[model_providers.mine]\nname = "m"\n')
+    assert codex_retry_note({"CODEX_HOME": str(home)}) is not None  # defined, not chosen
     (home / "config.toml").write_text(
         'model_provider = "mine"\n[model_providers.mine]\nname = "m"\nbase_url = "http://x"\n'
-    )
-    note = codex_retry_note({"CODEX_HOME": str(home)})
-    assert note is not None and "'mine'" in note and "request_max_retries = 0" in note
-    (home / "config.toml").write_text(
-        'model_provider = "mine"\n[model_providers.mine]\nname = "m"\nbase_url = "http://x"\n'
-        "request_max_retries = 0\n"
     )
     assert codex_retry_note({"CODEX_HOME": str(home)}) is None

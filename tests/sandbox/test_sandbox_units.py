@@ -18,7 +18,7 @@ from ai_sdlc.config import load_config
 from ai_sdlc.providers.tools import run_confined
 from ai_sdlc.sandbox import landlock, sandbox_policy_for
 from ai_sdlc.sandbox.backend import LandlockBackend
-from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
+from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.spawn import start_session
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import run_commands
@@ -235,52 +235,6 @@ def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> No
         )
         is None
     )
-
-
-def test_a_tool_state_folder_holding_the_project_is_not_writable(tmp_path: Path) -> None:
-    """A Ray worker's clone placed under ~/.cache (`run.ray.cache_dir`): granting ~/.cache would
-    grant the clone's ledger, config and git folder. Such a folder is left out."""
-    home = tmp_path / "home"
-    root = home / ".cache" / "ai-sdlc" / "ray" / "proj"
-    StoryStore(root).init()
-    (home / ".npm").mkdir()
-    environ = {"HOME": str(home)}
-    sandbox = Sandbox.from_config(load_config(root, environ={}), root=root, environ=environ)
-    assert sandbox.holding_project == (str(home / ".cache"),)
-    assert str((home / ".npm").resolve()) in sandbox.shared
-    assert not any(str(home / ".cache") in p for p in sandbox.shared)
-    if ABI:
-        policy = sandbox.policy_for(root)
-        assert policy is not None
-        proc = start_session(
-            _write_probe(home / ".cache" / "f"), cwd=root, stdout=subprocess.PIPE, sandbox=policy
-        )
-        assert proc.communicate()[0].decode().strip() == os.strerror(13)
-
-
-@needs_landlock
-def test_claude_code_gets_its_config_folder(tmp_path: Path) -> None:
-    """Claude Code writes ~/.claude.json in $HOME unless CLAUDE_CONFIG_DIR names its folder:
-    sandboxed children get ~/.claude (writable), or the folder the user already chose."""
-    home = tmp_path / "home"
-    (home / ".claude").mkdir(parents=True)
-    mine = tmp_path / "my-claude"
-    mine.mkdir()
-    root = tmp_path / "proj"
-    StoryStore(root).init()
-    config = load_config(root, environ={})
-    code = "import os; print(os.environ.get('CLAUDE_CONFIG_DIR'))"
-    for environ, expected in (
-        ({"HOME": str(home)}, str(home / ".claude")),
-        ({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(mine)}, str(mine)),
-    ):
-        policy = sandbox_policy_for(root, config, environ=environ)
-        assert policy is not None
-        assert os.path.realpath(expected) in policy.writable
-        proc = start_session(
-            [sys.executable, "-c", code], stdout=subprocess.PIPE, env=environ, sandbox=policy
-        )
-        assert proc.communicate()[0].decode().strip() == expected
 
 
 def test_ray_worker_clones_live_where_no_sandboxed_child_may_write(

@@ -208,9 +208,15 @@ def sandbox_report(root: Path, config: Any, environ: Mapping[str, str]) -> dict[
         "backend": sandbox.backend.name,
         "abi": sandbox.availability.abi,
         "detail": sandbox.availability.detail,
-        "writable": ["<worktree>", "<private temp folder>", *sandbox.shared],
-        "missing_state_folders": list(sandbox.missing),
-        "state_folders_holding_the_project": list(sandbox.holding_project),
+        "writable": [
+            "<worktree>",
+            "<private temp folder>",
+            "<private home>",
+            *sandbox.private_roots()[1:],
+            *sandbox.shared,
+        ],
+        "private_homes": sandbox.private_roots()[0],
+        "private_caches": sandbox.private_roots()[1],
         "writable_holding_the_project": list(sandbox.exposing),
     }
     if not sandbox.settings.enabled:
@@ -224,11 +230,10 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
     if sandbox["in_force"]:
         out.data(f"sandbox: ✓ {sandbox['backend']} ({sandbox['detail']})")
         out.data("  writable: " + ", ".join(sandbox["writable"]))
-        if sandbox["missing_state_folders"]:
-            out.data("  not present (not writable): " + ", ".join(sandbox["missing_state_folders"]))
-        if sandbox["state_folders_holding_the_project"]:
-            held = ", ".join(sandbox["state_folders_holding_the_project"])
-            out.data(f"  holding this project (not writable): {held}")
+        out.data(
+            f"  agent CLIs' private homes: {sandbox['private_homes']}/<workspace> "
+            "(your ~/.claude, ~/.codex, ~/.gemini, ~/.cache and ~/.npm are not writable)"
+        )
         for raw in sandbox["writable_holding_the_project"]:
             out.warn(
                 f"sandbox.writable {raw!r} holds this project: agents and verification commands "

@@ -48,12 +48,16 @@ def _codex(sandbox: str) -> tuple[str, ...]:
 
 
 #: Aider, headless: no prompts, no update checks, no browser, no analytics sent; the answer and
-#: usage go to files in the private output folder (cli_output.AIDER_*).
+#: usage go to files in the private output folder (cli_output.AIDER_*), which lies inside the
+#: sandbox's writable set (the private home's `runs/`). `--no-git`: Aider `git add`s each file
+#: it creates, and a sandboxed child cannot write the repository's index (the git folder is
+#: read-only), so every new file ended empty; ai-sdlc owns git (staging, commits) anyway.
 _AIDER = (
     "aider",
     "--message-file",
     "{prompt_file}",
     "--yes-always",
+    "--no-git",
     "--no-auto-commits",
     "--no-gitignore",
     "--no-pretty",
@@ -175,9 +179,11 @@ PRESETS: dict[str, Preset] = {
 
 def codex_retry_note(environ: Mapping[str, str]) -> str | None:
     """Codex retries a refused API request by itself (4 times by default) and never says so in
-    `exec --json`, so those retries cannot be counted. A provider of the user's own with
-    `request_max_retries = 0` hands each failure back: ai-sdlc's `llm` policy retries and counts
-    it. The built-in `openai` provider cannot be changed (codex refuses to load such a config)."""
+    `exec --json`, so those retries cannot be counted. Under the sandbox Codex runs on a private
+    copy of the user's config.toml with `request_max_retries = 0` on every provider of the
+    user's own (`sandbox.codexconf`): each failure comes back to ai-sdlc's `llm` policy, which
+    retries and counts it. The built-in `openai` provider cannot be changed (codex refuses to
+    load such a config)."""
     default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
     home = environ.get("CODEX_HOME") or str(default)
     try:
@@ -187,10 +193,10 @@ def codex_retry_note(environ: Mapping[str, str]) -> str | None:
     provider = str(data.get("model_provider") or "openai")
     providers = data.get("model_providers")
     info = providers.get(provider) if isinstance(providers, dict) else None
-    if isinstance(info, dict) and info.get("request_max_retries") == 0:
+    if isinstance(info, dict):
         return None
     return (
         f"codex retries refused API requests by itself (model provider {provider!r}) and does "
         "not report them, so they are not counted; to count each, use a model provider of your "
-        "own in codex's config.toml with request_max_retries = 0"
+        "own in codex's config.toml (ai-sdlc turns its retries off in its private copy)"
     )

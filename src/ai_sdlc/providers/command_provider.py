@@ -234,7 +234,10 @@ class CommandProvider(ConfiguredProvider):
             else (request.prompt)
         )
         before = snapshot(request.workspace)
-        with tempfile.TemporaryDirectory(prefix="ai-sdlc-prompt-") as tmp:
+        # Under the sandbox the prompt and output folder lie in the private home's `runs/`,
+        # writable by the agent (a folder it cannot write makes Aider fail, issue 32 case 8).
+        runs = request.sandbox.runs if request.sandbox is not None else ""
+        with tempfile.TemporaryDirectory(prefix="ai-sdlc-prompt-", dir=runs or None) as tmp:
             prompt_file = Path(tmp) / "prompt.md"
             fd = os.open(prompt_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -4,7 +4,8 @@ Agents (CLI agents, `command` agents, our own agent loop's `run_command`) and th
 `verify.*` commands are untrusted: they could lower the story's ledger, raise a limit in
 `.ai-sdlc/config.yaml` or plant a git hook next to the worktree they work in. Every such child
 is started by `ai_sdlc.spawn.start_session` with a `SandboxPolicy`: it may write only its
-worktree, a private temp folder, a few documented tool state folders and `sandbox.writable`.
+worktree, a private temp folder, its private tool home and caches in ai-sdlc's state folder
+(`homes`) and `sandbox.writable`.
 Reads, execution and the network stay open (agents need their API and the whole toolchain).
 
 Why Landlock applied by a launcher (measured on Linux 6.18, Landlock ABI 7, see docs/sandbox.md):
@@ -29,7 +30,6 @@ run, and refused by `run --auto`/`watch` unless `--no-sandbox` or `sandbox.requi
 
 from ai_sdlc.sandbox.backend import SANDBOX_ENV, Availability, Backend, select_backend
 from ai_sdlc.sandbox.policy import (
-    TOOL_STATE_DIRS,
     Sandbox,
     SandboxPolicy,
     SandboxRequiredError,
@@ -39,7 +39,6 @@ from ai_sdlc.sandbox.policy import (
 
 __all__ = [
     "SANDBOX_ENV",
-    "TOOL_STATE_DIRS",
     "Availability",
     "Backend",
     "Sandbox",

@@ -1,11 +1,15 @@
 """What a sandboxed child may write, built from the project's config, and how it is launched.
 
 Writable: the story's workspace (its worktree), a private temp folder per child (TMPDIR, TMP
-and TEMP point at it), the per-tool state folders in `TOOL_STATE_DIRS` that exist, `/dev/null`
-and `/dev/shm`, and the folders listed in `sandbox.writable`. Everything else is read-only,
-notably the main checkout, its `.ai-sdlc/` (stories, ledger, config) and the repository's git
-folder: Landlock rules allow by hierarchy, so a worktree inside the main checkout
-(`.ai-sdlc/worktrees/<id>`) is writable while its parents are not.
+and TEMP point at it), the workspace's private home and the shared caches in ai-sdlc's own
+state folder (`homes`: the agent CLIs' state, XDG homes, npm/uv/pip/Go/Cargo caches, pointed
+at by variables that override the user's), `/dev/null` and `/dev/shm`, and the folders listed
+in `sandbox.writable`. Everything else is read-only, notably the main checkout, its
+`.ai-sdlc/` (stories, ledger, config), the repository's git folder and the user's own tool
+folders (`~/.claude`, `~/.codex`, `~/.gemini`, `~/.cache`, `~/.npm`): Landlock rules allow by
+hierarchy, so a worktree inside the main checkout (`.ai-sdlc/worktrees/<id>`) is writable while
+its parents are not. Before the first child of a workspace, `links.check` refuses a writable
+root holding a hard link to a file outside the writable set.
 
 `sandbox_policy_for(workspace, config)` is the one call a caller needs: the policy (or None
 when the sandbox is off or unavailable) to pass as `start_session(..., sandbox=policy)`.
@@ -22,15 +26,10 @@ from typing import Any, Protocol
 import msgspec
 
 from ai_sdlc.errors import AiSdlcError, ExitCode, InvalidInputError
+from ai_sdlc.sandbox import homes
 from ai_sdlc.sandbox.backend import SANDBOX_ENV, Availability, Backend, select_backend
+from ai_sdlc.sandbox.homes import HomeSources
 
-#: Folders CLI agents and build tools keep their state in (logins, caches, history). Writable
-#: when they exist; one that does not exist is not created (run the tool once outside, or
-#: create the folder). Claude Code also gets `CLAUDE_CONFIG_DIR` (see `CLAUDE_DIR_ENV`).
-TOOL_STATE_DIRS: tuple[str, ...] = ("~/.claude", "~/.codex", "~/.gemini", "~/.cache", "~/.npm")
-#: Claude Code writes `~/.claude.json` (and renames temp files beside it) in $HOME unless this
-#: names its folder: set to `~/.claude` for sandboxed children unless the user already set it.
-CLAUDE_DIR_ENV = "CLAUDE_CONFIG_DIR"
 #: Devices and shared memory every program may write: the bit bucket, and POSIX semaphores and
 #: shared memory (Python's multiprocessing locks live in /dev/shm).
 SYSTEM_WRITABLE: tuple[str, ...] = ("/dev/null", "/dev/shm")
@@ -56,8 +55,11 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
 
     backend: Backend
     writable: tuple[str, ...]
-    #: Variables set in every sandboxed child's environment (e.g. CLAUDE_CONFIG_DIR).
+    #: Variables set in every sandboxed child's environment, over the caller's (the private
+    #: homes and caches: CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_CACHE_HOME…).
     env: tuple[tuple[str, str], ...] = ()
+    #: A writable folder for what a caller hands its child (prompt and output files), or "".
+    runs: str = ""
 
     def launch(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Any = None
@@ -75,8 +77,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
         try:
             for name in TEMP_VARS:
                 environment[name] = tmpdir
-            for name, value in self.env:
-                environment.setdefault(name, value)
+            environment.update(self.env)
             wrapped = self.backend.wrap([executable, *argv], (*self.writable, tmpdir))
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -148,48 +149,29 @@ class Sandbox(msgspec.Struct, frozen=True):
     settings: SandboxSettings
     backend: Backend
     availability: Availability
-    #: Writable roots besides the workspace and the temp folder (existing, resolved).
+    #: Where the private homes and caches live, and the user's folders they are seeded from.
+    sources: HomeSources
+    #: Writable roots besides the workspace, its home and the temp folder (existing, resolved).
     shared: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    #: Tool state folders left out because they do not exist (for doctor).
-    missing: tuple[str, ...] = ()
-    #: Tool state folders left out because they hold the project (e.g. a Ray worker's clone
-    #: in ~/.cache): writing them would reach the project's ledger, config and git folder.
-    holding_project: tuple[str, ...] = ()
     #: `sandbox.writable` folders that hold the project (the user's choice; doctor warns).
     exposing: tuple[str, ...] = ()
+    #: The project's real path (its private homes must not hold it).
+    project: str = ""
 
     @classmethod
     def from_config(
         cls, config: Any, *, root: Path, environ: Mapping[str, str] | None = None
     ) -> Sandbox:
         """Raises InvalidInputError when a `sandbox.writable` folder does not exist."""
-        from ai_sdlc.environ import current
+        from ai_sdlc.environ import current, home_folder
 
         env = current() if environ is None else environ
         settings = SandboxSettings.from_config(config)
         backend = select_backend(env)
-        home = Path(env.get("HOME") or Path.home())
-        shared: list[str] = []
-        missing: list[str] = []
-        holding: list[str] = []
+        home = Path(home_folder(env))
+        shared: list[str] = [p for p in SYSTEM_WRITABLE if os.path.exists(p)]
         exposing: list[str] = []
         project = Path(os.path.realpath(root))
-        extra_env: list[tuple[str, str]] = []
-        claude_dir = env.get(CLAUDE_DIR_ENV)
-        if not claude_dir:
-            claude_dir = str(home / ".claude")
-            extra_env.append((CLAUDE_DIR_ENV, claude_dir))
-        candidates = [_expand(d, home) for d in TOOL_STATE_DIRS]
-        candidates.append(Path(claude_dir))
-        for path in candidates:
-            if not path.exists():
-                missing.append(str(path))
-            elif project.is_relative_to(os.path.realpath(path)):
-                holding.append(str(path))
-            else:
-                shared.append(os.path.realpath(path))
-        shared += [p for p in SYSTEM_WRITABLE if os.path.exists(p)]
         for raw in settings.writable:
             path = _expand(raw, home)
             if not path.is_absolute():
@@ -206,25 +188,57 @@ class Sandbox(msgspec.Struct, frozen=True):
             settings,
             backend,
             backend.available(),
+            HomeSources.from_env(env, home),
             tuple(dict.fromkeys(shared)),
-            tuple(extra_env),
-            tuple(dict.fromkeys(missing)),
-            tuple(dict.fromkeys(holding)),
             tuple(exposing),
+            str(project),
         )
 
     @property
     def in_force(self) -> bool:
         return self.settings.enabled and self.availability.usable
 
+    def private_roots(self) -> tuple[str, str]:
+        """Where the private homes and the shared caches are kept (not yet created)."""
+        return (str(self.sources.homes), str(self.sources.caches))
+
     def writable_roots(self, workspace: Path) -> tuple[str, ...]:
+        """The workspace and the shared roots (its private home and caches are added by
+        `policy_for`, which creates them)."""
         return (os.path.realpath(workspace), *self.shared)
 
     def policy_for(self, workspace: Path) -> SandboxPolicy | None:
-        """The policy of `workspace`'s children; None when the sandbox is off or missing."""
+        """The policy of `workspace`'s children; None when the sandbox is off or missing.
+        Creates the workspace's private home and the caches (AiSdlcError when it cannot)."""
         if not self.in_force:
             return None
-        return SandboxPolicy(self.backend, self.writable_roots(workspace), self.env)
+        for root in self.private_roots():
+            real = os.path.realpath(root)
+            if Path(self.project).is_relative_to(real):
+                raise InvalidInputError(
+                    f"the agents' private homes and caches ({real}) would hold this project "
+                    f"({self.project}): children could write its ledger and config",
+                    hint="set AI_SDLC_STATE_HOME to a folder outside the project",
+                )
+        private = homes.prepare(self.sources, workspace)
+        return SandboxPolicy(
+            self.backend,
+            (os.path.realpath(workspace), *private.writable, *self.shared),
+            private.env,
+            private.runs,
+        )
+
+    def check_links(self, workspace: Path) -> None:
+        """Refuse (links.HardLinkError) a writable root holding a hard link to a file outside
+        the writable set; call once per workspace, before its first child (`links`)."""
+        if not self.in_force:
+            return
+        from ai_sdlc.sandbox import links
+
+        system = {os.path.realpath(p) for p in SYSTEM_WRITABLE}
+        extra = [p for p in self.shared if p not in system]
+        private = [str(homes.home_of(self.sources, workspace)), str(self.sources.caches)]
+        links.check(workspace, extra, [os.path.realpath(p) for p in private], Path(self.project))
 
     def missing_reason(self, *, no_sandbox: bool = False) -> str | None:
         """Why children will run unconfined although the config wants a sandbox (None when
@@ -261,4 +275,7 @@ def sandbox_policy_for(
     `Config`), or None when the sandbox is off or unavailable here. Pass the result to
     `ai_sdlc.spawn.start_session(argv, sandbox=policy, ...)`."""
     root = Path(config.path).parent.parent  # <root>/.ai-sdlc/config.yaml
-    return Sandbox.from_config(config, root=root, environ=environ).policy_for(workspace)
+    sandbox = Sandbox.from_config(config, root=root, environ=environ)
+    policy = sandbox.policy_for(workspace)
+    sandbox.check_links(workspace)
+    return policy

@@ -116,8 +116,16 @@ class Session(msgspec.Struct):
         timeout = config.typed().verify.timeout
         sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
 
+        linked_checked: set[Path] = set()
+
         def confine(workspace: Path) -> SandboxPolicy | None:
-            return None if no_sandbox else sandbox.policy_for(workspace)
+            if no_sandbox:
+                return None
+            policy = sandbox.policy_for(workspace)
+            if workspace not in linked_checked:  # before the workspace's first child
+                sandbox.check_links(workspace)
+                linked_checked.add(workspace)
+            return policy
 
         workspaces, isolation = select_workspace(
             store.root, config, no_worktree=no_worktree, guard=guards.git

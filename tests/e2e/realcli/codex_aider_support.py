@@ -154,6 +154,10 @@ class Project:
             "PATH": f"{self.bin}{os.pathsep}{exe.parent}{os.pathsep}{os.environ['PATH']}",
             "FAKE_GH_LOG": str(tmp_path / "gh.log"),
             "AI_SDLC_PROVIDER": "",
+            # Exactly the sandbox a user gets: no widening (the suite's is undone), the CLI's
+            # state in ai-sdlc's private homes under this test's own state folder.
+            "AI_SDLC_SANDBOX__WRITABLE": "[]",
+            "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
         }
         if cli == "codex":
             self._codex()
@@ -168,26 +172,27 @@ class Project:
         self.sid = self.repo.story("Multiply numbers")
 
     def _codex(self) -> None:
-        """CODEX_HOME in the test's folder: a provider at the fake server, with Codex's own
-        request and stream retries off so ai-sdlc's `llm` policy retries and counts each."""
+        """The user's CODEX_HOME in the test's folder: a provider of their own at the fake
+        server, written as users write it (no retry settings: Codex would retry 4 times by
+        itself). ai-sdlc runs Codex on a private copy with those retries off, so its `llm`
+        policy retries and counts each; the user's folder is never written."""
         codex_home = self.tmp / "codex-home"
         codex_home.mkdir()
         (codex_home / "config.toml").write_text(
             'model = "gpt-fake"\nmodel_provider = "fake"\n\n[model_providers.fake]\n'
             f'name = "fake"\nbase_url = "{self.server.openai_base_url}"\n'
             'wire_api = "responses"\nenv_key = "FAKE_OPENAI_KEY"\n'
-            "request_max_retries = 0\nstream_max_retries = 0"
         )
         self.env["CODEX_HOME"] = str(codex_home)
         self.env["FAKE_OPENAI_KEY"] = "sk-test-codex"
-        self.config("sandbox.writable", json.dumps([str(codex_home)]))
+        self.codex_home = codex_home
 
     def config(self, key: str, value: str) -> None:
         done = run_cli(self.root, "config", key, value)
         assert done.returncode == 0, done.output
 
     def run(self, *args: str) -> CliResult:
-        return run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=300)
+        return run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=600)
 
     def fm(self) -> dict[str, Any]:
         return dict(StoryStore(self.root).get(self.sid).frontmatter)

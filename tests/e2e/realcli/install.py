@@ -37,6 +37,9 @@ TOOLS = {
     "gemini": Tool("gemini", "npm", "@google/gemini-cli", "0.61.0", "node_modules/.bin/gemini"),
     "aider": Tool("aider", "pip", "aider-chat", "0.86.2", "venv/bin/aider"),
 }
+#: Not agents: uv installs ai-sdlc the way its users' uv does (hard links from its cache), for
+#: tests/e2e/test_uv_installed.py (issue 32).
+HELPERS = {"uv": Tool("uv", "pip", "uv", "0.13.9", "venv/bin/uv")}
 
 _OFFLINE_SIGNS = (
     "ENOTFOUND",
@@ -97,7 +100,7 @@ def _install(tool: Tool, folder: Path) -> subprocess.CompletedProcess[str]:
 
 def tool_path(name: str) -> Path:
     """The executable of the pinned tool `name`, installing it first if needed."""
-    tool = TOOLS[name]
+    tool = TOOLS[name] if name in TOOLS else HELPERS[name]
     folder = cache_root() / f"{tool.name}-{tool.version}"
     ready = folder / ".ready"
     if ready.exists():

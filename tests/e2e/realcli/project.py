@@ -38,6 +38,10 @@ class RealProject:
             "PATH": os.pathsep.join([str(bin_dir), str(tool_bin.parent), os.environ["PATH"]]),
             "FAKE_GH_LOG": str(tmp_path / "gh.log"),
             "AI_SDLC_PROVIDER": "",
+            # Exactly the sandbox a user gets: no widening (the suite's is undone), the CLI's
+            # state in ai-sdlc's private homes under this test's own state folder.
+            "AI_SDLC_SANDBOX__WRITABLE": "[]",
+            "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
             **env,
         }
         test = shlex.join([sys.executable, "-c", CHECK])

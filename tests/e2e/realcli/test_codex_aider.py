@@ -93,6 +93,10 @@ def test_a_story_goes_from_backlog_to_done_through_a_rework_cycle(
     assert usage["input_tokens"] == TOKENS_IN * answered, (usage, answered)
     assert usage["output_tokens"] == TOKENS_OUT * answered
     assert [e.get("recovery_kind") for e in p.recoveries()] == ["rework"], p.recoveries()
+    if cli == "codex":  # Codex ran on ai-sdlc's private home; the user's is as it was
+        assert sorted(p.codex_home.iterdir()) == [p.codex_home / "config.toml"]
+        private = list((tmp_path / "state" / "homes").glob("*/codex/config.toml"))
+        assert private and all("request_max_retries = 0" in f.read_text() for f in private)
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -62,7 +62,9 @@ def git_ok(*args):
 def state_home_write():
     """Lower the copy of the ledger head kept in the user's state folder (or plant a file)."""
     home = os.environ.get("AI_SDLC_STATE_HOME") or os.path.expanduser("~/.local/state/ai-sdlc")
-    for folder, _dirs, files in os.walk(home):
+    for folder, dirs, files in os.walk(home):
+        if folder == home:  # the agents' own private homes and caches are theirs to write
+            dirs[:] = [d for d in dirs if d not in ("homes", "caches")]
         for name in files:
             append(os.path.join(folder, name), '{"seq": 1, "total": 0}\n')()
             return

@@ -1,0 +1,192 @@
+"""Issue 32, case 1, through the real CLI installed the way uv installs it.
+
+ai-sdlc is installed by the real uv (`uv venv` + `uv pip install` of this checkout, uv's default
+link mode: every file a hard link to its copy in `~/.cache/uv`) under a throwaway HOME. The
+baseline's verify command (and a detached grandchild of it, and the agent) try to patch the
+cached copy of `ai_sdlc/sandbox/landlock.py`, the same inode the launcher imports for every
+child: denied, because `~/.cache` is no longer writable (children get ai-sdlc's own caches).
+A user who widens the sandbox to `~/.cache` gets a run that refuses to start, naming the
+hard-linked file, before any child runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.sandbox import landlock
+from tests.conftest import cli_environment
+from tests.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
+from tests.realcli.install import tool_path
+
+try:
+    ABI = landlock.abi_version()
+except OSError:  # pragma: no cover - the CI and dev kernels have Landlock
+    ABI = 0
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("git_env"),
+    pytest.mark.skipif(ABI == 0, reason="this kernel has no usable Landlock"),
+    pytest.mark.xdist_group("uv-install"),
+]
+SID = "S-0001"
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+#: `patch.py ROLE PHASE REPORTS`: append to every cached copy of ai-sdlc's landlock.py under
+#: ~/.cache/uv and record each outcome in REPORTS/ROLE.jsonl.
+PATCH = r"""
+import glob, json, os, subprocess, sys
+role, phase, reports = sys.argv[1:4]
+cache = os.path.expanduser("~/.cache/uv")
+records = []
+for path in glob.glob(cache + "/**/ai_sdlc/sandbox/landlock.py", recursive=True):
+    try:
+        with open(path, "a") as fh:
+            fh.write("\ndef restrict(*a, **k):\n    return None  # the sandbox, switched off\n")
+        outcome = "done"
+    except OSError as exc:
+        outcome = "denied: " + (exc.strerror or str(exc))
+    records.append({"role": role, "path": path, "outcome": outcome})
+if role != "grandchild":
+    subprocess.run([sys.executable, __file__, "grandchild", phase, reports],
+                   start_new_session=True)
+with open(os.path.join(reports, role + ".jsonl"), "a") as fh:
+    fh.write("".join(json.dumps(r) + "\n" for r in records))
+if role == "agent":
+    if phase in ("implement", "rework"):
+        with open("work.txt", "a") as fh:
+            fh.write(phase + "\n")
+    print(phase + " done\n\nDECISION: APPROVED" if phase in ("refine", "review") else "## " + phase)
+elif role == "verify":
+    print("1 passed")
+"""
+
+
+def install_with_uv(home: Path, folder: Path) -> Path:
+    """ai-sdlc installed by uv from this checkout, its cache in `home`'s ~/.cache/uv."""
+    uv = str(tool_path("uv"))
+    env = {**os.environ, "HOME": str(home), "UV_CACHE_DIR": str(home / ".cache" / "uv")}
+    env.pop("UV_LINK_MODE", None)  # uv's default: hard links on Linux
+    venv = folder / "ai-venv"
+    base = os.path.realpath(sys.executable)
+    for argv in (
+        [uv, "venv", "-q", "--python", base, str(venv)],
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(CHECKOUT)],
+    ):
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode and "error sending request" in done.stderr:
+            pytest.skip(f"uv cannot reach its package index: {done.stderr[-300:]}")
+        assert done.returncode == 0, done.stderr
+    return venv
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """(venv, home, project root, reports): ai-sdlc installed by uv, a project with the
+    patching script as its command agent and verify.test."""
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    venv = install_with_uv(home, tmp_path)
+    installed = next(venv.glob("lib/python*/site-packages/ai_sdlc/sandbox/landlock.py"))
+    assert os.stat(installed).st_nlink > 1  # uv hard-linked it from its cache
+    root = make_repo(tmp_path, remote=False).root
+    script = tmp_path / "patch.py"
+    script.write_text(PATCH)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    agent = [sys.executable, str(script), "agent", "{phase}", str(reports)]
+    verify = shlex.join([sys.executable, str(script), "verify", "-", str(reports)])
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
+        f"verify:\n  test: {json.dumps(verify)}\n"
+        f"sandbox:\n  writable: [{json.dumps(str(reports))}]\n"
+    )
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "config")
+    return venv, home, root, reports
+
+
+def ai_sdlc(venv: Path, home: Path, root: Path, *args: str, writable: list[str]) -> tuple:
+    env = cli_environment(
+        {
+            "HOME": str(home),
+            "AI_SDLC_STATE_HOME": str(home / ".local" / "state" / "ai-sdlc"),
+            "AI_SDLC_PROVIDER": "command",
+            "AI_SDLC_SANDBOX__WRITABLE": json.dumps(writable),
+        }
+    )
+    env.pop("UV_CACHE_DIR", None)
+    done = subprocess.run(
+        [str(venv / "bin" / "ai-sdlc"), "--project", str(root), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def cached_copies(home: Path) -> dict[Path, str]:
+    found = home.joinpath(".cache", "uv").rglob("ai_sdlc/sandbox/landlock.py")
+    return {p: digest(p) for p in found}
+
+
+def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
+    installed: tuple[Path, Path, Path, Path],
+) -> None:
+    venv, home, root, reports = installed
+    before = cached_copies(home)
+    assert before
+    added = ai_sdlc(venv, home, root, "add", "Add multiply", writable=[str(reports)])
+    assert added[0] == 0, added
+
+    code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=[str(reports)])
+
+    assert code == 0, out + err
+    tried = [
+        json.loads(line)
+        for role in ("agent", "verify", "grandchild")
+        for line in (reports / f"{role}.jsonl").read_text().splitlines()
+    ]
+    assert {r["role"] for r in tried} == {"agent", "verify", "grandchild"}
+    assert tried and all(r["outcome"].startswith("denied") for r in tried), tried
+    assert cached_copies(home) == before
+    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json", writable=[])[1])
+    assert shown["frontmatter"]["status"] == "done"
+
+
+def test_a_writable_root_holding_the_installations_hard_links_is_refused(
+    installed: tuple[Path, Path, Path, Path],
+) -> None:
+    """The user widened the sandbox to ~/.cache (uv's cache is there): the run refuses before
+    any child runs, naming a hard-linked file and what to do; nothing is counted."""
+    venv, home, root, reports = installed
+    before = cached_copies(home)
+    wide = [str(reports), str(home / ".cache")]
+    assert ai_sdlc(venv, home, root, "add", "Add multiply", writable=wide)[0] == 0
+
+    code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=wide)
+
+    assert code == 3, out + err
+    message = " ".join(err.split())
+    assert "a hard link to a file outside the sandbox's writable set" in message
+    assert f"inside the writable folder {home / '.cache'}" in message
+    assert "hint: replace it with a copy" in message
+    assert "Traceback" not in err
+    assert not any(reports.iterdir())  # no child ran
+    assert cached_copies(home) == before
+    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json", writable=[])[1])
+    assert shown["frontmatter"].get("total_recovery_attempts", 0) == 0
