@@ -23,8 +23,8 @@ import pytest
 
 from ai_sdlc.sandbox import landlock
 from tests.conftest import cli_environment
-from tests.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
-from tests.realcli.install import tool_path
+from tests.e2e.realcli.install import tool_path
+from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
 
 try:
     ABI = landlock.abi_version()

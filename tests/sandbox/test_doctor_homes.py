@@ -10,7 +10,7 @@ import pytest
 
 from ai_sdlc.sandbox import landlock
 from tests.conftest import run_cli
-from tests.git_support import git_env, make_repo  # noqa: F401 (fixture)
+from tests.support.git_support import git_env, make_repo  # noqa: F401 (fixture)
 
 try:
     ABI = landlock.abi_version()
