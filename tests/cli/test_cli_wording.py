@@ -24,8 +24,12 @@ __all__ = ["gh_log", "git_env", "repo"]
 
 
 def failing_until(marker: Path) -> str:
-    """A `verify.test` that fails until `marker` exists."""
-    code = f"import os, sys; sys.exit(0 if os.path.exists({str(marker)!r}) else 1)"
+    """A `verify.test` that fails until `marker` exists, naming its failing test as a runner
+    does (a failure that names no test is a broken verify command at the base: issue 33)."""
+    code = (
+        f"import os, sys\nif not os.path.exists({str(marker)!r}):\n"
+        "    print('FAILED tests/test_marker.py::test_marker - no marker yet')\n    sys.exit(1)\n"
+    )
     return shlex.join([sys.executable, "-c", code])
 
 

@@ -33,9 +33,13 @@ HELLO = 'def greet(name):\n    return f"Hello, {name}!"\n'
 #: Imports the agent's module with bytecode writing on (whatever the environment says), as a
 #: project's tests do: verification keeps that bytecode in a folder of its own
 #: (PYTHONPYCACHEPREFIX), so none is left in the worktree, committed or put in a patch.
+#: The project's test, named in its failure report as a test runner names it (a base where it
+#: fails is a test-first start, not a broken verify command: issue 33).
 CHECK = (
-    "import sys; sys.dont_write_bytecode = False; import hello; "
-    "assert hello.greet('Ada') == 'Hello, Ada!'"
+    "import sys; sys.dont_write_bytecode = False\n"
+    "try:\n    import hello\n    assert hello.greet('Ada') == 'Hello, Ada!'\n"
+    "except (ImportError, AssertionError) as exc:\n"
+    "    print(f'FAILED test_hello.py::test_greet - {exc!r}')\n    sys.exit(1)\n"
 )
 KEY = "sk-proj-" + "Zq8Xv2Lm4Np6Rt0Ws3Yu5Ab7Cd9Ef1Gh"
 

@@ -53,10 +53,13 @@ def init(
                 "project": str(store.root),
                 "created": created or created_config,
                 "worktree_setup": proposed,
+                "worktree_setup_notes": proposal.notes if created_config else [],
             }
         )
     elif created or created_config:
         out.success(f"Initialised ai-sdlc in {store.ai_dir}")
+        for note in proposal.notes if created_config else []:
+            out.info(f"worktree.setup: {note}")
         if proposed:
             out.info(
                 f"worktree.setup: {', '.join(proposed)} (for {', '.join(proposal.found)}): each "

@@ -119,8 +119,17 @@ class Progress:
                 else ""
             )
             failing = e.get("failing") or []
-            fails = f" (failing before the change: {', '.join(failing[:3])})" if failing else ""
+            aside = e.get("set_aside") or []
+            if aside:  # the counts are those of the base without its new tests
+                fails = (
+                    f" with {', '.join(aside[:3])} set aside (new tests that do not build at "
+                    f"the base: {e.get('reason') or '?'})"
+                )
+            else:
+                fails = f" (failing before the change: {', '.join(failing[:3])})" if failing else ""
             return f"[{story}] base verified{shown}{fails}"
+        if name == "floor_off":
+            return f"[{story}] pass-count floor off: {e.get('reason')}"
         if name == "protected_restored":
             return f"[{story}] put back the agent's test files: {', '.join(e.get('paths') or [])}"
         if name == "recovery":

@@ -123,7 +123,8 @@ def _vitest(lines: list[str]) -> tuple[list[str], str]:
     return names, reason
 
 
-_UVU_HEAD = re.compile(r'^\s+FAIL\s+(.+?)\s+"(.*)"\s*$')
+#: uvu 0.5 prints `FAIL  "name"` under the file's own heading line; older ones `FAIL  file  "name"`.
+_UVU_HEAD = re.compile(r'^\s+FAIL\s+(?:(.+?)\s+)?"(.*)"\s*$')
 
 
 def _uvu(lines: list[str]) -> tuple[list[str], str]:
@@ -133,11 +134,47 @@ def _uvu(lines: list[str]) -> tuple[list[str], str]:
         hit = _UVU_HEAD.match(line)
         if hit is None:
             continue
-        name = f"{hit.group(1)} > {hit.group(2)}"
+        name = f"{hit.group(1)} > {hit.group(2)}" if hit.group(1) else hit.group(2)
         names.append(name)
         if not reason:
             detail = _details(lines, index)
             reason = f"{name}: {detail}" if detail else name
+    return names, reason
+
+
+_MOCHA_HEAD = re.compile(r"^\s+(\d+)\) (\S.*?)(:?)$")
+
+
+def _mocha(lines: list[str]) -> tuple[list[str], str]:
+    """The report after `N failing`: `1) suite` then `adds two numbers:` and the error, whose
+    message may go on after a blank line (`2 !== 3`)."""
+    start = next((i for i, ln in enumerate(lines) if re.match(r"^\s+\d+ failing$", ln)), None)
+    if start is None:
+        return [], ""
+    names: list[str] = []
+    reason = ""
+    index = start + 1
+    while index < len(lines):
+        hit = _MOCHA_HEAD.match(lines[index])
+        if hit is None:
+            index += 1
+            continue
+        title = [hit.group(2)]
+        if not hit.group(3):  # the title goes on, indented, up to the line ending in ":"
+            for follow in lines[index + 1 : index + 6]:
+                index += 1
+                title.append(follow.strip().rstrip(":"))
+                if follow.rstrip().endswith(":"):
+                    break
+        name = " ".join(title)
+        names.append(name)
+        if not reason:
+            kept = [ln.strip() for ln in lines[index + 1 : index + 10] if ln.strip()]
+            detail = "; ".join(
+                ln for ln in kept[:4] if not ln.startswith(("at ", "+ expected", "-", "+"))
+            )
+            reason = f"{name}: {detail}" if detail else name
+        index += 1
     return names, reason
 
 
@@ -176,20 +213,39 @@ def _node(lines: list[str]) -> tuple[list[str], str]:
 
 
 _GO_HEAD = re.compile(r"^\s*--- FAIL: (\S+)")
+_GO_RUN = re.compile(r"^=== (?:RUN|CONT|PAUSE|NAME)\s+(\S+)")
+_GO_LOG = re.compile(r"^\s+\S+\.go:\d+: \S")
+#: A compile error of a Go file (`./is_test.go:6:6: undefined: IsPalindrome`).
+GO_COMPILE = re.compile(r"^(\S+\.go):\d+:\d+: (\S.*)$")
 
 
 def _go(lines: list[str]) -> tuple[list[str], str]:
+    """`--- FAIL: TestX` with the test's own log line (`x_test.go:7: got …`): after it without
+    `-v`, between `=== RUN   TestX` and it with `-v`; a build failure's compile error."""
     names: list[str] = []
     reason = ""
+    logged: dict[str, str] = {}
+    running = ""
     for index, line in enumerate(lines):
+        run = _GO_RUN.match(line)
+        if run is not None:
+            running = run.group(1)
+            continue
+        if _GO_LOG.match(line) and running and running not in logged:
+            logged[running] = line.strip()
+            continue
         hit = _GO_HEAD.match(line)
         if hit is None:
             continue
-        names.append(hit.group(1))
+        name = hit.group(1)
+        names.append(name)
         if not reason:
             following = lines[index + 1] if index + 1 < len(lines) else ""
-            detail = following.strip() if following.startswith(("    ", "\t")) else ""
-            reason = f"{hit.group(1)}: {detail}" if detail else hit.group(1)
+            detail = following.strip() if _GO_LOG.match(following) else logged.get(name, "")
+            reason = f"{name}: {detail}" if detail else name
+    if not names:
+        found = next((ln.strip() for ln in lines if GO_COMPILE.match(ln.strip())), "")
+        return [], found
     return names, reason
 
 
@@ -227,6 +283,7 @@ _READERS: tuple[Callable[[list[str]], tuple[list[str], str]], ...] = (
     _vitest,
     _jest,
     _uvu,
+    _mocha,
     _node,
     _go,
     _cargo,
@@ -252,3 +309,32 @@ def failure_reason(output: str) -> str:
     output holds no runner's failure report (the caller falls back to its own choice)."""
     reason = " ".join(_read(output)[1].split())
     return reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…"
+
+
+#: Lines that point elsewhere (a log file, the help) rather than say what went wrong.
+_POINTERS = re.compile(
+    r"(?i)complete log of this run|for more information|run '?\S+ help|^\s*help:|"
+    r"to see a list of|^\s*(?:npm (?:error|ERR!)\s*)?(?:code|errno)\s+\S+\s*$|"
+    r"test failed, to rerun"
+)
+#: Words that name a cause ("No module named pytset", "Missing script", "can only install").
+_CAUSE = re.compile(
+    r"(?i)\b(?:no module named|not found|no such|unknown|missing|can ?not|can only|could not|"
+    r"couldn't|undefined|unrecognized|invalid|not installed|permission denied|is not)\b"
+)
+_ERROR = re.compile(r"(?i)\b(?:error|fatal|failed|failure)\b")
+
+
+def error_line(output: str) -> str:
+    """The line of a failed command's output that names the cause, for a message that quotes
+    it: a line with a cause's words ("No module named pytset", "npm error Missing script:
+    \"tset\"", "… can only install with an existing package-lock.json"), else the first line
+    saying error, else the first line; never a pointer to a log file or to the help. "" for
+    no output."""
+    lines = [ln.strip() for ln in _lines(output) if ln.strip()]
+    told = [ln for ln in lines if not _POINTERS.search(ln)]
+    found = next((ln for ln in told if _CAUSE.search(ln)), "") or next(
+        (ln for ln in told if _ERROR.search(ln)), ""
+    )
+    line = found or (told[0] if told else (lines[0] if lines else ""))
+    return line if len(line) <= REASON_LIMIT else line[: REASON_LIMIT - 1] + "…"

@@ -5,9 +5,13 @@ Before a story's first implementation attempt the verification commands run once
 untouched base (`baseline`, cached per base commit and verification config under
 `.ai-sdlc/state/baselines/`). The story stops there, before any agent call and with no recovery
 counted (exit 3), when the base cannot be verified at all: a command that cannot be started
-(or that exits 126/127, a shell's "not found"), a failing build step. A failing *test* step is
-the expected start of a test-first story: the failing tests are recorded and the attempt must
-make them pass.
+(or that exits 126/127, a shell's "not found"), a failing build step, a test step that failed
+having counted no test and named none (`python -m pytset`, `npm run tset`: a broken verify
+command, quoted by its own error line). A failing *test* step that names its failing tests is
+the expected start of a test-first story: they are recorded and the attempt must make them
+pass. A test-first base that does not build because of its new test files (Go, Rust) is run
+again in a scratch tree of the base without them (`verify.setaside`), for the counts of the
+rest; where no count can be had the baseline says why (`floor_off`), and the run says so.
 
 Every attempt that passes its own verification is then judged (`judge`):
 - the pass-count floor: at least as many tests pass as passed or failed at the base (those that
@@ -37,10 +41,10 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.git.run import GitError, clean_env, git_options
-from ai_sdlc.verify import protect
+from ai_sdlc.verify import protect, setaside
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
-from ai_sdlc.verify.failures import failing_tests, failure_reason
+from ai_sdlc.verify.failures import error_line, failing_tests, failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
 from ai_sdlc.wording import count
 
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
 
 Verifier = Callable[[Path], VerificationResult]
 #: Bumped when what a cached baseline holds changes.
-BASELINE_FORMAT = 1
+BASELINE_FORMAT = 2
 #: Exit codes of a command a shell could not find (127) or not execute (126).
 NOT_RUNNABLE = (126, 127)
 
@@ -83,6 +87,10 @@ class Baseline(msgspec.Struct, frozen=True):
     #: The tests that fail at the base (a test-first story's new tests).
     failing: tuple[str, ...] = ()
     reason: str = ""
+    #: New test files that do not build at the base, left out of the run that gave `counts`.
+    set_aside: tuple[str, ...] = ()
+    #: Why no pass-count floor can be applied ("" when `counts` give one).
+    floor_off: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +99,8 @@ class Baseline(msgspec.Struct, frozen=True):
             "counts": self.counts.to_dict() if self.counts else None,
             "failing": list(self.failing),
             "reason": self.reason,
+            "set_aside": list(self.set_aside),
+            "floor_off": self.floor_off,
         }
 
 
@@ -139,18 +149,84 @@ class Judge:
                 "fix verify.build / verify.test or the project, then run again (no agent was "
                 "called and no recovery counted)",
             )
-        output = verdict.failure_output
-        baseline = Baseline(
-            base,
-            verdict.passed,
-            verdict.counts,
-            (verdict.failing or tuple(failing_tests(output))) if not verdict.passed else (),
-            (verdict.reason or _first(output)) if not verdict.passed else "",
-        )
+        baseline = self._classified(path, base, verdict, verify)
         self._baselines[key] = baseline
         with contextlib.suppress(OSError):  # a cache: a full disk costs a run later, no more
             self._save(key, baseline)
         return baseline
+
+    def _classified(
+        self, path: Path, base: str, verdict: VerificationResult, verify: Verifier
+    ) -> Baseline:
+        """What the base's verification counts as: a baseline with counts, a test-first failure
+        that names its tests, its new tests set aside; else a broken verify command (raised)."""
+        if verdict.passed:
+            off = "" if _counted(verdict.counts) else _no_count(verdict)
+            return Baseline(base, True, verdict.counts, floor_off=off)
+        output = verdict.failure_output
+        failing = verdict.failing or tuple(failing_tests(output))
+        reason = verdict.reason or failure_reason(output) or error_line(output)
+        if _counted(verdict.counts):
+            return Baseline(base, False, verdict.counts, failing, reason)
+        unbuilt = setaside.unbuilt_tests(output)
+        if unbuilt:
+            return self._set_aside(path, base, verify, unbuilt, reason)
+        if failing:
+            return Baseline(base, False, None, failing, reason, floor_off=_no_count(verdict))
+        step = verdict.failed_step
+        shown = " ".join(step.argv) if step is not None else "verify.test"
+        code = step.exit_code if step is not None else "?"
+        raise InvalidInputError(
+            f"verification fails before any change: `{shown}` counted no test and named no "
+            f"failing test (exit {code}): {error_line(output) or 'no output'}",
+            hint="this is a broken verify command, not a failing test: fix verify.test (a "
+            "misspelt program, script or subcommand?) and run again (no agent was called and "
+            "no recovery counted)",
+        )
+
+    def _set_aside(
+        self, path: Path, base: str, verify: Verifier, unbuilt: list[str], reason: str
+    ) -> Baseline:
+        """The base run again without its new test files that do not build, in a scratch
+        tree of the base (the story's worktree is never touched): the rest's counts are the
+        floor. Up to `setaside.ROUNDS` runs: each can reveal more such files."""
+        aside: list[str] = []
+        verdict: VerificationResult | None = None
+        for _round in range(setaside.ROUNDS):
+            wanted = [f for f in unbuilt if f not in aside]
+            verdict, removed = self._without(path, base, verify, [*aside, *wanted])
+            if not removed or removed == aside:
+                break
+            aside = removed
+            if verdict.passed or _counted(verdict.counts):
+                break
+            unbuilt = setaside.unbuilt_tests(verdict.failure_output)
+            if not unbuilt:
+                break
+        names = tuple(aside) or tuple(unbuilt)
+        if verdict is None or not aside:
+            why = f"its new tests ({', '.join(names)}) do not build and could not be set aside"
+            return Baseline(base, False, None, names, reason, floor_off=why)
+        shown = ", ".join(aside)
+        if verdict.passed or _counted(verdict.counts):
+            off = ""
+            if not _counted(verdict.counts):
+                off = f"with {shown} set aside, {_no_count(verdict)}"
+            return Baseline(base, False, verdict.counts, names, reason, tuple(aside), off)
+        detail = error_line(verdict.failure_output) or "no output"
+        off = f"with {shown} set aside, the base's tests still do not run: {detail}"
+        return Baseline(base, False, None, names, reason, tuple(aside), off)
+
+    def _without(
+        self, path: Path, base: str, verify: Verifier, files: list[str]
+    ) -> tuple[VerificationResult, list[str]]:
+        """The base's verification in a scratch tree without `files` (those it has)."""
+        removed: list[str] = []
+
+        def prepare(tree: Path) -> None:
+            removed.extend(setaside.remove(tree, files))
+
+        return self._in_temporary_tree(path, base, verify, prepare), removed
 
     def known(self, path: Path, base: str) -> Baseline | None:
         """The base's baseline when it was already taken (in this process or cached)."""
@@ -177,6 +253,8 @@ class Judge:
                 TestCounts.from_dict(data.get("counts")),
                 tuple(str(n) for n in data.get("failing") or ()),
                 str(data.get("reason") or ""),
+                tuple(str(n) for n in data.get("set_aside") or ()),
+                str(data.get("floor_off") or ""),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -186,8 +264,15 @@ class Judge:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / f"{key}.json", json.dumps(baseline.to_dict(), indent=1))
 
-    def _in_temporary_tree(self, path: Path, base: str, verify: Verifier) -> VerificationResult:
-        """The base checked out on its own (the story's worktree has moved on since)."""
+    def _in_temporary_tree(
+        self,
+        path: Path,
+        base: str,
+        verify: Verifier,
+        prepare: Callable[[Path], None] | None = None,
+    ) -> VerificationResult:
+        """The base checked out on its own (the story's worktree has moved on since, or
+        `prepare` changes the checkout: files set aside)."""
         prefix = _git_text(path, "rev-parse", "--show-prefix") or ""
         folder = self.state / "baseline-trees"
         folder.mkdir(parents=True, exist_ok=True)
@@ -196,6 +281,8 @@ class Judge:
         if _git_text(path, "worktree", "add", "--detach", "--quiet", str(tree), base) is None:
             raise InvalidInputError(f"cannot check out the story's base {base[:12]} to verify it")
         try:
+            if prepare is not None:
+                prepare(tree / prefix)
             return self._run(tree / prefix, verify)
         finally:
             _git_text(path, "worktree", "remove", "--force", "--force", str(tree))
@@ -244,6 +331,8 @@ class Judge:
             "counts": verdict.counts.to_dict() if verdict.counts else None,
             "allow_test_changes": allow_test_changes,
         }
+        if baseline.floor_off:
+            judged["floor_off"] = baseline.floor_off
         if not allow_test_changes:
             files, sections = protect.protected_changes(path, base, self.settings.protected)
             judged["protected_changed"] = files + sections
@@ -385,6 +474,21 @@ def _stop_reason(verdict: VerificationResult) -> str | None:
     if step.exit_code in (3, 4) and "pytest" in " ".join(step.argv):
         return f"pytest could not run (exit {step.exit_code}: usage or internal error): {first}"
     return None
+
+
+def _counted(counts: TestCounts | None) -> bool:
+    """The run counted at least one test."""
+    return counts is not None and counts.passed + counts.failed + counts.skipped > 0
+
+
+def _no_count(verdict: VerificationResult) -> str:
+    """Why a run gives no pass-count floor (its output had no summary we can read)."""
+    if verdict.counts is not None:
+        return "the base's test run counted no test"
+    argv = next((s.argv for s in verdict.steps if s.name == "test"), ())
+    if argv[:2] == ("go", "test") and "-v" not in argv:
+        return "`go test` prints no count of passing tests without -v (add -v to verify.test)"
+    return "no test runner's summary could be read from the base's test output"
 
 
 def _floor(baseline: Baseline, verdict: VerificationResult) -> str:

@@ -32,6 +32,7 @@ from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import pinned
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.verify.commands import VerificationResult, default_environment, run_commands
+from ai_sdlc.verify.failures import error_line
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
 from ai_sdlc.worktree_env import envdigest, wrongtree
 
@@ -231,9 +232,10 @@ class WorktreeEnvironment:
             return _tampered_result(tampered) if tampered else result
         step = result.failed_step
         shown = shlex.join(step.argv) if step is not None else "?"
+        cause = error_line(result.failure_output) or "no output"
         raise WorktreeSetupError(
             f"worktree setup failed in {work}: `{shown}` "
-            f"{'timed out' if step is not None and step.timed_out else 'failed'}:\n"
+            f"{'timed out' if step is not None and step.timed_out else 'failed'}: {cause}\n"
             + summarise_failure(result.failure_output),
             hint="fix worktree.setup in .ai-sdlc/config.yaml (or what it installs), then run "
             "again; no agent attempt was made or counted",

@@ -25,6 +25,9 @@ Refine and review approve; research and plan answer with a line. Implement/rewor
   honest-conftest  as honest-py, and a new tests/conftest.py fixture used by a new test
   weaken-js    a wrong mul.js (a + b), and test/mul.test.js's assertion replaced by assert.ok(true)
   delete-js    the wrong mul.js, and deletes test/mul.test.js
+  honest-go    adds mul.go (`Mul`, which the Go module's mul_test.go, written first, calls)
+  wrong-go     adds a wrong mul.go (`Mul` returns a + b)
+  honest-rust  adds `pub fn mul` to the Rust crate's src/lib.rs (tests/mul.rs, written first)
   empty        changes nothing (and says it implemented the story)
   undecided    as honest-py, but every refine answer is an error text without a DECISION line
 """
@@ -103,6 +106,13 @@ def implement(behaviour: str) -> None:
     elif behaviour == "honest-js":
         (here / "mul.js").write_text(JS_MUL)
         (here / "test" / "mul.test.js").write_text(JS_MUL_TEST)
+    elif behaviour == "honest-go":
+        (here / "mul.go").write_text("package calc\n\nfunc Mul(a, b int) int { return a * b }\n")
+    elif behaviour == "wrong-go":
+        (here / "mul.go").write_text("package calc\n\nfunc Mul(a, b int) int { return a + b }\n")
+    elif behaviour == "honest-rust":
+        with open(here / "src" / "lib.rs", "a") as handle:
+            handle.write("\npub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n")
     elif behaviour == "note":
         (here / "notes.txt").write_text("a note\n")
     elif behaviour == "break-deps":

@@ -49,7 +49,7 @@ elif action == "zero-counters":
         fh.write(text)
 elif action == "git-checkout":
     import subprocess
-    subprocess.run(["git", "checkout", "--", ".ai-sdlc"], check=True)
+    subprocess.run(["git", "checkout", "--", ".ai-sdlc"], check=False)  # none in a worktree
 print("FAILED tests/test_calc.py::test_multiply - assert 9 == 20")
 sys.exit(1)
 """

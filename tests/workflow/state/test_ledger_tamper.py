@@ -367,7 +367,7 @@ def test_two_projects_in_one_repository_keep_their_own_refs(tmp_path: Path) -> N
         assert run_cli(root, "add", title).returncode == 0  # (one branch name each)
     committed(repo)
     script = tmp_path / "fail.py"
-    script.write_text("import sys\nsys.exit(1)\n")
+    script.write_text("import sys\nprint('FAILED tests/test_x.py::test_x')\nsys.exit(1)\n")
     for root in roots:
         verify = shlex.join([sys.executable, str(script)])
         assert run_cli(root, "config", "verify.test", verify).returncode == 0

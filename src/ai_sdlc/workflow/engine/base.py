@@ -136,6 +136,8 @@ class RunnerBase:
         self._unverified: set[str] = set()
         #: Stories told "no sandbox available" in this run (said once).
         self._unsandboxed: set[str] = set()
+        #: Stories told this run that their base gives no pass-count floor.
+        self._floor_off: set[str] = set()
         #: Workspaces prepared during the current `run` of each story.
         self._prepared: dict[str, Prepared] = {}
         #: The story whose last read-only check found nothing changed (or whose work was all

@@ -59,21 +59,33 @@ class Judging(AgentCalls):
             self._checked = None
             self._emit("protected_restored", story.id, paths=restored)
         base = self.workspaces.base_commit(story, path)
-        if base is None or not judge.settings.baseline or judge.known(path, base) is not None:
+        if base is None or not judge.settings.baseline:
             return
-        self._checked = None  # the verification commands run on the base in the workspace
-        self._emit("baseline_started", story.id, base=base)
-        baseline = self._children(
-            story.id, phase, path, lambda: judge.baseline(path, base, self.deps.verifier)
-        )
-        if baseline is not None:
-            self._emit(
-                "baseline_finished",
-                story.id,
-                passed=baseline.passed,
-                counts=baseline.counts.to_dict() if baseline.counts else None,
-                failing=list(baseline.failing[:20]),
+        known = judge.known(path, base)
+        if known is None:
+            self._checked = None  # the verification commands run on the base in the workspace
+            self._emit("baseline_started", story.id, base=base)
+            known = self._children(
+                story.id, phase, path, lambda: judge.baseline(path, base, self.deps.verifier)
             )
+            if known is not None:
+                self._emit(
+                    "baseline_finished",
+                    story.id,
+                    passed=known.passed,
+                    counts=known.counts.to_dict() if known.counts else None,
+                    failing=list(known.failing[:20]),
+                    set_aside=list(known.set_aside),
+                    reason=known.reason,
+                )
+            if known is not None and known.set_aside:
+                self.owner.note(
+                    story.id, "baseline_set_aside", paths=list(known.set_aside), reason=known.reason
+                )
+        if known is not None and known.floor_off and story.id not in self._floor_off:
+            self._floor_off.add(story.id)  # said once in every run, never silently
+            self._emit("floor_off", story.id, reason=known.floor_off)
+            self.owner.note(story.id, "floor_off", reason=known.floor_off)
 
     def _judge(self, story_id: str, path: Path, verdict: VerificationResult) -> VerificationResult:
         """The verification's verdict, judged: a command that cannot be started is a config
