@@ -27,6 +27,29 @@ _OFF = frozenset({"off", "0", "false", "no"})
 LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
+def _launch_code() -> str | None:
+    """The program `python -I -S -c` runs: the launcher with the `landlock` module, both read
+    from disk once, when ai-sdlc starts (this module is imported before any child runs), and
+    handed over in memory: a child that rewrites either file (e.g. through a uv cache hard
+    link) changes nothing a later launcher runs. None when the files cannot be read."""
+    try:
+        landlock = LAUNCHER.with_name("landlock.py").read_text(encoding="utf-8")
+        launcher = LAUNCHER.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return (
+        "import sys\n"
+        "m = type(sys)('landlock')\n"
+        f"exec(compile({landlock!r}, 'ai-sdlc:landlock.py', 'exec'), m.__dict__)\n"
+        "sys.modules['landlock'] = m\n"
+        f"exec(compile({launcher!r}, 'ai-sdlc:launcher.py', 'exec'), {{'__name__': '__main__'}})\n"
+    )
+
+
+#: The launcher's code, as it was when this process started (an immutable string).
+LAUNCH_CODE = _launch_code()
+
+
 class Availability(msgspec.Struct, frozen=True):
     """Whether a backend can confine processes here, and a one-line detail for people."""
 
@@ -42,23 +65,32 @@ class Backend(Protocol):
 
     def available(self) -> Availability: ...
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def wrap(
+        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+    ) -> list[str]:
         """The argument list that runs `argv` writing only beneath `writable`. `argv[0]`
         is the resolved executable, `argv[1:]` the original argument list (its own argv[0]
-        first)."""
+        first). `lifeline`: an inherited pipe end that reads end-of-file when the process that
+        started the child dies (the launcher then ends the child's whole tree)."""
         ...
 
 
 class LandlockBackend:
-    """Linux Landlock (kernel 5.13+), applied by `launcher.py` before it execs the command."""
+    """Linux Landlock (kernel 5.13+), applied by the launcher to the command it starts."""
 
     name = "landlock"
 
     def available(self) -> Availability:
         return _landlock_availability()
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
-        launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
+    def wrap(
+        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+    ) -> list[str]:
+        if LAUNCH_CODE is None:
+            raise RuntimeError(f"the sandbox launcher cannot be read ({LAUNCHER})")
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCH_CODE]
+        if lifeline is not None:
+            launcher += ["--lifeline", str(lifeline)]
         for path in writable:
             launcher += ["--rw", path]
         return [*launcher, "--", *argv]
@@ -69,7 +101,7 @@ def _landlock_availability() -> Availability:
     """Asked once per process: the kernel does not change under us."""
     if not sys.platform.startswith("linux"):
         return Availability(False, f"no sandbox backend for {sys.platform} (Landlock is Linux)")
-    if not LAUNCHER.is_file() or not sys.executable:  # e.g. a zipped or frozen install
+    if LAUNCH_CODE is None or not sys.executable:  # e.g. a zipped or frozen install
         return Availability(False, f"the sandbox launcher cannot be run ({LAUNCHER})")
     from ai_sdlc.sandbox import landlock
 
@@ -92,7 +124,9 @@ class Unavailable:
     def available(self) -> Availability:
         return Availability(False, self.reason)
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def wrap(
+        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+    ) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 
 

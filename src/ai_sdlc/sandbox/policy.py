@@ -60,10 +60,16 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
     env: tuple[tuple[str, str], ...] = ()
 
     def launch(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Any = None
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: Any = None,
+        lifeline: int | None = None,
     ) -> Launch:
         """Resolve the program (as `Popen` would: FileNotFoundError/PermissionError when it
-        cannot run), make the child's private temp folder and wrap the command line."""
+        cannot run), make the child's private temp folder and wrap the command line
+        (`lifeline`: see `Backend.wrap`)."""
         import shutil  # (a run that starts no child never imports these)
         import tempfile
 
@@ -77,7 +83,9 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 environment[name] = tmpdir
             for name, value in self.env:
                 environment.setdefault(name, value)
-            wrapped = self.backend.wrap([executable, *argv], (*self.writable, tmpdir))
+            wrapped = self.backend.wrap(
+                [executable, *argv], (*self.writable, tmpdir), lifeline=lifeline
+            )
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise
