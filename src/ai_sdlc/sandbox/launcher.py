@@ -95,7 +95,8 @@ def main() -> None:
         os._exit(1)
     if os.WIFSIGNALED(status):
         killed = os.WTERMSIG(status)
-        signal.signal(killed, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+            signal.signal(killed, signal.SIG_DFL)
         os.kill(os.getpid(), killed)
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128)
 
