@@ -37,7 +37,7 @@ from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
 from ai_sdlc.providers.paths import PathRefused, confine
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import scrubbed_env
-from ai_sdlc.spawn import start_session
+from ai_sdlc.spawn import kill_session, start_session
 
 #: Folders skipped by `search`, `list_dir` recursion and snapshots (big, generated, or ours).
 #: Never listed, searched or watched: ai-sdlc's own state (`.ai-sdlc`, written by the tool
@@ -108,17 +108,18 @@ class CommandPolicy(msgspec.Struct, frozen=True):
 
 
 def kill_process_group(proc: subprocess.Popen[Any], *, grace: float = 0.5) -> None:
-    """SIGTERM the child's process group, SIGKILL it after `grace` seconds."""
+    """SIGTERM the child's process group, SIGKILL it and every descendant after `grace`
+    seconds."""
     if proc.poll() is not None:
         return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+        return
+    kill_session(proc.pid)  # detached grandchildren too, not only the group
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
 
 
 def truncate(text: str, limit: int) -> str:

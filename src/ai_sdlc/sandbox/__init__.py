@@ -17,9 +17,11 @@ Why Landlock applied by a launcher (measured on Linux 6.18, Landlock ABI 7, see 
 - `preexec_fn` would apply Landlock for ~3 ms, but runs Python in the forked child of a
   threaded parent (the claude provider pumps pipes from threads), which CPython documents as
   unsafe (a lock held by another thread at fork time deadlocks the child).
-- So a tiny launcher (`launcher.py`, run with `python -I -S`) restricts itself and `execv`s the
-  command: one Python start-up without site-packages per process (13-35 ms measured, with
-  the load), against agent calls that take seconds.
+- So a tiny launcher (`launcher.py`, run with `python -I -S -c` from ai-sdlc's memory) forks,
+  and its child restricts itself and `execv`s the command (the launcher stays outside the
+  child's Landlock domain, out of its signals' reach): one Python start-up without
+  site-packages per process (13-35 ms measured, with the load), against agent calls that
+  take seconds.
 
 Backends are pluggable (`backend.Backend`: `available()` and `wrap(argv, policy)`): a macOS
 `sandbox-exec` backend would wrap the command line in a Seatbelt profile the same way. Only

@@ -27,6 +27,37 @@ _OFF = frozenset({"off", "0", "false", "no"})
 LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
+def _launch_code() -> str | None:
+    """The program `python -I -S -c` runs: the launcher with the `landlock` module, both read
+    from disk once, when ai-sdlc starts (this module is imported before any child runs), and
+    handed over in memory: a child that rewrites either file (e.g. through a uv cache hard
+    link) changes nothing a later launcher runs. Compiled here and passed as marshalled code
+    (the same interpreter runs it), which saves each launcher compiling ~15 kB of source.
+    None when the files cannot be read."""
+    import marshal
+
+    try:
+        sources = [LAUNCHER.with_name(n).read_text("utf-8") for n in ("landlock.py", "launcher.py")]
+        landlock, launcher = (
+            marshal.dumps(compile(text, f"ai-sdlc:{name}", "exec", optimize=2)).hex()
+            for text, name in zip(sources, ("landlock.py", "launcher.py"), strict=True)
+        )
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    return (
+        "# ai-sdlc's sandbox launcher.py\n"  # how people (and `ps`) tell what it is
+        "import marshal, sys\n"
+        "m = type(sys)('landlock')\n"
+        f"exec(marshal.loads(bytes.fromhex('{landlock}')), m.__dict__)\n"
+        "sys.modules['landlock'] = m\n"
+        f"exec(marshal.loads(bytes.fromhex('{launcher}')), {{'__name__': '__main__'}})\n"
+    )
+
+
+#: The launcher's code, as it was when this process started (an immutable string).
+LAUNCH_CODE = _launch_code()
+
+
 class Availability(msgspec.Struct, frozen=True):
     """Whether a backend can confine processes here, and a one-line detail for people."""
 
@@ -42,23 +73,32 @@ class Backend(Protocol):
 
     def available(self) -> Availability: ...
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def wrap(
+        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+    ) -> list[str]:
         """The argument list that runs `argv` writing only beneath `writable`. `argv[0]`
         is the resolved executable, `argv[1:]` the original argument list (its own argv[0]
-        first)."""
+        first). `lifeline`: an inherited pipe end that reads end-of-file when the process that
+        started the child dies (the launcher then ends the child's whole tree)."""
         ...
 
 
 class LandlockBackend:
-    """Linux Landlock (kernel 5.13+), applied by `launcher.py` before it execs the command."""
+    """Linux Landlock (kernel 5.13+), applied by the launcher to the command it starts."""
 
     name = "landlock"
 
     def available(self) -> Availability:
         return _landlock_availability()
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
-        launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
+    def wrap(
+        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+    ) -> list[str]:
+        if LAUNCH_CODE is None:
+            raise RuntimeError(f"the sandbox launcher cannot be read ({LAUNCHER})")
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCH_CODE]
+        if lifeline is not None:
+            launcher += ["--lifeline", str(lifeline)]
         for path in writable:
             launcher += ["--rw", path]
         return [*launcher, "--", *argv]
@@ -69,7 +109,7 @@ def _landlock_availability() -> Availability:
     """Asked once per process: the kernel does not change under us."""
     if not sys.platform.startswith("linux"):
         return Availability(False, f"no sandbox backend for {sys.platform} (Landlock is Linux)")
-    if not LAUNCHER.is_file() or not sys.executable:  # e.g. a zipped or frozen install
+    if LAUNCH_CODE is None or not sys.executable:  # e.g. a zipped or frozen install
         return Availability(False, f"the sandbox launcher cannot be run ({LAUNCHER})")
     from ai_sdlc.sandbox import landlock
 
@@ -92,7 +132,9 @@ class Unavailable:
     def available(self) -> Availability:
         return Availability(False, self.reason)
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def wrap(
+        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+    ) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 
 

@@ -62,10 +62,16 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
     runs: str = ""
 
     def launch(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Any = None
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: Any = None,
+        lifeline: int | None = None,
     ) -> Launch:
         """Resolve the program (as `Popen` would: FileNotFoundError/PermissionError when it
-        cannot run), make the child's private temp folder and wrap the command line."""
+        cannot run), make the child's private temp folder and wrap the command line
+        (`lifeline`: see `Backend.wrap`)."""
         import shutil  # (a run that starts no child never imports these)
         import tempfile
 
@@ -78,7 +84,9 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
             for name in TEMP_VARS:
                 environment[name] = tmpdir
             environment.update(self.env)
-            wrapped = self.backend.wrap([executable, *argv], (*self.writable, tmpdir))
+            wrapped = self.backend.wrap(
+                [executable, *argv], (*self.writable, tmpdir), lifeline=lifeline
+            )
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise

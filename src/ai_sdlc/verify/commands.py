@@ -27,7 +27,7 @@ from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import redact
-from ai_sdlc.spawn import start_session
+from ai_sdlc.spawn import kill_session, start_session
 from ai_sdlc.verify.counts import TestCounts, parse_counts
 from ai_sdlc.verify.failures import failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
@@ -418,6 +418,9 @@ def _terminate_group(process: subprocess.Popen[bytes]) -> None:
 
 def _kill_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     # start_new_session made the child a group leader: its pid is the group id.
+    if sig == signal.SIGKILL and process.poll() is None:  # (never a pid that was reaped)
+        kill_session(process.pid)  # detached grandchildren too, not only the group
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, sig)
 

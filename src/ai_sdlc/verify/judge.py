@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -455,7 +456,8 @@ def _git_text(path: Path, *args: str, strip: bool = True) -> str | None:
 
 def _stop_reason(verdict: VerificationResult) -> str | None:
     """Why a base's failed verification means the story cannot start (None: a test step that
-    fails, the expected start of a test-first story)."""
+    fails, the expected start of a test-first story; a step killed by a signal did not fail,
+    it never finished)."""
     step = verdict.failed_step
     if step is None:
         return None
@@ -464,6 +466,8 @@ def _stop_reason(verdict: VerificationResult) -> str | None:
         return _first(step.output)
     if step.timed_out:
         return f"step {step.name!r} timed out: {first}"
+    if step.exit_code < 0:  # killed by a signal: it never finished, so the base is not known
+        return f"step {step.name!r} was killed by {_signal_name(-step.exit_code)}: {first}"
     if step.exit_code in NOT_RUNNABLE:
         return (
             f"step {step.name!r} exited {step.exit_code} (a command was not found or not "
@@ -489,6 +493,13 @@ def _no_count(verdict: VerificationResult) -> str:
     if argv[:2] == ("go", "test") and "-v" not in argv:
         return "`go test` prints no count of passing tests without -v (add -v to verify.test)"
     return "no test runner's summary could be read from the base's test output"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _floor(baseline: Baseline, verdict: VerificationResult) -> str:

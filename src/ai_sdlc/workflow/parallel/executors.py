@@ -276,10 +276,17 @@ def worker_main(
         os.chdir(spec.cwd)
     link: Link | None = None
     lost = threading.Event()
+    interrupted = threading.Event()  # a Ctrl-C reached this worker: its roll-back is under way
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        interrupted.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_interrupt)
     if lifeline is not None:
         threading.Thread(
             target=_watch_lifeline,
-            args=(lifeline, lost, stop, outbox),
+            args=(lifeline, lost, interrupted, outbox),
             name="lifeline",
             daemon=True,
         ).start()
@@ -313,15 +320,21 @@ def worker_main(
 
 
 #: Seconds a worker whose coordinator died has to wind down (its phase rolled back, its agent
-#: or verification command ended) before it ends itself at once.
-LOST_GRACE = 30.0
+#: or verification command ended) before it ends itself at once. Its sandboxed children end
+#: with it (their launchers' lifelines), so everything of a killed run is gone within ~5 s.
+LOST_GRACE = 3.0
 
 
-def _watch_lifeline(lifeline: Any, lost: threading.Event, stop: Any, outbox: Any) -> None:
+def _watch_lifeline(
+    lifeline: Any, lost: threading.Event, interrupted: threading.Event, outbox: Any
+) -> None:
     """Wait for the coordinator's death (end-of-file on the lifeline), then end this worker as
     a Ctrl-C would: the phase in flight is rolled back and its children ended (the attempt is
-    released, as on Ctrl-C). Not `getppid` (a worker's parent is the fork server, which may
-    outlive the coordinator) and not `PR_SET_PDEATHSIG` (same reason; Linux only)."""
+    released, as on Ctrl-C), whatever the worker was doing, even a phase it was asked to
+    finish before stopping (no one is left to hear of it). Not a second Ctrl-C when one
+    already arrived (a roll-back is not interrupted). Not `getppid` (a worker's parent is the
+    fork server, which may outlive the coordinator) and not `PR_SET_PDEATHSIG` (same reason;
+    Linux only). After `LOST_GRACE` the worker ends at once."""
     try:
         while True:
             lifeline.recv_bytes()  # nothing is ever sent: this returns only on end-of-file
@@ -329,7 +342,7 @@ def _watch_lifeline(lifeline: Any, lost: threading.Event, stop: Any, outbox: Any
         pass
     lost.set()
     outbox.cancel_join_thread()  # nobody reads the results any more: never wait to send them
-    if not stop.is_set():  # else the coordinator stopped or interrupted us already: no second
+    if not interrupted.is_set():
         with contextlib.suppress(OSError):
             os.kill(os.getpid(), signal.SIGINT)
     time.sleep(LOST_GRACE)
