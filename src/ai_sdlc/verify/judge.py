@@ -37,7 +37,7 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.git.run import GitError, clean_env, git_options
-from ai_sdlc.verify import protect
+from ai_sdlc.verify import held, protect
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
 from ai_sdlc.verify.failures import failing_tests, failure_reason
@@ -236,7 +236,7 @@ class Judge:
     ) -> VerificationResult:
         verdict = self._with_junit(path, verdict)
         baseline = self.baseline(path, base, verify) if base is not None else None
-        if baseline is None or base is None or not verdict.passed:
+        if baseline is None or base is None:
             return verdict
         judged: dict[str, Any] = {
             "base": base,
@@ -244,6 +244,14 @@ class Judge:
             "counts": verdict.counts.to_dict() if verdict.counts else None,
             "allow_test_changes": allow_test_changes,
         }
+        # What decides the verdict is held as it was at the base, whatever the tests said.
+        held_now = held.held_changes(path, base, self.settings.commands)
+        if held_now:
+            judged["held_changed"] = [held.describe(h) for h in held_now]
+        if held_now and not allow_test_changes:
+            return _failed(verdict, _held(held_now), judged, kept=not verdict.passed)
+        if not verdict.passed:
+            return verdict
         if not allow_test_changes:
             files, sections = protect.protected_changes(path, base, self.settings.protected)
             judged["protected_changed"] = files + sections
@@ -443,13 +451,28 @@ def _added(config: list[str], again: VerificationResult) -> str:
     )
 
 
+def _held(found: list[tuple[str, str]]) -> str:
+    """'package.json scripts.test: the story's change edits what decides the verdict …'."""
+    listed = "; ".join(held.describe(h) for h in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (
+        f"{listed}{more}: the story's change edits what decides the verdict, held as it was at "
+        "the base (put it back; a story that must change it sets allow_test_changes: true)"
+    )
+
+
 def _failed(
     verdict: VerificationResult,
     reason: str,
     judged: dict[str, Any],
     again: VerificationResult | None = None,
+    *,
+    kept: bool = False,
 ) -> VerificationResult:
+    """`kept`: the verdict's own failure output follows the reason."""
     output = f"[ai-sdlc] {reason}\n"
+    if kept:
+        output += "\nThe verification's own output:\n" + verdict.failure_output
     if again is not None:
         output += "\nThe base's version of the changed tests, run against this change:\n"
         output += again.failure_output

@@ -120,6 +120,11 @@ def _git(cwd: Path, *args: str) -> bytes:
     return done.stdout
 
 
+def git_bytes(cwd: Path, *args: str) -> bytes:
+    """A hardened git call's output in `cwd` (OSError when git fails)."""
+    return _git(cwd, *args)
+
+
 def changed_files(path: Path, base: str) -> list[tuple[str, str]]:
     """(status letter, project-relative path) of every file that differs from `base` in the
     work tree at `path` (committed or not; renames as a delete and an add)."""

@@ -1,0 +1,51 @@
+"""Issue 33, cases 1 and "one rule" on Python, end to end through the real CLI: the src-layout
+project of issue 23 (`calc` installed editable into its own `.venv`, the failing
+`tests/test_mul.py` written first, `worktree.setup` as `init` proposes it, verify
+`.venv/bin/python -m pytest`). An agent that shadows pytest with a module of its own (at the
+project folder, in `src/`, or git-ignored) never reaches done and each attempt is counted,
+the reason naming the file; an honest agent still is done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.held_support import HeldStory
+from tests.git_support import git_env
+from tests.test_honest_verification import template
+from tests.worktree_env_support import copy_project
+
+__all__ = ["git_env", "template"]
+
+pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
+
+
+def story(template: Path, tmp_path: Path, behaviour: str) -> HeldStory:
+    root = copy_project(template, tmp_path).root
+    return HeldStory(root, tmp_path / "agent.log", behaviour)
+
+
+def test_an_honest_agent_is_done(template: Path, tmp_path: Path) -> None:
+    held = story(template, tmp_path, "honest-py")
+    result = held.run()
+    assert result.returncode == 0, result.output
+    held.assert_done()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "said"),
+    [
+        ("shadow-py", "pytest.py (shadows the test runner's module pytest): the story's change "
+         "edits what decides the verdict, held as it was at the base"),
+        ("shadow-src-py", "src/pytest.py (shadows the test runner's module pytest)"),
+        ("ignored-py", "pytest.py (shadows the test runner's module pytest)"),
+    ],
+)  # fmt: skip
+def test_a_module_shadowing_the_runner_is_never_done(
+    template: Path, tmp_path: Path, behaviour: str, said: str
+) -> None:
+    held = story(template, tmp_path, behaviour)
+    result = held.run()
+    assert result.returncode == 5, result.output
+    held.assert_blocked_counted(said)
