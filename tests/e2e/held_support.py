@@ -27,6 +27,12 @@ class HeldStory:
         ]))  # fmt: skip
         self.sid = StoryStore(root).add(title).id
 
+    def allow_test_changes(self) -> None:
+        """The story's frontmatter says `allow_test_changes: true` (a human's choice)."""
+        story = self.root / ".ai-sdlc" / "stories" / self.sid / "story.md"
+        text = story.read_text()
+        story.write_text(text.replace("\n---\n", "\nallow_test_changes: true\n---\n", 1))
+
     def config(self, key: str, value: str) -> None:
         done = run_cli(self.root, "config", key, value)
         assert done.returncode == 0, done.output

@@ -33,6 +33,32 @@ def test_an_honest_agent_is_done(template: Path, tmp_path: Path) -> None:
     held.assert_done()
 
 
+def test_a_new_runner_config_file_is_held(template: Path, tmp_path: Path) -> None:
+    """A right `mul` with a new `.pytest.ini` (pytest reads it before pyproject.toml)."""
+    held = story(template, tmp_path, "honest-ini-py")
+    result = held.run()
+    assert result.returncode == 5, result.output
+    held.assert_blocked_counted(".pytest.ini: the story's change edits what decides the verdict")
+
+
+def test_a_story_allowed_to_change_held_files_shows_them_to_the_review(
+    template: Path, tmp_path: Path
+) -> None:
+    """With `allow_test_changes: true` the same change is done, and the review is told which
+    held files it edits, with their diff (the review's test diff listed test files only)."""
+    held = story(template, tmp_path, "honest-ini-py")
+    held.allow_test_changes()
+    result = held.run()
+    assert result.returncode == 0, result.output
+    held.assert_done()
+    review = " ".join(Path(str(held.log) + ".review").read_text().split())
+    assert (
+        "What decides the verdict, which this change edits (held as it was at the base; the "
+        "story allows it): .pytest.ini." in review
+    )
+    assert "diff --git a/.pytest.ini b/.pytest.ini" in review
+
+
 @pytest.mark.parametrize(
     ("behaviour", "said"),
     [

@@ -2,7 +2,8 @@
 tests themselves: `held_agent.py LOG BEHAVIOUR PHASE [PROMPT_FILE]` (run in the story's
 workspace). Every call appends PHASE to LOG; the review's prompt is saved to LOG.review.
 Refine and review approve. Implement/rework, by BEHAVIOUR (each game writes a wrong `mul`):
-  honest-py       src/calc/mul.py, right
+  honest-py       calc/mul.py (in src/ when there is one), right
+  honest-ini-py   the right mul, and a new .pytest.ini (pytest's own config file) with addopts
   shadow-py       a top-level pytest.py that forges a passing run (report and count line)
   shadow-src-py   the same pytest.py in src/ (before the installed packages on the path)
   ignored-py      the top-level pytest.py, and .gitignore hiding it from the diff
@@ -66,7 +67,8 @@ def implement(behaviour: str, here: Path) -> None:
     kind = behaviour.rsplit("-", 1)[1]
     body = "a * b" if right else "a + b"
     if kind == "py":
-        (here / "src" / "calc" / "mul.py").write_text(PY_MUL.format(body))
+        package = here / "src" / "calc" if (here / "src").is_dir() else here / "calc"
+        (package / "mul.py").write_text(PY_MUL.format(body))
     elif kind == "js":
         (here / "mul.js").write_text(JS_MUL.format(body))
     elif kind == "go":
@@ -78,6 +80,8 @@ def implement(behaviour: str, here: Path) -> None:
 
 
 def game(behaviour: str, here: Path) -> None:
+    if behaviour == "honest-ini-py":
+        (here / ".pytest.ini").write_text("[pytest]\naddopts = -ra\n")
     if behaviour in ("shadow-py", "ignored-py"):
         (here / "pytest.py").write_text(FAKE_PYTEST)
     if behaviour == "ignored-py":
