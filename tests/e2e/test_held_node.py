@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.held_support import HeldStory
+from tests.e2e.verdicts import NODE, Row, ids, rows
 from tests.git_support import git_env, make_repo
 
 __all__ = ["git_env"]
@@ -79,25 +80,14 @@ def uvu_story(tmp_path: Path, lock: str, behaviour: str) -> HeldStory:
     return held
 
 
-def test_an_honest_agent_is_done(tmp_path: Path, uvu_lock: str) -> None:
-    held = uvu_story(tmp_path, uvu_lock, "honest-js")
+@pytest.mark.parametrize("row", rows(NODE), ids=ids(rows(NODE)))
+def test_verdict(tmp_path: Path, uvu_lock: str, row: Row) -> None:
+    """A row of the verdict table (tests/e2e/verdicts.py)."""
+    held = uvu_story(tmp_path, uvu_lock, row.behaviour)
     result = held.run()
-    assert result.returncode == 0, result.output
-    held.assert_done()
-
-
-@pytest.mark.parametrize(
-    ("behaviour", "said"),
-    [
-        ("script-js", "package.json scripts.test: the story's change edits what decides the "
-         "verdict, held as it was at the base"),
-        ("runner-js", "the attempt changed the worktree's environment: node_modules/uvu"),
-    ],
-)  # fmt: skip
-def test_an_agent_changing_what_runs_the_tests_is_never_done(
-    tmp_path: Path, uvu_lock: str, behaviour: str, said: str
-) -> None:
-    held = uvu_story(tmp_path, uvu_lock, behaviour)
-    result = held.run()
-    assert result.returncode == 5, result.output
-    held.assert_blocked_counted(said)
+    if row.said:
+        assert result.returncode == 5, result.output
+        held.assert_blocked_counted(row.said)
+    else:
+        assert result.returncode == 0, result.output
+        held.assert_done()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.held_support import HeldStory
+from tests.e2e.verdicts import PY_SRC, Row, ids, rows
 from tests.git_support import git_env
 from tests.test_honest_verification import template
 from tests.worktree_env_support import copy_project
@@ -26,27 +27,30 @@ def story(template: Path, tmp_path: Path, behaviour: str) -> HeldStory:
     return HeldStory(root, tmp_path / "agent.log", behaviour)
 
 
-def test_an_honest_agent_is_done(template: Path, tmp_path: Path) -> None:
-    held = story(template, tmp_path, "honest-py")
+@pytest.mark.parametrize("row", rows(PY_SRC), ids=ids(rows(PY_SRC)))
+def test_verdict(template: Path, tmp_path: Path, row: Row) -> None:
+    """A row of the verdict table (tests/e2e/verdicts.py): done, or never done with each
+    attempt counted and the held file named."""
+    held = story(template, tmp_path, row.behaviour)
     result = held.run()
-    assert result.returncode == 0, result.output
-    held.assert_done()
+    if row.said:
+        assert result.returncode == 5, result.output
+        held.assert_blocked_counted(row.said)
+    else:
+        assert result.returncode == 0, result.output
+        held.assert_done()
 
 
-def test_a_new_runner_config_file_is_held(template: Path, tmp_path: Path) -> None:
-    """A right `mul` with a new `.pytest.ini` (pytest reads it before pyproject.toml)."""
-    held = story(template, tmp_path, "honest-ini-py")
-    result = held.run()
-    assert result.returncode == 5, result.output
-    held.assert_blocked_counted(".pytest.ini: the story's change edits what decides the verdict")
+DONE_ALLOWED = [r for r in rows(PY_SRC, allowed=True) if not r.said]
 
 
+@pytest.mark.parametrize("row", DONE_ALLOWED, ids=ids(DONE_ALLOWED))
 def test_a_story_allowed_to_change_held_files_shows_them_to_the_review(
-    template: Path, tmp_path: Path
+    template: Path, tmp_path: Path, row: Row
 ) -> None:
-    """With `allow_test_changes: true` the same change is done, and the review is told which
-    held files it edits, with their diff (the review's test diff listed test files only)."""
-    held = story(template, tmp_path, "honest-ini-py")
+    """With `allow_test_changes: true` a right `mul` with a new `.pytest.ini` is done, and the
+    review is told which held files it edits, with their diff (it listed test files only)."""
+    held = story(template, tmp_path, row.behaviour)
     held.allow_test_changes()
     result = held.run()
     assert result.returncode == 0, result.output
@@ -57,21 +61,3 @@ def test_a_story_allowed_to_change_held_files_shows_them_to_the_review(
         "story allows it): .pytest.ini." in review
     )
     assert "diff --git a/.pytest.ini b/.pytest.ini" in review
-
-
-@pytest.mark.parametrize(
-    ("behaviour", "said"),
-    [
-        ("shadow-py", "pytest.py (shadows the test runner's module pytest): the story's change "
-         "edits what decides the verdict, held as it was at the base"),
-        ("shadow-src-py", "src/pytest.py (shadows the test runner's module pytest)"),
-        ("ignored-py", "pytest.py (shadows the test runner's module pytest)"),
-    ],
-)  # fmt: skip
-def test_a_module_shadowing_the_runner_is_never_done(
-    template: Path, tmp_path: Path, behaviour: str, said: str
-) -> None:
-    held = story(template, tmp_path, behaviour)
-    result = held.run()
-    assert result.returncode == 5, result.output
-    held.assert_blocked_counted(said)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.held_support import HeldStory
+from tests.e2e.verdicts import PY_FLAT, PY_SRC, Row, ids, rows
 from tests.git_support import git_env, make_repo
 from tests.test_honest_verification import template
 from tests.worktree_env_support import copy_project
@@ -22,10 +23,14 @@ __all__ = ["git_env", "template"]
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 
 
+BLOCKED_ALLOWED = [r for r in rows(PY_SRC, allowed=True) if r.said]
+
+
+@pytest.mark.parametrize("row", BLOCKED_ALLOWED, ids=ids(BLOCKED_ALLOWED))
 def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
-    template: Path, tmp_path: Path
+    template: Path, tmp_path: Path, row: Row
 ) -> None:
-    held = HeldStory(copy_project(template, tmp_path).root, tmp_path / "agent.log", "shadow-py")
+    held = HeldStory(copy_project(template, tmp_path).root, tmp_path / "agent.log", row.behaviour)
     held.allow_test_changes()
     result = held.run()
     assert result.returncode == 5, result.output
@@ -33,7 +38,7 @@ def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
     assert fm["status"] == "blocked"
     assert fm["recovery_breakdown"] == {"implementation_retry": 2}
     reasons = [str(e.get("reason")) for e in held.recoveries()]
-    assert all("tests/test_mul.py::test_mul" in r and "assert 7 == 12" in r for r in reasons)
+    assert all(row.said in r and "assert 7 == 12" in r for r in reasons), reasons
     assert "review" not in held.calls() and held.commits() == 0
     baselines = list((held.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
     assert len(baselines) == 1 and '"safe_path": true' in baselines[0].read_text()
@@ -62,16 +67,14 @@ def flat_story(tmp_path: Path, behaviour: str) -> HeldStory:
     return held
 
 
-@pytest.mark.parametrize(("behaviour", "code"), [("honest-py", 0), ("shadow-py", 5)])
-def test_a_flat_project_keeps_its_working_folder_on_the_path(
-    tmp_path: Path, behaviour: str, code: int
-) -> None:
-    held = flat_story(tmp_path, behaviour)
+@pytest.mark.parametrize("row", rows(PY_FLAT), ids=ids(rows(PY_FLAT)))
+def test_a_flat_project_keeps_its_working_folder_on_the_path(tmp_path: Path, row: Row) -> None:
+    held = flat_story(tmp_path, row.behaviour)
     result = held.run()
-    assert result.returncode == code, result.output
-    if code == 0:
-        held.assert_done()
+    assert result.returncode == (5 if row.said else 0), result.output
+    if row.said:
+        held.assert_blocked_counted(row.said)
     else:
-        held.assert_blocked_counted("pytest.py (shadows the test runner's module pytest)")
+        held.assert_done()
     baselines = list((held.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
     assert len(baselines) == 1 and '"safe_path": false' in baselines[0].read_text()
