@@ -99,6 +99,20 @@ def test_program_files_are_held_only_when_the_verify_command_runs_the_program(
     assert found(root, base, "tox -e py") == ["tox.ini"]
 
 
+def test_test_configuration_git_ignores_is_held(tmp_path: Path) -> None:
+    """A new conftest.py (or sitecustomize.py) hidden by .gitignore is not in git's view of the
+    change (`verify.protected` never sees it) but pytest and Python still load it."""
+    root, base = repo(tmp_path, {"src/calc/__init__.py": "", ".gitignore": "__pycache__/\n"})
+    (root / "__pycache__").mkdir()  # ignored, and harmless
+    (root / ".gitignore").write_text("__pycache__/\nconftest.py\nsitecustomize.py\n")
+    (root / "conftest.py").write_text("")
+    (root / "src" / "sitecustomize.py").write_text("")
+    assert found(root, base, "python -m pytest") == [
+        "conftest.py (test configuration git ignores)",
+        "src/sitecustomize.py (test configuration git ignores)",
+    ]
+
+
 def test_modules_shadowing_the_runner_are_held_where_python_imports_from(tmp_path: Path) -> None:
     root, base = repo(tmp_path, {"src/calc/__init__.py": "", ".gitignore": "hidden/\n"})
     (root / "src" / "pluggy").mkdir()

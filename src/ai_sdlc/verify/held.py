@@ -26,7 +26,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ai_sdlc.verify.protect import base_version, changed_files, git_bytes, matches
+from ai_sdlc.verify.protect import (
+    CONFIG_NAMES,
+    STARTUP_NAMES,
+    base_version,
+    changed_files,
+    git_bytes,
+    matches,
+)
 
 #: Modules of Python's test runners and their plugin machinery: one of these the change adds
 #: where Python imports from (the project folder, `src/`) runs instead of the runner.
@@ -101,7 +108,7 @@ def held_changes(
     whole = SETUP_FILES + tuple(f for p in sorted(programs) for f in PROGRAM_FILES.get(p, ()))
     shadows = RUNNER_MODULES + tuple(_run_modules(argvs))
     changes = [(s, r) for s, r in changed_files(path, base)]
-    changes += [("A", r) for r in _untracked(path)]
+    changes += _untracked(path)
     found: list[tuple[str, str]] = []
     for status, relative in changes:
         found += _judged(path, base, status, relative, whole, shadows, argvs)
@@ -131,6 +138,9 @@ def _judged(
         return [(relative, f"(shadows the test runner's module {module})")]
     if matches(relative, whole):
         return [(relative, "")]
+    if status == "I" and matches(name, (*CONFIG_NAMES, *STARTUP_NAMES)):
+        # `verify.protected` sees only what git shows; an ignored one still runs
+        return [(relative, "(test configuration git ignores)")]
     if name.endswith("_test.go"):
         return [(relative, f"func {f}") for f in _go_entries(path, base, relative, status)]
     reader = _SHARED.get(name)
@@ -174,13 +184,14 @@ def _run_modules(argvs: Iterable[Sequence[str]]) -> list[str]:
     return found
 
 
-def _untracked(path: Path) -> list[str]:
-    """New files git does not track, the git-ignored ones included (an ignored folder as one
-    entry, `name/`: `.venv/`, `node_modules/` are the environment's, held by its digest)."""
-    found: list[str] = []
-    for extra in ((), ("--ignored", "--directory")):
+def _untracked(path: Path) -> list[tuple[str, str]]:
+    """("A", file) for new files git does not track, ("I", file) for git-ignored ones (an
+    ignored folder as one entry, `name/`: `.venv/`, `node_modules/` are the environment's,
+    held by its digest)."""
+    found: list[tuple[str, str]] = []
+    for status, extra in (("A", ()), ("I", ("--ignored", "--directory"))):
         out = git_bytes(path, "ls-files", "--others", "--exclude-standard", *extra, "-z", "--", ".")
-        found += [os.fsdecode(f) for f in out.split(b"\0") if f]
+        found += [(status, os.fsdecode(f)) for f in out.split(b"\0") if f]
     return found
 
 
