@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # every module again (about 0.25 s of CPU). Some machines set this variable globally.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-fast agent-clis verify lint format bench fuzz mutants promise-mutants clean config-docs
+.PHONY: demo test test-fast agent-clis verify lint format bench fuzz mutants promise-mutants clean config-docs verdict-docs
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
@@ -62,6 +62,10 @@ format: $(STAMP_DEV)
 ## config-docs: regenerate docs/configuration.md from the config models (a test compares them)
 config-docs: $(STAMP_DEV)
 	$(BIN)/python -m ai_sdlc.config.docs > docs/configuration.md
+
+## verdict-docs: regenerate docs/verification.md's verdict table from tests/support/verdicts.py
+verdict-docs: $(STAMP_DEV)
+	$(BIN)/python -m tests.support.verdicts
 
 ## bench: the benchmarks under bench/ (print figures and ratios; not part of the test suite)
 bench: $(STAMP_DEV)

@@ -19,7 +19,12 @@ Every attempt that passes its own verification is then judged (`judge`):
 - tests kept as they were: the base's version of every protected file the attempt changed or
   deleted is put back for one more verification against the attempt's code; a base test that
   no longer passes fails the attempt.
-A story with `allow_test_changes: true` (its frontmatter: a human's explicit choice) skips both;
+- what decides the verdict held as it was at the base (`held`): a change to it fails the attempt
+  naming the file, whatever the tests said.
+The base's run also decides whether Python runs the story's verifications with safe-path
+semantics (`PYTHONSAFEPATH=1`: no working folder first on `sys.path`): yes, unless the base
+then loses a module of its project folder (`Judge.safe_path`).
+A story with `allow_test_changes: true` (its frontmatter: a human's explicit choice) skips these;
 its counts and test diff are still shown to the review, in the pull request and the report.
 A project without a base commit (no git worktree) gets neither.
 """
@@ -29,6 +34,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,11 +49,11 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.git.run import GitError, clean_env, git_options
-from ai_sdlc.verify import protect, setaside
+from ai_sdlc.verify import held, protect, reasons, setaside
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
 from ai_sdlc.verify.failures import error_line, failing_tests, failure_reason
-from ai_sdlc.verify.normalise import failure_signature, normalise_failure
+from ai_sdlc.verify.reasons import first_line
 from ai_sdlc.wording import count
 
 if TYPE_CHECKING:
@@ -55,6 +62,10 @@ if TYPE_CHECKING:
 Verifier = Callable[[Path], VerificationResult]
 #: Bumped when what a cached baseline holds changes.
 BASELINE_FORMAT = 2
+#: Set in a verification's environment: Python does not put the working folder (or the script's)
+#: first on `sys.path`, so a `pytest.py` there cannot stand in for the runner (`-P`, 3.11+).
+SAFE_PATH_VAR = "PYTHONSAFEPATH"
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 #: Exit codes of a command a shell could not find (127) or not execute (126).
 NOT_RUNNABLE = (126, 127)
 
@@ -92,6 +103,8 @@ class Baseline(msgspec.Struct, frozen=True):
     set_aside: tuple[str, ...] = ()
     #: Why no pass-count floor can be applied ("" when `counts` give one).
     floor_off: str = ""
+    #: Python's safe-path semantics kept the base's tests running (see `Judge.safe_path`).
+    safe_path: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +115,7 @@ class Baseline(msgspec.Struct, frozen=True):
             "reason": self.reason,
             "set_aside": list(self.set_aside),
             "floor_off": self.floor_off,
+            "safe_path": self.safe_path,
         }
 
 
@@ -110,11 +124,7 @@ def not_started(verdict: VerificationResult) -> str | None:
     step = verdict.failed_step
     if step is None or step.started:
         return None
-    return _first(step.output)
-
-
-def _first(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
+    return first_line(step.output)
 
 
 class Judge:
@@ -124,6 +134,15 @@ class Judge:
         self.settings = settings
         self.state = state
         self._baselines: dict[str, Baseline] = {}
+        #: Work tree → whether its verifications run with Python's safe path (`safe_path`).
+        self._safe: dict[str, bool] = {}
+
+    def safe_path(self, path: Path) -> bool:
+        """Whether Python runs with safe-path semantics (`PYTHONSAFEPATH=1`) in the
+        verifications of the work tree at `path`: yes unless the story's base needs the
+        working folder on `sys.path` (a flat project's tests import its modules from there
+        under `python -m pytest`), as its baseline found; no before any baseline."""
+        return self._safe.get(os.path.abspath(path), False)
 
     # --- the baseline -----------------------------------------------------------------------
     def baseline(self, path: Path, base: str | None, verify: Verifier) -> Baseline | None:
@@ -137,11 +156,11 @@ class Judge:
         key = self._key(base, path)
         if _at(path, base):
             try:
-                verdict = self._run(path, verify)
+                verdict, safe = self._safely(path, verify)
             finally:
                 _clean(path)
         else:
-            verdict = self._in_temporary_tree(path, base, verify)
+            verdict, safe = self._in_temporary_tree(path, base, verify)
         stop = _stop_reason(verdict)
         if stop is not None:
             raise InvalidInputError(
@@ -150,7 +169,10 @@ class Judge:
                 "fix verify.build / verify.test or the project, then run again (no agent was "
                 "called and no recovery counted)",
             )
-        baseline = self._classified(path, base, verdict, verify)
+        baseline = msgspec.structs.replace(
+            self._classified(path, base, verdict, verify), safe_path=safe
+        )
+        self._safe[os.path.abspath(path)] = safe
         self._baselines[key] = baseline
         with contextlib.suppress(OSError):  # a cache: a full disk costs a run later, no more
             self._save(key, baseline)
@@ -227,7 +249,7 @@ class Judge:
         def prepare(tree: Path) -> None:
             removed.extend(setaside.remove(tree, files))
 
-        return self._in_temporary_tree(path, base, verify, prepare), removed
+        return self._in_temporary_tree(path, base, verify, prepare)[0], removed
 
     def known(self, path: Path, base: str) -> Baseline | None:
         """The base's baseline when it was already taken (in this process or cached)."""
@@ -237,6 +259,7 @@ class Judge:
         found = self._baselines.get(key) or self._load(key)
         if found is not None:
             self._baselines[key] = found
+            self._safe[os.path.abspath(path)] = found.safe_path
         return found
 
     def _key(self, base: str, path: Path) -> str:
@@ -256,6 +279,7 @@ class Judge:
                 str(data.get("reason") or ""),
                 tuple(str(n) for n in data.get("set_aside") or ()),
                 str(data.get("floor_off") or ""),
+                bool(data.get("safe_path")),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -265,15 +289,32 @@ class Judge:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / f"{key}.json", json.dumps(baseline.to_dict(), indent=1))
 
+    def _safely(self, path: Path, verify: Verifier) -> tuple[VerificationResult, bool]:
+        """The base's verification with Python's safe path, unless that hides a module the
+        project folder holds (`No module named 'calc'` with `calc.py` there) and the run
+        without it does better (`_score`): then that run, and safe path off for the story."""
+        where = os.path.abspath(path)
+        self._safe[where] = True
+        safe = self._run(path, verify)
+        missing = {m.split(".")[0] for m in _MISSING_MODULE.findall(safe.failure_output)}
+        if safe.passed or not any(_top_level(path, m) for m in missing):
+            return safe, True
+        self._safe[where] = False
+        plain = self._run(path, verify)
+        if plain.passed or _score(plain) > _score(safe):
+            return plain, False
+        self._safe[where] = True
+        return safe, True
+
     def _in_temporary_tree(
         self,
         path: Path,
         base: str,
         verify: Verifier,
         prepare: Callable[[Path], None] | None = None,
-    ) -> VerificationResult:
+    ) -> tuple[VerificationResult, bool]:
         """The base checked out on its own (the story's worktree has moved on since, or
-        `prepare` changes the checkout: files set aside)."""
+        `prepare` changes the checkout: files set aside), with whether safe path held."""
         prefix = _git_text(path, "rev-parse", "--show-prefix") or ""
         folder = self.state / "baseline-trees"
         folder.mkdir(parents=True, exist_ok=True)
@@ -284,7 +325,7 @@ class Judge:
         try:
             if prepare is not None:
                 prepare(tree / prefix)
-            return self._run(tree / prefix, verify)
+            return self._safely(tree / prefix, verify)
         finally:
             _git_text(path, "worktree", "remove", "--force", "--force", str(tree))
             shutil.rmtree(tree, ignore_errors=True)
@@ -324,7 +365,7 @@ class Judge:
     ) -> VerificationResult:
         verdict = self._with_junit(path, verdict)
         baseline = self.baseline(path, base, verify) if base is not None else None
-        if baseline is None or base is None or not verdict.passed:
+        if baseline is None or base is None:
             return verdict
         judged: dict[str, Any] = {
             "base": base,
@@ -334,11 +375,21 @@ class Judge:
         }
         if baseline.floor_off:
             judged["floor_off"] = baseline.floor_off
+        # What decides the verdict is held as it was at the base, whatever the tests said.
+        held_now = held.held_changes(path, base, self.settings.commands)
+        if held_now:
+            judged["held_changed"] = [held.describe(h) for h in held_now]
+        if held_now and not allow_test_changes:
+            return reasons.failed(
+                verdict, reasons.held_reason(held_now), judged, kept=not verdict.passed
+            )
+        if not verdict.passed:
+            return verdict
         if not allow_test_changes:
             files, sections = protect.protected_changes(path, base, self.settings.protected)
             judged["protected_changed"] = files + sections
             if sections:
-                return _failed(
+                return reasons.failed(
                     verdict,
                     f"{sections[0]}: the story's change edits the project's test configuration "
                     "(protected; a story that must change it sets allow_test_changes: true)",
@@ -354,33 +405,41 @@ class Judge:
             if linked:
                 file, link = linked[0]
                 reason = f"{file}: the story's change makes its folder {link} a symlink"
-                return _failed(verdict, reason, judged)
+                return reasons.failed(verdict, reason, judged)
             folders = [f for f in files if (path / f).is_dir() and not (path / f).is_symlink()]
             if folders:
                 reason = f"{folders[0]}: the story's change replaces this test file by a folder"
-                return _failed(verdict, reason, judged)
+                return reasons.failed(verdict, reason, judged)
             if again_files:
                 state = self.state / "protected"
                 with protect.base_versions_in_place(path, base, again_files, state):
                     again = self._run(path, verify)
                 judged["base_tests_counts"] = again.counts.to_dict() if again.counts else None
                 if not again.passed:
-                    reason = _weakened(files, again) if files else _added(config, again)
-                    return _failed(verdict, reason, judged, again)
+                    reason = (
+                        reasons.weakened(files, again) if files else reasons.added(config, again)
+                    )
+                    return reasons.failed(verdict, reason, judged, again)
                 floor = _floor(baseline, again)
                 if floor:
-                    return _failed(verdict, f"with the base's tests put back, {floor}", judged)
+                    return reasons.failed(
+                        verdict, f"with the base's tests put back, {floor}", judged
+                    )
         floor = "" if allow_test_changes else _floor(baseline, verdict)
         if floor:
-            return _failed(verdict, floor, judged)
+            return reasons.failed(verdict, floor, judged)
         return msgspec.structs.replace(verdict, judged=judged)
 
     def tests_diff(self, path: Path, base: str | None) -> str:
         """The attempt's test changes against `base` ("" when none or unknown)."""
         if base is None:
             return ""
+        changed = protect.run_quietly(lambda: held.held_changes(path, base, self.settings.commands))
+        extra = [file for file, _what in changed or ()]
         return (
-            protect.run_quietly(lambda: protect.diff_of_tests(path, base, self.settings.protected))
+            protect.run_quietly(
+                lambda: protect.diff_of_tests(path, base, self.settings.protected, extra=extra)
+            )
             or ""
         )
 
@@ -403,6 +462,18 @@ class Judge:
         # Missing: the judge's own report overrode one the project's `addopts` asks for
         # (see `verify.pytest_run`); the counts read from the run stand.
         return msgspec.structs.replace(verdict, counts=counts or verdict.counts)
+
+
+def _top_level(path: Path, module: str) -> bool:
+    """`module` is a module or package in the folder `path` itself."""
+    return (path / f"{module}.py").is_file() or (path / module / "__init__.py").is_file()
+
+
+def _score(verdict: VerificationResult) -> tuple[int, int]:
+    """More passing, then fewer failing (pytest stops at collection errors: a module found
+    again may only mean one error fewer)."""
+    counts = verdict.counts
+    return (counts.passed, -counts.failed) if counts else (0, -(10**9))
 
 
 def _at(path: Path, base: str) -> bool:
@@ -461,9 +532,9 @@ def _stop_reason(verdict: VerificationResult) -> str | None:
     step = verdict.failed_step
     if step is None:
         return None
-    first = verdict.reason or _first(step.output)
+    first = verdict.reason or first_line(step.output)
     if not step.started:
-        return _first(step.output)
+        return first_line(step.output)
     if step.timed_out:
         return f"step {step.name!r} timed out: {first}"
     if step.exit_code < 0:  # killed by a signal: it never finished, so the base is not known
@@ -471,7 +542,7 @@ def _stop_reason(verdict: VerificationResult) -> str | None:
     if step.exit_code in NOT_RUNNABLE:
         return (
             f"step {step.name!r} exited {step.exit_code} (a command was not found or not "
-            f"executable): {_first(step.output)}"
+            f"executable): {first_line(step.output)}"
         )
     if step.name != "test":
         return f"step {step.name!r} failed (exit {step.exit_code}): {first}"
@@ -526,55 +597,3 @@ def _floor(baseline: Baseline, verdict: VerificationResult) -> str:
             f"({now.shown()})"
         )
     return ""
-
-
-def _weakened(files: list[str], again: VerificationResult) -> str:
-    """'tests/test_mul.py: the story's change removes or weakens test_mul (…)'."""
-    names = list(again.failing) or failing_tests(again.failure_output)
-    detail = again.reason or failure_reason(again.failure_output) or _first(again.failure_output)
-    by_file: dict[str, list[str]] = {}
-    for name in names:
-        file, _, test = name.partition("::")
-        if file in files:
-            by_file.setdefault(file, []).append(test or Path(file).name)
-    if by_file:
-        file, tests = next(iter(by_file.items()))
-        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
-        return f"{file}: the story's change removes or weakens {shown} (base version: {detail})"
-    listed = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    return (
-        f"{listed}: the story's change removes or weakens these tests; their base version "
-        f"fails against it: {detail}"
-    )
-
-
-def _added(config: list[str], again: VerificationResult) -> str:
-    """'conftest.py: the story's change adds test configuration; without it …'."""
-    detail = again.reason or failure_reason(again.failure_output) or _first(again.failure_output)
-    listed = ", ".join(config[:3]) + (f" and {len(config) - 3} more" if len(config) > 3 else "")
-    return (
-        f"{listed}: the story's change adds test configuration; without it the base's tests "
-        f"fail against the change: {detail}"
-    )
-
-
-def _failed(
-    verdict: VerificationResult,
-    reason: str,
-    judged: dict[str, Any],
-    again: VerificationResult | None = None,
-) -> VerificationResult:
-    output = f"[ai-sdlc] {reason}\n"
-    if again is not None:
-        output += "\nThe base's version of the changed tests, run against this change:\n"
-        output += again.failure_output
-    normalised = normalise_failure(output)
-    return msgspec.structs.replace(
-        verdict,
-        passed=False,
-        failure_output=output,
-        normalised_failure=normalised,
-        signature=failure_signature(normalised),
-        reason=reason,
-        judged={**judged, "failed": reason},
-    )

@@ -1,6 +1,6 @@
 """What the review prompt and the run report are told about the tests: the passing change's
 counts against the base's, the story's opt-out of protected tests, the files the change adds
-that run inside the test process, the test diff."""
+that run inside the test process, the held files it changed (`held`), the test diff."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ def note_on_tests(context: dict[str, Any]) -> str:
             f"process: {', '.join(startup)}. The base's tests passed without them; check that "
             "they do only what the story needs (they could change how tests run or report)."
         )
+    held = [str(f) for f in context.get("held_changed") or ()]
+    if held:
+        parts.append(
+            "What decides the verdict, which this change edits (held as it was at the base; "
+            f"the story allows it): {', '.join(held)}. Check that each is what the story asks "
+            "for, not the test run made to pass."
+        )
     diff = str(context.get("tests_diff") or "").strip()
     if diff:
         parts.append(f"Test changes against the story's base:\n{diff}")
@@ -47,6 +54,7 @@ def record_of_tests(context: dict[str, Any]) -> dict[str, Any]:
             "counts": context.get("test_counts"),
             "base_counts": context.get("base_test_counts"),
             "allow_test_changes": bool(context.get("allow_test_changes")),
+            "held_changed": list(context.get("held_changed") or ()),
             "diff_stat": stat,
         }
     }

@@ -120,6 +120,11 @@ def _git(cwd: Path, *args: str) -> bytes:
     return done.stdout
 
 
+def git_bytes(cwd: Path, *args: str) -> bytes:
+    """A hardened git call's output in `cwd` (OSError when git fails)."""
+    return _git(cwd, *args)
+
+
 def changed_files(path: Path, base: str) -> list[tuple[str, str]]:
     """(status letter, project-relative path) of every file that differs from `base` in the
     work tree at `path` (committed or not; renames as a delete and an add)."""
@@ -321,10 +326,13 @@ def pathspecs(patterns: Sequence[str]) -> list[str]:
     return specs
 
 
-def diff_of_tests(path: Path, base: str, patterns: Sequence[str], limit: int = 4000) -> str:
-    """The change's diff of test files against `base` (committed or not): its stat, then the
-    patch; at most `limit` characters (for the review prompt and the report). One git call."""
-    specs = pathspecs(patterns)
+def diff_of_tests(
+    path: Path, base: str, patterns: Sequence[str], limit: int = 4000, extra: Sequence[str] = ()
+) -> str:
+    """The change's diff of test files (and of the `extra` files: the held files it changed)
+    against `base` (committed or not): its stat, then the patch; at most `limit` characters
+    (for the review prompt and the report). One git call."""
+    specs = pathspecs(patterns) + [f":(literal){f.rstrip('/')}" for f in extra]
     if not specs:
         return ""
     diff = _git(path, "diff", "--stat", "--patch", "--relative", base, "--", *specs)

@@ -19,7 +19,8 @@ from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands
-from ai_sdlc.verify.judge import Judge, JudgeSettings
+from ai_sdlc.verify.commands import default_environment
+from ai_sdlc.verify.judge import SAFE_PATH_VAR, Judge, JudgeSettings
 from ai_sdlc.verify.pytest_run import dropped_options
 from ai_sdlc.workflow.engine.assess import NextAction, recommend
 from ai_sdlc.workflow.engine.runner import RunnerDeps, StoryOutcome, StoryRunner
@@ -131,6 +132,11 @@ class Session(msgspec.Struct):
             store.root, config, no_worktree=no_worktree, guard=guards.git
         )
         environment = worktree_environment(workspaces, config, commands, confine)
+        judge = (
+            Judge(JudgeSettings.from_config(config, commands), store.ai_dir / "state")
+            if commands
+            else None
+        )
 
         def verifier(workspace: Path) -> VerificationResult:
             relay.check_config()
@@ -141,6 +147,8 @@ class Session(msgspec.Struct):
                     return changed  # the attempt's change broke the worktree's setup
                 environment.check(workspace)
                 env = environment.verify_environment(workspace)
+            if judge is not None and judge.safe_path(workspace):
+                env = {**(env if env is not None else default_environment()), SAFE_PATH_VAR: "1"}
             policy = confine(workspace)
             return guards.verification(
                 lambda: run_commands(
@@ -159,9 +167,7 @@ class Session(msgspec.Struct):
             verifier=verifier,
             workspaces=workspaces,
             verification_configured=bool(commands),
-            judge=Judge(JudgeSettings.from_config(config, commands), store.ai_dir / "state")
-            if commands
-            else None,
+            judge=judge,
             limits=limits_from(config),
             gates=dict(config.section("gates")),
             guard_factory=guards.for_story,

@@ -9,10 +9,11 @@ cannot write); verification compares before it runs.
 How much is read, by kind (cheap enough to do before every verification):
 - a layered venv (`ai-sdlc worktrees venv`, ~80 KB): every file, by content;
 - another venv (uv sync, a full pip build): `pyvenv.cfg`, `bin/`, and in site-packages the
-  names of the top-level entries and the content of the files that run at interpreter start
-  (`*.pth`, `sitecustomize.py`, `usercustomize.py`); a package's own files are not read;
+  names of the top-level entries, the content of the files that run at interpreter start
+  (`*.pth`, `sitecustomize.py`, `usercustomize.py`) and each package folder's files by status
+  (`_tree`: an edit inside `_pytest/` is seen without reading the package);
 - `node_modules`: the names of its top-level packages (and of `@scope/` folders) and of
-  `.bin` (dot folders are the tools' caches, left out); a package's own files are not read.
+  `.bin` (dot folders are the tools' caches, left out), and each package's files by status.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from ai_sdlc.worktree_env.pyvenv import MARKER
 LIMIT = 20_000
 #: Files larger than this (bytes) are recorded by size and modification time, not content.
 BIG = 1_000_000
+#: The record of the files inside an installed package folder (`node_modules/uvu/**`).
+TREE = "/**"
+#: At most this many files are read for one package folder.
+TREE_LIMIT = 200_000
 
 
 def _entry(path: Path, content: bool) -> str:
@@ -65,8 +70,15 @@ def _walk(root: Path, work: Path, out: dict[str, str]) -> None:
 
 
 def _list(
-    folder: Path, work: Path, out: dict[str, str], content: bool = False, dots: bool = True
+    folder: Path,
+    work: Path,
+    out: dict[str, str],
+    content: bool = False,
+    dots: bool = True,
+    trees: bool = False,
 ) -> None:
+    """One record per entry of `folder`; `trees`: and one per package folder (`name/**`) for
+    the files inside it (`_tree`)."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
@@ -75,7 +87,36 @@ def _list(
         path = Path(entry.path)
         if entry.name == "__pycache__" or (not dots and entry.name.startswith(".")):
             continue  # caches the tests write (`.cache`, `.vite`), never a package
-        out[path.relative_to(work).as_posix()] = _entry(path, content or _starts(entry.name))
+        relative = path.relative_to(work).as_posix()
+        out[relative] = _entry(path, content or _starts(entry.name))
+        if trees and entry.is_dir(follow_symlinks=False) and not entry.name.startswith("@"):
+            out[relative + TREE] = _tree(path)
+
+
+def _tree(folder: Path) -> str:
+    """The files of an installed package, by status: path, size, modification time, and the
+    change time (which no process can set back; left out for a file hard-linked elsewhere,
+    e.g. uv's cache, whose change time moves when another install links it) or the inode.
+    Python's bytecode caches are left out: verification never reads them (see
+    `verify.commands`)."""
+    digest = hashlib.sha256()
+    count = 0
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            count += 1
+            if count > TREE_LIMIT:
+                return f"tree:{digest.hexdigest()}:over {TREE_LIMIT} files"
+            path = os.path.join(here, name)
+            try:
+                info = os.lstat(path)
+            except OSError as exc:
+                digest.update(f"{path}\0unreadable:{exc.strerror}\n".encode())
+                continue
+            moved = info.st_ctime_ns if info.st_nlink == 1 else f"ino{info.st_ino}"
+            line = f"{os.path.relpath(path, folder)}\0{info.st_size}:{info.st_mtime_ns}:{moved}\n"
+            digest.update(line.encode("utf-8", "surrogateescape"))
+    return f"tree:{digest.hexdigest()}"
 
 
 def environment_digest(work: Path) -> dict[str, str]:
@@ -90,16 +131,23 @@ def environment_digest(work: Path) -> dict[str, str]:
             _list(venv / "bin", work, out, content=True)
             for site in sorted(venv.glob("lib*/python*/site-packages")):
                 if not site.parent.parent.is_symlink():  # `lib64` → `lib`: once is enough
-                    _list(site, work, out)
+                    _list(site, work, out, trees=True)
     modules = work / "node_modules"
     if modules.is_dir() and not modules.is_symlink():
-        _list(modules, work, out, dots=False)
+        _list(modules, work, out, dots=False, trees=True)
         _list(modules / ".bin", work, out)
         for scope in sorted(modules.glob("@*")):
-            _list(scope, work, out, dots=False)
+            _list(scope, work, out, dots=False, trees=True)
     return out
 
 
 def changed(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
-    """The paths added, removed or changed between two digests (sorted)."""
-    return sorted(p for p in recorded.keys() | now.keys() if recorded.get(p) != now.get(p))
+    """The paths added, removed or changed between two digests (sorted). A package folder's
+    files recorded by an earlier ai-sdlc (no `name/**` record) are not compared."""
+    old = not any(p.endswith(TREE) for p in recorded)
+    paths = recorded.keys() | now.keys()
+    return sorted(
+        p
+        for p in paths
+        if recorded.get(p) != now.get(p) and not (old and p.endswith(TREE) and p not in recorded)
+    )

@@ -127,6 +127,7 @@ class Judging(AgentCalls):
             "base_test_counts": judged.get("base_counts"),
             "tests_diff": judge.tests_diff(path, base),
             "startup_files": protect.startup_files(list(judged.get("protected_added") or ())),
+            "held_changed": list(judged.get("held_changed") or ()),
         }
 
     def _verdict_for_review(

@@ -1,0 +1,63 @@
+"""Issue 33, cases 1 and "one rule" on Python, end to end through the real CLI: the src-layout
+project of issue 23 (`calc` installed editable into its own `.venv`, the failing
+`tests/test_mul.py` written first, `worktree.setup` as `init` proposes it, verify
+`.venv/bin/python -m pytest`). An agent that shadows pytest with a module of its own (at the
+project folder, in `src/`, or git-ignored) never reaches done and each attempt is counted,
+the reason naming the file; an honest agent still is done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_honest_verification import template
+from tests.support.git_support import git_env
+from tests.support.held_support import HeldStory
+from tests.support.verdicts import PY_SRC, Row, ids, rows
+from tests.support.worktree_env_support import copy_project
+
+__all__ = ["git_env", "template"]
+
+pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
+
+
+def story(template: Path, tmp_path: Path, behaviour: str) -> HeldStory:
+    root = copy_project(template, tmp_path).root
+    return HeldStory(root, tmp_path / "agent.log", behaviour)
+
+
+@pytest.mark.parametrize("row", rows(PY_SRC), ids=ids(rows(PY_SRC)))
+def test_verdict(template: Path, tmp_path: Path, row: Row) -> None:
+    """A row of the verdict table (tests/support/verdicts.py): done, or never done with each
+    attempt counted and the held file named."""
+    held = story(template, tmp_path, row.behaviour)
+    result = held.run()
+    if row.said:
+        assert result.returncode == 5, result.output
+        held.assert_blocked_counted(row.said)
+    else:
+        assert result.returncode == 0, result.output
+        held.assert_done()
+
+
+DONE_ALLOWED = [r for r in rows(PY_SRC, allowed=True) if not r.said]
+
+
+@pytest.mark.parametrize("row", DONE_ALLOWED, ids=ids(DONE_ALLOWED))
+def test_a_story_allowed_to_change_held_files_shows_them_to_the_review(
+    template: Path, tmp_path: Path, row: Row
+) -> None:
+    """With `allow_test_changes: true` a right `mul` with a new `.pytest.ini` is done, and the
+    review is told which held files it edits, with their diff (it listed test files only)."""
+    held = story(template, tmp_path, row.behaviour)
+    held.allow_test_changes()
+    result = held.run()
+    assert result.returncode == 0, result.output
+    held.assert_done()
+    review = " ".join(Path(str(held.log) + ".review").read_text().split())
+    assert (
+        "What decides the verdict, which this change edits (held as it was at the base; the "
+        "story allows it): .pytest.ini." in review
+    )
+    assert "diff --git a/.pytest.ini b/.pytest.ini" in review

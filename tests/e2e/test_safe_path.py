@@ -1,0 +1,80 @@
+"""Issue 33: Python test steps run with safe-path semantics (`PYTHONSAFEPATH=1`) where the
+project allows it, end to end through the real CLI. On the src-layout project a story that
+allows test changes (so the held-files check lets a new top-level `pytest.py` through) is still
+judged by the real pytest: never done. A flat project whose tests import its modules from the
+working folder (`python -m pytest` puts it on `sys.path`) keeps that: an honest agent is done,
+and a shadowing `pytest.py` there is caught by the held-files check."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_honest_verification import template
+from tests.support.git_support import git_env, make_repo
+from tests.support.held_support import HeldStory
+from tests.support.verdicts import PY_FLAT, PY_SRC, Row, ids, rows
+from tests.support.worktree_env_support import copy_project
+
+__all__ = ["git_env", "template"]
+
+pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
+
+
+BLOCKED_ALLOWED = [r for r in rows(PY_SRC, allowed=True) if r.said]
+
+
+@pytest.mark.parametrize("row", BLOCKED_ALLOWED, ids=ids(BLOCKED_ALLOWED))
+def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
+    template: Path, tmp_path: Path, row: Row
+) -> None:
+    held = HeldStory(copy_project(template, tmp_path).root, tmp_path / "agent.log", row.behaviour)
+    held.allow_test_changes()
+    result = held.run()
+    assert result.returncode == 5, result.output
+    fm = held.fm()
+    assert fm["status"] == "blocked"
+    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    reasons = [str(e.get("reason")) for e in held.recoveries()]
+    assert all(row.said in r and "assert 7 == 12" in r for r in reasons), reasons
+    assert "review" not in held.calls() and held.commits() == 0
+    baselines = list((held.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
+    assert len(baselines) == 1 and '"safe_path": true' in baselines[0].read_text()
+
+
+def flat_story(tmp_path: Path, behaviour: str) -> HeldStory:
+    """calc.py at the project folder, its tests importing it as `calc` (no conftest, no
+    pythonpath setting): only `python -m pytest`'s working folder on `sys.path` finds it."""
+    repo = make_repo(tmp_path, remote=False)
+    root = repo.root
+    (root / "calc").mkdir()
+    (root / "calc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_add.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    (root / "tests" / "test_mul.py").write_text(
+        "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+    )
+    with open(root / ".gitignore", "a") as handle:
+        handle.write("__pycache__/\n")
+    repo.commit_all("flat calc, and a failing test for mul written first")
+    held = HeldStory(root, tmp_path / "agent.log", behaviour)
+    held.config("verify.test", f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    held.config("limits.implementation_retries", "1")
+    return held
+
+
+@pytest.mark.parametrize("row", rows(PY_FLAT), ids=ids(rows(PY_FLAT)))
+def test_a_flat_project_keeps_its_working_folder_on_the_path(tmp_path: Path, row: Row) -> None:
+    held = flat_story(tmp_path, row.behaviour)
+    result = held.run()
+    assert result.returncode == (5 if row.said else 0), result.output
+    if row.said:
+        held.assert_blocked_counted(row.said)
+    else:
+        held.assert_done()
+    baselines = list((held.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
+    assert len(baselines) == 1 and '"safe_path": false' in baselines[0].read_text()

@@ -1,0 +1,75 @@
+"""A story run by `tests/support/fakes/held_agent.py` on a real project: the helpers the held-files
+end-to-end tests share (run, frontmatter, counted recoveries, commits on the branch)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ai_sdlc.store import StoryStore
+from tests.conftest import CliResult, run_cli
+from tests.support.git_support import git
+from tests.support.paths import FAKES
+
+AGENT = FAKES / "held_agent.py"
+ENV = {"AI_SDLC_PROVIDER": "command"}
+
+
+class HeldStory:
+    """One story of the project at `root`, its agent doing `behaviour`."""
+
+    def __init__(self, root: Path, log: Path, behaviour: str, title: str = "Multiply") -> None:
+        self.root = root
+        self.log = log
+        self.config("ai.provider", "command")
+        self.config("ai.command.template", json.dumps([
+            sys.executable, str(AGENT), str(log), behaviour, "{phase}", "{prompt_file}"
+        ]))  # fmt: skip
+        self.sid = StoryStore(root).add(title).id
+
+    def allow_test_changes(self) -> None:
+        """The story's frontmatter says `allow_test_changes: true` (a human's choice)."""
+        story = self.root / ".ai-sdlc" / "stories" / self.sid / "story.md"
+        text = story.read_text()
+        story.write_text(text.replace("\n---\n", "\nallow_test_changes: true\n---\n", 1))
+
+    def config(self, key: str, value: str) -> None:
+        done = run_cli(self.root, "config", key, value)
+        assert done.returncode == 0, done.output
+
+    def run(self) -> CliResult:
+        return run_cli(self.root, "run", self.sid, env=ENV, timeout=300)
+
+    def fm(self) -> dict[str, object]:
+        return dict(StoryStore(self.root).get(self.sid).frontmatter)
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().split() if self.log.exists() else []
+
+    def recoveries(self) -> list[dict[str, object]]:
+        log = self.root / ".ai-sdlc" / "stories" / self.sid / "events.jsonl"
+        found = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        return [e for e in found if e.get("action") == "recovery"]
+
+    def commits(self) -> int:
+        branch = str(self.fm()["branch"])
+        return int(git(self.root, "rev-list", "--count", f"main..{branch}").strip())
+
+    def assert_blocked_counted(self, said: str) -> None:
+        """Never done: both attempts (limits.implementation_retries: 1) failed, each counted
+        with a reason naming the held file; the reviewer never asked; nothing committed."""
+        fm = self.fm()
+        assert fm["status"] == "blocked", fm
+        assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+        assert fm["total_recovery_attempts"] == 2
+        reasons = [str(e.get("reason")) for e in self.recoveries()]
+        assert len(reasons) == 2 and all(said in r for r in reasons), reasons
+        assert "review" not in self.calls()
+        assert self.commits() == 0
+
+    def assert_done(self) -> None:
+        fm = self.fm()
+        assert fm["status"] == "done", fm
+        assert fm.get("total_recovery_attempts", 0) == 0
+        assert self.commits() >= 1

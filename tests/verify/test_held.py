@@ -1,0 +1,129 @@
+"""What `verify.held` holds, precisely, on real git repositories: the parts of shared files that
+define the test run change → held; the rest of those files (dependencies, other scripts,
+metadata) is the story's. Program-specific files are held only when the verify command runs
+that program."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.verify.held import describe, held_changes
+from tests.support.git_support import git, git_env
+
+__all__ = ["git_env"]
+
+pytestmark = pytest.mark.usefixtures("git_env")
+
+PACKAGE = {
+    "name": "x",
+    "scripts": {"test": "npm run unit", "unit": "uvu test", "build": "tsc", "lint": "eslint ."},
+    "dependencies": {"a": "1.0.0"},
+}
+CARGO = '[package]\nname = "x"\nversion = "0.1.0"\n\n[dependencies]\nserde = "1"\n'
+GO_MOD = "module example.com/x\n\ngo 1.24\n\ntool golang.org/x/tools/cmd/stringer\n"
+MAIN_TEST = 'package x\n\nimport "testing"\n\nfunc TestMain(m *testing.M) {\n\tm.Run()\n}\n'
+
+
+def repo(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    return root, git(root, "rev-parse", "HEAD").strip()
+
+
+def found(root: Path, base: str, *commands: str) -> list[str]:
+    return [describe(h) for h in held_changes(root, base, [("test", c) for c in commands])]
+
+
+def test_package_json_scripts_the_verify_command_runs_are_held_the_rest_is_not(
+    tmp_path: Path,
+) -> None:
+    root, base = repo(tmp_path, {"package.json": json.dumps(PACKAGE)})
+    changed = json.loads(json.dumps(PACKAGE))
+    changed["dependencies"]["b"] = "2.0.0"  # a story's new dependency
+    changed["scripts"]["build"] = "tsc -p ."  # a script the tests do not run
+    changed["scripts"]["lint"] = "eslint src"
+    (root / "package.json").write_text(json.dumps(changed))
+    assert found(root, base, "npm test") == []
+
+    changed["scripts"]["unit"] = "uvu test add"  # named by `test`: runs under npm test
+    changed["scripts"]["pretest"] = "true"  # npm runs it before `test`
+    (root / "package.json").write_text(json.dumps(changed))
+    assert found(root, base, "npm test") == [
+        "package.json scripts.pretest",
+        "package.json scripts.unit",
+    ]
+    # the scripts held follow the verify command
+    assert found(root, base, "npm run lint") == ["package.json scripts.lint"]
+
+
+def test_cargo_harness_settings_and_go_tool_lines_are_held_dependencies_are_not(
+    tmp_path: Path,
+) -> None:
+    root, base = repo(tmp_path, {"Cargo.toml": CARGO, "go.mod": GO_MOD, "main_test.go": MAIN_TEST})
+    (root / "Cargo.toml").write_text(CARGO + 'rand = "0.8"\n')
+    (root / "go.mod").write_text(GO_MOD + "\nrequire golang.org/x/text v0.3.0\n")
+    assert found(root, base, "cargo test") == []
+
+    (root / "Cargo.toml").write_text(CARGO + '\n[[test]]\nname = "it"\nharness = false\n')
+    (root / "go.mod").write_text(GO_MOD.replace("stringer", "fake"))
+    (root / "main_test.go").write_text(MAIN_TEST.replace("m.Run()", "os.Exit(0)"))
+    (root / "init_test.go").write_text("package x\n\nfunc init() {\n\tprintln()\n}\n")
+    (root / "more_test.go").write_text(
+        'package x\n\nimport "testing"\n\nfunc TestMore(t *testing.T) {}\n'
+    )
+    assert found(root, base, "cargo test") == [
+        "Cargo.toml [[test]]",
+        "go.mod tool",
+        "main_test.go func TestMain",
+        "init_test.go func init",
+    ]
+
+
+def test_program_files_are_held_only_when_the_verify_command_runs_the_program(
+    tmp_path: Path,
+) -> None:
+    root, base = repo(tmp_path, {"Makefile": "test:\n\tpytest\n", "tox.ini": "[tox]\n"})
+    (root / "Makefile").write_text("test:\n\ttrue\n")
+    (root / "tox.ini").write_text("[tox]\nenvlist = py\n")
+    assert found(root, base, "python -m pytest") == []
+    assert found(root, base, "make test") == ["Makefile"]
+    assert found(root, base, "tox -e py") == ["tox.ini"]
+
+
+def test_test_configuration_git_ignores_is_held(tmp_path: Path) -> None:
+    """A new conftest.py (or sitecustomize.py) hidden by .gitignore is not in git's view of the
+    change (`verify.protected` never sees it) but pytest and Python still load it."""
+    root, base = repo(tmp_path, {"src/calc/__init__.py": "", ".gitignore": "__pycache__/\n"})
+    (root / "__pycache__").mkdir()  # ignored, and harmless
+    (root / ".gitignore").write_text("__pycache__/\nconftest.py\nsitecustomize.py\n")
+    (root / "conftest.py").write_text("")
+    (root / "src" / "sitecustomize.py").write_text("")
+    assert found(root, base, "python -m pytest") == [
+        "conftest.py (test configuration git ignores)",
+        "src/sitecustomize.py (test configuration git ignores)",
+    ]
+
+
+def test_modules_shadowing_the_runner_are_held_where_python_imports_from(tmp_path: Path) -> None:
+    root, base = repo(tmp_path, {"src/calc/__init__.py": "", ".gitignore": "hidden/\n"})
+    (root / "src" / "pluggy").mkdir()
+    (root / "src" / "pluggy" / "__init__.py").write_text("")
+    (root / "mytool.py").write_text("")  # the module the verify command runs with -m
+    (root / "tests").mkdir()
+    (root / "tests" / "pytest.py").write_text("")  # not a source root: not held
+    (root / "src" / "calc" / "pytest.py").write_text("")  # calc.pytest: shadows nothing
+    (root / "pytest_fake.py").write_text("")
+    assert found(root, base, "python -m mytool --check") == [
+        "mytool.py (shadows the test runner's module mytool)",
+        "pytest_fake.py (shadows the test runner's module pytest_fake)",
+        "src/pluggy/__init__.py (shadows the test runner's module pluggy)",
+    ]
