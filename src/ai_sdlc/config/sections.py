@@ -35,7 +35,7 @@ class AiSection(_Section):
         ProviderName | None,
         key(
             "scripted (offline) | dry-run | openai | anthropic | claude | command; null: "
-            "AI_SDLC_PROVIDER, then auto-detect, else scripted"
+            "AI_SDLC_PROVIDER, then auto-detect, else the run stops (exit 4)"
         ),
     ] = None
     model: Annotated[

@@ -10,7 +10,7 @@ DEFAULT_CONFIG_TEXT = """\
 
 ai:
   # scripted (offline, no AI) | dry-run | openai | anthropic | claude | command.
-  # Unset: AI_SDLC_PROVIDER, then auto-detect, else scripted.
+  # Unset: AI_SDLC_PROVIDER, then auto-detect, else a run stops (exit 4).
   provider: null
   model: null
 
