@@ -229,10 +229,10 @@ class Session(msgspec.Struct):
         graph is checked first (a cycle or a missing story: exit 3, nothing runs).
         `max_attempts` replaces `run.stop_conditions.max_total_attempts` for this run. None
         when there is nothing to run."""
-        from ai_sdlc.workflow.runs.idle import held_outside
+        from ai_sdlc.workflow.runs.idle import held_outside, unreadable_of
         from ai_sdlc.workflow.runs.multirun import MultiRun, RunSettings, prepare_resume
         from ai_sdlc.workflow.runs.notify import Notifier
-        from ai_sdlc.workflow.runs.runstate import RunRepository
+        from ai_sdlc.workflow.runs.runstate import COMPLETED, RunRepository
 
         repo = RunRepository(self.store.ai_dir)
         settings = RunSettings.from_config(self.config, max_attempts=max_attempts)
@@ -288,6 +288,8 @@ class Session(msgspec.Struct):
                 finally:
                     self.relay.watcher = None
         outcome.held = held_outside(outcome.state, self.store, self.config)
+        if outcome.state.run_status == COMPLETED and outcome.state.mode != "batch":
+            outcome.unreadable = unreadable_of(self.store)
         return outcome
 
     def idle(self, *, epic: str | None = None) -> Idle:
@@ -295,7 +297,7 @@ class Session(msgspec.Struct):
         action): the blocked stories and those waiting, and the exit code that says so."""
         from ai_sdlc.workflow.runs.idle import idle_of
 
-        return idle_of(self.store, self.config, epic=epic)
+        return idle_of(self.store, self.config, epic=epic, unreadable=True)
 
     def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunOutcome:
         import os
