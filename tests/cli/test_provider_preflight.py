@@ -40,7 +40,8 @@ def _story_state(repo: Repo) -> dict[str, object]:
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:
     repo = make_repo(tmp_path)
-    (repo.root / ".ai-sdlc" / "config.yaml").write_text(NO_CLAUDE)
+    with (repo.root / ".ai-sdlc" / "config.yaml").open("a") as config:
+        config.write(NO_CLAUDE)
     repo.story("Add a greeting")
     return repo
 

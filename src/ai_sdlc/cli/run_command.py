@@ -113,6 +113,7 @@ def execute(
         no_worktree=no_worktree,
         config=config,
         no_sandbox=no_sandbox,
+        step=step,
     )
     pending.extend((session.notice or "").splitlines())
     out.debug(describe_provider(session.provider.name, session.config))

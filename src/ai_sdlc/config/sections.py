@@ -136,6 +136,15 @@ class VerifySection(_Section):
         ),
     ] = msgspec.field(default_factory=dict)
 
+    none: Annotated[
+        bool,
+        key(
+            "true: no verify command on purpose; stories may reach done unverified (said on "
+            "the story, board, pull request and report). Without it a run needs verify.*",
+            guard="strict",
+        ),
+    ] = False
+
     def commands(self) -> list[tuple[str, str]]:
         """(step, command line) of each step set, build first."""
         return [(step, c) for step, c in (("build", self.build), ("test", self.test)) if c]

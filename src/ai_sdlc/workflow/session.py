@@ -14,7 +14,7 @@ import msgspec
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.config.guard import GuardrailRecord
 from ai_sdlc.environ import current as current_environ
-from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
+from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
@@ -95,9 +95,11 @@ class Session(msgspec.Struct):
         no_worktree: bool = False,
         config: Config | None = None,
         no_sandbox: bool = False,
+        step: Phase | None = None,
     ) -> Session:
         """`config`: the project's, when the caller has just loaded it (else loaded here).
-        `no_sandbox`: agents and verification commands run unconfined (`--no-sandbox`)."""
+        `no_sandbox`: agents and verification commands run unconfined (`--no-sandbox`).
+        `step`: the one phase a `--step` run runs (one before implement needs no verification)."""
         from ai_sdlc.git.workspace import select_workspace
         from ai_sdlc.providers.selection import select_provider
 
@@ -105,6 +107,16 @@ class Session(msgspec.Struct):
             config = load_config(store.root)
         guardrails = GuardrailRecord(store.root)
         guardrails.check("since they were last accepted")
+        commands = verification_commands(config)
+        judged = step is None or step in (Phase.IMPLEMENT, Phase.REWORK, Phase.REVIEW)
+        if judged and not commands and not config.typed().verify.none:
+            raise InvalidInputError(
+                "no verification configured (verify.build / verify.test): a story would be "
+                "'done' with nothing built or tested",
+                hint="tell it how the project is tested: ai-sdlc config verify.test "
+                "'pytest -q'; or, on purpose, let stories be done unverified: ai-sdlc config "
+                "verify.none true",
+            )
         selection = select_provider(
             flag=provider_name, config=config, project_root=store.root, environ=environ
         )
@@ -112,7 +124,6 @@ class Session(msgspec.Struct):
         relay = Relay(emit)
         guards = GuardFactory.from_config(store, config)
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
-        commands = verification_commands(config)
         timeout = config.typed().verify.timeout
         sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
-from ai_sdlc.git.seam import AttemptChanges, Prepared
+from ai_sdlc.git.seam import AttemptChanges, InPlace, Prepared
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED
 from ai_sdlc.store import Story
@@ -201,7 +201,8 @@ class Phases(Judging):
         files_changed: list[str],
     ) -> None:
         story_id = ticket.story.id
-        self._emit("step", story_id, phase=phase.value, step="committing")
+        if not isinstance(self.workspaces, InPlace):  # only where something is committed
+            self._emit("step", story_id, phase=phase.value, step="committing")
         try:
             record = self.workspaces.attempt_passed(ticket.story, path, attempt=ticket.attempt)
         except AiSdlcError as exc:
@@ -210,6 +211,10 @@ class Phases(Judging):
             self._checked = story_id
         judged = self._judged.pop(story_id, {})
         changes: dict[str, Any] = {"implementation_complete": True, "rework_pending": DELETE}
+        if not self.deps.verification_configured:  # verify.none: said wherever it is shown
+            changes["unverified"] = True
+        elif ticket.story.frontmatter.get("unverified"):
+            changes["unverified"] = DELETE
         if ticket.story.counter("implementation_retry_count"):
             changes["implementation_retry_count"] = 0
         self.owner.complete_phase(

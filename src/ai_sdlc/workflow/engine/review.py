@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
+from ai_sdlc.git.seam import InPlace
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED, FAILED, RECOVERY, REJECTED
 from ai_sdlc.store import Story
@@ -196,7 +197,8 @@ class Review(Phases):
         story is done. Checks that fail under auto-merge send the story back to rework, counted
         like a rejected review."""
         path = self._prepare(story).path
-        self._emit("step", story.id, phase="review", step="pushing")
+        if not isinstance(self.workspaces, InPlace):  # nothing is pushed outside git
+            self._emit("step", story.id, phase="review", step="pushing")
         try:
             finished = self.workspaces.finish(story, path, checked=self._checked == story.id)
         except UnsafeWorkError as exc:
