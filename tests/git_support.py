@@ -107,12 +107,9 @@ def _init_repo(tmp_path: Path, *, remote: bool) -> None:
     StoryStore(root).init()
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "initial")
-    # The project's config, as its user keeps it: uncommitted (a committed `.ai-sdlc/` makes
-    # every story worktree sparse) and out of `git status` (a local exclude, not .gitignore).
+    # The project's config, not committed yet (a committed `.ai-sdlc/` makes every story
+    # worktree sparse): a test that commits its own config commits it as a user would.
     allow_unverified(root)
-    (root / ".git" / "info").mkdir(exist_ok=True)
-    with (root / ".git" / "info" / "exclude").open("a") as exclude:
-        exclude.write("/.ai-sdlc/config.yaml\n")
     if remote:
         origin = tmp_path / "origin.git"
         git(tmp_path, "init", "-q", "--bare", str(origin))
