@@ -95,8 +95,9 @@ def execute(
         return 0
 
     progress = Progress(out)
-    # The session's notices ("no AI provider is configured", ...) matter only once an agent
-    # phase starts: a run that stops before (unknown run id, a done story) does not show them.
+    # The session's notices (no isolation, PYTEST_ADDOPTS left out, ...) matter only once an
+    # agent phase starts: a run that stops before (unknown run id, a done story) does not show
+    # them. What stops a run (no provider, no verification) is an error of Session.open.
     pending: list[str] = []
 
     def emit(event: dict[str, Any]) -> None:
