@@ -77,7 +77,7 @@ def test_secrets_from_agents_providers_and_titles_reach_no_stream_or_file(
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "FAKE_GH_LOG": str(gh_log),
         "DEPLOY_PASSWORD": PASSWORD,
-        "AI_SDLC_PROVIDER": "",
+        "AI_SDLC_PROVIDER": "scripted",
     }
     sid = repo.story(f"Fix the login {TITLE_TOKEN} leak")
     assert sid == SID

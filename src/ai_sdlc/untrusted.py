@@ -255,3 +255,28 @@ def _walk_events(stream: Any, kinds: Any, path: str, first_line: int) -> None:
                 if isinstance(event, alias_event)
                 else "split it up, or keep long text in the story body or a separate file",
             )
+
+
+#: Terminal control sequences, whole: OSC (titles, OSC 52 clipboard writes, hyperlinks) and the
+#: string controls DCS/SOS/PM/APC up to their terminator (or the end of the line), CSI (cursor,
+#: colour, erase), any other ESC sequence, and their 8-bit C1 forms.
+_SEQUENCES = re.compile(
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -/]*[0-~]?"
+)
+#: What is left of control characters once the sequences are gone: C0 but tab and newline (a
+#: carriage return only before a newline), DEL, C1.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+#: Any character that may start either (a carriage return included: most text has none).
+_ANY_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal control sequences or control characters, kept for plain text,
+    newlines, tabs and printable unicode. Agent text is stored (story body, research, plan,
+    review, events) and later shown by `cat`, `git log -p` or an editor: an OSC 52 or a title
+    sequence a model printed must not reach the user's terminal from there."""
+    if _ANY_CONTROL.search(text) is None:  # the common case: nothing to strip
+        return text
+    return _CONTROLS.sub("", _SEQUENCES.sub("", text))

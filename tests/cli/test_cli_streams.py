@@ -270,7 +270,7 @@ def test_a_pipe_gets_the_board_and_a_file_gets_the_story(world: World) -> None:
             check=False,
         )
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert target.read_text().startswith("S-0001  Power button\n  status:    done\n")
+    assert target.read_text().startswith("S-0001  Power button\n  status:    done (unverified")
 
 
 def test_quiet_run_in_a_real_process_prints_its_result_line(world: World) -> None:

@@ -14,7 +14,7 @@ from tests.support.runs_support import frontmatter
 
 pytestmark = pytest.mark.e2e
 
-#: No AI_SDLC_PROVIDER: the provider is auto-detected (none here: the offline one, warned).
+#: No AI_SDLC_PROVIDER: the provider is auto-detected (none here: a run stops, exit 4).
 AUTO = {"AI_SDLC_PROVIDER": "", "PATH": str(Path(sys.executable).parent)}
 NO_AI = "no AI provider is configured"
 
@@ -43,22 +43,25 @@ def test_a_failure_without_a_telling_line_keeps_its_last_line(
     assert "failed with exit status 2 (last output line: widgets: 3)" in reason, reason
 
 
-def test_no_provider_warning_only_when_an_agent_runs(cli: CliRunner, project: Path) -> None:
+def test_no_provider_stops_every_run_once_and_names_the_way_out(
+    cli: CliRunner, project: Path
+) -> None:
+    """No stand-in: without a provider, a run stops before it touches anything (exit 4), the
+    reason said once, with the way out; the offline provider runs when named."""
     assert cli("config", "verify.test", shlex.join([sys.executable, "-c", "pass"])).returncode == 0
     assert cli("add", "Something").returncode == 0
+    story = (project / ".ai-sdlc" / "stories" / "S-0001" / "story.md").read_bytes()
 
-    unknown_run = cli("run", "--resume", "20250131T221500Z-3fa2c1", env=AUTO)
-    assert unknown_run.returncode != 0
-    assert NO_AI not in unknown_run.stderr, unknown_run.stderr
+    for args in (("run", "S-0001", "--no-worktree"), ("run", "--auto"), ("run",)):
+        stopped = cli(*args, env=AUTO)
+        assert stopped.returncode == 4, stopped.output
+        assert stopped.stderr.count(NO_AI) == 1, stopped.stderr
+        assert "--provider scripted" in stopped.stderr
+    assert (project / ".ai-sdlc" / "stories" / "S-0001" / "story.md").read_bytes() == story
 
-    ran = cli("run", "S-0001", "--no-worktree", env=AUTO)
+    ran = cli("run", "S-0001", "--no-worktree", "--provider", "scripted", env=AUTO)
     assert ran.returncode == 0, ran.output
-    assert ran.stderr.count(NO_AI) == 1
-    assert ran.stderr.index(NO_AI) < ran.stderr.index("refine")
-
-    done = cli("run", "S-0001", "--no-worktree", env=AUTO)
-    assert done.returncode == 0, done.output
-    assert "S-0001: done" in done.stdout and NO_AI not in done.output
+    assert NO_AI not in ran.output
 
 
 def test_dry_run_lists_only_the_phases_that_run(cli: CliRunner, project: Path) -> None:

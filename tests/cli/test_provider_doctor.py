@@ -57,9 +57,11 @@ def test_doctor_fails_when_the_selected_provider_is_unusable(project: Path) -> N
 
 def test_report_auto_detects_and_explains(tmp_path: Path) -> None:
     report = build_report(tmp_path, environ={}, which=lambda _name: None)
-    assert report["selected"]["provider"] == "scripted"
+    assert report["selected"]["provider"] == "none"  # never a stand-in
     assert report["selected"]["source"] == "auto"
-    assert "no AI" in report["selected"]["notice"]
+    assert report["selected"]["usable"] is False
+    assert "no AI provider is configured" in report["selected"]["reason"]
+    assert "--provider scripted" in report["selected"]["fix"]
     found = build_report(
         tmp_path, environ={}, which=lambda n: "/bin/claude" if n == "claude" else None
     )

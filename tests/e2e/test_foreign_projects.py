@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import allow_unverified, run_cli
 from tests.support.git_support import git, git_env  # noqa: F401 (fixture)
 from tests.support.paths import FIXTURES
 from tests.support.runs_support import frontmatter
@@ -52,6 +52,9 @@ def test_status_leaves_git_status_clean(tmp_path: Path) -> None:
 @pytest.mark.parametrize("worktree", [False, True])
 def test_a_run_changes_only_the_story_files(tmp_path: Path, worktree: bool) -> None:
     root = foreign_repo(tmp_path)
+    allow_unverified(root)  # the project's config, committed, says stories may be unverified
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "ai-sdlc config")
     args = ["run", "S-0020"] + ([] if worktree else ["--no-worktree"])
     result = run_cli(root, *args)
     assert result.returncode == 0, result.output

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import allow_unverified, run_cli
 from tests.support.git_support import checkout_snapshot, git, git_env
 
 pytestmark = pytest.mark.e2e
@@ -28,6 +28,7 @@ def test_a_project_in_a_subfolder_of_the_repository(tmp_path: Path, committed: b
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "init")
     assert run_cli(service, "init").returncode == 0
+    allow_unverified(service)
     assert run_cli(service, "add", "First").returncode == 0
     before = _outside_ai_sdlc(checkout_snapshot(repo))
     result = run_cli(service, "run", "S-0001", env={"AI_SDLC_GIT__KEEP_WORKTREES": "true"})

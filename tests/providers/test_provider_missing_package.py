@@ -53,23 +53,24 @@ def _no_crash(result: CliResult) -> None:
     ("package", "variable", "key"),
     [("openai", "OPENAI_API_KEY", OPENAI_KEY), ("anthropic", "ANTHROPIC_API_KEY", ANTHROPIC_KEY)],
 )
-def test_a_key_without_its_package_runs_offline_with_one_warning(
+def test_a_key_without_its_package_stops_naming_it_once(
     project: Path, tmp_path: Path, package: str, variable: str, key: str
 ) -> None:
+    """No stand-in: the key says which provider was wanted, so the run stops (exit 4) with the
+    install command, instead of running the offline scripted provider."""
     assert run_cli(project, "add", "Missing package story").returncode == 0
-    env = _env(tmp_path, _shim(tmp_path, package), **{variable: key})
+    story = (project / ".ai-sdlc" / "stories" / "S-0001" / "story.md").read_bytes()
+    env = _env(tmp_path, _shim(tmp_path, package), **{variable: key}, PATH="/usr/bin:/bin")
     result = run_cli(project, "run", "S-0001", env=env, subprocess=True)
     _no_crash(result)
-    assert result.returncode == 0, result.output
+    assert result.returncode == 4, result.output
     warning = f"{variable} is set but the {package} package is not installed"
     lines = [line for line in result.stderr.splitlines() if warning in line]
     assert len(lines) == 1, result.stderr
     assert f"pip install '{DISTRIBUTION}[{package}]'" in lines[0]
-    assert "scripted" in lines[0]
-    assert "no AI provider is configured" not in result.stderr
+    assert "--provider scripted" in result.stderr  # the offline one only when named
     assert key not in result.output
-    shown = json.loads(run_cli(project, "show", "S-0001", "--json").stdout)
-    assert shown["frontmatter"]["status"] == "done", shown["frontmatter"]
+    assert (project / ".ai-sdlc" / "stories" / "S-0001" / "story.md").read_bytes() == story
 
 
 @pytest.mark.parametrize("how", ["flag", "config", "env"])
@@ -108,15 +109,16 @@ def test_doctor_calls_it_unusable_and_auto_detect_agrees(project: Path, tmp_path
     )
     result = run_cli(project, "doctor", "--json", env=env, subprocess=True)
     _no_crash(result)
-    assert result.returncode == 0, result.output
-    report = json.loads(result.stdout)
+    assert result.returncode == 4, result.output
+    report, _end = json.JSONDecoder().raw_decode(result.stdout)  # then the error, as JSON
     rows = {row["name"]: row for row in report["providers"]}
     for package in ("openai", "anthropic"):
         assert rows[package]["usable"] is False
         assert f"pip install '{DISTRIBUTION}[{package}]'" in rows[package]["reason"]
     selected = report["selected"]
-    assert selected["provider"] == "scripted" and selected["source"] == "auto"
-    notice = selected["notice"]
+    assert selected["provider"] == "none" and selected["source"] == "auto"
+    assert selected["usable"] is False
+    notice = selected["reason"]
     assert "ANTHROPIC_API_KEY is set but the anthropic package is not installed" in notice
     assert "OPENAI_API_KEY is set but the openai package is not installed" in notice
     assert "\n" not in notice

@@ -11,6 +11,7 @@ from ai_sdlc.providers.base import Access, Phase, ProviderRequest, Usage
 from ai_sdlc.providers.pricing import Price, estimate_call, price_for, priced
 from ai_sdlc.providers.selection import (
     NO_AI_NOTICE,
+    NO_PROVIDER,
     auto_detect,
     choose_provider_name,
     effective_timeout,
@@ -65,12 +66,12 @@ def test_auto_detect_order_and_offline_notice() -> None:
     )
     assert auto_detect({"openai": {"base_url": "http://x/v1"}}, {}, no_binary)[0] == "openai"
     name, source, notice = choose_provider_name(flag=None, settings={}, environ={}, which=no_binary)
-    assert (name, source, notice) == ("scripted", "auto", NO_AI_NOTICE)
+    assert (name, source, notice) == (NO_PROVIDER, "auto", NO_AI_NOTICE)
 
 
 def test_configured_claude_binary_must_exist() -> None:
     settings = {"claude": {"binary": "/opt/nowhere/claude"}}
-    assert auto_detect(settings, {}, no_binary)[0] == "scripted"
+    assert auto_detect(settings, {}, no_binary)[0] == NO_PROVIDER
 
 
 def test_model_precedence() -> None:

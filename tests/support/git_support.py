@@ -18,6 +18,7 @@ import pytest
 from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
+from tests.conftest import allow_unverified
 
 
 def git(cwd: Path, *args: str, input: str | None = None) -> str:
@@ -106,6 +107,9 @@ def _init_repo(tmp_path: Path, *, remote: bool) -> None:
     StoryStore(root).init()
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "initial")
+    # The project's config, not committed yet (a committed `.ai-sdlc/` makes every story
+    # worktree sparse): a test that commits its own config commits it as a user would.
+    allow_unverified(root)
     if remote:
         origin = tmp_path / "origin.git"
         git(tmp_path, "init", "-q", "--bare", str(origin))

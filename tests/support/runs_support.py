@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.store import StoryStore
-from tests.conftest import cli_environment
+from tests.conftest import allow_unverified, cli_environment
 
 #: Verification commands (argument lists, no shell) that pass or fail at once.
 PASS = [sys.executable, "-c", "pass"]
@@ -131,7 +131,9 @@ def make_project(root: Path, titles: list[str], config: str = "") -> StoryStore:
 
 
 def write_config(root: Path, text: str) -> None:
+    """The project's config: `text`, plus `verify.none: true` when it sets no `verify`."""
     (root / ".ai-sdlc" / "config.yaml").write_text(text)
+    allow_unverified(root)
 
 
 def write_rules(root: Path, text: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SANDBOX_WIDENED, CliRunner
+from tests.conftest import SANDBOX_WIDENED, CliRunner, cli_environment
 
 PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
 FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
@@ -439,6 +439,7 @@ def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: P
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
+        env=cli_environment(),  # the suite's user: the scripted provider named, its own state
     )
     wait_for_pid(started)  # killed mid-phase, with the run lock held
     proc.kill()

@@ -25,6 +25,7 @@ from tests.support.runs_support import (
     start_cli,
     stop_or_explain,
     story_events,
+    write_config,
     write_rules,
 )
 from tests.support.waits import GUARD, NEVER, wait_until_gone
@@ -90,7 +91,7 @@ def test_watch_once_exits_5_when_a_story_ends_blocked(tmp_path: Path) -> None:
     root = project(tmp_path, 2)
     set_status(root, "S-0001", "ready")
     set_status(root, "S-0002", "ready")
-    (root / ".ai-sdlc" / "config.yaml").write_text("limits:\n  review_rejections: 0\n")
+    write_config(root, "limits:\n  review_rejections: 0\n")
     write_rules(
         root,
         "rules:\n  - phase: review\n    story: S-0001\n    decision: REJECTED\n"

@@ -128,7 +128,12 @@ def build_report(
 ) -> dict[str, Any]:
     """Everything `doctor` prints, as plain data (secrets already masked)."""
     from ai_sdlc.config import load_config
-    from ai_sdlc.providers.selection import choose_provider_name, resolve_model
+    from ai_sdlc.providers.selection import (
+        NO_AI_FIX,
+        NO_PROVIDER,
+        choose_provider_name,
+        resolve_model,
+    )
 
     env = os.environ if environ is None else environ
     from ai_sdlc.config import CONFIG_RELPATH, user_config_path
@@ -158,7 +163,11 @@ def build_report(
     )
     rows = _statuses(root, settings, which, name)
     chosen = next((r for r in rows if r["name"] == name), None)
-    if chosen is None:
+    fix = None
+    if name == NO_PROVIDER and source == "auto":  # a run refuses: no stand-in is ever chosen
+        chosen = {"name": name, "usable": False, "reason": notice}
+        notice, fix = None, NO_AI_FIX
+    elif chosen is None:
         problems.append(f"unknown provider {name!r} (from {source})")
     environment = {k: ("set" if env.get(k) else "not set") for k in _ENV_SECRETS}
     for k in _ENV_PLAIN:
@@ -172,6 +181,7 @@ def build_report(
             "usable": bool(chosen and chosen["usable"]),
             "reason": chosen["reason"] if chosen else "unknown provider",
             "notice": notice,
+            "fix": fix,
         },
         "providers": rows,
         "sandbox": sandbox,
@@ -328,7 +338,10 @@ def _with_own_items(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The whole checklist: config (when invalid), the pre-flight items, then doctor's own:
     the provider, the verification environment, nested projects."""
     sel = report["selected"]
-    fix = "choose another with --provider / AI_SDLC_PROVIDER / ai.provider, or fix the above"
+    fix = (
+        sel.get("fix")
+        or "choose another with --provider / AI_SDLC_PROVIDER / ai.provider, or fix the above"
+    )
     provider = Item("provider", sel["usable"], ERROR, f"{sel['provider']}: {sel['reason']}")
     items = [provider if sel["usable"] else msgspec.structs.replace(provider, fix=fix)]
     head = []
@@ -385,6 +398,8 @@ def doctor(ctx: typer.Context, json: JsonOption = False) -> None:
     if sel["usable"] and (report["config_invalid"] or (env is not None and not env["ok"])):
         raise typer.Exit(int(ExitCode.INVALID_INPUT))
     if not sel["usable"]:
+        if sel.get("fix"):  # nothing configured: no provider was selected at all
+            raise ProviderUnavailableError(sel["reason"], hint=sel["fix"])
         raise ProviderUnavailableError(
             f"the selected provider {sel['provider']!r} is not usable: {sel['reason']}",
             hint="fix the above, or choose another with --provider / AI_SDLC_PROVIDER / "

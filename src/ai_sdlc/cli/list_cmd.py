@@ -19,10 +19,18 @@ import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.cli.storyrows import cell_len, collisions, data_width, one_line, row_of
+from ai_sdlc.cli.storyrows import (
+    cell_len,
+    collisions,
+    data_width,
+    one_line,
+    row_of,
+    say_disagreements,
+)
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, UsageError
 from ai_sdlc.store import STATUSES
+from ai_sdlc.workflow.state.ledger import Journal
 
 #: `--status` values: the story statuses, `waiting` for stories held at a gate, and
 #: `conflicts` for stories whose branch no longer merges cleanly.
@@ -112,8 +120,9 @@ def list_stories(
     limit = config.typed().limits.global_recovery
     gates = config.section("gates")
     clashes = collisions(config, store.root, scan.stories)
+    journal = Journal(store.ai_dir)
     rows = [
-        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else ())
+        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else (), journal)
         for s in scan.stories
     ]
     rows = [r for r in rows if _matches(r, wanted, label or [], epic)]
@@ -125,6 +134,7 @@ def list_stories(
         _print(out, rows)
     else:
         out.info("No stories match." if scan.stories else 'No stories yet: ai-sdlc add "Title"')
+    say_disagreements(out, rows)
     for err in scan.errors:
         out.error(err.message, hint=err.hint)
     if scan.errors:
@@ -159,7 +169,9 @@ def _cells(row: dict[str, Any]) -> list[str]:
     deps = ",".join(row["dependencies"]) or "-"
     return [
         str(row["id"]),
-        _shown_status(row) + (f"+{CONFLICTS}" if row["conflicts"] else ""),
+        _shown_status(row)
+        + (f"+{CONFLICTS}" if row["conflicts"] else "")
+        + (" (unverified)" if row["unverified"] else ""),
         str(row["priority"]) if row["priority"] is not None else "-",
         str(row["type"] or "-"),
         str(row["epic"] or "-"),

@@ -81,8 +81,9 @@ def _summary(out: Terminal, data: dict[str, object]) -> None:
     for s in stories:
         budget, usage = s["budget"], s["usage"]
         kinds = ", ".join(f"{k} {n}" for k, n in s["recoveries_by_kind"].items()) or "none"
+        status = f"{s['status']} (unverified)" if s.get("unverified") else s["status"]
         out.data(
-            f"  {s['id']}  {s['status']:<11} phases {len(s['phases'])} · recoveries in run: "
+            f"  {s['id']}  {status:<11} phases {len(s['phases'])} · recoveries in run: "
             f"{kinds} · budget {budget['total']}/{budget['limit']} · tokens "
             f"{usage['input_tokens'] + usage['output_tokens']} · events {len(s['events'])}"
         )

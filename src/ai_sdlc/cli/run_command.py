@@ -95,8 +95,9 @@ def execute(
         return 0
 
     progress = Progress(out)
-    # The session's notices ("no AI provider is configured", ...) matter only once an agent
-    # phase starts: a run that stops before (unknown run id, a done story) does not show them.
+    # The session's notices (no isolation, PYTEST_ADDOPTS left out, ...) matter only once an
+    # agent phase starts: a run that stops before (unknown run id, a done story) does not show
+    # them. What stops a run (no provider, no verification) is an error of Session.open.
     pending: list[str] = []
 
     def emit(event: dict[str, Any]) -> None:
@@ -113,6 +114,7 @@ def execute(
         no_worktree=no_worktree,
         config=config,
         no_sandbox=no_sandbox,
+        step=step,
     )
     pending.extend((session.notice or "").splitlines())
     out.debug(describe_provider(session.provider.name, session.config))
@@ -237,19 +239,31 @@ def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> N
     """The headline, then one line per held story (`watch --once` shows the same): a blocked
     backlog is the run's result (stdout, kept by -q, exit 5); otherwise a note (stderr). A
     story waiting on a blocked story outside the run is also an error (stderr, exit 5)."""
-    say = out.result if idle.blocked or idle.stuck else out.info
+    say = out.result if idle.blocked or idle.stuck or idle.unreadable else out.info
     say(idle.headline(nothing))
     for line in idle.lines():
         say(f"  {line}")
     for line in idle.stuck_lines():
         out.error(line)
+    _render_unreadable(out, idle.unreadable)
+
+
+def _render_unreadable(out: Terminal, unreadable: list[tuple[str, str | None]]) -> None:
+    """Each story file a run could not read: `path:line: reason`, and its fix (stderr)."""
+    if unreadable:
+        n = len(unreadable)
+        out.error(f"{n} story {'file' if n == 1 else 'files'} could not be read, so never ran:")
+    for message, hint in unreadable:
+        out.error(message, hint=hint)
 
 
 def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable), 1 when a batch completed but skipped a story, 5 when a run
-    completed but skipped stories that wait on a story blocked outside it."""
+    completed but skipped stories that wait on a story blocked outside it, 3 when it could not
+    read a story file (each named with its file:line reason)."""
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
+    from ai_sdlc.workflow.runs.idle import unreadable_json
     from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
 
     state = report.state
@@ -263,6 +277,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
                 "outcomes": [o.to_json() for o in report.outcomes],
                 "diagnostic": str(report.diagnostic_path) if report.diagnostic_path else None,
                 "held": [h.to_json() for h in report.held.stuck] if report.held else [],
+                "unreadable": unreadable_json(report.unreadable),
             }
         )
     else:
@@ -302,12 +317,14 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
     if incomplete is not None:
         out.result(f"Run {state.run_id} completed without every story. {stats}")
         raise incomplete
-    if report.held is not None:
-        # What it could start is done; the rest waits on a human (a story blocked outside it).
+    if report.held is not None or report.unreadable:
+        # What it could start is done; the rest waits on a human (a story blocked outside it,
+        # a story file that cannot be read).
         out.result(f"Run {state.run_id} completed without every story. {stats}")
-        for line in report.held.stuck_lines():
+        for line in report.held.stuck_lines() if report.held is not None else []:
             out.error(line)
-        return int(ExitCode.BLOCKED)
+        _render_unreadable(out, report.unreadable)
+        return int(ExitCode.BLOCKED if report.held is not None else ExitCode.INVALID_INPUT)
     out.success(f"Run {state.run_id} completed. {stats}")
     return 0
 

@@ -13,14 +13,14 @@ import typer
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.cli.storyrows import collisions
+from ai_sdlc.cli.storyrows import collisions, counters_of
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.git.feedback import round_lines, rounds_of
 from ai_sdlc.store.schema import breakdown_text
 from ai_sdlc.store.values import usage_of
 from ai_sdlc.workflow.runs.graph import epic_of
 from ai_sdlc.workflow.state.events import read_events
-from ai_sdlc.workflow.state.ledger import KIND_LABELS
+from ai_sdlc.workflow.state.ledger import KIND_LABELS, Counted, Journal
 from ai_sdlc.workflow.state.readiness import pending_gate
 
 COUNTERS = (
@@ -58,10 +58,16 @@ FIELDS = (
 )
 
 
-def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> dict[str, Any]:
+def details_of(
+    story: Any, limit: int, gates: dict[str, Any] | None = None, view: Counted | None = None
+) -> dict[str, Any]:
+    """`view`: the effective recovery counters (the ledger's where the file says less)."""
     counters = {name: story.counter(name) for name in COUNTERS}
-    breakdown = {kind: story.recovery_breakdown.get(kind, 0) for kind in KIND_LABELS}
-    for kind, n in story.recovery_breakdown.items():
+    kinds = view.breakdown if view is not None else story.recovery_breakdown
+    if view is not None:
+        counters["total_recovery_attempts"] = view.total
+    breakdown = {kind: kinds.get(kind, 0) for kind in KIND_LABELS}
+    for kind, n in kinds.items():
         breakdown.setdefault(kind, n)
     fm = story.to_json()
     deps = fm.get("dependencies")
@@ -85,8 +91,11 @@ def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> d
         "frontmatter": fm,
         "counters": counters,
         "recovery_breakdown": breakdown,
+        "counter_in_file": view.file_total if view is not None else None,
+        "counter_note": view.note(limit) if view is not None else None,
         "global_recovery_limit": limit,
         "phases": {flag: bool(story.frontmatter.get(flag)) for flag in FLAGS},
+        "unverified": fm.get("unverified") is True,
         "blocked": story.status == "blocked",
         "blocked_reason": story.frontmatter.get("blocked_reason"),
         "blocked_at": fm.get("blocked_at"),
@@ -123,7 +132,8 @@ def show(
     story, archived = _find(store, story_ref)
     config = app.config()
     limit = config.typed().limits.global_recovery
-    info = details_of(story, limit, config.section("gates"))
+    view = counters_of(Journal(store.ai_dir), story)
+    info = details_of(story, limit, config.section("gates"), view)
     info["verification"] = [
         {"step": step, "command": command} for step, command in config.typed().verify.commands()
     ]
@@ -144,7 +154,8 @@ def show(
 
 def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
     out.data(f"{story.id}  {story.title}", style="bold")
-    out.data(f"  status:    {story.status}")
+    unverified = " (unverified: nothing was built or tested)" if info["unverified"] else ""
+    out.data(f"  status:    {story.status}{unverified}", style="yellow" if unverified else None)
     if info["archived"]:
         archived_at = story.frontmatter.get("archived_at")
         out.data(f"  archived:  {archived_at or 'yes'} (out of the backlog)")
@@ -171,7 +182,13 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
             style="yellow",
         )
     total = info["counters"]["total_recovery_attempts"]
-    out.data(f"  recovery:  {total}/{limit} ({breakdown_text(total, story.recovery_breakdown)})")
+    kinds = {k: n for k, n in info["recovery_breakdown"].items() if n}
+    out.data(f"  recovery:  {total}/{limit} ({breakdown_text(total, kinds)})")
+    if info["counter_note"]:
+        out.data(
+            f"    story.md says {info['counter_in_file']}: lowered outside ai-sdlc", style="red"
+        )
+        out.warn(info["counter_note"])
     for name in COUNTERS[1:]:
         out.data(f"    {name}: {info['counters'][name]}")
     out.data(f"  usage:     {usage_text(info['usage'])}")

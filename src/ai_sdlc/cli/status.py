@@ -25,10 +25,12 @@ from ai_sdlc.cli.storyrows import (
     hint_of,
     one_line,
     row_of,
+    say_disagreements,
 )
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import STATUSES
+from ai_sdlc.workflow.state.ledger import Journal
 from ai_sdlc.workflow.state.readiness import pending_gate
 
 #: Board columns: the story statuses, plus "waiting" for stories held at a gate.
@@ -59,13 +61,21 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
     config = app.config()
     gates = config.section("gates")
     clashes = collisions(config, store.root, scan.stories)
+    journal = Journal(store.ai_dir)
+    limit = config.typed().limits.global_recovery
+    shown = [
+        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else (), journal)
+        for s in scan.stories
+    ]
     rows = [
         {
             **s.to_json(),
+            "total_recovery_attempts": row["total_recovery_attempts"],
+            "counter_in_file": row["counter_in_file"],
             "waiting_for": pending_gate(s.frontmatter, gates),
             "conflicts": clashes[s.id].files if s.id in clashes else [],
         }
-        for s in scan.stories
+        for s, row in zip(scan.stories, shown, strict=True)
     ]
     counts = dict.fromkeys(STATUSES, 0)
     for fm in rows:
@@ -79,14 +89,8 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
             }
         )
     else:
-        limit = config.typed().limits.global_recovery
-        _render_board(
-            out,
-            [
-                row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else ())
-                for s in scan.stories
-            ],
-        )
+        _render_board(out, shown)
+    say_disagreements(out, shown)
     for err in scan.errors:
         out.error(err.message, hint=err.hint)
     if scan.errors:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ai_sdlc.git.settings import GitSettings
 from ai_sdlc.git.siblings import Collision, story_collisions
 from ai_sdlc.workflow.runs.graph import epic_of
+from ai_sdlc.workflow.state.ledger import Counted, Journal, counted
 from ai_sdlc.workflow.state.readiness import pending_gate
 
 if TYPE_CHECKING:
@@ -104,16 +105,38 @@ def collisions(config: Config, root: Path, stories: Iterable[Any]) -> dict[str, 
     return story_collisions(root, GitSettings.from_config(config), stories)
 
 
+def counters_of(journal: Journal, story: Any) -> Counted:
+    """The story's effective recovery counters: the ledger's where `story.md` says less."""
+    return counted(
+        journal, story.id, story.counter("total_recovery_attempts"), story.recovery_breakdown
+    )
+
+
+def say_disagreements(out: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+    """One warning (stderr) per story whose file says fewer recoveries than the ledger."""
+    for row in rows:
+        if row.get("counter_note"):
+            out.warn(row["counter_note"])
+
+
 def row_of(
-    story: Any, limit: int, gates: Mapping[str, Any], conflicts: Sequence[str] = ()
+    story: Any,
+    limit: int,
+    gates: Mapping[str, Any],
+    conflicts: Sequence[str] = (),
+    journal: Journal | None = None,
 ) -> dict[str, Any]:
     """A story's row: what the board and `list` show, and `list --json` gives; `conflicts`:
-    the files its branch conflicts in with what it builds on (`collisions`)."""
+    the files its branch conflicts in with what it builds on (`collisions`); `journal`: the
+    project's ledger, whose count stands where the file says less."""
     fm = story.to_json()
     deps = fm.get("dependencies")
     labels = fm.get("labels")
     priority = fm.get("priority")
     total = story.counter("total_recovery_attempts")
+    view = counters_of(journal, story) if journal is not None else None
+    if view is not None:
+        total = view.total
     return {
         "id": story.id,
         "title": story.title,
@@ -127,6 +150,9 @@ def row_of(
         "total_recovery_attempts": total,
         "global_recovery_limit": limit,
         "counter": f"{total}/{limit}",
+        "unverified": fm.get("unverified") is True,
+        "counter_in_file": view.file_total if view is not None else None,
+        "counter_note": view.note(limit) if view is not None else None,
         "blocked_reason": fm.get("blocked_reason") if story.status == "blocked" else None,
         "conflicts": list(conflicts),
         "created": fm.get("created"),
@@ -149,4 +175,6 @@ def hint_of(row: Mapping[str, Any]) -> str:
         parts.append("⇠" + ",".join(row["dependencies"]))
     if row.get("total_recovery_attempts"):
         parts.append(f"↻{row['counter']}")
+    if row.get("unverified"):
+        parts.append("unverified")
     return " ".join(parts)

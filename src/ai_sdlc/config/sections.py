@@ -35,7 +35,7 @@ class AiSection(_Section):
         ProviderName | None,
         key(
             "scripted (offline) | dry-run | openai | anthropic | claude | command; null: "
-            "AI_SDLC_PROVIDER, then auto-detect, else scripted"
+            "AI_SDLC_PROVIDER, then auto-detect, else the run stops (exit 4)"
         ),
     ] = None
     model: Annotated[
@@ -135,6 +135,15 @@ class VerifySection(_Section):
             expected="a mapping of Ray resources to amounts >= 0 (e.g. {CPU: 2, docker: 1})",
         ),
     ] = msgspec.field(default_factory=dict)
+
+    none: Annotated[
+        bool,
+        key(
+            "true: no verify command on purpose; stories may reach done unverified (said on "
+            "the story, board, pull request and report). Without it a run needs verify.*",
+            guard="strict",
+        ),
+    ] = False
 
     def commands(self) -> list[tuple[str, str]]:
         """(step, command line) of each step set, build first."""

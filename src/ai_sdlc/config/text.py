@@ -10,7 +10,7 @@ DEFAULT_CONFIG_TEXT = """\
 
 ai:
   # scripted (offline, no AI) | dry-run | openai | anthropic | claude | command.
-  # Unset: AI_SDLC_PROVIDER, then auto-detect, else scripted.
+  # Unset: AI_SDLC_PROVIDER, then auto-detect, else a run stops (exit 4).
   provider: null
   model: null
 
@@ -23,6 +23,7 @@ verify:
   baseline: true      # verify the story's untouched base first (floor; stop if it cannot run)
   protected: null     # test files kept as they were (globs); null: the detected test files
   junit: null         # a JUnit XML report the test command writes, read for the test counts
+  none: false         # true: no verify command on purpose (stories done "unverified")
 
 limits:                        # guardrails: an AI_SDLC_LIMITS__* variable may lower, never raise
   global_recovery: 10          # every recovery of every kind counts; the story blocks here

@@ -119,6 +119,10 @@ def pr_body(story: Any, *, verification: str, breakdown: str) -> str:
     plan = plan_summary(story.folder)
     if plan:
         parts.append("## Plan\n\n" + plan)
+    if fm.get("unverified") is True and "Unverified" not in verification:
+        verification = (
+            "**Unverified**: nothing was built or tested for this change. " + verification
+        )
     if fm.get("allow_test_changes") is True:
         verification += (
             "\n\n**Test changes allowed** (`allow_test_changes: true` in the story): the base's "

@@ -150,7 +150,8 @@ class GitWorkspace(Publishing):
         verification = (
             "passed: " + ", ".join(f"`{c}`" for c in commands)
             if commands
-            else "no build or test command configured (verify.build / verify.test)"
+            else "**Unverified**: nothing was built or tested (`verify.none: true`: the project "
+            "runs no verify command on purpose); review and test this change yourself"
         )
         return cls(
             root,

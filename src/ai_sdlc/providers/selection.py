@@ -4,10 +4,15 @@ Provider: `--provider` flag > `AI_SDLC_PROVIDER` > `ai.provider` in config > aut
 a `claude` binary (configured `ai.claude.binary`, on PATH, or bundled with the
 claude-agent-sdk extra) → `claude`; else `ANTHROPIC_API_KEY` with the anthropic package →
 `anthropic`; else `OPENAI_BASE_URL`/`OPENAI_API_KEY` (or `ai.openai.base_url`) with the openai
-package → `openai`; else the offline `scripted` provider with a one-line notice that no AI is
-involved. Auto-detection takes only a provider whose client library imports (what `doctor`
-calls usable); a key seen without its package is named in the notice with the install command.
-A provider chosen by name whose package is missing stops the command (exit 4, install command).
+package → `openai`; else none (`NO_PROVIDER`): the run stops before it touches anything (exit
+4, with what `doctor` says fixes it). The offline `scripted` provider is never a silent
+stand-in: it runs only when named (`--provider scripted`, `ai.provider: scripted`,
+`AI_SDLC_PROVIDER=scripted`, the demo), so a forgotten `export` cannot turn a backlog into
+simulated "done" stories. Auto-detection takes only a provider whose client library imports
+(what `doctor` calls usable); a key seen without its package is named with the install command.
+A provider chosen by name whose package is missing stops the command (exit 4, install command),
+and so does one whose own pre-flight (`Provider.status`: a key, a binary) fails: before any
+worktree, attempt number or event, so a failed start leaves the story as it was.
 
 Model: the request's model > `AI_SDLC_MODEL` > `ai.<provider>.model` > `ai.model` > the
 provider's default. Phase limits: `ai.max_turns` (a number, or a mapping phase → number) and
@@ -25,7 +30,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.errors import InvalidInputError, ProviderUnavailableError
 from ai_sdlc.providers.base import Phase, Provider, ProviderRequest
 
 Which = Callable[[str], str | None]
@@ -43,9 +48,14 @@ DEFAULT_MODELS: dict[str, str] = {"openai": "gpt-4.1-mini", "anthropic": "claude
 DEFAULT_MAX_TURNS = 40
 DEFAULT_PHASE_TIMEOUT = 900.0
 
-NO_AI_NOTICE = (
-    "no AI provider is configured: using the offline scripted provider (simulated answers, "
-    "no AI involved); run `ai-sdlc doctor` to see how to set one up"
+#: The name auto-detection gives when nothing is configured: not a provider, a refusal.
+NO_PROVIDER = "none"
+NO_AI_NOTICE = "no AI provider is configured"
+#: How to get out of NO_PROVIDER: `doctor`'s fix line and the run's hint say the same.
+NO_AI_FIX = (
+    "set ANTHROPIC_API_KEY or OPENAI_API_KEY (or OPENAI_BASE_URL), install the claude CLI, or "
+    "name a provider (ai-sdlc config ai.provider NAME); the offline simulator runs only when "
+    "named: --provider scripted"
 )
 
 
@@ -128,7 +138,7 @@ def detect(
             f"{seen} is set but the {module} package is not installed "
             f"({install_hint(provider_spec(name))})"
         )
-    return Detection("scripted", "no AI provider is configured", tuple(skipped))
+    return Detection(NO_PROVIDER, NO_AI_NOTICE, tuple(skipped))
 
 
 def auto_detect(
@@ -140,15 +150,13 @@ def auto_detect(
 
 
 def _notice(found: Detection) -> str | None:
-    """One line: the offline notice, or what was seen and which package is missing."""
-    if found.name != "scripted":
+    """One line when nothing usable was found: that, or what was seen and which package is
+    missing."""
+    if found.name != NO_PROVIDER:
         return None
     if not found.skipped:
         return NO_AI_NOTICE
-    return (
-        "; ".join(found.skipped)
-        + ": using the offline scripted provider (simulated answers, no AI involved)"
-    )
+    return NO_AI_NOTICE + ": " + "; ".join(found.skipped)
 
 
 def choose_provider_name(
@@ -178,7 +186,8 @@ def select_provider(
     environ: Mapping[str, str] | None = None,
     which: Which = shutil.which,
 ) -> Selection:
-    """Build the provider a run uses (a missing extra or binary raises its typed error)."""
+    """Build the provider a run uses, after its pre-flight: none configured, a missing extra,
+    key or binary raises `ProviderUnavailableError` (exit 4) before anything is touched."""
     from ai_sdlc.providers.registry import (
         create_provider,
         missing_package,
@@ -191,11 +200,20 @@ def select_provider(
     name, source, notice = choose_provider_name(
         flag=flag, settings=settings, environ=env, which=which
     )
+    if name == NO_PROVIDER and source == "auto":
+        raise ProviderUnavailableError(notice or NO_AI_NOTICE, hint=NO_AI_FIX)
     provider_spec(name)  # an unknown name is a config error before anything else
     module = missing_package(name)
     if module is not None:  # auto-detection never picks such a provider: it was named
         raise missing_package_error(name, module, _shown_source(source))
     provider = create_provider(name, project_root=project_root, settings=settings)
+    status = provider.status()
+    if not status.usable:
+        raise ProviderUnavailableError(
+            f"the {name} provider (from {_shown_source(source)}) cannot start: {status.reason}",
+            hint="nothing was changed; `ai-sdlc doctor` shows every provider usable here, "
+            "or choose another with --provider / AI_SDLC_PROVIDER / ai.provider",
+        )
     return Selection(name=name, source=source, provider=provider, notice=notice)
 
 

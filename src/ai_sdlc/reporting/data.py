@@ -47,6 +47,8 @@ class StoryInputs:
     usage: dict[str, Any] = field(default_factory=dict)
     #: The story's whole event log (the report keeps the part within the run).
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: Done without any verification (`verify.none: true`): the report says so.
+    unverified: bool = False
 
 
 @dataclass
@@ -83,6 +85,7 @@ def load_inputs(
             inputs.title = story.title
             usage = story.frontmatter.get("usage")
             inputs.usage = dict(usage) if isinstance(usage, Mapping) else {}
+            inputs.unverified = story.frontmatter.get("unverified") is True
         inputs.events = list(read_events(store.folder(s.story_id)))
         stories[s.story_id] = inputs
     return ReportInputs(state, run_events, stories, global_limit, conditions, now)
@@ -272,6 +275,7 @@ def _story(
         "id": s.story_id,
         "title": inputs.title,
         "status": s.status,
+        "unverified": inputs.unverified,
         "reason": s.escalation_reason or s.reason,
         "escalated": s.escalated,
         "attempts": s.attempts,

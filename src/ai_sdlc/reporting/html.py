@@ -237,6 +237,7 @@ def _story_section(story: Mapping[str, Any]) -> str:
     )
     more = f"<p class='sub'>{left_out} older events left out.</p>" if left_out else ""
     why = ""
+    unverified = story.get("unverified") is True
     if status in ("skipped", "blocked", "failed", "waiting") and story.get("reason"):
         why = f'<span class="why">{esc(story.get("reason"))}</span> '  # the row says why
     reason += _tests_line(story.get("tests"))
@@ -248,7 +249,12 @@ def _story_section(story: Mapping[str, Any]) -> str:
         f'<details class="story" id="story-{esc(sid)}" data-story="{esc(sid)}">'
         f"<summary>{esc(sid)} · {esc(story.get('title'))} "
         f'<span class="badge" style="background:{colour}">{esc(status)}</span> '
-        f"{why}"
+        + (
+            '<span class="why">unverified: nothing was built or tested</span> '
+            if unverified
+            else ""
+        )
+        + f"{why}"
         f'<span class="sub">{len(events)} events</span></summary><div>'
         f"<p>{facts}</p>{reason}"
         "<table><tr><th>phase</th><th>attempt</th><th>result</th><th>started</th>"

@@ -260,6 +260,8 @@ _CHECKS: dict[str, Check] = {
     #: The story's opt-out of protected tests (see `verify.judge`): a real boolean, never a
     #: word that reads as yes.
     "allow_test_changes": _flag,
+    #: Done without any verification, as the project allowed (`verify.none: true`).
+    "unverified": _flag,
     **{name: _flag for name in FLAG_FIELDS},
     **{name: _counter for name in COUNTER_FIELDS},
 }

@@ -27,6 +27,7 @@ from ai_sdlc.secrets import redact, redact_title
 from ai_sdlc.store import ids, scanning, schema
 from ai_sdlc.store.cache import StoryCache, stamp_of
 from ai_sdlc.store.story import Story, StoryScan
+from ai_sdlc.untrusted import strip_controls
 
 if TYPE_CHECKING:
     from ai_sdlc.locks import SidecarLock
@@ -213,8 +214,9 @@ class StoryStore:
         if name == STORY_FILE:
             raise UsageError("story.md is written through StoryStore.edit, not as an artifact")
         path = self.artifact_path(story_id, name)
-        # Artifacts are agent text (research, plan, review): redacted here, whoever writes them.
-        data = redact(text).encode("utf-8")
+        # Artifacts are agent text (research, plan, review): redacted here, whoever writes them,
+        # and without terminal control sequences (`cat plan.md` must not drive the terminal).
+        data = redact(strip_controls(text)).encode("utf-8")
         fsutil.atomic_write_bytes(path, data, sync_folder=sync_folder)
         return path
 
@@ -362,8 +364,8 @@ class StoryStore:
             after = self._check_before_write(story, loaded.data, str(path), loaded.before)
             frontmatter = loaded.frontmatter_for(after, str(path))
             body = loaded.text.body
-            if story._body_changed:
-                body = storyfile.normalise_newlines(story.body, loaded.text.newline)
+            if story._body_changed:  # agent text (refine): no terminal control sequences
+                body = storyfile.normalise_newlines(strip_controls(story.body), loaded.text.newline)
             new = loaded.text.with_parts(frontmatter=frontmatter, body=body).text()
             try:
                 encoded = new.encode("utf-8")

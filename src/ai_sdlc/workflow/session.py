@@ -14,7 +14,7 @@ import msgspec
 from ai_sdlc.config import Config, load_config
 from ai_sdlc.config.guard import GuardrailRecord
 from ai_sdlc.environ import current as current_environ
-from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
+from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
@@ -96,9 +96,11 @@ class Session(msgspec.Struct):
         no_worktree: bool = False,
         config: Config | None = None,
         no_sandbox: bool = False,
+        step: Phase | None = None,
     ) -> Session:
         """`config`: the project's, when the caller has just loaded it (else loaded here).
-        `no_sandbox`: agents and verification commands run unconfined (`--no-sandbox`)."""
+        `no_sandbox`: agents and verification commands run unconfined (`--no-sandbox`).
+        `step`: the one phase a `--step` run runs (one before implement needs no verification)."""
         from ai_sdlc.git.workspace import select_workspace
         from ai_sdlc.providers.selection import select_provider
 
@@ -106,6 +108,16 @@ class Session(msgspec.Struct):
             config = load_config(store.root)
         guardrails = GuardrailRecord(store.root)
         guardrails.check("since they were last accepted")
+        commands = verification_commands(config)
+        judged = step is None or step in (Phase.IMPLEMENT, Phase.REWORK, Phase.REVIEW)
+        if judged and not commands and not config.typed().verify.none:
+            raise InvalidInputError(
+                "no verification configured (verify.build / verify.test): a story would be "
+                "'done' with nothing built or tested",
+                hint="tell it how the project is tested: ai-sdlc config verify.test "
+                "'pytest -q'; or, on purpose, let stories be done unverified: ai-sdlc config "
+                "verify.none true",
+            )
         selection = select_provider(
             flag=provider_name, config=config, project_root=store.root, environ=environ
         )
@@ -113,7 +125,6 @@ class Session(msgspec.Struct):
         relay = Relay(emit)
         guards = GuardFactory.from_config(store, config)
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
-        commands = verification_commands(config)
         timeout = config.typed().verify.timeout
         sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
 
@@ -243,10 +254,10 @@ class Session(msgspec.Struct):
         graph is checked first (a cycle or a missing story: exit 3, nothing runs).
         `max_attempts` replaces `run.stop_conditions.max_total_attempts` for this run. None
         when there is nothing to run."""
-        from ai_sdlc.workflow.runs.idle import held_outside
+        from ai_sdlc.workflow.runs.idle import held_outside, unreadable_of
         from ai_sdlc.workflow.runs.multirun import MultiRun, RunSettings, prepare_resume
         from ai_sdlc.workflow.runs.notify import Notifier
-        from ai_sdlc.workflow.runs.runstate import RunRepository
+        from ai_sdlc.workflow.runs.runstate import COMPLETED, RunRepository
 
         repo = RunRepository(self.store.ai_dir)
         settings = RunSettings.from_config(self.config, max_attempts=max_attempts)
@@ -302,6 +313,8 @@ class Session(msgspec.Struct):
                 finally:
                     self.relay.watcher = None
         outcome.held = held_outside(outcome.state, self.store, self.config)
+        if outcome.state.run_status == COMPLETED and outcome.state.mode != "batch":
+            outcome.unreadable = unreadable_of(self.store)
         return outcome
 
     def idle(self, *, epic: str | None = None) -> Idle:
@@ -309,7 +322,7 @@ class Session(msgspec.Struct):
         action): the blocked stories and those waiting, and the exit code that says so."""
         from ai_sdlc.workflow.runs.idle import idle_of
 
-        return idle_of(self.store, self.config, epic=epic)
+        return idle_of(self.store, self.config, epic=epic, unreadable=True)
 
     def _run_parallel(self, common: dict[str, Any], jobs: int) -> RunOutcome:
         import os

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CliResult, run_cli
+from tests.conftest import CliResult, allow_unverified, run_cli
 from tests.support.paths import FAKES
 from tests.support.waits import wait_until_gone
 
@@ -60,6 +60,7 @@ def new_project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     root.mkdir()
     assert run_cli(root, "init").returncode == 0
+    allow_unverified(root)
     assert run_cli(root, "add", "Add multiply").returncode == 0
     return root
 
@@ -198,6 +199,7 @@ def test_3_phase_timeouts_are_retried_counted_and_exit_4(tmp_path: Path) -> None
         "resilience:\n  policies:\n    llm:\n      max_attempts: 3\n"
         "      initial_delay: 0.01\n      max_delay: 0.05\n"
     )
+    allow_unverified(root)
     env = {"AI_SDLC_PROVIDER": "command"}
     first = run_cli(root, "run", SID, env=env)
     assert first.returncode == 4, first.output

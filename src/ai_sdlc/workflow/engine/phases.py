@@ -14,7 +14,7 @@ from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, UnsafeWorkError
 from ai_sdlc.git.feedback import declined_items
-from ai_sdlc.git.seam import AttemptChanges, Prepared
+from ai_sdlc.git.seam import AttemptChanges, InPlace, Prepared
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.providers.decision import APPROVED
 from ai_sdlc.store import Story
@@ -209,7 +209,8 @@ class Phases(Judging):
         answer: str = "",
     ) -> None:
         story_id = ticket.story.id
-        self._emit("step", story_id, phase=phase.value, step="committing")
+        if not isinstance(self.workspaces, InPlace):  # only where something is committed
+            self._emit("step", story_id, phase=phase.value, step="committing")
         try:
             record = self.workspaces.attempt_passed(ticket.story, path, attempt=ticket.attempt)
         except AiSdlcError as exc:
@@ -218,6 +219,10 @@ class Phases(Judging):
             self._checked = story_id
         judged = self._judged.pop(story_id, {})
         changes: dict[str, Any] = {"implementation_complete": True, "rework_pending": DELETE}
+        if not self.deps.verification_configured:  # verify.none: said wherever it is shown
+            changes["unverified"] = True
+        elif ticket.story.frontmatter.get("unverified"):
+            changes["unverified"] = DELETE
         if ticket.story.counter("implementation_retry_count"):
             changes["implementation_retry_count"] = 0
         if phase is Phase.REWORK and isinstance(ticket.story.frontmatter.get("pr_pending"), dict):

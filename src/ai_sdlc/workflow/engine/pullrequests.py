@@ -26,6 +26,7 @@ from ai_sdlc.git.feedback import (
     prompt_section,
 )
 from ai_sdlc.git.run import GitError, TransientRemoteError
+from ai_sdlc.git.seam import InPlace
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.store import Story
 from ai_sdlc.workflow.engine.base import with_hint
@@ -65,7 +66,8 @@ class PullRequests(Review):
         (result, reason): done, or waiting (under the loop a PR that could not be opened is
         not done); None: in review under the loop (its last round's threads answered)."""
         path = self._prepare(story).path
-        self._emit("step", story.id, phase="review", step="pushing")
+        if not isinstance(self.workspaces, InPlace):  # nothing is pushed outside git
+            self._emit("step", story.id, phase="review", step="pushing")
         try:
             finished = self.workspaces.finish(story, path, checked=self._checked == story.id)
         except UnsafeWorkError as exc:

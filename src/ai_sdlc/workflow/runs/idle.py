@@ -8,7 +8,9 @@ exits, or waits (directly or through other stories) on a blocked story outside t
 --auto --epic E2` whose story depends on a blocked story of E1: nothing will ever start until a
 human acts); 0 when nothing is left (every story done, or none at all) or only approvals are
 awaited. A run that did work but skipped stories for that reason ends the same way
-(`held_outside`).
+(`held_outside`). A story file that cannot be read is a story the run cannot account for: it is
+named with its file:line reason and the run exits 3 (`ExitCode.INVALID_INPUT`, as `status` does
+on the same file), never "completed" as if the backlog were whole.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Idle:
     """Nothing can run: the stories left (none: everything is done) and why each is held."""
 
     held: list[Held] = field(default_factory=list)
+    #: Story files that cannot be read (`path:line: reason`, and the fix): never run, never done.
+    unreadable: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def blocked(self) -> list[Held]:
@@ -70,7 +74,9 @@ class Idle:
 
     @property
     def exit_code(self) -> int:
-        return int(ExitCode.BLOCKED) if self.blocked or self.stuck else int(ExitCode.OK)
+        if self.blocked or self.stuck:
+            return int(ExitCode.BLOCKED)
+        return int(ExitCode.INVALID_INPUT) if self.unreadable else int(ExitCode.OK)
 
     def stuck_lines(self) -> list[str]:
         """One line per story waiting on a blocked story outside the run, naming both."""
@@ -106,7 +112,17 @@ class Idle:
             "message": self.headline(nothing),
             "exit_code": self.exit_code,
             "held": [h.to_json() for h in self.held],
+            "unreadable": unreadable_json(self.unreadable),
         }
+
+
+def unreadable_of(store: Any) -> list[tuple[str, str | None]]:
+    """(message with file:line, hint) of every story file `store` cannot read."""
+    return [(error.message, error.hint) for error in store.scan().errors]
+
+
+def unreadable_json(unreadable: Iterable[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    return [{"message": message, "hint": hint} for message, hint in unreadable]
 
 
 def why_idle(
@@ -199,12 +215,15 @@ def idle_of(
     epic: str | None = None,
     ready_only: bool = False,
     only: Collection[str] | None = None,
+    unreadable: bool = False,
 ) -> Idle:
-    """`why_idle` over a project's stories (`epic`: only that epic's; `only`: just these)."""
-    stories = [s.frontmatter for s in store.list()]
+    """`why_idle` over a project's stories (`epic`: only that epic's; `only`: just these;
+    `unreadable`: with the story files that cannot be read)."""
+    scan = store.scan()
+    stories = [s.frontmatter for s in scan.stories]
     if epic is not None:
         only = set(G.build((str(fm.get("id")), fm) for fm in stories).in_epic(epic))
-    return why_idle(
+    idle = why_idle(
         stories,
         gates=config.section("gates"),
         global_limit=int(config.get("limits.global_recovery")),
@@ -212,6 +231,9 @@ def idle_of(
         only=only,
         ready_only=ready_only,
     )
+    if unreadable:
+        idle.unreadable.extend((e.message, e.hint) for e in scan.errors)
+    return idle
 
 
 def held_outside(state: RunState, store: Any, config: Any) -> Idle | None:
@@ -237,5 +259,7 @@ __all__ = [
     "held_outside",
     "idle_of",
     "startable",
+    "unreadable_json",
+    "unreadable_of",
     "why_idle",
 ]

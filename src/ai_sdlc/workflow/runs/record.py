@@ -54,6 +54,9 @@ class RunOutcome:
     #: blocked outside it: they cannot start until a human unblocks it (exit 5, as a run that
     #: finds nothing to start for that reason). None otherwise.
     held: Idle | None = None
+    #: A completed run that is not a `--batch`: the story files it could not read, so could not
+    #: run ((message with file:line, hint) each; exit 3, "completed without every story").
+    unreadable: list[tuple[str, str | None]] = field(default_factory=list)
 
     @property
     def halted(self) -> bool:

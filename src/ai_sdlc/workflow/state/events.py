@@ -3,7 +3,8 @@
 Appends are single `write` calls on an O_APPEND descriptor, made by the story's lock holder (or
 a run's coordinator), whole or not at all (`fsutil.append_whole`: a torn tail is cut before the
 next append, a failed one cut back). Readers skip a torn line, and recover an event glued after
-one. Every line is redacted here, whoever the caller.
+one. Every line is redacted here, whoever the caller, and its text stripped of terminal
+control sequences.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from ai_sdlc.fsutil import append_whole
 from ai_sdlc.secrets import redact, secret_values
+from ai_sdlc.untrusted import strip_controls
 
 EVENTS_FILE = "events.jsonl"
 
@@ -41,10 +43,23 @@ def append_events(folder: Path, events: list[dict[str, Any]]) -> None:
         return
     secrets = secret_values()
     text = "".join(
-        redact(json.dumps(event, ensure_ascii=False, default=str), secrets, environ={}) + "\n"
+        redact(json.dumps(_plain_text(event), ensure_ascii=False, default=str), secrets, environ={})
+        + "\n"
         for event in events
     )
     append_whole(folder / EVENTS_FILE, text.encode("utf-8"))
+
+
+def _plain_text(value: Any) -> Any:
+    """`value` with every string stripped of terminal control sequences: `log` shows them, and
+    `ensure_ascii=False` would write C1 controls raw."""
+    if isinstance(value, str):
+        return strip_controls(value)
+    if isinstance(value, dict):
+        return {k: _plain_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_text(v) for v in value]
+    return value
 
 
 def read_events(folder: Path) -> Iterator[dict[str, Any]]:

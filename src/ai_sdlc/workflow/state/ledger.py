@@ -116,6 +116,48 @@ class LedgerState:
         return state
 
 
+@dataclass(frozen=True)
+class Counted:
+    """The recovery counters a reader (`show`, `status`, `list`) shows: the ledger's where
+    `story.md` says less (the next transaction restores the file from it: `txn._reconcile`), a
+    higher hand-edit of the file as it is (honoured the same way)."""
+
+    story_id: str
+    total: int
+    breakdown: dict[str, int]
+    #: What `story.md` says, when it says less than the ledger (None: they agree).
+    file_total: int | None = None
+
+    def note(self, limit: int) -> str | None:
+        """The line that says the file disagreed, or None."""
+        if self.file_total is None:
+            return None
+        return (
+            f"{self.story_id}: story.md says {self.file_total}/{limit} recoveries, the ledger "
+            f"{self.total}/{limit}: the file was lowered outside ai-sdlc, so the ledger's count "
+            f"stands (the next run restores it; only 'ai-sdlc unblock {self.story_id} "
+            "--reset-retries' lowers it; 'ai-sdlc log "
+            f"{self.story_id}' shows the history)"
+        )
+
+
+def counted(journal: Journal, story_id: str, total: int, breakdown: dict[str, int]) -> Counted:
+    """The effective counters of a story whose file says `total` and `breakdown`: read-only,
+    no lock, no write (a reader's view of what the state owner's next transaction makes of
+    them)."""
+    state = journal.read(story_id)
+    if not state.started:
+        return Counted(story_id, total, dict(breakdown))
+    kinds = set(state.breakdown) | set(breakdown)
+    merged = {k: max(state.breakdown.get(k, 0), breakdown.get(k, 0)) for k in sorted(kinds)}
+    merged = {k: n for k, n in merged.items() if n}
+    effective = max(total, state.total, sum(merged.values()))
+    lowered = total < state.total or any(
+        breakdown.get(k, 0) < n for k, n in state.breakdown.items()
+    )
+    return Counted(story_id, effective, merged, total if lowered else None)
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 

@@ -178,15 +178,24 @@ class Transactions:
             crashed = file_total == st.prev_total and _nonzero(file_kinds) == _nonzero(
                 st.prev_breakdown
             )
+            reason = (
+                "the story file lagged the ledger after a crash"
+                if crashed
+                else "recovery counters in story.md were lowered outside ai-sdlc; "
+                "restored from the ledger (only 'ai-sdlc unblock --reset-retries' lowers them)"
+            )
             self._event(
                 txn,
                 "ledger_resynced" if crashed else "tamper_detected",
                 changed=lowered,
-                reason="the story file lagged the ledger after a crash"
-                if crashed
-                else "recovery counters in story.md were lowered outside ai-sdlc; "
-                "restored from the ledger (only 'ai-sdlc unblock --reset-retries' lowers them)",
+                reason=reason,
             )
+            if not crashed:  # said where it is seen: the run's stderr, not only `log`
+                figures = ", ".join(
+                    f"{key} {change['file']} → {change['ledger']}"
+                    for key, change in sorted(lowered.items(), key=lambda kv: kv[0] != TOTAL)
+                )
+                self.on_tamper(story.id, f"{story.id}: tamper detected: {figures}: {reason}")
         if raised:
             self._event(txn, "counters_hand_edited", changed=raised)
         if lowered or st.total != file_total:
