@@ -103,10 +103,7 @@ def list_stories(
     limit = config.typed().limits.global_recovery
     gates = config.section("gates")
     clashes = collisions(config, store.root, scan.stories)
-    rows = [
-        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else ())
-        for s in scan.stories
-    ]
+    rows = [row_of(s, limit, gates, clashes.get(s.id)) for s in scan.stories]
     rows = [r for r in rows if _matches(r, wanted, label or [], epic)]
     rows.sort(key=_id_key)
     rows.sort(key=_SORT_KEYS[sort], reverse=sort == "updated")

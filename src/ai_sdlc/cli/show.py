@@ -6,6 +6,7 @@ with `--body` its text. `--json` gives the same."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,6 +21,7 @@ from ai_sdlc.store.values import usage_of
 from ai_sdlc.workflow.runs.graph import epic_of
 from ai_sdlc.workflow.state.ledger import KIND_LABELS
 from ai_sdlc.workflow.state.readiness import pending_gate
+from ai_sdlc.workflow.state.steps import unblock_hint
 
 COUNTERS = (
     "total_recovery_attempts",
@@ -56,7 +58,17 @@ FIELDS = (
 )
 
 
-def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> dict[str, Any]:
+def existing_worktree(root: Path, recorded: Any) -> str | None:
+    """The story's recorded worktree while it is there (None once it was removed: a done
+    story's worktree goes unless `git.keep_worktrees`), so `show` never points at nothing."""
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    return recorded if (root / recorded).is_dir() else None
+
+
+def details_of(
+    story: Any, limit: int, gates: dict[str, Any] | None = None, *, root: Path
+) -> dict[str, Any]:
     counters = {name: story.counter(name) for name in COUNTERS}
     breakdown = {kind: story.recovery_breakdown.get(kind, 0) for kind in KIND_LABELS}
     for kind, n in story.recovery_breakdown.items():
@@ -76,7 +88,7 @@ def details_of(story: Any, limit: int, gates: dict[str, Any] | None = None) -> d
         "created": fm.get("created"),
         "updated": fm.get("updated"),
         "branch": fm.get("branch"),
-        "worktree": fm.get("worktree_path"),
+        "worktree": existing_worktree(root, fm.get("worktree_path")),
         "pr_url": fm.get("pr_url"),
         "ticket_url": fm.get("ticket_url"),
         "path": str(story.path),
@@ -121,7 +133,7 @@ def show(
     story, archived = _find(store, story_ref)
     config = app.config()
     limit = config.typed().limits.global_recovery
-    info = details_of(story, limit, config.section("gates"))
+    info = details_of(story, limit, config.section("gates"), root=store.root)
     info["verification"] = [
         {"step": step, "command": command} for step, command in config.typed().verify.commands()
     ]
@@ -129,6 +141,8 @@ def show(
     clash = collisions(config, store.root, [story]).get(story.id)
     info["conflicts"] = clash.files if clash else []
     info["conflicts_with"] = clash.target if clash else None
+    info["conflicts_between"] = clash.between if clash else []
+    info["conflicts_note"] = clash.text(story.id) if clash else None
     if body:
         info["body"] = story.body
     if json:
@@ -172,6 +186,9 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
     out.data(f"  usage:     {usage_text(info['usage'])}")
     if info["blocked"]:
         out.data(f"  blocked:   {info['blocked_reason'] or 'no reason recorded'}", style="red")
+        hint = unblock_hint(info["id"], info["blocked_reason"])
+        if hint is not None:
+            out.data(f"  way out:   {hint}")
         if info["blocked_at"]:
             out.data(f"  since:     {info['blocked_at']}")
     if info["waiting_for"]:
@@ -181,7 +198,15 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
             f"{_AFTER_GATE.get(info['waiting_for'], 'continues')}",
             style="yellow",
         )
-    if info["conflicts"]:
+    if info["conflicts_between"]:
+        a, b = info["conflicts_between"]
+        out.data(
+            f"  conflicts: {', '.join(info['conflicts'])} (its unmerged dependencies {a} and {b}"
+            " conflict with each other, so it cannot start: merge them into the base branch"
+            f" first, then `ai-sdlc run {story.id}`)",
+            style="red",
+        )
+    elif info["conflicts"]:
         out.data(
             f"  conflicts: {', '.join(info['conflicts'])} (its branch no longer merges cleanly"
             f" into {info['conflicts_with']}; `ai-sdlc run {story.id}` brings it up to date)",

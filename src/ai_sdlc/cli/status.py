@@ -63,6 +63,8 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
             **s.to_json(),
             "waiting_for": pending_gate(s.frontmatter, gates),
             "conflicts": clashes[s.id].files if s.id in clashes else [],
+            "conflicts_between": clashes[s.id].between if s.id in clashes else [],
+            "conflicts_note": clashes[s.id].text(s.id) if s.id in clashes else None,
         }
         for s in scan.stories
     ]
@@ -81,10 +83,7 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
         limit = config.typed().limits.global_recovery
         _render_board(
             out,
-            [
-                row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else ())
-                for s in scan.stories
-            ],
+            [row_of(s, limit, gates, clashes.get(s.id)) for s in scan.stories],
         )
     for err in scan.errors:
         out.error(err.message, hint=err.hint)
@@ -123,7 +122,7 @@ def _render_board(out: Terminal, rows: list[dict[str, Any]]) -> None:
             if column == WAITING:
                 details.append(f"gate: {row['waiting_for']} (ai-sdlc approve {row['id']})")
             if row.get("conflicts"):
-                details.append(_conflicts_text(row) + f" (ai-sdlc run {row['id']})")
+                details.append(_conflicts_text(row))
             for text in filter(None, details):
                 out.data(" " * _INDENT + one_line(text, inner))
 
@@ -207,8 +206,9 @@ def _card(row: dict[str, Any], column: str, width: int, *, last: bool) -> Any:
 
 
 def _conflicts_text(row: dict[str, Any]) -> str:
-    """`conflicts: a.py, b.py`: the branch no longer merges cleanly (a sibling merged first)."""
-    return "conflicts: " + ", ".join(row["conflicts"])
+    """`conflicts: a.py (ai-sdlc run S-0003)`: the branch no longer merges cleanly (a sibling
+    merged first); or its dependencies' branches conflict (merge them first)."""
+    return str(row.get("conflicts_note") or "conflicts: " + ", ".join(row["conflicts"]))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git.settings import GitSettings
@@ -105,10 +105,11 @@ def collisions(config: Config, root: Path, stories: Iterable[Any]) -> dict[str, 
 
 
 def row_of(
-    story: Any, limit: int, gates: Mapping[str, Any], conflicts: Sequence[str] = ()
+    story: Any, limit: int, gates: Mapping[str, Any], clash: Collision | None = None
 ) -> dict[str, Any]:
-    """A story's row: what the board and `list` show, and `list --json` gives; `conflicts`:
-    the files its branch conflicts in with what it builds on (`collisions`)."""
+    """A story's row: what the board and `list` show, and `list --json` gives; `clash`: its
+    branch conflicts with what it builds on, or its dependencies' branches with each other
+    (`collisions`)."""
     fm = story.to_json()
     deps = fm.get("dependencies")
     labels = fm.get("labels")
@@ -128,7 +129,9 @@ def row_of(
         "global_recovery_limit": limit,
         "counter": f"{total}/{limit}",
         "blocked_reason": fm.get("blocked_reason") if story.status == "blocked" else None,
-        "conflicts": list(conflicts),
+        "conflicts": list(clash.files) if clash else [],
+        "conflicts_between": list(clash.between) if clash else [],
+        "conflicts_note": clash.text(story.id) if clash else None,
         "created": fm.get("created"),
         "updated": fm.get("updated"),
     }
