@@ -305,10 +305,11 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
         out.result(f"Run {state.run_id} {done}. {stats}")
         if stuck:
             out.warn(state.stop_reason.message)
-            out.info(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
             blocked = any(s.escalated and s.status == "blocked" for s in state.stories)
-            if blocked:
+            if blocked:  # the way out that works: `unblock` only clears a block
+                out.info(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
                 return int(ExitCode.BLOCKED)
+            out.info(f"Once the cause is fixed, continue: {command}")
         # The reason once: a failure loop was just shown in full; a stop condition is said here.
         why = (
             "the failure loop above"

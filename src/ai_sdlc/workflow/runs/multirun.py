@@ -20,6 +20,7 @@ from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedE
 from ai_sdlc.git.stacking import DependenciesConflictError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.engine.assess import NextAction, assess
 from ai_sdlc.workflow.engine.runner import StoryOutcome, StoryRunner
 from ai_sdlc.workflow.runs import cooldown
@@ -335,7 +336,8 @@ class MultiRun(RunRecord):
             s.last_error = outcome.reason
             c.consecutive_fails += 1
             if s.errors >= self.settings.max_story_errors:
-                self._escalate(s, f"its phases crashed {s.errors} times: {outcome.reason}")
+                crashed = count(s.errors, "time")
+                self._escalate(s, f"its phases crashed {crashed}: {outcome.reason}")
             else:
                 s.cooldown_until = cooldown.cooldown_until(
                     self.clock(), self.settings.cooldown_seconds
