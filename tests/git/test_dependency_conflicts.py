@@ -67,11 +67,13 @@ def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_ou
     assert fm.get("total_recovery_attempts", 0) == 0, fm
     assert f"ai-sdlc/{three}" not in git(p.root, "branch", "--list", "ai-sdlc/*")
 
-    auto = p.cli("run", "--auto")
-    assert auto.returncode not in (5, 6), auto.output
-    assert "escalated" not in auto.output and "crashed" not in auto.output, auto.output
-    assert "merge them into main first" in auto.output, auto.output
-    assert p.fm(three).get("total_recovery_attempts", 0) == 0
+    for jobs in ("1", "2"):  # one at a time, and the parallel scheduler's workers
+        auto = p.cli("run", "--auto", "--jobs", jobs)
+        assert auto.returncode not in (5, 6), auto.output
+        assert "escalated" not in auto.output and "crashed" not in auto.output, auto.output
+        assert f"[{three}] skipped: {three} cannot start" in auto.stderr, auto.output
+        assert "merge them into main first" in auto.output, auto.output
+        assert p.fm(three).get("total_recovery_attempts", 0) == 0
 
     # The way out, as named: merge the dependencies (resolving their conflict once), run again.
     p.merge_into_main(one)
