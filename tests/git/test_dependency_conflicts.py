@@ -91,3 +91,35 @@ def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_ou
     done = p.cli("run", three)
     assert done.returncode == 0, done.output
     assert p.fm(three)["status"] == "done"
+
+
+def test_a_branch_made_before_its_second_dependency_conflicted_is_held_the_same_way(
+    tmp_path: Path,
+) -> None:
+    """The story got its branch (stacked on its one dependency) before a second dependency,
+    which conflicts with the first, was added: no merge is attempted, nothing is counted."""
+    p = Project(tmp_path)
+    one = p.add("Write one")
+    three = p.add("Build on it", one)
+    two = p.add("Write two")
+    p.rules(
+        f"rules:\n  - phase: implement\n    story: {one}\n{_files('shared.txt', ONE)}"
+        f"  - phase: implement\n    story: {two}\n{_files('shared.txt', TWO)}"
+    )
+    assert p.cli("run", one).returncode == 0
+    assert p.cli("run", three, "--step", "refine").returncode == 0
+    branch = p.branch(three)
+    tip = git(p.root, "rev-parse", branch)
+    assert p.cli("run", two).returncode == 0
+    assert p.cli("set", three, f"dependencies={one},{two}").returncode == 0
+    before = p.fm(three)
+
+    assert f"dependencies {one} and {two} conflict in shared.txt" in p.cli("status").stdout
+    refused = p.cli("run", three)
+    assert refused.returncode == 1, refused.output
+    assert refused.output.count("cannot start") == 1, refused.output
+    assert "crashed" not in refused.output and "rolled back" not in refused.output
+    assert git(p.root, "rev-parse", branch) == tip  # nothing merged
+    after = p.fm(three)
+    assert after.get("total_recovery_attempts", 0) == before.get("total_recovery_attempts", 0)
+    assert after["status"] == before["status"]

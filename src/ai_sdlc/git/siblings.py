@@ -68,9 +68,9 @@ def story_collisions(
 
 
 def _may_stack_on_two(story: Any) -> bool:
-    """A story that has no branch yet, still to run, with two dependencies or more: its new
-    branch would build on all that are unmerged, which must merge with each other."""
-    if story.status in ("done", "abandoned") or story.frontmatter.get("branch"):
+    """A story still to finish with two dependencies or more: its branch builds on all that
+    are unmerged, which must merge with each other."""
+    if story.status in ("done", "abandoned"):
         return False
     return len(dependencies(story)) >= 2
 
@@ -112,11 +112,19 @@ def _collisions(
         if files:
             out[story.id] = Collision(target, files)
     for story in stacked:
-        deps = [(d, by_story[d]) for d in dependencies(story) if d in by_story]
-        clash = _between(top, [(d, b, unmerged[b]) for d, b in deps])
+        deps = [(d, b, unmerged[b]) for d in dependencies(story) if (b := by_story.get(d))]
+        own = _branch_of(story) or story.frontmatter.get("branch")
+        tip = unmerged.get(own) if isinstance(own, str) else None
+        if tip is not None and deps:  # a branch already made: what it lacks still to merge
+            deps = deps[:1] + [d for d in deps[1:] if not _contains(top, tip, d[2])]
+        clash = _between(top, deps)
         if clash is not None:
             out[story.id] = clash
     return out
+
+
+def _contains(top: Path, tip: str, sha: str) -> bool:
+    return git(top, "merge-base", "--is-ancestor", sha, tip, check=False).ok
 
 
 def _between(top: Path, deps: list[tuple[str, str, str]]) -> Collision | None:

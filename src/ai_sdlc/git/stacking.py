@@ -302,9 +302,11 @@ class StoryStacks:
     ) -> tuple[str | None, str]:
         """Merge newer commits of what the story builds on into its branch: the new HEAD (None
         when it had them all) and the names of what was merged. A conflict with the base (or
-        the first dependency) is resolved as `merge_resolving` says; one with a further
-        dependency raises `MergeConflict`."""
+        the first dependency) is resolved as `merge_resolving` says; a further dependency
+        that conflicts with the first raises `DependenciesConflictError` before anything is
+        merged (a branch made before that dependency was added, or before it conflicted)."""
         stack = self.builds_on(story, refs)
+        self._refuse_extra_clash(story, folder, stack, refs)  # before any merge
         try:
             moved = self.merge_in(story, branch, folder, stack.branch, stack.sha)
         except MergeConflict:
@@ -320,6 +322,20 @@ class StoryStacks:
             moved = self.merge_in(story, branch, folder, other, sha) or moved
             names.append(other)
         return moved, ", ".join(names)
+
+    def _refuse_extra_clash(
+        self, story: Any, folder: Path, stack: Stack, refs: RefSnapshot
+    ) -> None:
+        for other, sha in stack.extra:
+            if is_ancestor(folder, sha, "HEAD"):
+                continue  # merged in already (a person may have resolved it there)
+            files = conflicting_files(self.top, sha, stack.sha)
+            if files:
+                other_id = Worktree(Path("."), branch=other).story_id or other
+                clash = DependencyClash(
+                    (stack.story or stack.branch, other_id), stack.branch, other, files
+                )
+                raise DependenciesConflictError(story.id, clash, self.base_branch.name(refs))
 
     def conflicts(self, story: Any, branch: str) -> Conflict | None:
         """The story's `branch` no longer merges cleanly into what it builds on (its unmerged
