@@ -151,7 +151,8 @@ def _show_story_branch(project: Path, story_id: str) -> None:
     files = _git(project, "show", "--name-only", "--format=", branch).split()
     pushed = _git(project, "ls-remote", "--heads", "origin", branch).split()
     print(f"\n{story_id} in git (the main checkout stays on main, untouched):")
-    print(f"  worktree:  {worktree}")
+    if worktree and (project / worktree).is_dir():  # a done story's worktree is removed
+        print(f"  worktree:  {worktree}")
     print(f"  branch:    {branch}" + (" (pushed to origin)" if pushed else ""))
     print(f"  commit:    {commit}")
     print(f"  files:     {', '.join(files)}")

@@ -10,10 +10,12 @@ _PLURALS = {"story": "stories", "retry": "retries", "entry": "entries", "was": "
 
 
 def plural(word: str, count: int) -> str:
-    """`word` for `count` of them: story/stories, attempt/attempts."""
+    """`word` for `count` of them: story/stories, attempt/attempts; of a phrase, its last
+    word ("finished story" → "finished stories")."""
     if count == 1:
         return word
-    return _PLURALS.get(word, word + "s")
+    head, space, last = word.rpartition(" ")
+    return head + space + _PLURALS.get(last, last + "s")
 
 
 def count(number: int, word: str) -> str:

@@ -257,6 +257,8 @@ def test_list_json(cli: CliRunner, backlog: Path) -> None:
         "counter_note": None,
         "blocked_reason": REASON,
         "conflicts": [],
+        "conflicts_between": [],
+        "conflicts_note": None,
         "created": None,
         "updated": "2026-01-05",
     }
@@ -283,9 +285,11 @@ def test_list_reports_a_bad_story_file(cli: CliRunner, backlog: Path) -> None:
 
 def test_show_in_full(cli: CliRunner, backlog: Path) -> None:
     story = backlog / ".ai-sdlc" / "stories" / "S-0001" / "story.md"
+    worktree = backlog / "wt" / "S-0001"  # `show` names a worktree only while it exists
+    worktree.mkdir(parents=True)
     text = story.read_text().replace(
         "updated:",
-        'branch: "ai-sdlc/S-0001"\nworktree_path: "/tmp/wt/S-0001"\n'
+        f'branch: "ai-sdlc/S-0001"\nworktree_path: "{worktree}"\n'
         'pr_url: "https://github.com/o/r/pull/7"\n'
         'ticket_url: "https://github.com/o/r/issues/3"\ncreated: "2026-01-02"\n'
         "usage: {input_tokens: 1200, output_tokens: 340, calls: 3, cost_usd: 0.0123}\n"
@@ -306,7 +310,7 @@ def test_show_in_full(cli: CliRunner, backlog: Path) -> None:
         "  created:   2026-01-02",
         "  updated:   2026-01-05",
         "  branch:    ai-sdlc/S-0001",
-        "  worktree:  /tmp/wt/S-0001",
+        f"  worktree:  {worktree}",
         "  pr:        https://github.com/o/r/pull/7",
         "  ticket:    https://github.com/o/r/issues/3",
         "  recovery:  3/10 (3 implementation retries)",
@@ -328,7 +332,7 @@ def test_show_in_full(cli: CliRunner, backlog: Path) -> None:
         "dependencies": ["S-0002", "S-0003"],
         "labels": ["ui", "power"],
     }
-    assert data["branch"] == "ai-sdlc/S-0001" and data["worktree"] == "/tmp/wt/S-0001"
+    assert data["branch"] == "ai-sdlc/S-0001" and data["worktree"] == str(worktree)
     assert data["pr_url"].endswith("/pull/7") and data["ticket_url"].endswith("/issues/3")
     assert data["created"] == "2026-01-02" and data["updated"] == "2026-01-05"
     assert data["usage"] == {

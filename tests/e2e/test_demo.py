@@ -55,7 +55,9 @@ def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
     worktree = ".ai-sdlc/worktrees/S-0001-add-a-multiply-function"
     branch = "ai-sdlc/S-0001-add-a-multiply-function"
     assert f"created worktree {worktree} on new branch {branch} from main" in output
-    assert f"  worktree:  {worktree}\n" in output
+    # Its worktree was removed when it finished (stderr says so): no line points at it.
+    assert f"removed worktree {worktree}" in output
+    assert f"  worktree:  {worktree}" not in output  # (the blocked S-0002's is still there)
     assert f"  branch:    {branch} (pushed to origin)\n" in output
     assert re.search(r"  commit:    [0-9a-f]{7,} feat\(S-0001\): Add a multiply function\n", output)
     assert "  files:     calc/__init__.py, tests/test_calc.py\n" in output

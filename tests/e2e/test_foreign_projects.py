@@ -64,7 +64,7 @@ def test_a_run_changes_only_the_story_files(tmp_path: Path, worktree: bool) -> N
     changed = porcelain(root)
     assert " M .ai-sdlc/stories/S-0020/story.md" in changed
     # Without a worktree the (scripted) agent works in the checkout itself: its change shows.
-    agents_work = [] if worktree else ["?? SCRIPTED_CHANGES.md"]
+    agents_work = [] if worktree else ["?? scripted-changes/S-0020.md"]
     stray = [
         line
         for line in changed

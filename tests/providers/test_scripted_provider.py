@@ -23,11 +23,11 @@ from ai_sdlc.providers.base import (
 )
 from ai_sdlc.providers.decision import parse_decision, split_decision
 from ai_sdlc.providers.scripted import (
-    CHANGES_FILE,
     RULES_FILE,
     STAMP,
     USAGE_FILE,
     ScriptedProvider,
+    changes_file,
 )
 
 T = TypeVar("T")
@@ -95,7 +95,7 @@ def test_research_and_plan_defaults_mention_the_story(project: Path) -> None:
     assert research.text.startswith("# Research notes for S-0042")
     assert plan.text.startswith("# Implementation plan for S-0042")
     assert research.files_changed == plan.files_changed == []
-    assert not (project / "work" / CHANGES_FILE).exists()
+    assert not (project / "work" / changes_file("S-0042")).exists()
 
 
 def test_implement_default_appends_one_line_per_attempt(project: Path) -> None:
@@ -104,12 +104,17 @@ def test_implement_default_appends_one_line_per_attempt(project: Path) -> None:
     first = provider.execute(request(work, Phase.IMPLEMENT, attempt=1))
     provider.execute(request(work, Phase.REWORK, attempt=1))
     provider.execute(request(work, Phase.IMPLEMENT, story="S-0002", attempt=2))
-    assert first.files_changed == [CHANGES_FILE]
-    assert (work / CHANGES_FILE).read_text().splitlines() == [
+    assert first.files_changed == ["scripted-changes/S-0001.md"]
+    assert (work / changes_file("S-0001")).read_text().splitlines() == [
         f"# Changes made by the {STAMP}",
         "",
         "- S-0001 implement attempt 1",
         "- S-0001 rework attempt 1",
+    ]
+    # Each story its own file: two stories' changes never touch the same lines.
+    assert (work / changes_file("S-0002")).read_text().splitlines() == [
+        f"# Changes made by the {STAMP}",
+        "",
         "- S-0002 implement attempt 2",
     ]
 
@@ -170,7 +175,7 @@ def test_rule_files_are_written_and_replace_the_default_change(project: Path) ->
     assert (work / "README.md").read_text() == "hello"
     assert result.files_changed == ["src/pkg/mod.py", "README.md"]
     assert result.text.startswith("wrote the module") and STAMP in result.text
-    assert not (work / CHANGES_FILE).exists()
+    assert not (work / "scripted-changes").exists()
     assert events[0] == ("scripted_rule", {"rule": 1, "line": 2})
     assert ("file_written", {"path": "README.md"}) in events
 

@@ -501,13 +501,13 @@ def test_gate_waits_for_approval(cli: CliRunner, project: Path) -> None:
     assert frontmatter(cli, "S-0001")["status"] == "done"
 
 
-def test_run_without_story_runs_the_next_recommended_action(cli: CliRunner, project: Path) -> None:
+def test_run_without_story_runs_the_next_story_to_done(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     cli("add", "Later", "--priority", "9")
     cli("add", "First", "--priority", "1")
-    result = cli("run")
+    result = cli("run")  # the next story by priority, taken to done (issue 36 item 9)
     assert result.returncode == 0, result.output
-    assert frontmatter(cli, "S-0002")["status"] == "ready"
+    assert frontmatter(cli, "S-0002")["status"] == "done"
     assert frontmatter(cli, "S-0001")["status"] == "backlog"
     auto = cli("run", "--auto")
     assert auto.returncode == 0, auto.output

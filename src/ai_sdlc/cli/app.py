@@ -17,6 +17,7 @@ filesystem root); `init` alone creates in the current folder.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import os
@@ -416,8 +417,12 @@ def main() -> None:
     if _asks_for_version_only(argv):
         sys.stdout.write(f"{PROG_NAME} {__version__}\n")
         sys.exit(0)
+    from ai_sdlc.cli.terminal import flush_quietly
     from ai_sdlc.errors import AiSdlcError, ExitCode, disk_full
 
+    # Before the interpreter's own flush at exit: a reader gone (`| head`) ends the output,
+    # never changes the exit code, whichever way the command ends.
+    atexit.register(flush_quietly, sys.stdout, sys.stderr)
     argv = hoist_global_options(argv)
     application = Application(command=_command_name(argv), json_mode=_wants_json(argv))
     try:
@@ -430,9 +435,11 @@ def main() -> None:
     except (KeyboardInterrupt, Interrupted):
         fail(application, "interrupted", exit_code=int(ExitCode.INTERRUPTED))
     except BrokenPipeError:
-        # Output closed early (e.g. `| head`): stop quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # Output closed early (e.g. `| head`) outside the terminal layer, which ends the
+        # output and never the work: stop quietly, the output is gone.
+        from ai_sdlc.cli.terminal import closed_output
+
+        closed_output(sys.stdout)
         sys.exit(int(ExitCode.FAILURE))
     except Exception as exc:  # click usage errors and aborts come through here
         full = disk_full(exc, application.project)  # ENOSPC/EDQUOT/EIO anywhere: no traceback

@@ -121,10 +121,7 @@ def list_stories(
     gates = config.section("gates")
     clashes = collisions(config, store.root, scan.stories)
     journal = Journal(store.ai_dir)
-    rows = [
-        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else (), journal)
-        for s in scan.stories
-    ]
+    rows = [row_of(s, limit, gates, clashes.get(s.id), journal) for s in scan.stories]
     rows = [r for r in rows if _matches(r, wanted, label or [], epic)]
     rows.sort(key=_id_key)
     rows.sort(key=_SORT_KEYS[sort], reverse=sort == "updated")

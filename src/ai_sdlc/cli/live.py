@@ -2,11 +2,12 @@
 
 Built from the core's events alone (`phase_started`, `step`, `phase_answered`, `recovery`,
 `story_finished`, ...), so the core never knows a terminal exists. On a terminal (stderr a TTY,
-no `NO_COLOR`, `TERM` not `dumb`) it is a rich live region under the scrolling progress lines:
-one line per running story (phase, attempt, step and its elapsed time, the story's elapsed
-time, the recovery counter) and one summary line (done / blocked / running, tokens, cost, an
-ETA from the finished phases' durations). Anywhere else each step is one timestamped line, so a
-log file or a CI console still says what a story is doing.
+`TERM` not `dumb`; `NO_COLOR` drops only the colour) it is a rich live region under the
+scrolling progress lines: one line per running story (phase, attempt, step and its elapsed
+time, the story's elapsed time, the recovery counter) and one summary line (done / blocked /
+running, tokens, cost, an ETA from the finished phases' durations). Anywhere else each step is
+one timestamped line, so a log file or a CI console still says what a story is doing; a step
+that only repeats the progress line (a phase starting with its agent) is not said again.
 """
 
 from __future__ import annotations
@@ -30,14 +31,9 @@ RUN_ENDS = {"run_completed", "run_stopped", "run_failed"}
 
 
 def live_terminal(out: Terminal) -> bool:
-    """True when the live region may be drawn: a terminal that understands cursor moves."""
-    return (
-        out.is_tty
-        and not out.json_mode
-        and not out.quiet
-        and not os.environ.get("NO_COLOR")
-        and os.environ.get("TERM") != "dumb"
-    )
+    """True when the live region may be drawn: a terminal that understands cursor moves
+    (`NO_COLOR` drops colour, not liveness: the region is drawn without colour)."""
+    return out.is_tty and not out.json_mode and not out.quiet and os.environ.get("TERM") != "dumb"
 
 
 def duration(seconds: float) -> str:
@@ -116,6 +112,8 @@ class Board:
                 self.phase_seconds.append(float(e["elapsed"]))
             elif name in ("story_finished", "story_blocked"):
                 self._finish(story, str(e.get("outcome") or "blocked"))
+            elif name in RUN_ENDS:  # nothing runs once the run ended (interrupted, stopped)
+                self.running.clear()
             if story and story not in self.stories and name == "story_started":
                 self.stories.append(story)
 
@@ -193,8 +191,12 @@ class LiveBoard:
     def event(self, e: dict[str, Any]) -> None:
         if self.out.json_mode:
             return
-        self.board.observe(e)
         name = str(e.get("event", ""))
+        before = self.board.running.get(str(e.get("story", "")))
+        # A step that only repeats what the progress line just said (a phase starts with
+        # its agent): a line is said once per stream.
+        repeats = name == "step" and before is not None and before.step == e.get("step")
+        self.board.observe(e)
         if self.live_mode:
             if name == "phase_started" and self._live is None:
                 from rich.live import Live
@@ -205,7 +207,7 @@ class LiveBoard:
                 self._live.start()
             elif name in RUN_ENDS:
                 self.close()
-        elif name == "step":
+        elif name == "step" and not repeats:
             self._plain(e)
         elif name in RUN_ENDS and self.board.stories:  # the live region's last frame says it
             self.out.progress(self.board.summary(self.board.clock()))

@@ -84,6 +84,8 @@ class Progress:
         story = e.get("story", "")
         name = e.get("event", "")
         phase = e.get("phase", "")
+        if name == "story_picked":  # `ai-sdlc run` without an id says which story it took
+            return f"[{story}] picked as the next story by priority: {e.get('reason')}"
         if name == "story_started":
             return f"[{story}] starting" + (f" on {e['worker']}" if e.get("worker") else "")
         took = f" ({float(e['elapsed']):.1f}s)" if e.get("elapsed") is not None else ""

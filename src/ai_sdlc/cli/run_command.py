@@ -91,6 +91,7 @@ def execute(
         plan = _dry_run_plan(
             store, ids, auto=auto or batch, step=step, show_prompts=provider == "dry-run"
         )
+        _warn_of_clashes(plan, config, store)
         _render_plan(out, plan, json)
         return 0
 
@@ -216,14 +217,34 @@ def _dry_run_plan(
     return DryRunPlan(stories)
 
 
+def _warn_of_clashes(plan: DryRunPlan, config: Any, store: Any) -> None:
+    """Mark the planned stories that cannot start: their unmerged dependencies' branches
+    conflict (the run would skip them), with the way out."""
+    from ai_sdlc.cli.storyrows import collisions
+
+    if not plan.stories:
+        return
+    clashes = collisions(config, store.root, [store.get(p.story_id) for p in plan.stories])
+    for item in plan.stories:
+        clash = clashes.get(item.story_id)
+        if clash is not None and clash.between:
+            item.warning = f"{item.story_id} cannot start: {clash.text(item.story_id)}"
+
+
 def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:
-    """Each story's result line (stdout, kept by -q); an error goes to stderr."""
+    """Each story's result line (stdout, kept by -q); an error goes to stderr; a block is
+    followed by the command that clears it (stderr)."""
+    from ai_sdlc.workflow.state.steps import unblock_hint
+
     for o in outcomes:
         if o.result == "error":
             out.error(f"{o.story_id}: {o.reason}")
-        else:
-            style = {"done": "green", "blocked": "yellow"}.get(o.result)
-            out.result(outcome_line(o.story_id, o.result, o.reason), style=style)
+            continue
+        style = {"done": "green", "blocked": "yellow"}.get(o.result)
+        out.result(outcome_line(o.story_id, o.result, o.reason), style=style)
+        hint = unblock_hint(o.story_id, o.reason) if o.result == "blocked" else None
+        if hint is not None:
+            out.alert(f"  hint: {hint}")
 
 
 def _finish_idle(out: Terminal, idle: Idle, json: bool, extra: dict[str, Any]) -> int:
@@ -299,10 +320,11 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
         out.result(f"Run {state.run_id} {done}. {stats}")
         if stuck:
             out.warn(state.stop_reason.message)
-            out.info(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
             blocked = any(s.escalated and s.status == "blocked" for s in state.stories)
-            if blocked:
+            if blocked:  # the way out that works: `unblock` only clears a block
+                out.info(f"Once they are unblocked ('ai-sdlc unblock ID'), continue: {command}")
                 return int(ExitCode.BLOCKED)
+            out.info(f"Once the cause is fixed, continue: {command}")
         # The reason once: a failure loop was just shown in full; a stop condition is said here.
         why = (
             "the failure loop above"
@@ -344,6 +366,8 @@ def _render_plan(out: Any, plan: DryRunPlan, json: bool) -> None:
     for item in plan.stories:
         line = f"{item.story_id}: " + (" → ".join(item.phases) if item.phases else item.reason)
         out.data(line)
+        if item.warning:
+            out.warn(item.warning)
         note = _PLAN_NOTES.get(item.reason, item.reason)
         if item.phases and note:
             out.data(f"  ({note})")

@@ -6,6 +6,7 @@ with `--body` its text. `--json` gives the same."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -22,6 +23,7 @@ from ai_sdlc.workflow.runs.graph import epic_of
 from ai_sdlc.workflow.state.events import read_events
 from ai_sdlc.workflow.state.ledger import KIND_LABELS, Counted, Journal
 from ai_sdlc.workflow.state.readiness import pending_gate
+from ai_sdlc.workflow.state.steps import unblock_hint
 
 COUNTERS = (
     "total_recovery_attempts",
@@ -58,8 +60,21 @@ FIELDS = (
 )
 
 
+def existing_worktree(root: Path, recorded: Any) -> str | None:
+    """The story's recorded worktree while it is there (None once it was removed: a done
+    story's worktree goes unless `git.keep_worktrees`), so `show` never points at nothing."""
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    return recorded if (root / recorded).is_dir() else None
+
+
 def details_of(
-    story: Any, limit: int, gates: dict[str, Any] | None = None, view: Counted | None = None
+    story: Any,
+    limit: int,
+    gates: dict[str, Any] | None = None,
+    view: Counted | None = None,
+    *,
+    root: Path,
 ) -> dict[str, Any]:
     """`view`: the effective recovery counters (the ledger's where the file says less)."""
     counters = {name: story.counter(name) for name in COUNTERS}
@@ -84,7 +99,7 @@ def details_of(
         "created": fm.get("created"),
         "updated": fm.get("updated"),
         "branch": fm.get("branch"),
-        "worktree": fm.get("worktree_path"),
+        "worktree": existing_worktree(root, fm.get("worktree_path")),
         "pr_url": fm.get("pr_url"),
         "ticket_url": fm.get("ticket_url"),
         "path": str(story.path),
@@ -133,7 +148,7 @@ def show(
     config = app.config()
     limit = config.typed().limits.global_recovery
     view = counters_of(Journal(store.ai_dir), story)
-    info = details_of(story, limit, config.section("gates"), view)
+    info = details_of(story, limit, config.section("gates"), view, root=store.root)
     info["verification"] = [
         {"step": step, "command": command} for step, command in config.typed().verify.commands()
     ]
@@ -144,6 +159,8 @@ def show(
     info["pr_rounds"] = (
         rounds_of(read_events(story.folder)) if story.frontmatter.get("pr_round") else []
     )
+    info["conflicts_between"] = clash.between if clash else []
+    info["conflicts_note"] = clash.text(story.id) if clash else None
     if body:
         info["body"] = story.body
     if json:
@@ -194,6 +211,9 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
     out.data(f"  usage:     {usage_text(info['usage'])}")
     if info["blocked"]:
         out.data(f"  blocked:   {info['blocked_reason'] or 'no reason recorded'}", style="red")
+        hint = unblock_hint(info["id"], info["blocked_reason"])
+        if hint is not None:
+            out.data(f"  way out:   {hint}")
         if info["blocked_at"]:
             out.data(f"  since:     {info['blocked_at']}")
     if info["waiting_for"]:
@@ -203,7 +223,15 @@ def _print(out: Terminal, story: Any, info: dict[str, Any], limit: int) -> None:
             f"{_AFTER_GATE.get(info['waiting_for'], 'continues')}",
             style="yellow",
         )
-    if info["conflicts"]:
+    if info["conflicts_between"]:
+        a, b = info["conflicts_between"]
+        out.data(
+            f"  conflicts: {', '.join(info['conflicts'])} (its unmerged dependencies {a} and {b}"
+            " conflict with each other, so it cannot start: merge them into the base branch"
+            f" first, then `ai-sdlc run {story.id}`)",
+            style="red",
+        )
+    elif info["conflicts"]:
         out.data(
             f"  conflicts: {', '.join(info['conflicts'])} (its branch no longer merges cleanly"
             f" into {info['conflicts_with']}; `ai-sdlc run {story.id}` brings it up to date)",

@@ -63,10 +63,7 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
     clashes = collisions(config, store.root, scan.stories)
     journal = Journal(store.ai_dir)
     limit = config.typed().limits.global_recovery
-    shown = [
-        row_of(s, limit, gates, clashes[s.id].files if s.id in clashes else (), journal)
-        for s in scan.stories
-    ]
+    shown = [row_of(s, limit, gates, clashes.get(s.id), journal) for s in scan.stories]
     rows = [
         {
             **s.to_json(),
@@ -74,6 +71,8 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
             "counter_in_file": row["counter_in_file"],
             "waiting_for": pending_gate(s.frontmatter, gates),
             "conflicts": clashes[s.id].files if s.id in clashes else [],
+            "conflicts_between": clashes[s.id].between if s.id in clashes else [],
+            "conflicts_note": clashes[s.id].text(s.id) if s.id in clashes else None,
         }
         for s, row in zip(scan.stories, shown, strict=True)
     ]
@@ -128,7 +127,7 @@ def _render_board(out: Terminal, rows: list[dict[str, Any]]) -> None:
             if column == WAITING:
                 details.append(f"gate: {row['waiting_for']} (ai-sdlc approve {row['id']})")
             if row.get("conflicts"):
-                details.append(_conflicts_text(row) + f" (ai-sdlc run {row['id']})")
+                details.append(_conflicts_text(row))
             for text in filter(None, details):
                 out.data(" " * _INDENT + one_line(text, inner))
 
@@ -212,8 +211,9 @@ def _card(row: dict[str, Any], column: str, width: int, *, last: bool) -> Any:
 
 
 def _conflicts_text(row: dict[str, Any]) -> str:
-    """`conflicts: a.py, b.py`: the branch no longer merges cleanly (a sibling merged first)."""
-    return "conflicts: " + ", ".join(row["conflicts"])
+    """`conflicts: a.py (ai-sdlc run S-0003)`: the branch no longer merges cleanly (a sibling
+    merged first); or its dependencies' branches conflict (merge them first)."""
+    return str(row.get("conflicts_note") or "conflicts: " + ", ".join(row["conflicts"]))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git.settings import GitSettings
@@ -123,12 +123,13 @@ def row_of(
     story: Any,
     limit: int,
     gates: Mapping[str, Any],
-    conflicts: Sequence[str] = (),
+    clash: Collision | None = None,
     journal: Journal | None = None,
 ) -> dict[str, Any]:
-    """A story's row: what the board and `list` show, and `list --json` gives; `conflicts`:
-    the files its branch conflicts in with what it builds on (`collisions`); `journal`: the
-    project's ledger, whose count stands where the file says less."""
+    """A story's row: what the board and `list` show, and `list --json` gives; `clash`: its
+    branch conflicts with what it builds on, or its dependencies' branches with each other
+    (`collisions`); `journal`: the project's ledger, whose count stands where the file says
+    less."""
     fm = story.to_json()
     deps = fm.get("dependencies")
     labels = fm.get("labels")
@@ -154,7 +155,9 @@ def row_of(
         "counter_in_file": view.file_total if view is not None else None,
         "counter_note": view.note(limit) if view is not None else None,
         "blocked_reason": fm.get("blocked_reason") if story.status == "blocked" else None,
-        "conflicts": list(conflicts),
+        "conflicts": list(clash.files) if clash else [],
+        "conflicts_between": list(clash.between) if clash else [],
+        "conflicts_note": clash.text(story.id) if clash else None,
         "created": fm.get("created"),
         "updated": fm.get("updated"),
     }

@@ -64,13 +64,29 @@ class RedactingStream:
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
+        #: The reader went away (`| head` exited): the output ends here, never the work.
+        self.closed_by_reader = False
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text))
+        if not self.closed_by_reader:
+            try:
+                self._stream.write(redact(text))
+            except BrokenPipeError:
+                self._reader_gone()
         return len(text)
 
     def flush(self) -> None:
-        self._stream.flush()
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """A closed pipe: drop the rest of the output, so the run goes on and the command
+        ends with its own exit code (`closed_output`)."""
+        self.closed_by_reader = True
+        closed_output(self._stream)
 
     def isatty(self) -> bool:
         return self._stream.isatty()
@@ -80,6 +96,33 @@ class RedactingStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def closed_output(stream: IO[str]) -> None:
+    """The reader of `stream` went away: point its file descriptor at /dev/null, so what is
+    still buffered, and the interpreter's own flush at exit, write nowhere instead of raising
+    `BrokenPipeError` (which would abort a run or end the command with a random exit code)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def flush_quietly(*streams: IO[str]) -> None:
+    """Flush the process's streams at the end of a command; a reader that went away ends
+    the output (`closed_output`), not the command's exit code."""
+    for stream in streams:
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            closed_output(stream)
+        except (OSError, ValueError):
+            pass
 
 
 def _rich_stream(stream: IO[str]) -> bool:

@@ -15,6 +15,7 @@ from ai_sdlc.git import stacking
 from ai_sdlc.git.inventory import WorktreeState, story_worktrees
 from ai_sdlc.git.inventory import prune as prune_worktrees
 from ai_sdlc.git.settings import GitSettings
+from ai_sdlc.git.siblings import Collision, story_collisions
 from ai_sdlc.store import StoryStore
 
 worktrees_app = typer.Typer(
@@ -46,6 +47,13 @@ def _states(store: StoryStore) -> list[WorktreeState]:
     )
 
 
+def _held(store: StoryStore) -> dict[str, Collision]:
+    """The stories that cannot get a worktree: their unmerged dependencies conflict."""
+    settings = GitSettings.from_config(load_config(store.root))
+    found = story_collisions(store.root, settings, store.list())
+    return {sid: c for sid, c in found.items() if c.between}
+
+
 @worktrees_app.callback()
 def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
     """List the story worktrees with their story status, branch, dirty/clean, ahead/behind."""
@@ -55,9 +63,20 @@ def worktrees(ctx: typer.Context, json: JsonOption = False) -> None:
     out = app.terminal(json)
     store = app.store()
     states = _states(store)
+    held = _held(store)
     if json:
-        out.json({"worktrees": [s.to_json() for s in states]})
+        out.json(
+            {
+                "worktrees": [s.to_json() for s in states],
+                "dependency_conflicts": [
+                    {"story": sid, "dependencies": c.between, "files": c.files}
+                    for sid, c in held.items()
+                ],
+            }
+        )
         return
+    for sid, clash in held.items():  # no worktree, and none can be made until they merge
+        out.warn(f"{sid} has no worktree: {clash.text(sid)}")
     if not states:
         out.info("No story worktrees ('ai-sdlc run <id>' creates one per story).")
         return

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.git.basebranch import BaseBranch
 from ai_sdlc.git.repo import RefSnapshot
 from ai_sdlc.git.run import GitError, git
@@ -47,6 +48,59 @@ class MergeConflict(GitError):
         super().__init__(message)
         self.files = files
         self.target = target
+
+
+class DependenciesConflictError(AiSdlcError):
+    """The story cannot start: the branches of its unmerged dependencies conflict with each
+    other, so no branch can build on all of them. Nothing was touched (exit 1); the way out
+    is to merge those dependencies into the base branch first (`way_out`)."""
+
+    def __init__(self, story_id: str, clash: DependencyClash, base: str) -> None:
+        super().__init__(
+            f"{story_id} cannot start: {clash.describe()}", hint=clash.way_out(story_id, base)
+        )
+        self.story_id = story_id
+        self.clash = clash
+
+
+class DependencyClash(msgspec.Struct, frozen=True):
+    """The unmerged branches a story builds on that conflict: `first` (the branch it would
+    start from) and `other`, in `files`; `stories` are the two dependency ids."""
+
+    stories: tuple[str, str]
+    first: str
+    other: str
+    files: list[str]
+
+    def describe(self) -> str:
+        a, b = self.stories
+        return (
+            f"its unmerged dependencies {a} and {b} conflict "
+            f"({self.first} and {self.other}: {', '.join(self.files)})"
+        )
+
+    def way_out(self, story_id: str, base: str) -> str:
+        """The one way out: merge the dependencies into the base branch (resolving the
+        conflict once, by a person), then run the story again; it then starts from the base."""
+        return (
+            f"merge them into {base} first (their pull requests, or 'git switch {base} && "
+            f"git merge {self.first} && git merge {self.other}', resolving the conflict), "
+            f"then 'ai-sdlc run {story_id}'"
+        )
+
+
+def clash_of(top: Path, deps: Sequence[tuple[str, str, str]]) -> DependencyClash | None:
+    """The first conflict between the unmerged dependency branches `deps` ((id, branch, tip),
+    as `unmerged_dependencies` gives them): each further one against the first, asked of
+    `git merge-tree` (objects only). None: they merge cleanly (or there are fewer than two)."""
+    if len(deps) < 2:
+        return None
+    first_id, first_branch, first_sha = deps[0]
+    for dep, branch, sha in deps[1:]:
+        files = conflicting_files(top, sha, first_sha)
+        if files:
+            return DependencyClash((first_id, dep), first_branch, branch, files)
+    return None
 
 
 def dependencies(story: Any) -> list[str]:
@@ -205,6 +259,27 @@ class StoryStacks:
         bases = self.base_branch.commits(base, refs)
         return stack_for(self.top, story, base, base_sha, bases)
 
+    def refuse_clash(self, story: Any, base: str, refs: RefSnapshot) -> None:
+        """Before a new branch of the story is created: `DependenciesConflictError` when its
+        unmerged dependencies conflict with each other (nothing created yet)."""
+        if len(dependencies(story)) < 2:
+            return
+        deps = unmerged_dependencies(self.top, story, self.base_branch.commits(base, refs))
+        clash = clash_of(self.top, deps)
+        if clash is not None:
+            raise DependenciesConflictError(story.id, clash, base)
+
+    def clash(self, story: Any) -> tuple[DependencyClash, str] | None:
+        """Whether the story's unmerged dependencies conflict with each other (`clash_of`),
+        with the base branch's name: what `run --dry-run` warns of."""
+        if len(dependencies(story)) < 2:
+            return None
+        refs = RefSnapshot(self.top, self._common_dir)
+        base = self.base_branch.name(refs)
+        deps = unmerged_dependencies(self.top, story, self.base_branch.commits(base, refs))
+        found = clash_of(self.top, deps)
+        return (found, base) if found is not None else None
+
     def builds_on(self, story: Any, refs: RefSnapshot | None = None) -> Stack:
         """What the story's branch builds on now: its first unmerged dependency's branch, else
         the base branch (its local branch, else the remote-tracking one)."""
@@ -227,9 +302,11 @@ class StoryStacks:
     ) -> tuple[str | None, str]:
         """Merge newer commits of what the story builds on into its branch: the new HEAD (None
         when it had them all) and the names of what was merged. A conflict with the base (or
-        the first dependency) is resolved as `merge_resolving` says; one with a further
-        dependency raises `MergeConflict`."""
+        the first dependency) is resolved as `merge_resolving` says; a further dependency
+        that conflicts with the first raises `DependenciesConflictError` before anything is
+        merged (a branch made before that dependency was added, or before it conflicted)."""
         stack = self.builds_on(story, refs)
+        self._refuse_extra_clash(story, folder, stack, refs)  # before any merge
         try:
             moved = self.merge_in(story, branch, folder, stack.branch, stack.sha)
         except MergeConflict:
@@ -245,6 +322,20 @@ class StoryStacks:
             moved = self.merge_in(story, branch, folder, other, sha) or moved
             names.append(other)
         return moved, ", ".join(names)
+
+    def _refuse_extra_clash(
+        self, story: Any, folder: Path, stack: Stack, refs: RefSnapshot
+    ) -> None:
+        for other, sha in stack.extra:
+            if is_ancestor(folder, sha, "HEAD"):
+                continue  # merged in already (a person may have resolved it there)
+            files = conflicting_files(self.top, sha, stack.sha)
+            if files:
+                other_id = Worktree(Path("."), branch=other).story_id or other
+                clash = DependencyClash(
+                    (stack.story or stack.branch, other_id), stack.branch, other, files
+                )
+                raise DependenciesConflictError(story.id, clash, self.base_branch.name(refs))
 
     def conflicts(self, story: Any, branch: str) -> Conflict | None:
         """The story's `branch` no longer merges cleanly into what it builds on (its unmerged
@@ -264,9 +355,12 @@ class StoryStacks:
 
 
 __all__ = [
+    "DependenciesConflictError",
+    "DependencyClash",
     "MergeConflict",
     "Stack",
     "StoryStacks",
+    "clash_of",
     "conflicting_files",
     "dependencies",
     "merge_in",

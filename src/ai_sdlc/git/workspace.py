@@ -225,7 +225,9 @@ class GitWorkspace(Publishing):
                 else:
                     base = self.base_branch.name(refs, trees)
                     start, start_ref = self.base_branch.start_point(base, refs)
-                    # A dependency done but not merged: the story builds on its branch.
+                    # A dependency done but not merged: the story builds on its branch (not
+                    # on two that conflict: refused before anything is created).
+                    self.stacks.refuse_clash(story, base, refs)
                     stack = self.stacks.start(story, base, start_ref.sha, refs)
                     if stack.story is not None:
                         start, base = stack.branch, stack.branch

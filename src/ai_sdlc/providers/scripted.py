@@ -23,9 +23,10 @@ Defaults without a matching rule:
 
 - refine: APPROVED, body kept (see above).
 - research / plan: short deterministic notes / plan.
-- implement / rework: appends one line ``- <story> <phase> attempt <n>`` to
-  ``SCRIPTED_CHANGES.md`` at the workspace root (created with a header), so every attempt is a
-  real, visible, deterministic change; reports it in `files_changed`.
+- implement / rework: appends one line ``- <story> <phase> attempt <n>`` to the story's own
+  ``scripted-changes/<story>.md`` (created with a header), so every attempt is a real, visible,
+  deterministic change; reports it in `files_changed`. A file per story: the changes of two
+  stories never conflict, so a story stacked on two unmerged dependencies merges both.
 - review: APPROVED when no verification is configured (saying so) or when
   ``context["verification_passed"]`` is true; RECOVERY when
   ``context["workspace_changed"]`` is False; otherwise REJECTED quoting the first lines of
@@ -68,8 +69,16 @@ STAMP = "scripted provider (no AI)"
 STAMP_LINE = f"_Produced by the {STAMP}._"
 RULES_FILE = Path(".ai-sdlc") / "scripted.yaml"
 USAGE_FILE = Path(".ai-sdlc") / "state" / "scripted-usage.json"
-CHANGES_FILE = "SCRIPTED_CHANGES.md"
+CHANGES_FOLDER = "scripted-changes"
 CHANGES_HEADER = f"# Changes made by the {STAMP}\n\n"
+
+
+def changes_file(story_id: str) -> str:
+    """The file (relative to the workspace) where the default implement records a story's
+    attempts: one per story."""
+    return f"{CHANGES_FOLDER}/{story_id}.md"
+
+
 #: How many lines of failing verification output the default review quotes.
 QUOTED_OUTPUT_LINES = 20
 
@@ -144,10 +153,11 @@ class ScriptedProvider(Provider):
     def _default(self, request: ProviderRequest) -> tuple[str, list[str]]:
         phase = request.phase
         if phase in (Phase.IMPLEMENT, Phase.REWORK):
-            _require_edit(request, f"the {STAMP} implements by writing {CHANGES_FILE}")
-            self._append_change(request)
-            self._emit(request, "file_written", {"path": CHANGES_FILE})
-            return _compose(self._default_text(request), None, ""), [CHANGES_FILE]
+            target = changes_file(request.story_id)
+            _require_edit(request, f"the {STAMP} implements by writing {target}")
+            self._append_change(request, target)
+            self._emit(request, "file_written", {"path": target})
+            return _compose(self._default_text(request), None, ""), [target]
         text = self._default_text(request)
         if phase is Phase.REFINE:
             feedback = "The story is ready as written: refined by the scripted provider."
@@ -168,30 +178,30 @@ class ScriptedProvider(Provider):
             return (
                 f"# Research notes for {story}\n\n"
                 "- No code was read: these notes come from the scripted provider.\n"
-                f"- The implementation will record each attempt in {CHANGES_FILE}.\n"
+                f"- The implementation will record each attempt in {changes_file(story)}.\n"
                 "- Verification runs the project's configured commands."
             )
         if phase is Phase.PLAN:
             return (
                 f"# Implementation plan for {story}\n\n"
-                f"1. Append one line per implementation attempt to {CHANGES_FILE}.\n"
+                f"1. Append one line per implementation attempt to {changes_file(story)}.\n"
                 "2. Run the configured verification commands.\n"
                 "3. Review the result and fix what verification reports."
             )
         if phase in (Phase.IMPLEMENT, Phase.REWORK):
             return (
                 f"{phase.value.capitalize()} of {story} (attempt {request.attempt}): "
-                f"appended one line to {CHANGES_FILE}."
+                f"appended one line to {changes_file(story)}."
             )
         return f"Review of {story} (attempt {request.attempt})."
 
-    def _append_change(self, request: ProviderRequest) -> None:
-        target = resolve_confined(request.workspace, CHANGES_FILE)
+    def _append_change(self, request: ProviderRequest, relative: str) -> None:
+        target = resolve_confined(request.workspace, relative)
         existing = target.read_text(encoding="utf-8") if target.is_file() else CHANGES_HEADER
         if existing and not existing.endswith("\n"):
             existing += "\n"
         line = f"- {request.story_id} {request.phase.value} attempt {request.attempt}\n"
-        write_confined(request.workspace, CHANGES_FILE, existing + line)
+        write_confined(request.workspace, relative, existing + line)
 
     @staticmethod
     def _emit(request: ProviderRequest, name: str, data: dict[str, Any]) -> None:

@@ -22,6 +22,8 @@ class PlannedStory(msgspec.Struct):
     phases: list[str]
     reason: str
     prompts: list[str] = msgspec.field(default_factory=list)
+    #: Why it would stop before its first phase (its dependencies' branches conflict).
+    warning: str | None = None
 
 
 class DryRunPlan(msgspec.Struct):

@@ -220,8 +220,9 @@ class Session(msgspec.Struct):
         ignore_dependencies: bool = False,
     ) -> list[StoryOutcome]:
         """One story (refused while a dependency is not done, unless `ignore_dependencies`), or
-        the next recommended action; `auto` is a multi-story run (use `run_many` for its
-        report: state, halt reason, diagnostic)."""
+        without one the story of the next recommended action, taken to done like `run <id>`
+        (a `story_picked` event says which); `auto` is a
+        multi-story run (use `run_many` for its report: state, halt reason, diagnostic)."""
         if story_id:
             if not ignore_dependencies:
                 self._check_dependencies(story_id)
@@ -233,7 +234,8 @@ class Session(msgspec.Struct):
         if not actions:
             return []
         first = actions[0]
-        return [self._run_one(first.story_id, step=first.phase)]
+        self.relay.emit({"event": "story_picked", "story": first.story_id, "reason": first.reason})
+        return [self._run_one(first.story_id, step=step)]
 
     # --- multi-story runs ---------------------------------------------------------------------
     def run_many(

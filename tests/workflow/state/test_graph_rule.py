@@ -78,12 +78,12 @@ def test_next_recommended_action_skips_a_story_waiting_for_its_dependency(
     tmp_path: Path,
 ) -> None:
     root = dependent_first(tmp_path)
-    result = run_cli(root, "run")
-    assert result.returncode == 0, result.output
-    assert phases_started(root, "S-0001") == ["refine"]
-    assert phases_started(root, "S-0002") == []
     dry = run_cli(root, "run", "--dry-run")
     assert "S-0001" in dry.output and "S-0002" not in dry.output
+    result = run_cli(root, "run")
+    assert result.returncode == 0, result.output
+    assert phases_started(root, "S-0001") == PHASES  # the next story, taken to done
+    assert phases_started(root, "S-0002") == []
 
 
 def test_batch_and_watch_do_not_start_a_story_whose_dependency_is_not_done(
@@ -100,14 +100,14 @@ def test_batch_and_watch_do_not_start_a_story_whose_dependency_is_not_done(
     assert phases_started(root, "S-0002") == []
 
 
-def test_ten_bare_run_steps_finish_a_new_story(tmp_path: Path) -> None:
-    """Item 9 as reported: each bare `run` is one action; the story ends done, not left
-    `in-progress` with every phase complete."""
+def test_one_bare_run_finishes_a_new_story(tmp_path: Path) -> None:
+    """A bare `run` takes the next story to done, as `run <id>` does (issue 36 item 9): it
+    ends done, not left `in-progress` with every phase complete; then nothing is left."""
     root = tmp_path / "p"
     make_project(root, ["Only"])
-    for _ in range(10):
-        result = run_cli(root, "run")
-        assert result.returncode == 0, result.output
+    result = run_cli(root, "run")
+    assert result.returncode == 0, result.output
+    assert "[S-0001] picked as the next story by priority" in result.stderr
     assert phases_started(root, "S-0001") == PHASES
     assert frontmatter(root, "S-0001")["status"] == "done"
     assert "Nothing to run" in run_cli(root, "run").output

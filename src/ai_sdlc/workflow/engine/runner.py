@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 
 from ai_sdlc.errors import AiSdlcError, StoryBlockedError, disk_full
+from ai_sdlc.git.stacking import DependenciesConflictError
 from ai_sdlc.providers.base import Phase
 from ai_sdlc.workflow.engine.assess import IN_REVIEW, NextAction, assess
 from ai_sdlc.workflow.engine.base import Limits, PhaseRetry, RunnerDeps, StoryOutcome, describe
@@ -133,9 +134,12 @@ class StoryRunner(PullRequests):
             self.checkpoints.discard(story_id)
             raise
         except BaseException as exc:
-            if isinstance(exc, WorktreeSetupError) and not self._reserved:
-                # The worktree's environment stopped the run before the phase began: no
-                # attempt, no state changed, nothing to release or roll back.
+            if isinstance(exc, (WorktreeSetupError, DependenciesConflictError)) and (
+                not self._reserved
+            ):
+                # The worktree's environment, or dependency branches that conflict, stopped
+                # the run before the phase began: no attempt, no state changed, nothing to
+                # release or roll back (and no crash to retry: the way out is the user's).
                 self.checkpoints.discard(story_id)
                 raise
             why = "interrupted" if isinstance(exc, KeyboardInterrupt) else describe(exc)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
+from ai_sdlc.git.stacking import DependenciesConflictError
 from ai_sdlc.workflow.state.runlock import run_lock
 
 Answer = dict[str, Any]
@@ -131,6 +132,8 @@ def run_to_stop(link: Link, story_id: str) -> tuple[str, str | None, str]:
         return "outcome", "blocked", exc.message
     except BusyError as exc:
         return "busy", None, exc.message
+    except DependenciesConflictError as exc:  # skipped with its way out, as `MultiRun` does
+        return "busy", None, f"{exc.message}: {exc.hint}"
     except RunHaltedError as exc:
         return "halted", None, exc.message
     except AiSdlcError as exc:

@@ -17,8 +17,10 @@ from typing import Any
 from ai_sdlc.config import Config
 from ai_sdlc.config.guard import ConfigChangedError
 from ai_sdlc.errors import AiSdlcError, BusyError, RunHaltedError, StoryBlockedError
+from ai_sdlc.git.stacking import DependenciesConflictError
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.store import StoryStore
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.engine.assess import IN_REVIEW, NextAction, assess
 from ai_sdlc.workflow.engine.runner import StoryOutcome, StoryRunner
 from ai_sdlc.workflow.runs import cooldown
@@ -306,10 +308,13 @@ class MultiRun(RunRecord):
             return StoryOutcome(s.story_id, "blocked", exc.message)
         except (RunHaltedError, ConfigChangedError):
             raise  # a guardrail setting changed mid-run: no other story runs on it either
-        except BusyError as exc:
+        except (BusyError, DependenciesConflictError) as exc:
+            # Held by what a person settles (another run holds it; its dependencies' branches
+            # conflict): skipped with the way out, never retried or escalated.
+            reason = f"{exc.message}: {exc.hint}" if exc.hint else exc.message
             s.status = SKIPPED
-            s.reason = exc.message
-            self._event("story_skipped", story=s.story_id, reason=exc.message)
+            s.reason = reason
+            self._event("story_skipped", story=s.story_id, reason=reason)
             self._save()
             return None
         except AiSdlcError as exc:
@@ -331,7 +336,8 @@ class MultiRun(RunRecord):
             s.last_error = outcome.reason
             c.consecutive_fails += 1
             if s.errors >= self.settings.max_story_errors:
-                self._escalate(s, f"its phases crashed {s.errors} times: {outcome.reason}")
+                crashed = count(s.errors, "time")
+                self._escalate(s, f"its phases crashed {crashed}: {outcome.reason}")
             else:
                 s.cooldown_until = cooldown.cooldown_until(
                     self.clock(), self.settings.cooldown_seconds
@@ -437,8 +443,8 @@ class MultiRun(RunRecord):
             s.retries += 1
         elif name == "phase_rejected":
             s.rejections += 1
-        elif name == "rollback_initiated":
-            self._event(
+        elif name == "rollback_initiated":  # the runner's own event was shown: recorded only
+            self._record(
                 "rollback_initiated",
                 story=s.story_id,
                 phase=event.get("phase"),

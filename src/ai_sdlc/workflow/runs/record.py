@@ -282,9 +282,15 @@ class RunRecord:
 
     def _event(self, name: str, **data: Any) -> None:
         """Into the run's own event log, and out to the progress display."""
+        event = self._record(name, **data)
+        self.emit({"event": name, **{k: v for k, v in event.items() if k != "action"}})
+
+    def _record(self, name: str, **data: Any) -> dict[str, Any]:
+        """Into the run's own event log only: for a runner event the display has already
+        shown (a line is said once per stream)."""
         event = {"time": iso(self.clock()), "action": name, "run_id": self.state.run_id, **data}
         append_event(self.repo.folder(self.state.run_id), event)
-        self.emit({"event": name, **{k: v for k, v in event.items() if k != "action"}})
+        return event
 
     def _diagnostic_type(self, loop: FailureLoop | None) -> str:
         reason = self.state.stop_reason

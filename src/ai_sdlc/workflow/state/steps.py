@@ -132,12 +132,8 @@ class Steps(Transactions):
         if txn.blocked is None:
             return
         story_id = txn.story.id
-        if txn.blocked.startswith("Global recovery limit"):
-            raise StoryBlockedError(txn.blocked, story_id=story_id)
         raise StoryBlockedError(
-            txn.blocked,
-            story_id=story_id,
-            hint=f"fix the cause, then run 'ai-sdlc unblock {story_id}'",
+            txn.blocked, story_id=story_id, hint=unblock_hint(story_id, txn.blocked)
         )
 
     def _apply(
@@ -217,3 +213,11 @@ DELETE: Any = _DELETE
 
 def _date(moment: dt.datetime) -> str:
     return moment.date().isoformat()
+
+
+def unblock_hint(story_id: str, reason: str | None) -> str | None:
+    """The way out of a block, for every place that shows one: the command that clears it
+    (None when the reason names it already, as the global limit's does)."""
+    if reason and "ai-sdlc unblock" in reason:
+        return None
+    return f"fix the cause, then run 'ai-sdlc unblock {story_id}'"
