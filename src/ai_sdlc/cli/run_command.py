@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.cli.application import Application
@@ -12,7 +11,9 @@ from ai_sdlc.cli.progress import Progress, outcome_line
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
+from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.dryrun import DryRunPlan, plan_dry_run
+from ai_sdlc.workflow.engine.assess import IN_REVIEW
 from ai_sdlc.workflow.engine.runner import StoryOutcome
 from ai_sdlc.workflow.session import Session
 
@@ -135,7 +136,7 @@ def execute(
             progress.close()
         if report is None:
             return _finish_idle(out, session.idle(epic=epic), json, {"run": None})
-        return _finish_multi(out, store.root, report, json)
+        return _finish_multi(out, store, report, json)
     try:
         outcomes = session.run(
             story_id=ids[0] if ids else None,
@@ -153,6 +154,15 @@ def execute(
     _render_outcomes(out, outcomes)
     if blocked:
         return int(ExitCode.BLOCKED)
+    return _in_review_exit(store, outcomes)
+
+
+def _in_review_exit(store: StoryStore, outcomes: list[StoryOutcome]) -> int:
+    """7 when a story the run worked on ended waiting in review (its PR waits on people: a CI
+    script must tell it from done), else 0."""
+    for o in outcomes:
+        if o.result == "waiting" and store.get(o.story_id).status == IN_REVIEW:
+            return int(ExitCode.IN_REVIEW)
     return 0
 
 
@@ -245,10 +255,12 @@ def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> N
         out.error(line)
 
 
-def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> int:
+def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable), 1 when a batch completed but skipped a story, 5 when a run
-    completed but skipped stories that wait on a story blocked outside it."""
+    completed but skipped stories that wait on a story blocked outside it, 7 when a story
+    ended in review."""
+    root = store.root
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
     from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
 
@@ -309,7 +321,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
             out.error(line)
         return int(ExitCode.BLOCKED)
     out.success(f"Run {state.run_id} completed. {stats}")
-    return 0
+    return _in_review_exit(store, report.outcomes)
 
 
 #: How the plan's reasons read under the phases: nothing after a plain run to the end (the
