@@ -226,6 +226,34 @@ def test_a_round_merges_a_base_that_moved_and_pushes_without_force(loop: Loop) -
     assert shown == "merged meanwhile\n"
 
 
+def test_a_round_merges_the_base_as_it_moved_on_origin(loop: Loop) -> None:
+    """Someone pushed to the base on `origin` (the local base did not move): the round
+    fetches the base and merges it, so the PR is merged into what the remote has."""
+    assert loop.run().returncode == IN_REVIEW
+    pr = loop.github.pull(1)
+    root, origin = loop.repo.root, loop.repo.origin
+    assert origin is not None
+    local_main = git(root, "rev-parse", "main").strip()
+    colleague = root.parent / "colleague"
+    git(root.parent, "clone", "-q", str(origin), str(colleague))
+    (colleague / "CHANGELOG").write_text("from a colleague\n")
+    git(colleague, "add", "CHANGELOG")
+    git(colleague, "commit", "-q", "-m", "a colleague's change")
+    git(colleague, "push", "-q", "origin", "HEAD:main")
+    moved = loop.origin_tip("main")
+    assert moved != local_main
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "One more thing.")
+
+    result = loop.run()
+
+    assert result.returncode == IN_REVIEW, result.output
+    assert loop.fm()["pr_round"] == 1
+    after = loop.origin_tip(pr.head)
+    git(origin, "merge-base", "--is-ancestor", moved, after)  # merged in, no rewrite
+    assert git(origin, "show", f"{after}:CHANGELOG") == "from a colleague\n"
+    assert git(root, "rev-parse", "main").strip() == local_main  # the checkout's base untouched
+
+
 def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
     second = loop.add("Greet twice")
     assert loop.run().returncode == IN_REVIEW
