@@ -129,6 +129,22 @@ def test_a_refused_merge_keeps_the_story_in_review(loop: Loop) -> None:
     assert [e for e in loop.events() if e.get("action") == "merge_refused"]
 
 
+def test_watch_once_exits_7_while_the_pr_waits_and_0_once_done(loop: Loop) -> None:
+    """`watch --once` (cron, CI) tells a story waiting in review from a done one, as `run`."""
+    assert loop.run().returncode == IN_REVIEW
+    pr = loop.github.pull(1)
+
+    waiting = run_cli(loop.repo.root, "watch", "--once", env=loop.env, timeout=180)
+
+    assert waiting.returncode == IN_REVIEW, waiting.output
+    assert loop.fm()["status"] == "in-review"
+    loop.github.review(pr, "alice", "APPROVED")
+    loop.github.check(pr, "tests", "SUCCESS")
+    done = run_cli(loop.repo.root, "watch", "--once", env=loop.env, timeout=180)
+    assert done.returncode == 0, done.output
+    assert loop.fm()["status"] == "done" and pr.state == "MERGED"
+
+
 def test_a_reviewer_who_never_approves_blocks_the_story_at_the_global_limit(
     loop: Loop,
 ) -> None:

@@ -154,10 +154,10 @@ def execute(
     _render_outcomes(out, outcomes)
     if blocked:
         return int(ExitCode.BLOCKED)
-    return _in_review_exit(store, outcomes)
+    return in_review_exit(store, outcomes)
 
 
-def _in_review_exit(store: StoryStore, outcomes: list[StoryOutcome]) -> int:
+def in_review_exit(store: StoryStore, outcomes: list[StoryOutcome]) -> int:
     """7 when a story the run worked on ended waiting in review (its PR waits on people: a CI
     script must tell it from done), else 0."""
     for o in outcomes:
@@ -321,7 +321,7 @@ def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bo
             out.error(line)
         return int(ExitCode.BLOCKED)
     out.success(f"Run {state.run_id} completed. {stats}")
-    return _in_review_exit(store, report.outcomes)
+    return in_review_exit(store, report.outcomes)
 
 
 #: How the plan's reasons read under the phases: nothing after a plain run to the end (the
