@@ -43,8 +43,9 @@ def execute(
     ignore_dependencies: bool = False,
     max_attempts: int | None = None,
 ) -> int:
-    """Run what the options ask for; the command's exit code (0, BLOCKED, INTERRUPTED). Errors
-    are raised as `AiSdlcError`s, which `main()` maps to their exit codes."""
+    """Run what the options ask for; the command's exit code (0, BLOCKED, IN_REVIEW,
+    INTERRUPTED). Errors are raised as `AiSdlcError`s, which `main()` maps to their exit
+    codes."""
     out = app.terminal(json)
     refs = list(story_refs or [])
     if epic is not None and not batch and not refs and resume is None and not continue_:
