@@ -20,6 +20,9 @@ class ExitCode(IntEnum):
     PROVIDER_UNAVAILABLE = 4
     BLOCKED = 5
     HALTED = 6
+    #: The run ended with a story in review: its PR waits on people (a review, checks, a merge
+    #: branch protection refused), so it is not done (the pull-request loop).
+    IN_REVIEW = 7
     INTERRUPTED = 130
 
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from ai_sdlc.errors import ExitCode
 from tests.conftest import run_cli
 from tests.support.git_support import git, git_env
 from tests.support.pr_support import Loop, loop
@@ -19,6 +20,9 @@ __all__ = ["git_env", "loop"]  # fixtures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("provider-sdks")]
 
+#: `run`'s exit code while a story waits in review (its PR not approved and green, or not merged).
+IN_REVIEW = ExitCode.IN_REVIEW
+
 
 def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merges(
     loop: Loop,
@@ -26,7 +30,7 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     first = loop.run()
     fm = loop.fm()
     assert fm["status"] == "in-review", first.output
-    assert first.returncode == 0, first.output
+    assert first.returncode == IN_REVIEW, first.output  # not done: the PR waits on people
     pr = loop.github.pull(1)
     assert fm["pr_url"] == loop.github.url(pr)
     branch = pr.head
@@ -92,7 +96,7 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
 
     # Nothing new: a look changes nothing and pushes nothing.
     third = loop.run()
-    assert third.returncode == 0, third.output
+    assert third.returncode == IN_REVIEW, third.output
     assert loop.fm()["total_recovery_attempts"] == 1
     assert loop.origin_tip(branch) == after
 
@@ -108,7 +112,7 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
 
 def test_a_refused_merge_keeps_the_story_in_review(loop: Loop) -> None:
     """Branch protection refusing the merge (GitHub's 405) is not done."""
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     loop.github.review(pr, "alice", "APPROVED")
     loop.github.check(pr, "tests", "SUCCESS")
@@ -117,15 +121,34 @@ def test_a_refused_merge_keeps_the_story_in_review(loop: Loop) -> None:
     result = loop.run()
 
     assert loop.fm()["status"] == "in-review", result.output
+    # not done: a CI script tells it from done (0) by the exit code
+    assert result.returncode == IN_REVIEW, result.output
+    assert result.stdout.startswith("S-0001: in review: ")  # the result line (stdout)
     assert "merge was refused" in result.output and "deploy" in result.output
     assert pr.state == "OPEN"
     assert [e for e in loop.events() if e.get("action") == "merge_refused"]
 
 
+def test_watch_once_exits_7_while_the_pr_waits_and_0_once_done(loop: Loop) -> None:
+    """`watch --once` (cron, CI) tells a story waiting in review from a done one, as `run`."""
+    assert loop.run().returncode == IN_REVIEW
+    pr = loop.github.pull(1)
+
+    waiting = run_cli(loop.repo.root, "watch", "--once", env=loop.env, timeout=180)
+
+    assert waiting.returncode == IN_REVIEW, waiting.output
+    assert loop.fm()["status"] == "in-review"
+    loop.github.review(pr, "alice", "APPROVED")
+    loop.github.check(pr, "tests", "SUCCESS")
+    done = run_cli(loop.repo.root, "watch", "--once", env=loop.env, timeout=180)
+    assert done.returncode == 0, done.output
+    assert loop.fm()["status"] == "done" and pr.state == "MERGED"
+
+
 def test_a_reviewer_who_never_approves_blocks_the_story_at_the_global_limit(
     loop: Loop,
 ) -> None:
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     branch = pr.head
     for n in range(1, 10):
@@ -155,7 +178,7 @@ def test_a_reviewer_who_never_approves_blocks_the_story_at_the_global_limit(
 
 
 def test_a_declined_comment_gets_the_reason_and_stays_open(loop: Loop) -> None:
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     keep, drop = loop.github.review(
         pr,
@@ -180,10 +203,10 @@ def test_a_declined_comment_gets_the_reason_and_stays_open(loop: Loop) -> None:
 def test_limits_pr_rounds_stops_the_loop_before_the_global_limit(loop: Loop) -> None:
     config = loop.repo.root / ".ai-sdlc" / "config.yaml"
     config.write_text(config.read_text() + "limits:\n  pr_rounds: 1\n")
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     loop.github.review(pr, "alice", "CHANGES_REQUESTED", "First.")
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     tip = loop.origin_tip(pr.head)
     loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Second.")
 
@@ -198,7 +221,7 @@ def test_limits_pr_rounds_stops_the_loop_before_the_global_limit(loop: Loop) -> 
 
 
 def test_a_round_merges_a_base_that_moved_and_pushes_without_force(loop: Loop) -> None:
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     before = loop.origin_tip(pr.head)
     root = loop.repo.root
@@ -219,17 +242,45 @@ def test_a_round_merges_a_base_that_moved_and_pushes_without_force(loop: Loop) -
     assert shown == "merged meanwhile\n"
 
 
+def test_a_round_merges_the_base_as_it_moved_on_origin(loop: Loop) -> None:
+    """Someone pushed to the base on `origin` (the local base did not move): the round
+    fetches the base and merges it, so the PR is merged into what the remote has."""
+    assert loop.run().returncode == IN_REVIEW
+    pr = loop.github.pull(1)
+    root, origin = loop.repo.root, loop.repo.origin
+    assert origin is not None
+    local_main = git(root, "rev-parse", "main").strip()
+    colleague = root.parent / "colleague"
+    git(root.parent, "clone", "-q", str(origin), str(colleague))
+    (colleague / "CHANGELOG").write_text("from a colleague\n")
+    git(colleague, "add", "CHANGELOG")
+    git(colleague, "commit", "-q", "-m", "a colleague's change")
+    git(colleague, "push", "-q", "origin", "HEAD:main")
+    moved = loop.origin_tip("main")
+    assert moved != local_main
+    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "One more thing.")
+
+    result = loop.run()
+
+    assert result.returncode == IN_REVIEW, result.output
+    assert loop.fm()["pr_round"] == 1
+    after = loop.origin_tip(pr.head)
+    git(origin, "merge-base", "--is-ancestor", moved, after)  # merged in, no rewrite
+    assert git(origin, "show", f"{after}:CHANGELOG") == "from a colleague\n"
+    assert git(root, "rev-parse", "main").strip() == local_main  # the checkout's base untouched
+
+
 def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
     second = loop.add("Greet twice")
-    assert loop.run().returncode == 0
-    assert loop.run(story=second).returncode == 0
+    assert loop.run().returncode == IN_REVIEW
+    assert loop.run(story=second).returncode == IN_REVIEW
     pr = loop.github.pull(1)
     loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Again.")
     looks = len(loop.github.calls("PullRequestFeedback"))
 
     result = run_cli(loop.repo.root, "run", "--auto", env=loop.env, timeout=180)
 
-    assert result.returncode == 0, result.output
+    assert result.returncode == IN_REVIEW, result.output
     assert loop.fm()["status"] == "in-review" and loop.fm()["pr_round"] == 1
     assert loop.fm(second)["status"] == "in-review"
     assert loop.fm(second).get("total_recovery_attempts", 0) == 0
@@ -240,7 +291,7 @@ def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
 def test_without_checks_an_approval_is_green_only_on_a_second_look(loop: Loop) -> None:
     """Right after a push no check may have reported yet: an approved PR whose head commit has
     no checks waits one more look, then counts as green (a project without CI)."""
-    assert loop.run().returncode == 0
+    assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     loop.github.review(pr, "alice", "APPROVED")
 

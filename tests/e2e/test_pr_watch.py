@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ai_sdlc.config import load_config
+from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.session import Session
 from ai_sdlc.workflow.watch import Watch
@@ -50,7 +51,7 @@ class Ticks:
 def test_watch_picks_up_feedback_within_one_interval_with_one_query_per_pr(loop: Loop) -> None:
     stories = [loop.story, loop.add("Greet twice"), loop.add("Greet thrice")]
     for sid in stories:
-        assert loop.run(story=sid).returncode == 0
+        assert loop.run(story=sid).returncode == ExitCode.IN_REVIEW
         assert loop.fm(sid)["status"] == "in-review"
     github = loop.github
     numbers = {sid: int(str(loop.fm(sid)["pr_url"]).rsplit("/", 1)[1]) for sid in stories}

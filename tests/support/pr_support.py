@@ -22,7 +22,13 @@ from tests.support.fakes.story_agent import has_tool_results
 from tests.support.git_support import Repo, git, make_repo
 
 _TASK = re.compile(r"## Your task \((\w+)\)")
-CHECK = "import hello; assert hello.greet('Ada').startswith('Hello')"
+#: The project's test: fails naming its test, as a runner does (a base that names none is a
+#: broken verify command), until `hello.greet` says hello.
+CHECK = (
+    "import sys, importlib.util as u; ok = u.find_spec('hello') is not None and "
+    "__import__('hello').greet('Ada').startswith('Hello'); "
+    "ok or print('FAILED test_hello.py::test_greet'); sys.exit(0 if ok else 1)"
+)
 
 
 @dataclass

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.cli.application import Application
@@ -12,7 +11,9 @@ from ai_sdlc.cli.progress import Progress, outcome_line
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import ExitCode, RunHaltedError, UsageError
 from ai_sdlc.providers.base import Phase
+from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.dryrun import DryRunPlan, plan_dry_run
+from ai_sdlc.workflow.engine.assess import IN_REVIEW
 from ai_sdlc.workflow.engine.runner import StoryOutcome
 from ai_sdlc.workflow.session import Session
 
@@ -42,8 +43,9 @@ def execute(
     ignore_dependencies: bool = False,
     max_attempts: int | None = None,
 ) -> int:
-    """Run what the options ask for; the command's exit code (0, BLOCKED, INTERRUPTED). Errors
-    are raised as `AiSdlcError`s, which `main()` maps to their exit codes."""
+    """Run what the options ask for; the command's exit code (0, BLOCKED, IN_REVIEW,
+    INTERRUPTED). Errors are raised as `AiSdlcError`s, which `main()` maps to their exit
+    codes."""
     out = app.terminal(json)
     refs = list(story_refs or [])
     if epic is not None and not batch and not refs and resume is None and not continue_:
@@ -138,7 +140,7 @@ def execute(
             progress.close()
         if report is None:
             return _finish_idle(out, session.idle(epic=epic), json, {"run": None})
-        return _finish_multi(out, store.root, report, json)
+        return _finish_multi(out, store, report, json)
     try:
         outcomes = session.run(
             story_id=ids[0] if ids else None,
@@ -156,6 +158,15 @@ def execute(
     _render_outcomes(out, outcomes)
     if blocked:
         return int(ExitCode.BLOCKED)
+    return in_review_exit(store, outcomes)
+
+
+def in_review_exit(store: StoryStore, outcomes: list[StoryOutcome]) -> int:
+    """7 when a story the run worked on ended waiting in review (its PR waits on people: a CI
+    script must tell it from done), else 0."""
+    for o in outcomes:
+        if o.result == "waiting" and store.get(o.story_id).status == IN_REVIEW:
+            return int(ExitCode.IN_REVIEW)
     return 0
 
 
@@ -278,11 +289,12 @@ def _render_unreadable(out: Terminal, unreadable: list[tuple[str, str | None]]) 
         out.error(message, hint=hint)
 
 
-def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> int:
+def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable), 1 when a batch completed but skipped a story, 5 when a run
     completed but skipped stories that wait on a story blocked outside it, 3 when it could not
-    read a story file (each named with its file:line reason)."""
+    read a story file (each named with its file:line reason), 7 when a story ended in review."""
+    root = store.root
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
     from ai_sdlc.workflow.runs.idle import unreadable_json
     from ai_sdlc.workflow.runs.record import ALL_ESCALATED_CONDITION
@@ -348,7 +360,7 @@ def _finish_multi(out: Terminal, root: Path, report: RunOutcome, json: bool) -> 
         _render_unreadable(out, report.unreadable)
         return int(ExitCode.BLOCKED if report.held is not None else ExitCode.INVALID_INPUT)
     out.success(f"Run {state.run_id} completed. {stats}")
-    return 0
+    return in_review_exit(store, report.outcomes)
 
 
 #: How the plan's reasons read under the phases: nothing after a plain run to the end (the

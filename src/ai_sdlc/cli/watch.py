@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
@@ -104,7 +103,7 @@ def watch(
         from ai_sdlc.workflow.runs.idle import idle_of
 
         idle = idle_of(store, app.config(), ready_only=True)
-    _finish(out, store.root, result, once=once, idle=idle)
+    _finish(out, store, result, once=once, idle=idle)
 
 
 def _check_sandbox(store: Any, no_sandbox: bool) -> None:
@@ -117,8 +116,9 @@ def _check_sandbox(store: Any, no_sandbox: bool) -> None:
 
 
 def _finish(
-    out: Terminal, root: Path, result: WatchResult, *, once: bool, idle: Idle | None = None
+    out: Terminal, store: Any, result: WatchResult, *, once: bool, idle: Idle | None = None
 ) -> None:
+    root = store.root
     if out.json_mode:  # the result as the last event (before an error event, if any)
         out.ndjson(_finished_event(result, idle))
     if result.stopped_by == "SIGTERM":
@@ -145,6 +145,11 @@ def _finish(
             hint="every finished story is kept; to continue: "
             + continue_command(root, last.run_id),
         )
+    from ai_sdlc.cli.run_command import in_review_exit
+
+    code = in_review_exit(store, [o for run in result.runs for o in run.outcomes])
+    if code:  # a story waits in review (its PR waits on people): not done
+        raise typer.Exit(code)
 
 
 def _finished_event(result: WatchResult, idle: Idle | None = None) -> dict[str, Any]:

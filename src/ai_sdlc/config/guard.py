@@ -3,8 +3,8 @@
 `.ai-sdlc/config.yaml` sits next to the worktree: an agent or a verify command can raise
 `limits.global_recovery` or set `verify.test: "true"`, and the next run would simply obey. So
 the guardrail keys of the config files (those the models mark `guard=`: every key under
-`limits`, `verify`, `gates`, `sandbox`, `worktree`, and `git.worktrees`: anything that would
-loosen a guardrail) are recorded as
+`limits`, `verify`, `gates`, `sandbox`, `worktree`, `git.worktrees` and `pr.trusted_bots`:
+anything that would loosen a guardrail) are recorded as
 *accepted* outside the project, in the user's state folder (`statehome`), where nothing done in
 the project (an edit, `git clean -xfd`, `rm -rf .ai-sdlc`) reaches them. A run compares
 the files with that record when it starts and again before every phase and every

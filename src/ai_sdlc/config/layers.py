@@ -68,9 +68,17 @@ def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
     if dotted.startswith(("gates.", "sandbox.")):
         return bool(project) and not wanted
+    if dotted == "pr.trusted_bots":  # a bot the project did not name is one more trusted voice
+        return bool(_bots(wanted) - _bots(project))
     if wanted is None:  # no limit at all
         return project is not None
     return project is not None and wanted > project
+
+
+def _bots(value: Any) -> set[str]:
+    """Bot logins as trust compares them (`coderabbitai` and `coderabbitai[bot]` are one)."""
+    items = value if isinstance(value, list) else []
+    return {str(b).strip().lower().removesuffix("[bot]") for b in items}
 
 
 def _loosened(layer: Mapping[str, Any], base: Mapping[str, Any]) -> Iterator[tuple[str, Any, Any]]:

@@ -338,6 +338,7 @@ class PrSection(_Section):
             'bots whose PR comments steer the agent, e.g. ["coderabbitai"]',
             check="nonblank_items",
             expected='a list of bot logins, e.g. ["coderabbitai"]',
+            guard="strict",  # one more trusted voice needs `config --accept`
         ),
     ] = msgspec.field(default_factory=list)
     poll_seconds: Annotated[

@@ -205,6 +205,22 @@ class Publishing:
             self._facts = repo.config_facts(path)
         return self._facts
 
+    def fetch_base(self, base: str) -> tuple[str, str] | None:
+        """For a PR round: the base branch as the remote has it now, fetched alone into its
+        remote-tracking ref (hardened git, no shell), so a base that moved on the remote is
+        merged in too: (its shown name, its commit); None without a remote. Errors are
+        `GitError`/`TransientRemoteError` (under the `github` policy)."""
+        remote = self.settings.remote
+        if not self._has_remote(remote):
+            return None
+        tracking = f"refs/remotes/{remote}/{base}"
+        fetch = ("git", "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", remote)
+        refspec = f"+refs/heads/{base}:{tracking}"
+        self.guard(lambda: run((*fetch, refspec), self.top, remote=True, timeout=REMOTE_TIMEOUT))
+        found = run(("git", "rev-parse", "--verify", "--quiet", tracking), self.top, check=False)
+        sha = found.stdout.strip()
+        return (f"{remote}/{base}", sha) if found.ok and sha else None
+
     def _has_remote(self, remote: str) -> bool:
         if self._config(self.top).remote_urls.get(remote):
             return True

@@ -254,6 +254,12 @@ class GitWorkspace(Publishing):
         if origin is None and head and not dirty:
             # A branch that lacks newer commits of what it builds on gets them first (a merge).
             moved, target = self.stacks.up_to_date(story, branch, folder, refs)
+            if story.frontmatter.get("pr_pending"):  # a PR round: the base as the remote has it
+                moved, target, warning = self._remote_base(
+                    story, branch, folder, refs, moved, target
+                )
+                if warning:
+                    notice = f"{notice}; {warning}" if notice else warning
             if moved is not None:
                 if self._vetted.get(story.id) == head:
                     self._vetted[story.id] = moved  # our merge, on a checked history
@@ -280,6 +286,33 @@ class GitWorkspace(Publishing):
             finally:  # its commands are children: what they did is counted by `settle`
                 self._unsettled[story.id] = self.trees.settle(folder)
         return Prepared(work, fields, notice)
+
+    def _remote_base(
+        self,
+        story: Any,
+        branch: str,
+        folder: Path,
+        refs: RefSnapshot,
+        moved: str | None,
+        target: str,
+    ) -> tuple[str | None, str, str | None]:
+        """Merge the base branch as fetched from the remote (a PR round: the PR is merged
+        into what the remote has, which may have moved). Returns (new HEAD or `moved`, what was
+        merged, a warning when the remote could not be reached: the local base stands)."""
+        stack = self.stacks.builds_on(story, refs)
+        if stack.story is not None:  # stacked on a dependency's branch: that is its base
+            return moved, target, None
+        try:
+            fetched = self.fetch_base(self.base_branch.name(refs))
+        except (GitError, TransientRemoteError, CircuitBreakerOpenError) as exc:
+            why = getattr(exc, "message", str(exc))
+            return moved, target, f"could not fetch the base branch: {why}"
+        if fetched is None:
+            return moved, target, None
+        merged = self.stacks.merge_in(story, branch, folder, *fetched)
+        if merged is None:
+            return moved, target, None
+        return merged, f"{target}, {fetched[0]}" if moved is not None else fetched[0], None
 
     def settle(self, story: Any, path: Path) -> list[str]:
         """Also what the worktree's setup commands did during `prepare` (before the runner
