@@ -153,3 +153,17 @@ def test_keep_worktrees_keeps_each_done_worktree_and_parks_none(tmp_path: Path) 
     listed = run_cli(root, "worktrees", "--json")
     assert listed.returncode == 0, listed.output
     assert {row["story"] for row in json.loads(listed.stdout)["worktrees"]} == {first, second}
+
+
+def test_prune_removes_the_parked_worktrees(tmp_path: Path) -> None:
+    project, (first, _), _ = setup(tmp_path)
+    root = project.root
+    run_done(root, first)
+    [slot] = pooled(root)
+
+    pruned = run_cli(root, "worktrees", "prune", "--json")
+
+    assert pruned.returncode == 0, pruned.output
+    assert json.loads(pruned.stdout)["removed"] == [slot.relative_to(root).as_posix()]
+    assert pooled(root) == [] and not slot.exists()
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
