@@ -6,6 +6,8 @@ keeps. Through the real CLI in a real repository with a bare `origin`."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,13 @@ __all__ = ["git_env"]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 
-def configure(root: Path, *, keep: bool) -> None:
-    """The scripted agent's implementation writes a new file; done worktrees kept or not."""
-    (root / ".ai-sdlc" / "config.yaml").write_text(f"git:\n  keep_worktrees: {json.dumps(keep)}\n")
+def configure(root: Path, *, keep: bool, setup: str = "") -> None:
+    """The scripted agent's implementation writes a new file; done worktrees kept or not;
+    `setup`: a `worktree.setup` command."""
+    text = f"git:\n  keep_worktrees: {json.dumps(keep)}\n"
+    if setup:
+        text += f"worktree:\n  setup: {json.dumps([setup])}\n"
+    (root / ".ai-sdlc" / "config.yaml").write_text(text)
     (root / ".ai-sdlc" / "scripted.yaml").write_text(
         "rules:\n  - phase: implement\n"
         '    files: {src/feature.py: "def feature() -> int:\\n    return 1\\n"}\n'
@@ -167,3 +173,32 @@ def test_prune_removes_the_parked_worktrees(tmp_path: Path) -> None:
     assert json.loads(pruned.stdout)["removed"] == [slot.relative_to(root).as_posix()]
     assert pooled(root) == [] and not slot.exists()
     assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+#: A `worktree.setup` that counts its runs and makes an environment the `.gitignore` ignores.
+MAKE_ENV = (
+    "import os, sys; open(sys.argv[1], 'a').write('x'); os.makedirs('build', exist_ok=True); "
+    "open('build/env.txt', 'w').write('made by setup')"
+)
+
+
+def test_a_reused_worktree_gets_its_environment_made_again(tmp_path: Path) -> None:
+    project, (first, second), base = setup(tmp_path)
+    root = project.root
+    counter = tmp_path / "setups.log"
+    command = shlex.join([sys.executable, "-c", MAKE_ENV, str(counter)])
+    configure(root, keep=False, setup=command)
+    run_done(root, first)
+    [slot] = pooled(root)
+    assert (slot / "build" / "env.txt").read_text() == "made by setup"
+    (slot / "build" / "env.txt").write_text("the first story's environment")
+    untouched = (slot / "README.md").stat().st_ino
+    configure(root, keep=True, setup=command)
+
+    run_done(root, second)
+
+    branch, folder = location(root, second)
+    assert (folder / "README.md").stat().st_ino == untouched  # reused
+    assert counter.read_text() == "xx"  # made again in the reused worktree
+    assert (folder / "build" / "env.txt").read_text() == "made by setup"
+    assert git(root, "diff", "--name-only", base, branch).split() == ["src/feature.py"]
