@@ -509,9 +509,16 @@ class GitWorkspace(Publishing):
         return Publication(finished.fields, finished.outcome, message)
 
     def _park(self, top: Path, *, clean: bool) -> bool:
-        """Park the done worktree at `top` when nothing committable is left in it."""
-        if not clean and staging.committable(staging.status(top)):
-            return False
+        """Park the done worktree at `top` when nothing committable is left in it (looked at
+        through the git folder found from the main repository, whatever its `.git` says)."""
+        if not clean:
+            admin = worktrees.git_dir_of(self._common_dir, top)
+            if admin is None:
+                return False
+            gitmeta.put_back_pointer(top, admin)
+            run_git.pin(top, admin)
+            if staging.committable(staging.status(top)):
+                return False
         return self.pool.park(top)
 
     def _identity(self, top: Path) -> dict[str, str]:
