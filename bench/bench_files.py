@@ -5,7 +5,10 @@ whose cost follows the size of the change, not of the repository; the tool used 
 file of the worktree three times per story (4.2 s of a 5.4 s run beside 20,000 files). Target:
 a story run beside 20,000 files (about 100 MB of source) costs at most 3x the run beside 100,
 the remainder being the checkout of the story's worktree itself (`git worktree add`, timed here
-and git's first look at the fresh tree, timed on their own for reference).
+and git's first look at the fresh tree, timed on their own for reference). Since issue 35 a
+done story's worktree is parked and the next story's is that folder switched to its branch
+(`git/pool`): the runs after the warm-up pay no whole checkout nor removal, so the "without
+the checkout" ratio subtracts, for the new code, a cost it no longer has.
 
 The project is a real git repository (no remote) whose source files are committed; the story
 runs with the built-in `scripted` provider and a counting verification command, each `ai-sdlc`

@@ -138,7 +138,12 @@ def test_the_next_story_starts_sparse_too_and_a_done_worktree_is_removed(tmp_pat
         branch, folder = location(root, sid)
         assert not folder.exists()  # removed once done (its worktree was clean)
         assert set(story_files(branch, root)) >= {f".ai-sdlc/stories/{s}/story.md" for s in ids}
-    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
+    # The main checkout and the last done worktree, parked (detached) for the next story.
+    listed = git(root, "worktree", "list", "--porcelain").split("\n\n")
+    assert [block for block in listed if block.strip()][1:] == [
+        block for block in listed if "/.pool/" in block and "\ndetached" in block
+    ]
+    assert len([block for block in listed if "/.pool/" in block]) == 1
     views = [json.loads(line) for line in seen.read_text().splitlines()]
     assert len(views) >= 2 and all(".ai-sdlc" not in view for view in views)
 

@@ -110,7 +110,8 @@ def prune(
     app = Application.of(ctx)
     out = app.terminal(json)
     store = app.store()
-    result = prune_worktrees(store.root, _states(store), force=force)
+    pool = GitSettings.from_config(load_config(store.root)).worktrees_root(store.root)
+    result = prune_worktrees(store.root, _states(store), force=force, pool=pool)
     if json:
         out.json({"removed": result.removed, "kept": result.kept})
     else:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ai_sdlc.git import repo, stacking, staging, worktrees
+from ai_sdlc.git.pool import WorktreePool
 from ai_sdlc.git.run import GitError
 from ai_sdlc.git.settings import GitSettings
 
@@ -137,8 +138,11 @@ class PruneResult:
     kept: dict[str, str]
 
 
-def prune(root: Path, states: list[WorktreeState], *, force: bool = False) -> PruneResult:
-    """Remove the worktrees of finished stories; a dirty one only with `force`. Branches stay."""
+def prune(
+    root: Path, states: list[WorktreeState], *, force: bool = False, pool: Path | None = None
+) -> PruneResult:
+    """Remove the worktrees of finished stories; a dirty one only with `force`. Branches stay.
+    `pool`: the worktrees folder whose parked worktrees (`git/pool`) go too (disk back)."""
     top = repository_top(root)
     removed: list[str] = []
     kept: dict[str, str] = {}
@@ -158,6 +162,12 @@ def prune(root: Path, states: list[WorktreeState], *, force: bool = False) -> Pr
             continue
         worktrees.remove(top, root / wt.path, force=force or wt.state == "dirty")
         removed.append(wt.path)
+    found = repo.locate(top) if pool is not None else None
+    if pool is not None and found is not None:
+        parked = WorktreePool(top, found.common_dir, pool.resolve())
+        for slot, _ in parked.entries():
+            worktrees.remove(top, slot, force=True)  # nothing of a story's is left in it
+            removed.append(_relative(slot, root))
     if forget_missing:
         worktrees.prune(top)
     return PruneResult(removed, kept)

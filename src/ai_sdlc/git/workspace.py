@@ -36,6 +36,7 @@ from ai_sdlc.git import changes as work_changes
 from ai_sdlc.git import run as run_git
 from ai_sdlc.git.basebranch import BaseBranch
 from ai_sdlc.git.changes import ChangeSet
+from ai_sdlc.git.pool import WorktreePool
 from ai_sdlc.git.publishing import PublishError, Publishing
 from ai_sdlc.git.pulls import GitHubCli, Guard, call_directly
 from ai_sdlc.git.repo import RefSnapshot
@@ -118,6 +119,8 @@ class GitWorkspace(Publishing):
         self.worktrees_root = self.settings.worktrees_root(self.root).resolve()
         #: Where the story worktrees are, and which folders are theirs.
         self.trees = StoryTrees(self.root, top, self._common_dir, self.worktrees_root)
+        #: Done stories' worktrees parked for the next story (no whole-tree checkout each).
+        self.pool = WorktreePool(top, self._common_dir, self.worktrees_root)
         self.prefix = self.trees.prefix
         #: Story worktrees leave the project's `.ai-sdlc/` out (a committed backlog).
         self.sparse = SparseTrees(self._common_dir, PurePosixPath(self.prefix.as_posix()))
@@ -210,6 +213,9 @@ class GitWorkspace(Publishing):
                     trees = [t for t in trees if not t.prunable]  # what `prune` just forgot
                 worktrees.require_free(folder)
                 holder = worktrees.holder_in(trees, branch)
+                if holder is not None and self.pool.owns(holder.path):
+                    self.pool.release(holder.path)  # a switch interrupted before its move
+                    holder = None
                 if holder is not None:
                     raise GitError(
                         f"branch {branch} is checked out in {holder.path}",
@@ -323,7 +329,12 @@ class GitWorkspace(Publishing):
     def _add(self, folder: Path, branch: str, commit: str) -> None:
         """Add the worktree of the existing `branch` (at `commit`) at `folder`, pinned, checked
         out without the project's `.ai-sdlc/` when its tree holds one (`sparse`: a committed
-        backlog costs nothing per story)."""
+        backlog costs nothing per story); a parked worktree switched to it when the pool has
+        one (`pool`: only the difference from its last commit is written)."""
+        admin = self.pool.take(folder, branch)
+        if admin is not None:
+            self.sparse.ensure(folder, admin, head=commit)
+            return
         cone = self.sparse.plan(self.top, commit)
         whole = cone is not None and not cone.needed
         worktrees.add(self.top, folder, branch, start=None, checkout=whole)
@@ -508,10 +519,17 @@ class GitWorkspace(Publishing):
         a remote). `git worktree remove` refuses a worktree with changes or untracked files:
         when those are only scratch (bytecode caches) it is forced, else the worktree stays
         and the message says so. `clean`: our own last look found only scratch, and nothing
-        ran since: forced at once (git's look would cost another `status`)."""
+        ran since: forced at once (git's look would cost another `status`). A worktree with
+        nothing committable is parked for the next story when the pool has room (`pool`)."""
         shown = self.trees.shown(top)
         try:
             with self._worktrees_serialised():
+                if self._park(top, clean=clean):
+                    self.trees.forget(top)
+                    note = f"removed worktree {shown} (parked for the next story; "
+                    note += "git.keep_worktrees: true keeps it)"
+                    message = f"{finished.message}; {note}" if finished.message else note
+                    return Publication(finished.fields, finished.outcome, message)
                 try:
                     worktrees.remove(self.top, top, force=clean)
                 except GitError:
@@ -525,6 +543,19 @@ class GitWorkspace(Publishing):
             note = f"removed worktree {shown} (git.keep_worktrees: true keeps it)"
         message = f"{finished.message}; {note}" if finished.message else note
         return Publication(finished.fields, finished.outcome, message)
+
+    def _park(self, top: Path, *, clean: bool) -> bool:
+        """Park the done worktree at `top` when nothing committable is left in it (looked at
+        through the git folder found from the main repository, whatever its `.git` says)."""
+        if not clean:
+            admin = worktrees.git_dir_of(self._common_dir, top)
+            if admin is None:
+                return False
+            gitmeta.put_back_pointer(top, admin)
+            run_git.pin(top, admin)
+            if staging.committable(staging.status(top)):
+                return False
+        return self.pool.park(top)
 
     def _identity(self, top: Path) -> dict[str, str]:
         return attempts.identity_env(self._config(top).user_email)

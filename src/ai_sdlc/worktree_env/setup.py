@@ -28,6 +28,7 @@ import msgspec
 
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.git import staging
+from ai_sdlc.git.pool import ENV_STAMP
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import pinned
 from ai_sdlc.sandbox.policy import SandboxPolicy
@@ -62,7 +63,8 @@ DEFAULT_INPUTS = (
     "Gemfile.lock",
     "composer.lock",
 )
-STAMP = "ai-sdlc-setup.json"
+#: In the worktree's git folder; a pooled worktree taken by the next story drops it (`git/pool`).
+STAMP = ENV_STAMP
 #: Environment variables every setup command gets: the main checkout's project folder and the
 #: worktree's (`ai-sdlc worktrees venv` reads the first to find the project's venv).
 PROJECT_VAR = "AI_SDLC_PROJECT"
