@@ -534,6 +534,11 @@ def _handle_click_exception(application: Application, exc: Exception) -> None:
     show = getattr(exc, "show", None)
     exit_code = getattr(exc, "exit_code", None)
     if callable(show) and isinstance(exit_code, int):
+        message = getattr(exc, "message", None)
+        if isinstance(message, str):
+            from ai_sdlc.cli.helptext import plain_error
+
+            exc.message = plain_error(message)  # type: ignore[attr-defined]
         show()
         if application.json_mode:
             message = getattr(exc, "format_message", lambda: str(exc))()
@@ -555,5 +560,6 @@ def _handle_click_exception(application: Application, exc: Exception) -> None:
 
 
 def _usage_hint(application: Application) -> str:
-    command = f"{PROG_NAME} {application.command}" if application.command else PROG_NAME
+    known = application.command in COMMANDS  # `ai-sdlc version --help` would be no help
+    command = f"{PROG_NAME} {application.command}" if known else PROG_NAME
     return f"see '{command} --help'"

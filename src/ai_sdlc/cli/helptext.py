@@ -10,6 +10,7 @@ beside each command's summary in `cli.app.COMMANDS` (the top-level ones) and in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -75,3 +76,23 @@ def _rename(param: Any) -> None:
         param.display_type_rich = lambda ctx: None
     elif name is not None and param.metavar is None:
         param.metavar = name
+
+
+#: typer's validation wording (pydantic's) → ours, in a usage error's message.
+_PLAIN_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Input should be greater than or equal to (\S+?)\.?$"), r"must be \1 or more"),
+    (re.compile(r"Input should be less than or equal to (\S+?)\.?$"), r"must be \1 or less"),
+    (re.compile(r"Input should be greater than (\S+?)\.?$"), r"must be more than \1"),
+    (re.compile(r"Input should be less than (\S+?)\.?$"), r"must be less than \1"),
+    (re.compile(r"Input should be a valid integer.*$"), "must be a whole number"),
+    (re.compile(r"Input should be a valid number.*$"), "must be a number"),
+    (re.compile(r"Value error, "), ""),
+)
+
+
+def plain_error(message: str) -> str:
+    """A usage error's message without a validation library's wording (`Input should be
+    greater than or equal to 0` → `must be 0 or more`, no `Value error, ` prefix)."""
+    for pattern, replacement in _PLAIN_ERRORS:
+        message = pattern.sub(replacement, message)
+    return message
