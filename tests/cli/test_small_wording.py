@@ -88,3 +88,14 @@ def test_a_yaml_mistake_in_a_story_file_is_named_by_line_and_column(
     assert f"{story}:2:11: bad YAML frontmatter: mapping values" in result.stderr
     assert 'title: "Fix: the login"' in result.stderr
     no_leak(result.stderr)
+
+
+def test_init_says_why_it_writes_an_empty_setup(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    result = run_cli(root, "init")
+    assert result.returncode == 0, result.output
+    assert "setup: []" in (root / ".ai-sdlc" / "config.yaml").read_text()
+    assert "worktree.setup: [] (no lock file or manifest found here" in result.stderr
+    command = result.stderr.split("e.g. `", 1)[1].split("`", 1)[0]
+    assert command == "ai-sdlc config worktree.setup '[\"npm ci\"]'"
