@@ -149,11 +149,16 @@ def cli_commands(tmp_path: Path) -> dict[str, str]:
     commands = {}
     lines = result.stdout.splitlines()
     start = lines.index("Commands:")
+    name = None
     for line in lines[start + 1 :]:
         match = re.match(r"^  (\S+)\s{2,}(.*)$", line)
-        if not match:
+        if match:
+            name = match.group(1)
+            commands[name] = match.group(2)
+        elif name is not None and line.startswith("    ") and line.strip():
+            commands[name] += " " + line.strip()  # a summary wrapped under itself
+        else:
             break
-        commands[match.group(1)] = match.group(2)
     assert len(commands) > 10, result.stdout
     return commands
 

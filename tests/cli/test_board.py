@@ -120,16 +120,15 @@ def on_terminal(project: Path, *args: str, columns: int) -> tuple[int, list[str]
     return code, screen.splitlines(), stderr
 
 
-def reason_lines(lines: list[str]) -> list[str]:
-    """The reason's lines in the blocked column: from the `↳` line, as long as the cell goes."""
-    first = next(i for i, line in enumerate(lines) if "↳" in line)
-    col = lines[first].index("↳")
-    out = []
-    for line in lines[first:]:
-        cell = line[col:].split("│")[0].strip() if len(line) > col else ""
-        if not cell:
+def note_lines(lines: list[str], start: str) -> list[str]:
+    """A note under the board: its first line (starting with `start`) and the indented lines
+    that continue it."""
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    out = [lines[first]]
+    for line in lines[first + 1 :]:
+        if not line.startswith("  "):
             break
-        out.append(cell)
+        out.append(line.strip())
     return out
 
 
@@ -143,15 +142,11 @@ def test_board_fits_the_terminal(backlog: Path, columns: int) -> None:
     for header in ("Backlog", "Ready", "Blocked", "Done"):
         assert header in screen
     assert "(1)" in screen and "S-0001" in screen and "S-0004" in screen
-    # the reason: one or two lines, the last cut with …, every word whole and in order
-    reason = reason_lines(lines)
-    assert 1 <= len(reason) <= 2, reason
-    assert reason[-1].endswith("…")
-    words = " ".join(reason).removeprefix("↳ ").removesuffix("…").split()
-    expected = REASON.split()[: len(words)]
-    assert words[:-1] == expected[:-1], words
-    # the last word is whole, or (wider than the column) cut and nothing after it
-    assert words[-1] == expected[-1] or (len(words) == 1 and expected[-1].startswith(words[-1]))
+    # the card points below the board, where the reason is whole, wrapped on words
+    assert "■ why: below" in screen
+    reason = note_lines(lines, "■ S-0001 blocked: ")
+    assert len(reason) > 1 and "…" not in " ".join(reason)
+    assert " ".join(reason).split() == ["■", "S-0001", "blocked:", *REASON.split()]
     # the compact hint: priority, type, epic at least on the wider screen
     if columns >= 120:
         assert "p2 [bug] ◆E-01" in screen
@@ -166,9 +161,10 @@ def test_board_piped_is_plain_and_fits_columns(cli: CliRunner, backlog: Path) ->
     blocked = lines.index("Blocked (1)")
     assert lines[blocked + 1].startswith("  S-0001  Make the power meter")
     assert lines[blocked + 2].split() == ["p2", "[bug]", "◆E-01", "⇠S-0002,S-0003", "↻3/10"]
-    assert lines[blocked + 3].strip().startswith("reason: Implementation failed")
-    assert lines[blocked + 3].endswith("…")
-    assert lines[blocked + 4] == "Ready (0)" or lines[blocked + 4].startswith("Done")
+    # the reason wrapped whole under the story, never cut
+    reason = note_lines(lines, "      reason: ")
+    assert " ".join(reason).split() == ["reason:", *REASON.split()]
+    assert lines[blocked + 3 + len(reason)].startswith("Done")
     # without a width the whole text (a script reading the pipe gets everything)
     whole = cli("status", env={"COLUMNS": ""}).stdout
     assert REASON in whole and LONG_TITLE in whole

@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from ai_sdlc import __version__
 from ai_sdlc.cli import app as cli_app
+from ai_sdlc.cli.helptext import humanise
 from tests.conftest import run_cli, run_cli_process
 
 pytestmark = pytest.mark.e2e
@@ -49,6 +50,7 @@ def test_help_from_the_table_equals_help_from_the_real_commands() -> None:
     static = ctx.make_formatter()
     group.format_commands(ctx, static)  # the table
     real = ctx.make_formatter()
+    humanise(group, "", cli_app.examples())  # what `--help` does first
     TyperGroup.format_commands(group, ctx, real)  # click's listing of the imported commands
     assert static.getvalue() == real.getvalue()
     assert "runs" in static.getvalue() and "Did you" not in static.getvalue()

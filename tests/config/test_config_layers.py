@@ -173,10 +173,10 @@ def test_provider_sections_are_validated(
     bogus = cli(project, user_dir, "config", "ai.openai.bogus_key", "1")
     assert bogus.returncode == 3 and config.read_bytes() == before  # "key": a secret
     wrong_type = cli(project, user_dir, "config", "ai.openai.stream", "sometimes")
-    assert wrong_type.returncode == 3 and "ai.openai.stream" in wrong_type.stderr
+    assert wrong_type.returncode == 2 and "ai.openai.stream" in wrong_type.stderr  # typed here
     assert cli(project, user_dir, "config", "ai.openai.stream", "false").returncode == 0
     assert cli(project, user_dir, "config", "ai.command.preset", "aider").returncode == 0
-    assert cli(project, user_dir, "config", "ai.command.preset", "nano").returncode == 3
+    assert cli(project, user_dir, "config", "ai.command.preset", "nano").returncode == 2
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,7 @@ def add(
     """Add a story to the backlog and print its id on stdout."""
     app = Application.of(ctx)
     out = app.terminal(json)
+    type_ = type_.strip().lower()  # `--type Bug` means bug: typed, not a file's exact value
     problem = type_problem(type_)
     if problem is not None:
         raise UsageError(problem.message, hint=problem.hint)

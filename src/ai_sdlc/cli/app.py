@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from typer.core import TyperGroup
 
 PROG_NAME = "ai-sdlc"
+#: The example at the end of `ai-sdlc --help`.
+EXAMPLE = 'ai-sdlc add "Fix the login redirect" && ai-sdlc run --auto'
 
 HELP = (
     "Take markdown stories through refine → research → plan → implement → review with AI "
@@ -45,64 +47,103 @@ class CommandInfo(NamedTuple):
     module: str
     #: The command's one-line help, exactly as its docstring / help= says.
     summary: str
+    #: One command line showing it in use: the last line of its `--help`.
+    example: str
 
 
 #: Every top-level command in the order `--help` lists it (typer lists sub-apps such as `runs`
 #: after plain commands). Help and start-up read this table instead of importing the modules.
 COMMANDS: dict[str, CommandInfo] = {
-    "init": CommandInfo("init", "Create .ai-sdlc/ in the project folder (safe to run again)."),
-    "add": CommandInfo("add", "Add a story to the backlog and print its id on stdout."),
+    "init": CommandInfo(
+        "init", "Create .ai-sdlc/ in the project folder (safe to run again).", "ai-sdlc init"
+    ),
+    "add": CommandInfo(
+        "add",
+        "Add a story to the backlog and print its id on stdout.",
+        'ai-sdlc add "Fix the login redirect" --type bug --priority 1',
+    ),
     "import": CommandInfo(
-        "import_cmd", "Create stories from another tracker's issues (GitHub, through gh)."
+        "import_cmd",
+        "Create stories from another tracker's issues (GitHub, through gh).",
+        "ai-sdlc import github --label bug",
     ),
     "status": CommandInfo(
-        "status", "Show the board: every story by status, blocked ones with their reason."
+        "status",
+        "Show the board: every story by status, blocked ones with their reason.",
+        "ai-sdlc status --hide-done",
     ),
     "list": CommandInfo(
         "list_cmd",
         "List stories one per line (status, priority, type, epic, deps, recoveries), filtered.",
+        "ai-sdlc list --status blocked --sort priority",
     ),
-    "show": CommandInfo("show", "Show one story in full."),
-    "details": CommandInfo("show", "Alias of 'show'."),
+    "show": CommandInfo("show", "Show one story in full.", "ai-sdlc show S-0001"),
+    "details": CommandInfo("show", "Alias of 'show'.", "ai-sdlc details S-0001 --json"),
     "set": CommandInfo(
-        "set_cmd", "Set a story's dependencies, epic, priority, labels, title, type or status."
+        "set_cmd",
+        "Set a story's dependencies, epic, priority, labels, title, type or status.",
+        "ai-sdlc set S-0003 dependencies=S-0001 priority=2",
     ),
     "archive": CommandInfo(
-        "archive", "Move a story out of the backlog into .ai-sdlc/archive/ (show still finds it)."
+        "archive",
+        "Move a story out of the backlog into .ai-sdlc/archive/ (show still finds it).",
+        "ai-sdlc archive S-0004",
     ),
     "unblock": CommandInfo(
-        "unblock", "Clear a story's block; it returns to the first phase it has not passed."
+        "unblock",
+        "Clear a story's block; it returns to the first phase it has not passed.",
+        "ai-sdlc unblock S-0002 --reset-retries",
     ),
     "config": CommandInfo(
-        "config_cmd", "Show the effective config with each key's source, one key, or set a key."
+        "config_cmd",
+        "Show the effective config with each key's source, one key, or set a key.",
+        "ai-sdlc config limits.global_recovery 8",
     ),
     "run": CommandInfo(
-        "run", "Take a story through refine → research → plan → implement → review → done."
+        "run",
+        "Take a story through refine → research → plan → implement → review → done.",
+        "ai-sdlc run S-0001",
     ),
     "approve": CommandInfo(
-        "approve", "Approve the gate the story is waiting at, so `run` continues."
+        "approve",
+        "Approve the gate the story is waiting at, so `run` continues.",
+        "ai-sdlc approve S-0001",
     ),
     "metrics": CommandInfo(
         "metrics",
         "Show retry and circuit-breaker figures per policy (llm, github, tool, verification).",
+        "ai-sdlc metrics --json",
     ),
     "doctor": CommandInfo(
-        "doctor", "Check what a run needs here (git, gh, verify, sandbox, providers), with fixes."
+        "doctor",
+        "Check what a run needs here (git, gh, verify, sandbox, providers), with fixes.",
+        "AI_SDLC_PROVIDER=anthropic ai-sdlc doctor",
     ),
-    "pr": CommandInfo("pr", "Push a story's branch and open (or reuse) its pull request."),
-    "runs": CommandInfo("runs", "List multi-story runs (oldest first), or show one."),
+    "pr": CommandInfo(
+        "pr", "Push a story's branch and open (or reuse) its pull request.", "ai-sdlc pr S-0001"
+    ),
+    "runs": CommandInfo(
+        "runs", "List multi-story runs (oldest first), or show one.", "ai-sdlc runs show R-0001"
+    ),
     "report": CommandInfo(
         "report",
         "Report a run (any kind): timeline, recovery budgets, stop conditions, cost (HTML, JSON).",
+        "ai-sdlc report --html report.html",
     ),
     "worktrees": CommandInfo(
-        "worktrees", "List the story worktrees (status, branch, dirty, ahead/behind), or prune."
+        "worktrees",
+        "List the story worktrees (status, branch, dirty, ahead/behind), or prune.",
+        "ai-sdlc worktrees --json",
     ),
     "log": CommandInfo(
-        "log", "Show a story's event log as a timeline (recoveries highlighted), or follow it."
+        "log",
+        "Show a story's event log as a timeline (recoveries highlighted), or follow it.",
+        "ai-sdlc log S-0001 --kind recovery",
     ),
     "watch": CommandInfo(
-        "watch", "Run stories as they become ready: a foreground daemon, or once with --once."
+        "watch",
+        "Run stories as they become ready: a foreground daemon, or once with --once.",
+        "ai-sdlc watch --once",
     ),
 }
 
@@ -120,6 +161,14 @@ PROJECT_MARKER = (".ai-sdlc", "stories")
 _CREATES_PROJECT = frozenset({"init"})
 #: The environment variable of typer's shell completion for PROG_NAME.
 COMPLETE_VAR = "_AI_SDLC_COMPLETE"
+
+
+def examples() -> dict[str, str]:
+    """The example each help ends with, by command path ("" for `ai-sdlc --help` itself,
+    `runs show` for a sub-command)."""
+    from ai_sdlc.cli.helptext import SUB_EXAMPLES
+
+    return {"": EXAMPLE, **{name: info.example for name, info in COMMANDS.items()}, **SUB_EXAMPLES}
 
 
 def find_project(start: Path, home: Path | None = None) -> Path | None:
@@ -203,6 +252,7 @@ def _build_app() -> typer.Typer:
             None,
             "--project",
             "-C",
+            metavar="FOLDER",
             help="Project folder holding .ai-sdlc (default: AI_SDLC_PROJECT, else the nearest "
             "one from the current folder up; `init`: the current folder). Also accepted after "
             "the command.",
@@ -239,7 +289,7 @@ class Interrupted(BaseException):
 
 
 def _lazy_group_class() -> type[TyperGroup]:
-    from typer.core import TyperCommand, TyperGroup
+    from typer.core import TyperGroup
 
     class LazyHelpGroup(TyperGroup):
         """Lists and suggests commands from `COMMANDS`, so help needs no command module."""
@@ -248,13 +298,24 @@ def _lazy_group_class() -> type[TyperGroup]:
             return list(COMMANDS)
 
         def format_commands(self, ctx: Any, formatter: Any) -> None:
-            limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-            rows = [
-                (name, TyperCommand(name=name, help=info.summary).get_short_help_str(limit))
-                for name, info in COMMANDS.items()
-            ]
+            # Whole summaries, wrapped under themselves (click would cut them with "...").
+            rows = [(name, info.summary) for name, info in COMMANDS.items()]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+        def get_command(self, ctx: Any, cmd_name: str) -> Any:
+            command = super().get_command(ctx, cmd_name)
+            if command is not None and cmd_name in COMMANDS:
+                from ai_sdlc.cli.helptext import humanise
+
+                humanise(command, cmd_name, examples())
+            return command
+
+        def format_help(self, ctx: Any, formatter: Any) -> None:
+            from ai_sdlc.cli.helptext import humanise
+
+            humanise(self, "", examples())
+            super().format_help(ctx, formatter)
 
         def resolve_command(self, ctx: Any, args: list[str]) -> Any:
             try:
@@ -480,6 +541,11 @@ def _handle_click_exception(application: Application, exc: Exception) -> None:
     show = getattr(exc, "show", None)
     exit_code = getattr(exc, "exit_code", None)
     if callable(show) and isinstance(exit_code, int):
+        message = getattr(exc, "message", None)
+        if isinstance(message, str):
+            from ai_sdlc.cli.helptext import plain_error
+
+            exc.message = plain_error(message)  # type: ignore[attr-defined]
         show()
         if application.json_mode:
             message = getattr(exc, "format_message", lambda: str(exc))()
@@ -501,5 +567,6 @@ def _handle_click_exception(application: Application, exc: Exception) -> None:
 
 
 def _usage_hint(application: Application) -> str:
-    command = f"{PROG_NAME} {application.command}" if application.command else PROG_NAME
+    known = application.command in COMMANDS  # `ai-sdlc version --help` would be no help
+    command = f"{PROG_NAME} {application.command}" if known else PROG_NAME
     return f"see '{command} --help'"

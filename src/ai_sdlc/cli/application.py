@@ -86,6 +86,11 @@ class Application:
         from ai_sdlc.store import StoryStore
 
         store = StoryStore(self.project, write_cache=not read_only)
+        if must_exist and self.project_source == "option" and not store.root.is_dir():
+            raise NotInitializedError(
+                f"no such folder: {store.root}",
+                hint="check the folder given to -C/--project (or AI_SDLC_PROJECT)",
+            )
         if must_exist and not store.is_initialized():
             where = f"{store.root}" if self.project_source == "option" else f"{store.root} or above"
             raise NotInitializedError(

@@ -75,3 +75,10 @@ def config_keys(incomplete: str) -> list[tuple[str, str]]:
         ]
     except Exception:  # completion must never fail
         return []
+
+
+def provider_names(incomplete: str) -> list[str]:
+    """`--provider` values starting with `incomplete` (the registry's names)."""
+    from ai_sdlc.providers.settings import PROVIDER_NAMES
+
+    return [name for name in PROVIDER_NAMES if name.startswith(incomplete.lower())]

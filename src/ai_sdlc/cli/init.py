@@ -65,6 +65,12 @@ def init(
                 f"worktree.setup: {', '.join(proposed)} (for {', '.join(proposal.found)}): each "
                 "story worktree gets its own environment; edit .ai-sdlc/config.yaml to change it"
             )
+        elif created_config:  # say why the file holds `setup: []`
+            out.info(
+                "worktree.setup: [] (no lock file or manifest found here, so nothing to install "
+                "in a story worktree); set it when the tests need one, e.g. "
+                "`ai-sdlc config worktree.setup '[\"npm ci\"]'`"
+            )
         out.info('Next: ai-sdlc add "Your first story"')
     else:
         out.result(f"Already initialised: {store.ai_dir}")

@@ -1,12 +1,13 @@
 """`ai-sdlc log <id>`: a story's `events.jsonl` as a readable timeline, NDJSON, or followed live.
 
-One line per event: time, action, phase, outcome, the recovery counters after it, and the reason.
-Recoveries and blocks are marked (`↻`, `■`) so they stand out without colour too. A reason is
-cut to one line; `--full` prints the whole texts under their event (a failed verification's
-output, as kept in the event), and without it the end says how many were shortened. `--follow`
-keeps reading the file as a run appends to it, until Ctrl-C. A line still being written (no
-newline yet) waits for its end; a line that never parses (a crash mid-append) is skipped, the
-way the workflow's own reader skips it.
+Each event fits the terminal's width (80 columns when piped): a first line of fixed columns (time,
+mark, action, phase, outcome), then the recovery counters after it and the reason wrapped under it,
+indented; `edited` changes read `priority 3 → 1`. Recoveries and blocks are marked (`↻`, `■`) so
+they stand out without colour too. A reason is cut to a few lines; `--full` prints the whole texts
+under their event (a failed verification's output, as kept in the event), and without it the end
+says how many were shortened. `--follow` keeps reading the file as a run appends to it, until
+Ctrl-C. A line still being written (no newline yet) waits for its end; a line that never parses (a
+crash mid-append) is skipped, the way the workflow's own reader skips it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -64,7 +67,16 @@ def log_kinds(incomplete: str) -> list[str]:
 _REASON_FIELDS = ("reason", "message", "feedback", "notice", "changed")
 _MARKS = {"recovery": "↻", "blocked": "■"}
 _STYLES = {"recovery": "yellow", "blocked": "red"}
+#: Events whose recovery counters are shown (the events that change them).
+_COUNTED = frozenset({"recovery", "blocked", "unblock"})
 _REASON_WIDTH = 160
+#: The fixed columns of an event's first line (seconds are enough to read a timeline by).
+_TIME_WIDTH = 19
+_ACTION_WIDTH = 20
+_PHASE_WIDTH = 9
+#: Where an event's explanation wraps, and the narrowest it is wrapped to.
+_INDENT = " " * 4
+_MIN_WIDTH = 40
 #: The only file an event may point to (`output_file`): a failed attempt's whole output.
 _OUTPUT_NAME = re.compile(r"attempts/[0-9]{1,9}\.output\.txt")
 
@@ -113,6 +125,7 @@ def log(
     path = store.artifact_path(story_id, EVENTS_FILE)
     reader = EventReader(path)
     folder = path.parent
+    width = shutil.get_terminal_size().columns  # COLUMNS, the terminal, else 80
     events: Iterable[dict[str, Any]]
     if follow:
         events = reader.follow(wait=lambda: time.sleep(poll_interval))
@@ -123,7 +136,7 @@ def log(
         for event in events:
             if wanted is not None and event.get("action") not in wanted:
                 continue
-            show_event(out, event, full=full, folder=folder)
+            show_event(out, event, full=full, folder=folder, width=width)
             shown += 1
             shortened += bool(hidden_texts(event, folder))
             if max_events is not None and shown >= max_events:
@@ -227,13 +240,19 @@ class EventReader:
 
 
 def show_event(
-    out: Terminal, event: dict[str, Any], *, full: bool = False, folder: Path | None = None
+    out: Terminal,
+    event: dict[str, Any],
+    *,
+    full: bool = False,
+    folder: Path | None = None,
+    width: int = 80,
 ) -> None:
     if out.json_mode:
         out.ndjson(event)
         return
     action = str(event.get("action", "?"))
-    out.data(timeline_line(event), style=_STYLES.get(action))
+    for line in timeline_lines(event, width):
+        out.data(line, style=_STYLES.get(action))
     if full:
         for label, text in hidden_texts(event, folder):
             out.data(f"{'':4}{label}:")
@@ -275,49 +294,89 @@ def _output_file(event: dict[str, Any], folder: Path | None) -> str | None:
         return None
 
 
-def timeline_line(event: dict[str, Any]) -> str:
-    """`time  mark action  phase  outcome  counters  reason` for one event."""
+def timeline_lines(event: dict[str, Any], width: int = 80) -> list[str]:
+    """One event in `width` columns: `time  mark action  phase  outcome` (the columns before
+    the outcome are fixed, so they never drift), then what explains it — the outcome when it
+    does not fit, the recovery counters, the reason — wrapped under it, indented."""
     action = str(event.get("action", "?"))
-    when = str(event.get("time", "")).replace("T", " ").removesuffix("Z")
+    when = str(event.get("time", "")).replace("T", " ").removesuffix("Z")[:_TIME_WIDTH]
     outcome = event.get("outcome")
     if action == "recovery" and event.get("recovery_kind"):
-        outcome = f"{outcome} ({event['recovery_kind']})" if outcome else event["recovery_kind"]
+        kind = event["recovery_kind"]  # `recorded` is what a recovery is: its kind says more
+        outcome = f"{outcome} ({kind})" if outcome not in (None, "recorded") else kind
     elif action == "phase_started" and event.get("attempt") is not None:
         outcome = f"attempt {event['attempt']}"
-    parts = [
-        f"{when:23}",
-        f"{_MARKS.get(action, ' ')} {action:20}",
-        f"{event.get('phase') or '':10}",
-        f"{outcome if outcome is not None else '':30}",
-        counters_text(event.get("counters")),
-    ]
-    reason = reason_text(event)
-    if reason:
-        parts.append(reason)
-    return "  ".join(parts).rstrip()
+    head = (
+        f"{when:{_TIME_WIDTH}} {_MARKS.get(action, ' ')} {action:{_ACTION_WIDTH}} "
+        f"{event.get('phase') or '':{_PHASE_WIDTH}}"
+    )
+    details = []
+    if outcome is not None:
+        if len(head) + 1 + len(str(outcome)) <= width:
+            head = f"{head} {outcome}"
+        else:
+            details.append(str(outcome))
+    counters = event.get("counters")
+    if isinstance(counters, dict) and action in _COUNTED:
+        details.append(counters_text(counters))
+    details += [text for text in (reason_text(event),) if text]
+    lines = [head.rstrip()]
+    if details:
+        lines += textwrap.wrap(
+            " · ".join(details),
+            width=max(width, _MIN_WIDTH),
+            initial_indent=_INDENT,
+            subsequent_indent=_INDENT,
+            break_on_hyphens=False,
+        )
+    return lines
 
 
 def counters_text(counters: Any) -> str:
     """`recoveries 3 (implementation_retry 2, review_rework 1)` after the event."""
     if not isinstance(counters, dict):
-        return f"{'':12}"
+        return ""
     total = counters.get("total_recovery_attempts", 0)
     breakdown = counters.get("recovery_breakdown")
     text = f"recoveries {total}"
     if isinstance(breakdown, dict) and breakdown:
         text += " (" + ", ".join(f"{k} {v}" for k, v in breakdown.items()) + ")"
-    return f"{text:12}"
+    return text
 
 
 def reason_text(event: dict[str, Any]) -> str:
     for field in _REASON_FIELDS:
         value = event.get(field)
         if value:
-            text = " ".join(str(value).split())
+            text = " ".join(plain_text(value).split())
             if len(text) > _REASON_WIDTH:
                 text = text[: _REASON_WIDTH - 1] + "…"
             return text
     return ""
+
+
+def plain_text(value: Any) -> str:
+    """A field's value as a person reads it: `edited`'s `{"priority": {"from": 3, "to": 1}}` is
+    `priority 3 → 1`, a list is comma-separated, nothing is a Python dict or list."""
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if isinstance(item, dict) and set(item) == {"from", "to"}:
+                items.append(f"{key} {_scalar(item['from'])} → {_scalar(item['to'])}")
+            else:
+                items.append(f"{key} {plain_text(item)}")
+        return ", ".join(items)
+    if isinstance(value, list | tuple):
+        return ", ".join(plain_text(item) for item in value) or "none"
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> str:
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, list | tuple | dict):
+        return plain_text(value)
+    return str(value)
 
 
 def register(app: typer.Typer) -> None:

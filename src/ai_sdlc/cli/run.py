@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ai_sdlc.cli.application import Application
-from ai_sdlc.cli.completion import story_ids
+from ai_sdlc.cli.completion import provider_names, story_ids
 from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.run_command import execute
 from ai_sdlc.providers.base import Phase
@@ -20,6 +20,7 @@ def run(
     story_refs: Annotated[
         list[str] | None,
         typer.Argument(
+            metavar="STORY",
             help="Story id or slug (several with --batch). Without it: the next recommended "
             "action.",
             show_default=False,
@@ -35,7 +36,9 @@ def run(
     resume: Annotated[
         str | None,
         typer.Option(
-            "--resume", help="Continue a stopped or interrupted run (see 'ai-sdlc runs')."
+            "--resume",
+            metavar="RUN_ID",
+            help="Continue a stopped or interrupted run (see 'ai-sdlc runs').",
         ),
     ] = None,
     continue_: Annotated[
@@ -50,7 +53,11 @@ def run(
     ] = False,
     provider: Annotated[
         str | None,
-        typer.Option("--provider", help="scripted, dry-run, openai, anthropic, claude, command."),
+        typer.Option(
+            "--provider",
+            help="scripted, dry-run, openai, anthropic, claude, command.",
+            autocompletion=provider_names,
+        ),
     ] = None,
     no_worktree: NoWorktreeOption = False,
     no_sandbox: NoSandboxOption = False,

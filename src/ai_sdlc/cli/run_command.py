@@ -89,6 +89,9 @@ def execute(
     config = app.config()  # checked as every command checks it, and loaded once
     ids = [store.resolve(ref) for ref in refs]
 
+    if dry_run and (resume is not None or continue_):
+        _render_plan(out, _resume_plan(out, store, resume), json)
+        return 0
     if dry_run or provider == "dry-run":
         plan = _dry_run_plan(
             store, ids, auto=auto or batch, step=step, show_prompts=provider == "dry-run"
@@ -191,9 +194,9 @@ def _check_options(
     if resume is not None and latest:
         raise UsageError("give --resume RUN_ID or --continue, not both")
     if resume is not None or latest:
-        if refs or auto or batch or step or dry_run:
+        if refs or auto or batch or step:
             raise UsageError(
-                "--resume/--continue take no story, --auto, --batch, --step or --dry-run",
+                "--resume/--continue take no story, --auto, --batch or --step",
                 hint="the run remembers its stories",
             )
         return
@@ -240,6 +243,26 @@ def _warn_of_clashes(plan: DryRunPlan, config: Any, store: Any) -> None:
         clash = clashes.get(item.story_id)
         if clash is not None and clash.between:
             item.warning = f"{item.story_id} cannot start: {clash.text(item.story_id)}"
+
+
+def _resume_plan(out: Terminal, store: Any, run_id: str | None) -> DryRunPlan:
+    """What `run --resume RUN_ID` (None: `--continue`, the latest run) would do: the plan of
+    each story of the run that is not done yet, read without writing anything."""
+    from ai_sdlc.workflow.runs.runstate import RunNotFoundError, RunRepository
+
+    runs = RunRepository(store.ai_dir)
+    state = runs.load(run_id) if run_id is not None else runs.latest()
+    if state is None:
+        raise RunNotFoundError(
+            f"no run to continue in {runs.root}", hint="start one with 'ai-sdlc run --auto'"
+        )
+    left = [s.story_id for s in state.stories if store.get(s.story_id).status != "done"]
+    out.info(f"Resuming run {state.run_id} would continue with: {', '.join(left) or 'nothing'}")
+    return (
+        _dry_run_plan(store, left, auto=True, step=None, show_prompts=False)
+        if left
+        else (DryRunPlan([]))
+    )
 
 
 def _render_outcomes(out: Terminal, outcomes: list[StoryOutcome]) -> None:

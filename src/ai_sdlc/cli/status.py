@@ -4,14 +4,19 @@ column, "Waiting for approval", so work that only needs `ai-sdlc approve` is not
 stories in progress.
 
 The board fits the terminal: its six columns share the width (an empty one takes only its
-header's room), each card's title and blocked reason wrapped on
-words into two lines at most and cut with `…` (`show` has the whole text), with a compact line
-of priority, type, epic, dependencies and the recovery counter. Piped, it is plain lines, cut to
-`COLUMNS` when that is set."""
+header's room), each card's title wrapped on words into two lines at most and cut with `…`
+(`show` has the whole text), with a compact line of priority, type, epic, dependencies and the
+recovery counter. The texts that say what to do — a blocked reason, a `⚠ conflicts:` line — are
+too important to cut into a card: the card points to them and they follow the table, wrapped to
+the full width. Too narrow for six readable columns (a card under `_MIN_CARD`), the board is
+stacked: one column after the other, the plain lines a pipe gets. Piped, it is plain lines,
+fitted to `COLUMNS` when that is set (titles cut, reasons wrapped). `--hide-done` leaves the done
+cards out and says how many in their header."""
 
 from __future__ import annotations
 
-from typing import Any
+import textwrap
+from typing import Annotated, Any
 
 import typer
 
@@ -52,7 +57,17 @@ def _priority_key(row: dict[str, Any]) -> tuple[int, str]:
     return (p if isinstance(p, int) and not isinstance(p, bool) else 1_000_000, str(row.get("id")))
 
 
-def status(ctx: typer.Context, json: JsonOption = False) -> None:
+def status(
+    ctx: typer.Context,
+    json: JsonOption = False,
+    hide_done: Annotated[
+        bool,
+        typer.Option(
+            "--hide-done",
+            help="Leave the done stories off the board (their header still counts them).",
+        ),
+    ] = False,
+) -> None:
     """Show the board: every story by status, blocked ones with their reason."""
     app = Application.of(ctx)
     out = app.terminal(json)
@@ -88,7 +103,7 @@ def status(ctx: typer.Context, json: JsonOption = False) -> None:
             }
         )
     else:
-        _render_board(out, shown)
+        _render_board(out, shown, hide_done=hide_done)
     say_disagreements(out, shown)
     for err in scan.errors:
         out.error(err.message, hint=err.hint)
@@ -104,53 +119,109 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return by_status
 
 
-def _render_board(out: Terminal, rows: list[dict[str, Any]]) -> None:
+def _render_board(out: Terminal, rows: list[dict[str, Any]], *, hide_done: bool) -> None:
     if not rows:
         out.info('No stories yet. Add one with: ai-sdlc add "Title"')
         return
     by_status = _columns(rows)
+    labels = {c: f"({len(items)})" for c, items in by_status.items()}
+    if hide_done and by_status["done"]:
+        labels["done"] = f"({len(by_status['done'])} hidden)"
+        by_status["done"] = []
     if out.data_is_tty:
-        out.table(_table(by_status, int(out.data_console.width)))
-        return
-    width = data_width(out)
-    inner = None if width is None else max(width - _INDENT, 8)
+        screen = int(out.data_console.width)
+        widths = _widths(by_status, labels, screen)
+        busy = [w for c, w in zip(COLUMNS, widths, strict=True) if by_status[c]]
+        if not busy or min(busy) >= _MIN_CARD:
+            out.table(_table(by_status, labels, widths))
+            notes = _notes(by_status, screen)
+            if notes:
+                out.data()
+            for text, style in notes:
+                out.data(text, style=style)
+            return
+    _plain_board(out, by_status, labels, data_width(out))
+
+
+def _plain_board(
+    out: Terminal,
+    by_status: dict[str, list[dict[str, Any]]],
+    labels: dict[str, str],
+    width: int | None,
+) -> None:
+    """The stacked board: each column's header, then its stories one under the other, titles
+    cut to `width`, reasons and conflicts wrapped to it (None: every text on one line)."""
+    inner = None if width is None else max(width - _INDENT, _MIN_CARD)
     for column in COLUMNS:
         items = by_status.get(column, [])
-        out.data(f"{TITLES[column]} ({len(items)})")
+        out.data(f"{TITLES[column]} {labels[column]}")
         for row in items:
             head = f"  {row['id']}  "
             title = one_line(str(row["title"]), None if width is None else width - len(head))
             out.data(head + title)
-            details = [hint_of(row)]
+            hint = hint_of(row)
+            if hint:
+                out.data(" " * _INDENT + one_line(hint, inner))
+            details = []
             if column == "blocked":
                 details.append(f"reason: {row.get('blocked_reason') or 'no reason recorded'}")
             if column == WAITING:
                 details.append(f"gate: {row['waiting_for']} (ai-sdlc approve {row['id']})")
             if row.get("conflicts"):
-                details.append(_conflicts_text(row))
-            for text in filter(None, details):
-                out.data(" " * _INDENT + one_line(text, inner))
+                details.append(_conflicts_text(row) + f" (ai-sdlc run {row['id']})")
+            for text in details:
+                for line in _wrapped(text, inner, _INDENT):
+                    out.data(line)
+
+
+def _wrapped(text: str, width: int | None, indent: int) -> list[str]:
+    """`text` wrapped on words to `width` columns (whole, never cut), every line indented by
+    `indent` and the continuation lines by two more; None: one line."""
+    if width is None:
+        return [" " * indent + " ".join(text.split())]
+    lines = textwrap.wrap(
+        " ".join(text.split()), max(width - 2, _MIN_CARD), break_on_hyphens=False
+    )  # a word longer than the line is split across lines, never cut
+    return [" " * (indent if i == 0 else indent + 2) + line for i, line in enumerate(lines)]
+
+
+def _notes(by_status: dict[str, list[dict[str, Any]]], width: int) -> list[tuple[str, str]]:
+    """What follows the table: each blocked story's reason and each conflict, whole, wrapped to
+    the width under the story's id, with the command that goes on."""
+    notes: list[tuple[str, str]] = []
+    for column in COLUMNS:
+        for row in by_status[column]:
+            texts = []
+            if column == "blocked":
+                reason = row.get("blocked_reason") or "no reason recorded"
+                texts.append(f"■ {row['id']} blocked: {reason}")
+            if row.get("conflicts"):
+                texts.append(f"⚠ {row['id']} {_conflicts_text(row)} (ai-sdlc run {row['id']})")
+            for text in texts:
+                notes += [(line, "red") for line in _wrapped(text, width - 2, 0)]
+    return notes
 
 
 #: Indent of a story's detail lines in the plain board.
 _INDENT = 6
-#: Columns a card's text may take at least (narrower terminals cut the cards, not the columns).
-_MIN_CARD = 8
-#: Lines a card's title and a blocked reason may take.
+#: Columns a card's text needs to be read (`In progress`'s words, an id); narrower terminals get
+#: the stacked board instead of cut headers.
+_MIN_CARD = 10
+#: Lines a card's title may take.
 _TITLE_LINES = 2
-_REASON_LINES = 2
 
 
-def _table(by_status: dict[str, list[dict[str, Any]]], width: int) -> Any:
-    """The board as a rich table at most `width` columns wide, each card wrapped on words and
-    cut with `…` (the whole text is in `ai-sdlc show`)."""
+def _table(
+    by_status: dict[str, list[dict[str, Any]]], labels: dict[str, str], widths: list[int]
+) -> Any:
+    """The board as a rich table, columns `widths` wide, each card wrapped on words and cut with
+    `…` (the whole text is in `ai-sdlc show`)."""
     from rich import box
     from rich.table import Table
 
-    widths = _widths(by_status, width)
     table = Table(box=box.SQUARE, show_edge=False, pad_edge=False, expand=False, padding=(0, 1))
     for column, card in zip(COLUMNS, widths, strict=True):
-        table.add_column(_header(column, len(by_status[column]), card), width=card, no_wrap=True)
+        table.add_column(_header(column, labels[column], card), width=card, no_wrap=True)
     depth = max(len(v) for v in by_status.values())
     for i in range(depth):
         cells = [
@@ -161,28 +232,30 @@ def _table(by_status: dict[str, list[dict[str, Any]]], width: int) -> Any:
     return table
 
 
-def _widths(by_status: dict[str, list[dict[str, Any]]], width: int) -> list[int]:
+def _widths(
+    by_status: dict[str, list[dict[str, Any]]], labels: dict[str, str], width: int
+) -> list[int]:
     """Each column's text width for a board `width` wide: an empty column as narrow as its
-    header's longest word, the others sharing the rest equally."""
+    header's longest word or its count (`(19 hidden)`), the others sharing the rest equally."""
     # one space either side of each column but the outer ones, and a separator between
     room = width - 2 * len(COLUMNS) + 2 - (len(COLUMNS) - 1)
     narrow = {
-        c: max(cell_len(w) for w in [*TITLES[c].split(), "(0)"])
+        c: max(cell_len(w) for w in [*TITLES[c].split(), labels[c]])
         for c in COLUMNS
         if not by_status[c]
     }
     busy = len(COLUMNS) - len(narrow)
-    card = max(_MIN_CARD, (room - sum(narrow.values())) // busy) if busy else _MIN_CARD
+    card = (room - sum(narrow.values())) // busy if busy else _MIN_CARD
     return [narrow.get(c, card) for c in COLUMNS]
 
 
-def _header(column: str, count: int, width: int) -> str:
+def _header(column: str, label: str, width: int) -> str:
     """`Blocked (1)`, wrapped to the column; the count is never cut off."""
     lines = clip(TITLES[column], width, 3)
-    if cell_len(f"{lines[-1]} ({count})") <= width:
-        lines[-1] += f" ({count})"
+    if cell_len(f"{lines[-1]} {label}") <= width:
+        lines[-1] += f" {label}"
     else:
-        lines.append(f"({count})")
+        lines += clip(label, width, 2)
     return "\n".join(lines)
 
 
@@ -198,13 +271,11 @@ def _card(row: dict[str, Any], column: str, width: int, *, last: bool) -> Any:
     if hint:
         text.append("\n" + clip(hint, width)[0], style="dim")
     if column == "blocked":
-        reason = str(row.get("blocked_reason") or "no reason recorded")
-        for i, line in enumerate(clip(reason, width - 2, _REASON_LINES)):
-            text.append(("\n↳ " if i == 0 else "\n  ") + line, style="red")
+        text.append("\n" + clip("■ why: below", width)[0], style="red")
     if column == WAITING:
         text.append("\n" + clip(f"↳ gate: {row['waiting_for']}", width)[0], style="yellow")
     if row.get("conflicts"):
-        text.append("\n" + clip(f"⚠ {_conflicts_text(row)}", width)[0], style="red")
+        text.append("\n" + clip("⚠ conflicts: below", width)[0], style="red")
     if not last:
         text.append("\n")
     return text

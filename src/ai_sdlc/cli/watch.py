@@ -13,6 +13,7 @@ import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.common import checked_provider
+from ai_sdlc.cli.completion import provider_names
 from ai_sdlc.cli.options import JobsOption, JsonOption, NoSandboxOption, NoWorktreeOption
 from ai_sdlc.cli.progress import Progress, outcome_line
 from ai_sdlc.cli.runs import continue_command
@@ -48,7 +49,11 @@ def watch(
     jobs: JobsOption = None,
     provider: Annotated[
         str | None,
-        typer.Option("--provider", help="scripted, openai, anthropic, claude, command."),
+        typer.Option(
+            "--provider",
+            help="scripted, openai, anthropic, claude, command.",
+            autocompletion=provider_names,
+        ),
     ] = None,
     no_worktree: NoWorktreeOption = False,
     no_sandbox: NoSandboxOption = False,

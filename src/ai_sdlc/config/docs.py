@@ -28,7 +28,8 @@ Layers, each later one winning: the defaults below ⊕ the user's file ⊕ the p
 `AI_SDLC_<SECTION>__<KEY>=<value>` environment variables (`AI_SDLC_PROVIDER` and
 `AI_SDLC_MODEL` for `ai.provider` and `ai.model`). `ai-sdlc config` lists every key with its
 source; `ai-sdlc config KEY VALUE` sets one, typed by the key (`010` is 10; a value of the wrong
-type is refused naming the key and its type), keeping the file's comments.
+type is refused with exit 2, as `ai-sdlc set` refuses one, naming the key, what it must be and
+its default), keeping the file's comments.
 
 Rules the table does not show:
 

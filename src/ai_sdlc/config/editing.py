@@ -13,7 +13,7 @@ from ai_sdlc.config.keys import OPEN_SECTIONS, SCHEMA, SECTIONS
 from ai_sdlc.config.layers import _load_layer, _refuse_user_loosening, load_config, parse_scalar
 from ai_sdlc.config.secrets import _refuse_secret_keys, _secret_env_hint, names_secret
 from ai_sdlc.config.text import DEFAULT_CONFIG_TEXT, DEFAULT_SETUP_LINE
-from ai_sdlc.config.validate import suggest, validate
+from ai_sdlc.config.validate import shown_value, suggest, type_hint, validate
 from ai_sdlc.config.yamledit import edited_text
 from ai_sdlc.errors import InvalidInputError, UsageError
 
@@ -85,6 +85,14 @@ def set_value(root: Path, dotted: str, raw: str, *, user: bool = False) -> Any:
     ):
         raise UsageError(f"unknown config key '{dotted}'", hint=suggest(dotted, sorted(SCHEMA)))
     value = typed_value(dotted, raw)
+    setting = SCHEMA.get(dotted)
+    if setting is not None and not setting.check(value):
+        # The value typed on the command line is wrong, not the file: a usage error (exit 2,
+        # as `ai-sdlc set` says of a bad value), with no file position.
+        raise UsageError(
+            f"{dotted}: must be {setting.expected}, got {shown_value(value)}",
+            hint=type_hint(dotted),
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_dir = path.parent if user else root / ".ai-sdlc" / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)

@@ -79,14 +79,13 @@ def _validate_resilience(section: Any, *, path: Path, doc: Any) -> None:
 
 
 def type_hint(dotted: str) -> str:
-    """What to write instead: the key's type and its default."""
+    """What to write instead: the key's default, as a command (the message already says what
+    the value must be, in words; the Python type is no help)."""
     setting = SCHEMA[dotted]
     from ai_sdlc.config.yamledit import _render
 
-    return (
-        f"{dotted} is {setting.type_name} (default {_render(setting.default)}); "
-        f"e.g. `ai-sdlc config {dotted} {_render(setting.default)}`"
-    )
+    default = _render(setting.default)
+    return f"its default is {default}: `ai-sdlc config {dotted} {default}`"
 
 
 def shown_value(value: Any) -> str:

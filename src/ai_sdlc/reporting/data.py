@@ -24,6 +24,8 @@ from ai_sdlc.reporting.replay import stop_figures
 from ai_sdlc.reporting.timebase import Window, iso_ms, parse_time
 from ai_sdlc.secrets import redact_tree
 from ai_sdlc.store import StoryStore
+from ai_sdlc.store.archive import get_archived
+from ai_sdlc.store.story import Story
 from ai_sdlc.store.values import usage_of
 from ai_sdlc.workflow.runs.runstate import SINGLE, RunRepository, RunState
 from ai_sdlc.workflow.runs.stopconditions import StopConditions
@@ -71,24 +73,43 @@ def load_inputs(
     conditions: StopConditions,
     now: dt.datetime,
 ) -> ReportInputs:
-    """Read the run's event log and each story's title, usage and event log. A story that
-    cannot be read any more (deleted, damaged) is reported with what the run state knows."""
+    """Read the run's event log and each story's title, usage and event log. An archived story
+    is read from `.ai-sdlc/archive/` (archiving keeps its history); one that cannot be read any
+    more (deleted, damaged) is reported with what the run state knows."""
     run_events = list(read_events(repo.folder(state.run_id)))
     stories: dict[str, StoryInputs] = {}
     for s in state.stories:
         inputs = StoryInputs()
-        try:
-            story = store.get(s.story_id)
-        except (AiSdlcError, OSError):
-            story = None
+        story = _read_story(store, s.story_id)
         if story is not None:
             inputs.title = story.title
             usage = story.frontmatter.get("usage")
             inputs.usage = dict(usage) if isinstance(usage, Mapping) else {}
             inputs.unverified = story.frontmatter.get("unverified") is True
-        inputs.events = list(read_events(store.folder(s.story_id)))
+        folder = story.path.parent if story is not None else _folder(store, s.story_id)
+        inputs.events = list(read_events(folder)) if folder is not None else []
         stories[s.story_id] = inputs
     return ReportInputs(state, run_events, stories, global_limit, conditions, now)
+
+
+def _read_story(store: StoryStore, story_id: str) -> Story | None:
+    """The story from the backlog, else from the archive, else None (gone or unreadable)."""
+    try:
+        return store.get(story_id)
+    except (AiSdlcError, OSError):
+        pass
+    try:
+        return get_archived(store, story_id)
+    except (AiSdlcError, OSError):
+        return None
+
+
+def _folder(store: StoryStore, story_id: str) -> Path | None:
+    """The folder of a story whose file cannot be read (damaged), None when it is gone."""
+    try:
+        return store.folder(story_id)
+    except (AiSdlcError, OSError):
+        return None
 
 
 def _window(inputs: ReportInputs) -> Window:

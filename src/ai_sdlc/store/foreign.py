@@ -103,7 +103,8 @@ def _split(path: Path, text: str) -> tuple[dict[str, Any], str]:
             raise _fail(path, f"bad frontmatter: {_first_line(exc)}") from None
         except Exception as exc:  # yaml.YAMLError (PyYAML is the handler's parser)
             if type(exc).__module__.startswith("yaml"):
-                raise _fail(path, f"bad YAML frontmatter: {_first_line(exc)}") from None
+                skipped = len(text) - len(stripped)  # blank lines before the opening ---
+                raise _yaml_error(path, exc, first_line=skipped + 1) from None
             raise
         if meta is None:
             meta = {}
@@ -111,6 +112,24 @@ def _split(path: Path, text: str) -> tuple[dict[str, Any], str]:
             raise _fail(path, "the frontmatter is not a mapping of fields")
         return meta, body.lstrip("\n")
     return {}, stripped
+
+
+def _yaml_error(path: Path, exc: BaseException, *, first_line: int) -> InvalidInputError:
+    """PyYAML's error as file:line:column and its problem in its own words, without its
+    `in "<unicode string>", line 2` (it parsed a string, not the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or _first_line(exc)
+    line = mark.line + first_line if mark is not None else None
+    column = mark.column + 1 if mark is not None else None
+    return InvalidInputError(
+        f"bad YAML frontmatter: {problem}",
+        path=str(path),
+        line=line,
+        column=column,
+        hint='quote a value that holds ": ", e.g. title: "Fix: the login"'
+        if "mapping values" in str(problem)
+        else "fix the YAML between the --- lines (a value may be quoted)",
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -88,10 +88,11 @@ def parse_value(key: str, raw: str) -> Any:
             raise UsageError("the title must be one line of printable text")
         return " ".join(raw.split())
     if key == "type":
-        problem = schema.type_problem(raw)
+        typed = raw.strip().lower()  # `type=Bug` means bug
+        problem = schema.type_problem(typed)
         if problem is not None:
             raise UsageError(problem.message, hint=problem.hint)
-        return raw
+        return typed
     raise UsageError(f"{key!r} cannot be set", hint="settable keys: " + ", ".join(SETTABLE))
 
 
