@@ -21,12 +21,29 @@ VERIFY = ".venv/bin/python -m pytest -q -p no:cacheprovider"
 RECIPE = '["ai-sdlc worktrees venv"]'
 
 
+def plugin_free_site(folder: Path) -> Path:
+    """`TEST_SITE` as links in `folder/test-site`, without the metadata of the packages that
+    declare a pytest plugin (hypothesis, xdist, anyio...): pytest in a project's venv would
+    load them all at every start, 1.25 s of CPU instead of 0.2 s for a one-test run, and a
+    user's project has none of them. Every module stays importable."""
+    site = folder / "test-site"
+    if site.is_dir():
+        return site
+    site.mkdir()
+    for entry in Path(TEST_SITE).iterdir():
+        points = entry / "entry_points.txt"
+        if entry.suffix == ".pth" or (points.is_file() and "[pytest11]" in points.read_text()):
+            continue
+        (site / entry.name).symlink_to(entry)
+    return site
+
+
 def build_venv(root: Path) -> None:
     """`python -m venv` + `pip install -e . --no-deps --no-build-isolation`, offline."""
     venv = root / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next(venv.glob("lib/python*/site-packages"))
-    (site / "test-deps.pth").write_text(TEST_SITE + "\n")
+    (site / "test-deps.pth").write_text(f"{plugin_free_site(root.parent)}\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
          "-q", "--no-deps", "--no-build-isolation", "--no-index", "-e", str(root)],
