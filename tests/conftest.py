@@ -325,11 +325,13 @@ SLOW_TIERS = ("e2e", "slow", "realcli", "ray", "browser")
 E2E_FOLDER = Path(__file__).parent / "e2e"
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test under `tests/e2e/` is marked `e2e`. The slow tiers run first: `--dist
-    loadgroup` hands tests out in collection order, so a long test collected last would leave
-    one worker running alone at the end."""
+    """Every test under `tests/e2e/` is marked `e2e`, before `-m` deselects (a later
+    implementation of this hook: a marker added after it would leave e2e tests in `make
+    test-fast`). The slow tiers run first: `--dist loadgroup` hands tests out in collection
+    order, so a long test collected last would leave one worker running alone at the end
+    (deselection keeps the order)."""
     del config
     for item in items:
         if E2E_FOLDER in item.path.parents:

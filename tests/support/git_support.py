@@ -4,11 +4,13 @@ pushed to a local bare repository as `origin`, and a snapshot of the user's chec
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,9 +83,17 @@ def make_repo(tmp_path: Path, *, remote: bool = True) -> Repo:
     return Repo(root, origin)
 
 
-def _build_template(remote: bool) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="ai-sdlc-test-repo-"))
+def template_folder(prefix: str) -> Path:
+    """A folder for a template this process builds once, removed when the process ends."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+@contextlib.contextmanager
+def own_git_config(folder: Path) -> Iterator[None]:
+    """`git_env` for code outside a test (a template built once per process): our identity
+    in `folder/gitconfig`, no user or system config; the environment restored after."""
     config = folder / "gitconfig"
     config.write_text(_GITCONFIG)
     saved = dict(os.environ)
@@ -91,10 +101,16 @@ def _build_template(remote: bool) -> Path:
         os.environ.pop(name, None)
     os.environ.update({"GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1"})
     try:
-        _init_repo(folder, remote=remote)
+        yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _build_template(remote: bool) -> Path:
+    folder = template_folder("ai-sdlc-test-repo-")
+    with own_git_config(folder):
+        _init_repo(folder, remote=remote)
     return folder
 
 

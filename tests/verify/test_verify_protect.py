@@ -310,7 +310,10 @@ def test_junit_report_gives_the_counts(tmp_path: Path) -> None:
     assert judged.reason.startswith("pass-count floor: 2 tests passed, the base had 3 passing")
 
 
-def test_a_base_whose_pytest_cannot_run_stops(tmp_path: Path) -> None:
+def test_a_base_whose_pytest_cannot_run_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # this venv's plugins: 1 s a run
     root = repo_with(tmp_path, {"x.txt": "x\n"})
     base = git(root, "rev-parse", "HEAD").strip()
     command = shlex.join([sys.executable, "-m", "pytest", "no/such/tests"])
