@@ -138,6 +138,7 @@ def test_show_reports_every_counter_breakdown_and_flags(cli: CliRunner, project:
         "rework": 0,
         "api_retry": 1,
         "refinement": 0,
+        "pr_rework": 0,
     }
     assert data["phases"]["research_complete"] is True
     assert data["phases"]["plan_complete"] is False

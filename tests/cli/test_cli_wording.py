@@ -165,6 +165,7 @@ def test_watch_once_json_prints_its_result(cli: CliRunner, project: Path) -> Non
                 "message": "Nothing ready to run: no story has an actionable next step.",
                 "exit_code": 0,
                 "held": [],
+                "unreadable": [],
             },
         }
     ]

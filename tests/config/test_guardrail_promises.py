@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ai_sdlc.config.editing import set_value
+from ai_sdlc.config.editing import get_value, set_value
 from ai_sdlc.config.guard import ConfigChangedError, GuardrailRecord
 from ai_sdlc.config.keys import GUARDED, SCHEMA
 from tests.support.runs_support import make_project
@@ -29,10 +29,10 @@ OTHER: dict[str, Any] = {
 }
 
 
-def changed_value(dotted: str) -> str:
+def changed_value(dotted: str, current: Any = None) -> str:
     setting = SCHEMA[dotted]
     if setting.type_name == "bool":
-        return json.dumps(not setting.default)
+        return json.dumps(not (setting.default if current is None else current))
     if setting.type_name not in OTHER:
         raise AssertionError(f"{dotted}: add a value for type {setting.type_name} to OTHER")
     return json.dumps(OTHER[setting.type_name])
@@ -53,7 +53,7 @@ def test_a_guarded_key_changed_behind_the_tools_back_is_refused(
         (root / "extra" / "folder").mkdir(parents=True)
     record = GuardrailRecord(root)
     record.check("at the start")  # the first run records the settings
-    set_value(root, dotted, changed_value(dotted))
+    set_value(root, dotted, changed_value(dotted, get_value(root, dotted)))
 
     with pytest.raises(ConfigChangedError) as raised:
         GuardrailRecord(root).check("before the next phase")

@@ -258,7 +258,7 @@ def test_a_value_that_contains_itself_is_reported_not_a_crash() -> None:
 
 _KINDS_HINT = (
     "write e.g. recovery_breakdown: {rework: 1} with kinds from: "
-    "implementation_retry, rework, api_retry, refinement"
+    "implementation_retry, rework, api_retry, refinement, pr_rework"
 )
 _TYPE_HINT = (
     "write e.g. type: feature (known: feature, bug, chore, spike, refactor, documentation, "
@@ -384,7 +384,7 @@ def test_a_usable_field_value_has_no_problem(key: str, value: object) -> None:
             schema.Problem(
                 "status",
                 "`status` 'doing' is not a known status",
-                "use one of: backlog, ready, in-progress, done, blocked",
+                "use one of: backlog, ready, in-progress, in-review, done, blocked",
             ),
         ),
         (
@@ -393,7 +393,7 @@ def test_a_usable_field_value_has_no_problem(key: str, value: object) -> None:
             schema.Problem(
                 "status",
                 "`status` null is not a known status",
-                "use one of: backlog, ready, in-progress, done, blocked",
+                "use one of: backlog, ready, in-progress, in-review, done, blocked",
             ),
         ),
         (
@@ -555,7 +555,7 @@ def test_a_long_value_is_shown_cut_to_sixty_characters() -> None:
     assert schema.field_problem("status", fits) == schema.Problem(
         "status",
         f"`status` '{fits}' is not a known status",
-        "use one of: backlog, ready, in-progress, done, blocked",
+        "use one of: backlog, ready, in-progress, in-review, done, blocked",
     )
     too_long = "y" * 59  # 61 characters: cut to 57 and marked
     message = schema.field_problem("status", too_long)
@@ -874,7 +874,7 @@ def test_a_bad_value_is_reported_at_its_line_by_both_loads(tmp_path: Path, fast_
         loading.load_fast(path, "S-0001", text.encode())
     line = 1 + text.splitlines().index("status: doing")
     assert got.value.message == f"{path}:{line}:1: `status` 'doing' is not a known status"
-    assert got.value.hint == "use one of: backlog, ready, in-progress, done, blocked"
+    assert got.value.hint == "use one of: backlog, ready, in-progress, in-review, done, blocked"
     with pytest.raises(InvalidInputError) as slow:
         loading.load_roundtrip(path, "S-0001", text.encode())
     assert slow.value.message == got.value.message
@@ -1061,14 +1061,14 @@ def test_a_broken_story_file_is_cached_as_its_error(tmp_path: Path) -> None:
             "`status` 'doing' is not a known status",
             4,
             1,
-            "use one of: backlog, ready, in-progress, done, blocked",
+            "use one of: backlog, ready, in-progress, in-review, done, blocked",
         ]
     }
     cache.save()
     assert _saved_payload(tmp_path, "S-0001", path) == payload
     error = scanning.error_from(str(path), payload)
     assert error.message == f"{path}:4:1: `status` 'doing' is not a known status"
-    assert error.hint == "use one of: backlog, ready, in-progress, done, blocked"
+    assert error.hint == "use one of: backlog, ready, in-progress, in-review, done, blocked"
     assert (error.path, error.line, error.column) == (str(path), 4, 1)
     again = scanning.from_payload("S-0001", str(path), payload)
     assert isinstance(again, InvalidInputError)

@@ -41,6 +41,9 @@ from ai_sdlc.workflow.state.readiness import pending_gate
 #: Board columns: the story statuses, plus "waiting" for stories held at a gate.
 WAITING = "waiting"
 COLUMNS = ("backlog", "ready", "in-progress", WAITING, "in-review", "blocked", "done")
+#: Columns the table leaves out while they are empty (most projects never use the loop: an empty
+#: seventh column would push an 80-column board into the stacked form).
+_OPTIONAL = ("in-review",)
 TITLES = {
     "backlog": "Backlog",
     "ready": "Ready",
@@ -130,10 +133,11 @@ def _render_board(out: Terminal, rows: list[dict[str, Any]], *, hide_done: bool)
         by_status["done"] = []
     if out.data_is_tty:
         screen = int(out.data_console.width)
-        widths = _widths(by_status, labels, screen)
-        busy = [w for c, w in zip(COLUMNS, widths, strict=True) if by_status[c]]
+        shown = _table_columns(by_status)
+        widths = _widths(by_status, labels, screen, shown)
+        busy = [w for c, w in zip(shown, widths, strict=True) if by_status[c]]
         if not busy or min(busy) >= _MIN_CARD:
-            out.table(_table(by_status, labels, widths))
+            out.table(_table(by_status, labels, widths, shown))
             notes = _notes(by_status, screen)
             if notes:
                 out.data()
@@ -168,7 +172,7 @@ def _plain_board(
             if column == WAITING:
                 details.append(f"gate: {row['waiting_for']} (ai-sdlc approve {row['id']})")
             if row.get("conflicts"):
-                details.append(_conflicts_text(row) + f" (ai-sdlc run {row['id']})")
+                details.append(_with_way_out(row))
             for text in details:
                 for line in _wrapped(text, inner, _INDENT):
                     out.data(line)
@@ -196,7 +200,7 @@ def _notes(by_status: dict[str, list[dict[str, Any]]], width: int) -> list[tuple
                 reason = row.get("blocked_reason") or "no reason recorded"
                 texts.append(f"■ {row['id']} blocked: {reason}")
             if row.get("conflicts"):
-                texts.append(f"⚠ {row['id']} {_conflicts_text(row)} (ai-sdlc run {row['id']})")
+                texts.append(f"⚠ {row['id']} {_with_way_out(row)}")
             for text in texts:
                 notes += [(line, "red") for line in _wrapped(text, width - 2, 0)]
     return notes
@@ -211,8 +215,16 @@ _MIN_CARD = 10
 _TITLE_LINES = 2
 
 
+def _table_columns(by_status: dict[str, list[dict[str, Any]]]) -> tuple[str, ...]:
+    """The table's columns: all but an optional one that is empty."""
+    return tuple(c for c in COLUMNS if by_status[c] or c not in _OPTIONAL)
+
+
 def _table(
-    by_status: dict[str, list[dict[str, Any]]], labels: dict[str, str], widths: list[int]
+    by_status: dict[str, list[dict[str, Any]]],
+    labels: dict[str, str],
+    widths: list[int],
+    shown: tuple[str, ...],
 ) -> Any:
     """The board as a rich table, columns `widths` wide, each card wrapped on words and cut with
     `…` (the whole text is in `ai-sdlc show`)."""
@@ -220,33 +232,36 @@ def _table(
     from rich.table import Table
 
     table = Table(box=box.SQUARE, show_edge=False, pad_edge=False, expand=False, padding=(0, 1))
-    for column, card in zip(COLUMNS, widths, strict=True):
+    for column, card in zip(shown, widths, strict=True):
         table.add_column(_header(column, labels[column], card), width=card, no_wrap=True)
     depth = max(len(v) for v in by_status.values())
     for i in range(depth):
         cells = [
             _card(by_status[c][i], c, card, last=i == depth - 1) if i < len(by_status[c]) else ""
-            for c, card in zip(COLUMNS, widths, strict=True)
+            for c, card in zip(shown, widths, strict=True)
         ]
         table.add_row(*cells)
     return table
 
 
 def _widths(
-    by_status: dict[str, list[dict[str, Any]]], labels: dict[str, str], width: int
+    by_status: dict[str, list[dict[str, Any]]],
+    labels: dict[str, str],
+    width: int,
+    shown: tuple[str, ...] = COLUMNS,
 ) -> list[int]:
     """Each column's text width for a board `width` wide: an empty column as narrow as its
     header's longest word or its count (`(19 hidden)`), the others sharing the rest equally."""
     # one space either side of each column but the outer ones, and a separator between
-    room = width - 2 * len(COLUMNS) + 2 - (len(COLUMNS) - 1)
+    room = width - 2 * len(shown) + 2 - (len(shown) - 1)
     narrow = {
         c: max(cell_len(w) for w in [*TITLES[c].split(), labels[c]])
-        for c in COLUMNS
+        for c in shown
         if not by_status[c]
     }
-    busy = len(COLUMNS) - len(narrow)
+    busy = len(shown) - len(narrow)
     card = (room - sum(narrow.values())) // busy if busy else _MIN_CARD
-    return [narrow.get(c, card) for c in COLUMNS]
+    return [narrow.get(c, card) for c in shown]
 
 
 def _header(column: str, label: str, width: int) -> str:
@@ -285,6 +300,13 @@ def _conflicts_text(row: dict[str, Any]) -> str:
     """`conflicts: a.py (ai-sdlc run S-0003)`: the branch no longer merges cleanly (a sibling
     merged first); or its dependencies' branches conflict (merge them first)."""
     return str(row.get("conflicts_note") or "conflicts: " + ", ".join(row["conflicts"]))
+
+
+def _with_way_out(row: dict[str, Any]) -> str:
+    """The conflict's text with the command that goes on, unless the text names it already
+    (a dependencies' conflict says to merge them first)."""
+    text = _conflicts_text(row)
+    return text if "ai-sdlc run" in text else f"{text} (ai-sdlc run {row['id']})"
 
 
 def register(app: typer.Typer) -> None:
