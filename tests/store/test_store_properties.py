@@ -1347,7 +1347,8 @@ class TestTheStoreAddsAStory:
         with pytest.raises(UsageError) as caught:
             store.add("A title", status="nope")
         assert str(caught.value) == (
-            "unknown status 'nope'\n  hint: use one of: backlog, ready, in-progress, in-review, done, blocked"
+            "unknown status 'nope'\n"
+            "  hint: use one of: backlog, ready, in-progress, in-review, done, blocked"
         )
 
     @pytest.mark.parametrize(
