@@ -67,10 +67,13 @@ from ai_sdlc.providers.selection import (
 from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     AccessViolationError,
+    agent_env,
     command_policy,
+    for_agents,
     kill_process_group,
     truncate,
 )
+from ai_sdlc.sandbox.childenv import CLAUDE_KEYS
 from ai_sdlc.spawn import start_session
 
 READ_TOOLS = ("Read", "Glob", "Grep")
@@ -259,8 +262,8 @@ class ClaudeProvider(ConfiguredProvider):
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=self._env(),
-                sandbox=request.sandbox,
+                env=agent_env(self._env(), CLAUDE_KEYS, request.sandbox),
+                sandbox=for_agents(request.sandbox),
             )
         except OSError as exc:
             raise ProviderConfigError(f"cannot start claude: {exc.strerror or exc}") from None

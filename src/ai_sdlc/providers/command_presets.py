@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ai_sdlc.providers.cli_output import AIDER_ANALYTICS, AIDER_HISTORY
+from ai_sdlc.sandbox.childenv import AI_KEYS, CLAUDE_KEYS
 
 PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}", "{output_dir}")
 
@@ -32,6 +33,9 @@ class Preset:
     #: The edit phases' command line when ai-sdlc's own sandbox confines the agent (an agent
     #: whose own sandbox cannot start inside ours).
     confined_template: tuple[str, ...] | None = None
+    #: The credential variables the CLI logs in with (the only ones it gets when sandboxed,
+    #: with `sandbox.pass_env`).
+    keys: tuple[str, ...] = AI_KEYS
 
 
 def _codex(sandbox: str) -> tuple[str, ...]:
@@ -107,6 +111,7 @@ PRESETS: dict[str, Preset] = {
         doc="Claude Code, `--output-format json` (answer, token usage and errors from its "
         "`result`; the `claude` provider streams events instead)",
         output="claude-json",
+        keys=CLAUDE_KEYS,
     ),
     "codex": Preset(
         template=_codex("workspace-write"),
@@ -122,6 +127,7 @@ PRESETS: dict[str, Preset] = {
         # state), an edit phase turns Codex's off; a read-only phase keeps `read-only`, under
         # which its commands cannot run at all: nothing is written.
         confined_template=_codex("danger-full-access"),
+        keys=("OPENAI_API_KEY", "CODEX_API_KEY"),
     ),
     "aider": Preset(
         template=(*_AIDER, "--model={model}"),
@@ -169,6 +175,7 @@ PRESETS: dict[str, Preset] = {
         "for edit phases",
         output="gemini-jsonl",
         merge_stderr=True,
+        keys=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
     ),
 }
 

@@ -71,8 +71,11 @@ from ai_sdlc.providers.selection import effective_timeout, resolve_model
 from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     AccessViolationError,
+    agent_env,
+    for_agents,
     kill_process_group,
 )
+from ai_sdlc.sandbox.childenv import AI_KEYS
 from ai_sdlc.spawn import start_session
 
 
@@ -89,6 +92,8 @@ class CommandSpec:
     files: tuple[tuple[str, str], ...] = ()
     merge_stderr: bool = False
     confined_template: tuple[str, ...] | None = None
+    #: The credentials the agent gets when sandboxed (its provider's key; `sandbox.pass_env`).
+    keys: tuple[str, ...] = AI_KEYS
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -188,6 +193,7 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
         files,
         merge_stderr=merge,
         confined_template=confined,
+        keys=preset.keys if preset is not None else AI_KEYS,
     )
 
 
@@ -307,8 +313,8 @@ class CommandProvider(ConfiguredProvider):
                 stdin=subprocess.PIPE if via_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE,
-                env=dict(self.environ),
-                sandbox=request.sandbox,
+                env=agent_env(self.environ, spec.keys, request.sandbox),
+                sandbox=for_agents(request.sandbox),
             )
         except OSError as exc:
             raise ProviderConfigError(

@@ -42,10 +42,18 @@ class Backend(Protocol):
 
     def available(self) -> Availability: ...
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
-        """The argument list that runs `argv` writing only beneath `writable`. `argv[0]`
-        is the resolved executable, `argv[1:]` the original argument list (its own argv[0]
-        first)."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str],
+        *,
+        deny_read: Sequence[str] = (),
+        connect_ports: Sequence[int] | None = None,
+    ) -> list[str]:
+        """The argument list that runs `argv` writing only beneath `writable`, reading
+        nothing of `deny_read`, connecting over TCP only to `connect_ports` (None: any).
+        `argv[0]` is the resolved executable, `argv[1:]` the original argument list (its own
+        argv[0] first)."""
         ...
 
 
@@ -57,10 +65,21 @@ class LandlockBackend:
     def available(self) -> Availability:
         return _landlock_availability()
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def wrap(
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str],
+        *,
+        deny_read: Sequence[str] = (),
+        connect_ports: Sequence[int] | None = None,
+    ) -> list[str]:
         launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
         for path in writable:
             launcher += ["--rw", path]
+        for path in deny_read:
+            launcher += ["--deny", path]
+        if connect_ports is not None:
+            launcher += ["--tcp", ",".join(str(port) for port in connect_ports)]
         return [*launcher, "--", *argv]
 
 
@@ -92,7 +111,14 @@ class Unavailable:
     def available(self) -> Availability:
         return Availability(False, self.reason)
 
-    def wrap(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def wrap(
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str],
+        *,
+        deny_read: Sequence[str] = (),
+        connect_ports: Sequence[int] | None = None,
+    ) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 
 

@@ -1,6 +1,8 @@
 """The sandbox launcher: restrict this process with Landlock, then become the command.
 
-Run as `python -I -S launcher.py [--rw PATH]... -- EXECUTABLE ARGV0 [ARG]...` (`-I -S`: no
+Run as `python -I -S launcher.py [--rw PATH]... [--deny PATH]... [--tcp PORTS] -- EXECUTABLE
+ARGV0 [ARG]...` (`--deny`: a path no read may reach; `--tcp`: the only TCP ports it may connect
+to, comma-separated, "" for none; without it the network is open) (`-I -S`: no
 site-packages, no environment-driven imports: the launcher starts in ~25 ms and nothing on the
 project's path can run before the restriction). It restricts itself, makes itself the
 "subreaper" of everything the command starts, and runs the resolved executable with the
@@ -24,19 +26,41 @@ import time
 EXIT_CANNOT_SANDBOX = 126
 
 
+class Rules:
+    """What the launcher's arguments ask Landlock for."""
+
+    def __init__(self) -> None:
+        self.writable: list[str] = []
+        self.deny_read: list[str] = []
+        self.connect_ports: list[int] | None = None
+
+
 def parse(args: list[str]) -> tuple[list[str], str, list[str]]:
     """(writable paths, executable, argv) from the launcher's own arguments."""
-    writable: list[str] = []
+    rules, executable, argv = parse_rules(args)
+    return rules.writable, executable, argv
+
+
+def parse_rules(args: list[str]) -> tuple[Rules, str, list[str]]:
+    """(the rules, executable, argv) from the launcher's own arguments."""
+    rules = Rules()
     i = 0
     while i < len(args) and args[i] != "--":
-        if args[i] != "--rw" or i + 1 >= len(args):
-            raise ValueError(f"unexpected launcher argument {args[i]!r}")
-        writable.append(args[i + 1])
+        flag = args[i]
+        if flag not in ("--rw", "--deny", "--tcp") or i + 1 >= len(args):
+            raise ValueError(f"unexpected launcher argument {flag!r}")
+        value = args[i + 1]
+        if flag == "--rw":
+            rules.writable.append(value)
+        elif flag == "--deny":
+            rules.deny_read.append(value)
+        else:
+            rules.connect_ports = [int(port) for port in value.split(",") if port]
         i += 2
     rest = args[i + 1 :]
     if len(rest) < 2:
         raise ValueError("no command after '--'")
-    return writable, rest[0], rest[1:]
+    return rules, rest[0], rest[1:]
 
 
 def main() -> None:
@@ -44,8 +68,10 @@ def main() -> None:
     import landlock  # type: ignore[import-not-found]  # the sibling (`-I` drops its folder)
 
     try:
-        writable, executable, argv = parse(sys.argv[1:])
-        landlock.restrict(writable)
+        rules, executable, argv = parse_rules(sys.argv[1:])
+        landlock.restrict(
+            rules.writable, deny_read=rules.deny_read, connect_ports=rules.connect_ports
+        )
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"[ai-sdlc] sandbox: cannot apply: {exc}; the command did not run\n")
         sys.stderr.flush()

@@ -7,6 +7,11 @@ notably the main checkout, its `.ai-sdlc/` (stories, ledger, config) and the rep
 folder: Landlock rules allow by hierarchy, so a worktree inside the main checkout
 (`.ai-sdlc/worktrees/<id>`) is writable while its parents are not.
 
+Readable: everything but the credential stores of `DENY_READ` and `sandbox.deny_read` (see
+`landlock.readable_roots`). Network: `for_step` closes TCP for the steps `sandbox.network`
+does not name (by default verification and the agent loop's `run_command` get none, while
+`worktree.setup` and CLI agents keep it), where the kernel has Landlock network rules (ABI 4).
+
 `sandbox_policy_for(workspace, config)` is the one call a caller needs: the policy (or None
 when the sandbox is off or unavailable) to pass as `start_session(..., sandbox=policy)`.
 """
@@ -35,6 +40,33 @@ CLAUDE_DIR_ENV = "CLAUDE_CONFIG_DIR"
 #: shared memory (Python's multiprocessing locks live in /dev/shm).
 SYSTEM_WRITABLE: tuple[str, ...] = ("/dev/null", "/dev/shm")
 TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
+#: Credential stores no child may read (`~` is $HOME; missing ones are skipped), before
+#: `sandbox.deny_read`: keys, cloud and cluster logins, registry and git tokens, and the agent
+#: CLIs' own login files (a CLI gets its key by environment or a private home instead).
+DENY_READ: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.pypirc",
+    "~/.npmrc",
+    "~/.claude.json",
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
+    "~/.gemini/oauth_creds.json",
+    "~/.gemini/google_accounts.json",
+)
+#: The kinds of step `sandbox.network` names: verification commands, the agent loop's
+#: `run_command` tool, `worktree.setup` commands and CLI agents.
+NETWORK_STEPS: tuple[str, ...] = ("verify", "tools", "setup", "agents")
+#: The steps that keep the network by default (package registries, the provider's API).
+DEFAULT_NETWORK: tuple[str, ...] = ("setup", "agents")
 
 
 class SandboxRequiredError(AiSdlcError):
@@ -58,6 +90,23 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
     writable: tuple[str, ...]
     #: Variables set in every sandboxed child's environment (e.g. CLAUDE_CONFIG_DIR).
     env: tuple[tuple[str, str], ...] = ()
+    #: Paths no child may read (resolved; see `landlock.readable_roots`).
+    deny_read: tuple[str, ...] = ()
+    #: The TCP ports a child may connect to; None: the network is open.
+    connect_ports: tuple[int, ...] | None = None
+    #: The steps that keep the network (`sandbox.network`), and whether the kernel can close
+    #: it for the others (Landlock ABI 4).
+    network: tuple[str, ...] = DEFAULT_NETWORK
+    net_rules: bool = False
+    #: Credential variables agents get besides their provider's key (`sandbox.pass_env`).
+    pass_env: tuple[str, ...] = ()
+
+    def for_step(self, step: str) -> SandboxPolicy:
+        """This policy for one kind of step (`NETWORK_STEPS`): no TCP at all unless
+        `sandbox.network` names the step (or the kernel cannot close it: doctor says so)."""
+        if step in self.network or not self.net_rules:
+            return self
+        return msgspec.structs.replace(self, connect_ports=())
 
     def launch(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Any = None
@@ -77,7 +126,12 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 environment[name] = tmpdir
             for name, value in self.env:
                 environment.setdefault(name, value)
-            wrapped = self.backend.wrap([executable, *argv], (*self.writable, tmpdir))
+            wrapped = self.backend.wrap(
+                [executable, *argv],
+                (*self.writable, tmpdir),
+                deny_read=self.deny_read,
+                connect_ports=self.connect_ports,
+            )
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
             raise
@@ -112,6 +166,12 @@ class SandboxKeys(Protocol):
     def required(self) -> bool: ...
     @property
     def writable(self) -> list[str]: ...
+    @property
+    def deny_read(self) -> list[str]: ...
+    @property
+    def network(self) -> list[str]: ...
+    @property
+    def pass_env(self) -> list[str]: ...
 
 
 class _TypedSections(Protocol):
@@ -131,6 +191,9 @@ class SandboxSettings(msgspec.Struct, frozen=True):
     enabled: bool = True
     required: bool = True
     writable: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    network: tuple[str, ...] = DEFAULT_NETWORK
+    pass_env: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: TypedConfig) -> SandboxSettings:
@@ -139,6 +202,9 @@ class SandboxSettings(msgspec.Struct, frozen=True):
             enabled=section.enabled,
             required=section.required,
             writable=tuple(section.writable),
+            deny_read=tuple(section.deny_read),
+            network=tuple(section.network),
+            pass_env=tuple(section.pass_env),
         )
 
 
@@ -158,6 +224,8 @@ class Sandbox(msgspec.Struct, frozen=True):
     holding_project: tuple[str, ...] = ()
     #: `sandbox.writable` folders that hold the project (the user's choice; doctor warns).
     exposing: tuple[str, ...] = ()
+    #: The paths no child may read (`DENY_READ` and `sandbox.deny_read`, expanded).
+    deny_read: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -202,6 +270,10 @@ class Sandbox(msgspec.Struct, frozen=True):
             shared.append(os.path.realpath(path))
             if project.is_relative_to(os.path.realpath(path)):
                 exposing.append(raw)
+        deny = [str(_expand(raw, home)) for raw in DENY_READ]
+        for raw in settings.deny_read:
+            path = _expand(raw, home)
+            deny.append(str(path if path.is_absolute() else root / path))
         return cls(
             settings,
             backend,
@@ -211,6 +283,7 @@ class Sandbox(msgspec.Struct, frozen=True):
             tuple(dict.fromkeys(missing)),
             tuple(dict.fromkeys(holding)),
             tuple(exposing),
+            tuple(dict.fromkeys(deny)),
         )
 
     @property
@@ -224,7 +297,22 @@ class Sandbox(msgspec.Struct, frozen=True):
         """The policy of `workspace`'s children; None when the sandbox is off or missing."""
         if not self.in_force:
             return None
-        return SandboxPolicy(self.backend, self.writable_roots(workspace), self.env)
+        return SandboxPolicy(
+            self.backend,
+            self.writable_roots(workspace),
+            self.env,
+            self.deny_read,
+            network=self.settings.network,
+            net_rules=self.net_rules,
+            pass_env=self.settings.pass_env,
+        )
+
+    @property
+    def net_rules(self) -> bool:
+        """Whether the kernel can close the network for a step (Landlock ABI 4)."""
+        from ai_sdlc.sandbox.landlock import NET_ABI
+
+        return (self.availability.abi or 0) >= NET_ABI
 
     def missing_reason(self, *, no_sandbox: bool = False) -> str | None:
         """Why children will run unconfined although the config wants a sandbox (None when

@@ -18,7 +18,7 @@ from ai_sdlc.errors import AiSdlcError, StoryBlockedError, UsageError
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
-from ai_sdlc.verify import VerificationResult, run_commands
+from ai_sdlc.verify import VerificationResult, run_commands, verify_environment
 from ai_sdlc.verify.judge import Judge, JudgeSettings
 from ai_sdlc.verify.pytest_run import dropped_options
 from ai_sdlc.workflow.engine.assess import NextAction, recommend
@@ -113,6 +113,7 @@ class Session(msgspec.Struct):
         guards = GuardFactory.from_config(store, config)
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
         commands = verification_commands(config)
+        typed = config.typed()
         timeout = config.typed().verify.timeout
         sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
 
@@ -126,7 +127,7 @@ class Session(msgspec.Struct):
 
         def verifier(workspace: Path) -> VerificationResult:
             relay.check_config()
-            env = None
+            env = verify_environment(typed.verify.env, typed.sandbox.pass_env)
             if environment is not None:
                 changed = environment.ensure(workspace, after_attempt=True)
                 if changed is not None:
@@ -134,6 +135,7 @@ class Session(msgspec.Struct):
                 environment.check(workspace)
                 env = environment.verify_environment(workspace)
             policy = confine(workspace)
+            policy = None if policy is None else policy.for_step("verify")
             return guards.verification(
                 lambda: run_commands(
                     commands,
