@@ -1,7 +1,8 @@
 """The sandbox's cost per process: the same command started with and without the Landlock
 sandbox, alternately, in the same run (median of N each).
 
-Three kinds of child, through the code paths a run uses:
+With every rule a run applies (writes, the credential stores of `DENY_READ` unreadable, no
+TCP, a PID namespace of its own). Three kinds of child, through the code paths a run uses:
 - a verification step (`run_commands`, as `verify.test`): `true`, and `python -c pass`;
 - an agent call (`CommandProvider.execute`, the `command` provider): a small CLI agent that
   reads its prompt on stdin, writes a file in the workspace and answers.
@@ -9,7 +10,9 @@ Three kinds of child, through the code paths a run uses:
 Printed per kind: the median wall time unsandboxed and sandboxed (ms), the difference, and
 the ratio. Target: the sandbox adds <= 50 ms per process (PASS/FAIL); an agent call itself
 takes seconds. What the difference is made of: the launcher (`python -I -S launcher.py`, a
-Python start-up with no site-packages), three Landlock system calls, and one more `exec`.
+Python start-up with no site-packages), the Landlock rules (a few hundred system calls: the
+read allow-list splits $HOME around the denied paths), the namespaces' `unshare` and `/proc`
+mount, two more `fork`s and one more `exec`.
 
     python bench/bench_sandbox.py [--runs 20]
 """
@@ -29,7 +32,7 @@ from ai_sdlc.providers.base import Access, Phase, ProviderRequest
 from ai_sdlc.providers.command_provider import CommandProvider
 from ai_sdlc.sandbox import landlock
 from ai_sdlc.sandbox.backend import LandlockBackend
-from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.policy import DENY_READ, SandboxPolicy
 from ai_sdlc.verify import run_commands
 
 #: Added wall time per sandboxed process, in seconds.
@@ -96,7 +99,14 @@ def main() -> int:
         workspace.mkdir()
         script = Path(tmp) / "agent.py"
         script.write_text(AGENT)
-        policy = SandboxPolicy(LandlockBackend(), (str(workspace),))
+        # The rules a run applies: writes, the credential stores unreadable, no TCP (the
+        # verify step's; an agent's adds its egress proxy, a thread in this process), and a PID
+        # namespace of its own.
+        home = Path.home()
+        deny = tuple(str(home / raw[2:]) for raw in DENY_READ)
+        policy = SandboxPolicy(
+            LandlockBackend(), (str(workspace),), deny_read=deny, net_rules=True, network=()
+        ).for_step("verify")
         kinds = {
             "verify `true`": lambda p: verification(workspace, "true", p),
             "verify `python -c pass`": lambda p: verification(

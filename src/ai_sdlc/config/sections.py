@@ -348,12 +348,13 @@ class SandboxSection(_Section):
     network: Annotated[
         list[Literal["verify", "tools", "setup", "agents"]],
         key(
-            "steps that keep the network (verify, tools: the agent loop's run_command, "
-            "setup: worktree.setup, agents: CLI agents); the others get no TCP",
+            "steps with the open network (verify, tools: the agent loop's run_command, "
+            "setup: worktree.setup, agents: CLI agents, else only their API hosts through "
+            "ai-sdlc's proxy); the others get no TCP",
             expected="a list of verify, tools, setup, agents",
             guard="strict",
         ),
-    ] = msgspec.field(default_factory=lambda: ["setup", "agents"])
+    ] = msgspec.field(default_factory=lambda: ["setup"])
     pass_env: Annotated[
         list[str],
         key(

@@ -16,6 +16,17 @@ from ai_sdlc.providers.cli_output import AIDER_ANALYTICS, AIDER_HISTORY
 from ai_sdlc.sandbox.childenv import AI_KEYS, CLAUDE_KEYS
 
 PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}", "{output_dir}")
+#: The providers' own API hosts (logins included: Codex's ChatGPT sign-in, Gemini's OAuth).
+CLAUDE_HOSTS = ("api.anthropic.com",)
+OPENAI_HOSTS = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+GEMINI_HOSTS = ("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
+                "oauth2.googleapis.com")  # fmt: skip
+#: Every provider's, for an agent template of the user's own (its provider is not known).
+ALL_HOSTS = (*CLAUDE_HOSTS, *OPENAI_HOSTS, *GEMINI_HOSTS)
+#: Variables that point a CLI at another endpoint (a gateway, a local server): their hosts
+#: are allowed too.
+BASE_URL_VARS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_BASE",
+                 "GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,9 @@ class Preset:
     #: The credential variables the CLI logs in with (the only ones it gets when sandboxed,
     #: with `sandbox.pass_env`).
     keys: tuple[str, ...] = AI_KEYS
+    #: The API hosts it may reach through the egress proxy (`sandbox/proxy.py`), besides those
+    #: its base-URL variables name (`BASE_URL_VARS`).
+    hosts: tuple[str, ...] = ()
 
 
 def _codex(sandbox: str) -> tuple[str, ...]:
@@ -112,6 +126,7 @@ PRESETS: dict[str, Preset] = {
         "`result`; the `claude` provider streams events instead)",
         output="claude-json",
         keys=CLAUDE_KEYS,
+        hosts=CLAUDE_HOSTS,
     ),
     "codex": Preset(
         template=_codex("workspace-write"),
@@ -128,6 +143,7 @@ PRESETS: dict[str, Preset] = {
         # which its commands cannot run at all: nothing is written.
         confined_template=_codex("danger-full-access"),
         keys=("OPENAI_API_KEY", "CODEX_API_KEY"),
+        hosts=OPENAI_HOSTS,
     ),
     "aider": Preset(
         template=(*_AIDER, "--model={model}"),
@@ -143,6 +159,7 @@ PRESETS: dict[str, Preset] = {
         "log and output lines; an API failure is a failure although Aider exits 0",
         output="aider",
         files=(("model-settings.yml", _AIDER_SETTINGS),),
+        hosts=(*OPENAI_HOSTS[:1], *CLAUDE_HOSTS, *GEMINI_HOSTS[:1]),
     ),
     "gemini": Preset(
         template=(
@@ -176,6 +193,7 @@ PRESETS: dict[str, Preset] = {
         output="gemini-jsonl",
         merge_stderr=True,
         keys=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
+        hosts=GEMINI_HOSTS,
     ),
 }
 
@@ -185,12 +203,7 @@ def codex_retry_note(environ: Mapping[str, str]) -> str | None:
     `exec --json`, so those retries cannot be counted. A provider of the user's own with
     `request_max_retries = 0` hands each failure back: ai-sdlc's `llm` policy retries and counts
     it. The built-in `openai` provider cannot be changed (codex refuses to load such a config)."""
-    default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
-    home = environ.get("CODEX_HOME") or str(default)
-    try:
-        data = tomllib.loads((Path(home) / "config.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        data = {}
+    data = _codex_config(environ)
     provider = str(data.get("model_provider") or "openai")
     providers = data.get("model_providers")
     info = providers.get(provider) if isinstance(providers, dict) else None
@@ -201,3 +214,24 @@ def codex_retry_note(environ: Mapping[str, str]) -> str | None:
         "not report them, so they are not counted; to count each, use a model provider of your "
         "own in codex's config.toml with request_max_retries = 0"
     )
+
+
+def api_urls(hosts: tuple[str, ...], environ: Mapping[str, str]) -> list[str]:
+    """What an agent may reach through the egress proxy: its provider's `hosts`, the URLs of
+    the base-URL variables set in `environ`, and the `base_url` of every model provider in
+    Codex's `config.toml` (a local or company endpoint)."""
+    urls = [*hosts, *(environ[name] for name in BASE_URL_VARS if environ.get(name))]
+    providers = _codex_config(environ).get("model_providers")
+    if isinstance(providers, dict):
+        urls += [str(p["base_url"]) for p in providers.values()
+                 if isinstance(p, dict) and p.get("base_url")]  # fmt: skip
+    return urls
+
+
+def _codex_config(environ: Mapping[str, str]) -> dict[str, object]:
+    default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
+    home = environ.get("CODEX_HOME") or str(default)
+    try:
+        return tomllib.loads((Path(home) / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}

@@ -141,11 +141,6 @@ def agent_env(
     return agent_environment(environ, (*keys, *sandbox.pass_env))
 
 
-def for_agents(sandbox: SandboxPolicy | None) -> SandboxPolicy | None:
-    """A CLI agent's sandbox: the network as `sandbox.network` says for `agents`."""
-    return None if sandbox is None else sandbox.for_step("agents")
-
-
 def run_confined(
     argv: Sequence[str],
     *,

@@ -49,11 +49,12 @@ class Backend(Protocol):
         *,
         deny_read: Sequence[str] = (),
         connect_ports: Sequence[int] | None = None,
+        pidns: bool = False,
     ) -> list[str]:
         """The argument list that runs `argv` writing only beneath `writable`, reading
         nothing of `deny_read`, connecting over TCP only to `connect_ports` (None: any).
-        `argv[0]` is the resolved executable, `argv[1:]` the original argument list (its own
-        argv[0] first)."""
+        `pidns`: in a PID namespace of its own where possible. `argv[0]` is the resolved
+        executable, `argv[1:]` the original argument list (its own argv[0] first)."""
         ...
 
 
@@ -72,6 +73,7 @@ class LandlockBackend:
         *,
         deny_read: Sequence[str] = (),
         connect_ports: Sequence[int] | None = None,
+        pidns: bool = False,
     ) -> list[str]:
         launcher = [sys.executable, "-I", "-S", str(LAUNCHER)]
         for path in writable:
@@ -80,6 +82,8 @@ class LandlockBackend:
             launcher += ["--deny", path]
         if connect_ports is not None:
             launcher += ["--tcp", ",".join(str(port) for port in connect_ports)]
+        if pidns:
+            launcher.append("--pidns")
         return [*launcher, "--", *argv]
 
 
@@ -118,6 +122,7 @@ class Unavailable:
         *,
         deny_read: Sequence[str] = (),
         connect_ports: Sequence[int] | None = None,
+        pidns: bool = False,
     ) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 

@@ -1,8 +1,9 @@
 """The sandbox launcher: restrict this process with Landlock, then become the command.
 
-Run as `python -I -S launcher.py [--rw PATH]... [--deny PATH]... [--tcp PORTS] -- EXECUTABLE
-ARGV0 [ARG]...` (`--deny`: a path no read may reach; `--tcp`: the only TCP ports it may connect
-to, comma-separated, "" for none; without it the network is open) (`-I -S`: no
+Run as `python -I -S launcher.py [--rw PATH]... [--deny PATH]... [--tcp PORTS] [--pidns] --
+EXECUTABLE ARGV0 [ARG]...` (`--deny`: a path no read may reach; `--tcp`: the only TCP ports it
+may connect to, comma-separated, "" for none, without it the network is open; `--pidns`: run
+the command in a PID namespace of its own where the kernel allows, see `pidns`) (`-I -S`: no
 site-packages, no environment-driven imports: the launcher starts in ~25 ms and nothing on the
 project's path can run before the restriction). It restricts itself, makes itself the
 "subreaper" of everything the command starts, and runs the resolved executable with the
@@ -33,6 +34,7 @@ class Rules:
         self.writable: list[str] = []
         self.deny_read: list[str] = []
         self.connect_ports: list[int] | None = None
+        self.pidns = False
 
 
 def parse(args: list[str]) -> tuple[list[str], str, list[str]]:
@@ -47,6 +49,10 @@ def parse_rules(args: list[str]) -> tuple[Rules, str, list[str]]:
     i = 0
     while i < len(args) and args[i] != "--":
         flag = args[i]
+        if flag == "--pidns":
+            rules.pidns = True
+            i += 1
+            continue
         if flag not in ("--rw", "--deny", "--tcp") or i + 1 >= len(args):
             raise ValueError(f"unexpected launcher argument {flag!r}")
         value = args[i + 1]
@@ -66,16 +72,17 @@ def parse_rules(args: list[str]) -> tuple[Rules, str, list[str]]:
 def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import landlock  # type: ignore[import-not-found]  # the sibling (`-I` drops its folder)
+    import pidns  # type: ignore[import-not-found]
 
     try:
         rules, executable, argv = parse_rules(sys.argv[1:])
+        if rules.pidns and pidns.enter():
+            _run_isolated(rules, executable, argv)
         landlock.restrict(
             rules.writable, deny_read=rules.deny_read, connect_ports=rules.connect_ports
         )
     except (ValueError, OSError) as exc:
-        sys.stderr.write(f"[ai-sdlc] sandbox: cannot apply: {exc}; the command did not run\n")
-        sys.stderr.flush()
-        os._exit(EXIT_CANNOT_SANDBOX)
+        _cannot_apply(exc)
     if not _subreaper():
         _exec(executable, argv)  # no subreaper here: the command is this process, as before
     # The group's signals reach the command itself; the launcher outlives it to sweep.
@@ -91,6 +98,60 @@ def main() -> None:
             os.close(fd)
     status = _wait(pid)
     _sweep()
+    _end_as(status)
+
+
+def _cannot_apply(exc: BaseException) -> None:
+    sys.stderr.write(f"[ai-sdlc] sandbox: cannot apply: {exc}; the command did not run\n")
+    sys.stderr.flush()
+    os._exit(EXIT_CANNOT_SANDBOX)
+
+
+def _run_isolated(rules: Rules, executable: str, argv: list[str]) -> None:
+    """After `pidns.enter`: the next child is the first process (init) of a new PID namespace.
+    It mounts its own `/proc`, restricts itself with Landlock (a mount is impossible after),
+    runs the command as its child and reports the command's wait status on a pipe. When it
+    ends, the kernel kills every process left in the namespace (detached ones too). This
+    launcher stays outside the sandbox and ends as the command did."""
+    import landlock
+    import pidns
+
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _FORWARDED}
+    report, reported = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(report)
+        try:
+            pidns.mount_proc()
+            landlock.restrict(
+                rules.writable, deny_read=rules.deny_read, connect_ports=rules.connect_ports
+            )
+        except OSError as exc:
+            _cannot_apply(exc)
+        pid = os.fork()
+        if pid == 0:
+            os.close(reported)
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            _exec(executable, argv)
+        for fd in (0, 1, 2):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        os.write(reported, _wait(pid).to_bytes(4, "little"))
+        os._exit(0)
+    os.close(reported)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _, init_status = os.waitpid(init, 0)
+    with os.fdopen(report, "rb") as pipe:
+        data = pipe.read()
+    status = int.from_bytes(data, "little") if len(data) == 4 else init_status
+    _end_as(status)
+
+
+def _end_as(status: int) -> None:
+    """End this process as a process with wait status `status` ended."""
     if os.WIFSIGNALED(status):
         killed = os.WTERMSIG(status)
         signal.signal(killed, signal.SIG_DFL)

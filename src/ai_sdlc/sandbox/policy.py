@@ -9,8 +9,9 @@ folder: Landlock rules allow by hierarchy, so a worktree inside the main checkou
 
 Readable: everything but the credential stores of `DENY_READ` and `sandbox.deny_read` (see
 `landlock.readable_roots`). Network: `for_step` closes TCP for the steps `sandbox.network`
-does not name (by default verification and the agent loop's `run_command` get none, while
-`worktree.setup` and CLI agents keep it), where the kernel has Landlock network rules (ABI 4).
+does not name (by default verification and the agent loop's `run_command` get none,
+`worktree.setup` keeps it, CLI agents reach their API hosts only, through `proxy`), where the
+kernel has Landlock network rules (ABI 4).
 
 `sandbox_policy_for(workspace, config)` is the one call a caller needs: the policy (or None
 when the sandbox is off or unavailable) to pass as `start_session(..., sandbox=policy)`.
@@ -66,7 +67,7 @@ DENY_READ: tuple[str, ...] = (
 #: `run_command` tool, `worktree.setup` commands and CLI agents.
 NETWORK_STEPS: tuple[str, ...] = ("verify", "tools", "setup", "agents")
 #: The steps that keep the network by default (package registries, the provider's API).
-DEFAULT_NETWORK: tuple[str, ...] = ("setup", "agents")
+DEFAULT_NETWORK: tuple[str, ...] = ("setup",)
 
 
 class SandboxRequiredError(AiSdlcError):
@@ -100,6 +101,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
     net_rules: bool = False
     #: Credential variables agents get besides their provider's key (`sandbox.pass_env`).
     pass_env: tuple[str, ...] = ()
+    #: Run each child in a PID namespace of its own (no `/proc/<ancestor>/environ`).
+    pidns: bool = True
 
     def for_step(self, step: str) -> SandboxPolicy:
         """This policy for one kind of step (`NETWORK_STEPS`): no TCP at all unless
@@ -131,6 +134,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 (*self.writable, tmpdir),
                 deny_read=self.deny_read,
                 connect_ports=self.connect_ports,
+                pidns=self.pidns,
             )
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -317,10 +321,55 @@ class Sandbox(msgspec.Struct, frozen=True):
     def missing_reason(self, *, no_sandbox: bool = False) -> str | None:
         """Why children will run unconfined although the config wants a sandbox (None when
         one is in force, or when it was turned off on purpose: `--no-sandbox`, enabled:
-        false)."""
-        if no_sandbox or not self.settings.enabled or self.availability.usable:
+        false); also when the kernel cannot close the network `sandbox.network` closes."""
+        if no_sandbox or not self.settings.enabled:
             return None
-        return self.availability.detail
+        if not self.availability.usable:
+            return self.availability.detail
+        closed = [s for s in NETWORK_STEPS if s not in self.settings.network]
+        if closed and not self.net_rules:
+            return (
+                f"Landlock ABI {self.availability.abi} has no network rules (ABI 4, Linux 6.7): "
+                f"{', '.join(closed)} keep the open network"
+            )
+        return None
+
+    def network_rules(self) -> dict[str, str]:
+        """Each kind of step and the network it gets (for doctor)."""
+        rules: dict[str, str] = {}
+        for step in NETWORK_STEPS:
+            if step in self.settings.network:
+                rules[step] = "open (sandbox.network)" if step != "setup" else "open"
+            elif not self.net_rules:
+                rules[step] = "open: the kernel has no Landlock network rules"
+            elif step == "agents":
+                rules[step] = "their API hosts only, through ai-sdlc's proxy"
+            else:
+                rules[step] = "none (no TCP)"
+        return rules
+
+    def pid_namespace(self) -> str | None:
+        """None when a child runs in a PID namespace of its own here (it cannot read
+        `/proc/<ancestor>/environ`), else why not (a child is started to find out)."""
+        import subprocess
+        import sys
+
+        if not self.in_force:
+            return "no sandbox"
+        policy = SandboxPolicy(self.backend, ())
+        code = "import os; print(os.getpid())"
+        launch = policy.launch([sys.executable, "-I", "-S", "-c", code], env={})
+        try:
+            done = subprocess.run(launch.argv, env=launch.env, capture_output=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"the probe did not run ({exc})"
+        finally:
+            import shutil
+
+            shutil.rmtree(launch.tmpdir, ignore_errors=True)
+        if done.stdout.strip() == b"2":
+            return None
+        return "the kernel refused a new PID namespace (user namespaces turned off?)"
 
     def check_unattended(self, *, no_sandbox: bool, command: str) -> None:
         """`run --auto` and `watch` refuse to start without a sandbox unless told."""
