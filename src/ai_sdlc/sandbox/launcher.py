@@ -121,8 +121,12 @@ def _run_isolated(rules: Rules, executable: str, argv: list[str]) -> None:
     init = os.fork()
     if init == 0:
         os.close(report)
-        try:
+        # A /proc that cannot be mounted (a container's masked one, in a user namespace) leaves
+        # the old one: the namespace still ends what the command leaves, and doctor's probe
+        # shows that /proc is not the namespace's.
+        with contextlib.suppress(OSError):
             pidns.mount_proc()
+        try:
             landlock.restrict(
                 rules.writable, deny_read=rules.deny_read, connect_ports=rules.connect_ports
             )

@@ -10,7 +10,9 @@ any later mount, so it cannot mount another `/proc` to look out, even as root.
 Root unshares the PID and mount namespaces directly; another user needs an unprivileged user
 namespace as well (mapped to the same uid and gid, so files keep their owners). Where the kernel
 refuses (user namespaces turned off, a seccomp filter), `enter` says so and the launcher goes
-on without: `doctor` shows whether the namespace is in force (`probe`).
+on without; where `/proc` cannot be mounted in it (a container's masked `/proc` seen from a user
+namespace) the namespace still ends whatever the command leaves. `doctor` shows which
+(`Sandbox.pid_namespace`).
 
 Standard library only: the launcher imports it with `python -I -S` for every process.
 """

@@ -357,7 +357,7 @@ class Sandbox(msgspec.Struct, frozen=True):
         if not self.in_force:
             return "no sandbox"
         policy = SandboxPolicy(self.backend, ())
-        code = "import os; print(os.getpid())"
+        code = "import os; print(os.getpid(), os.readlink('/proc/self'))"
         launch = policy.launch([sys.executable, "-I", "-S", "-c", code], env={})
         try:
             done = subprocess.run(launch.argv, env=launch.env, capture_output=True, timeout=30)
@@ -367,8 +367,10 @@ class Sandbox(msgspec.Struct, frozen=True):
             import shutil
 
             shutil.rmtree(launch.tmpdir, ignore_errors=True)
-        if done.stdout.strip() == b"2":
+        if done.stdout.split() == [b"2", b"2"]:
             return None
+        if done.stdout.startswith(b"2 "):
+            return "a PID namespace, but /proc could not be mounted in it (a masked /proc?)"
         return "the kernel refused a new PID namespace (user namespaces turned off?)"
 
     def check_unattended(self, *, no_sandbox: bool, command: str) -> None:
