@@ -34,8 +34,9 @@ pytestmark = [
 ]
 
 #: `agent.py REPORTS API OTHER PHASE`: GET API/v1/models (through the proxy the environment
-#: names), GET OTHER/steal (the same way), then a direct TCP connection to OTHER's port; each
-#: outcome is a line of REPORTS/agent.jsonl.
+#: names), GET OTHER/steal (the same way), a `CONNECT` tunnel to each (as HTTPS clients do;
+#: a GET inside the tunnel), then a direct TCP connection to OTHER's port; each outcome is in a
+#: line of REPORTS/agent.jsonl.
 AGENT = r"""
 import json, os, socket, sys, urllib.error, urllib.request
 from urllib.parse import urlsplit
@@ -47,6 +48,19 @@ for name, url in (("api", api + "/v1/models"), ("other", other + "/steal")):
             record[name] = answer.read().decode()
     except urllib.error.HTTPError as exc:
         record[name] = f"HTTP {exc.code}"
+    except OSError as exc:
+        record[name] = "denied: " + str(exc)
+proxy = urlsplit(os.environ.get("HTTPS_PROXY") or "http://127.0.0.1:1")
+for name, url in (("api_tunnel", api), ("other_tunnel", other)):
+    target = urlsplit(url).netloc
+    try:
+        with socket.create_connection((proxy.hostname, proxy.port), timeout=10) as conn:
+            conn.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            answer = conn.recv(4096).decode()
+            if " 200 " in answer.split("\r\n")[0]:
+                conn.sendall(f"GET /tunnel HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+                answer = b"".join(iter(lambda: conn.recv(4096), b"")).decode()
+            record[name] = answer.split("\r\n")[0] + " " + answer.rsplit("\n", 1)[-1]
     except OSError as exc:
         record[name] = "denied: " + str(exc)
 try:
@@ -73,6 +87,7 @@ class Server:
                 body = name.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -155,8 +170,10 @@ def test_an_agent_reaches_its_api_through_the_proxy_and_nothing_else(
         assert record["proxy"].startswith("http://127.0.0.1:"), record
         assert record["api"] == "fake-openai", record
         assert record["other"] == "HTTP 403", record
+        assert record["api_tunnel"] == "HTTP/1.0 200 OK fake-openai", record
+        assert record["other_tunnel"].startswith("HTTP/1.1 403 Forbidden"), record
         assert record["direct"].startswith("denied"), record
-    assert other.paths == [] and len(api.paths) == len(records)
+    assert other.paths == [] and len(api.paths) == 2 * len(records)
     # verification: no TCP at all
     assert set(tried.read_text().splitlines()) == {"denied: Permission denied"}
 
