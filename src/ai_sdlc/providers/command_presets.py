@@ -228,6 +228,16 @@ def api_urls(hosts: tuple[str, ...], environ: Mapping[str, str]) -> list[str]:
     return urls
 
 
+def codex_keys(environ: Mapping[str, str]) -> list[str]:
+    """The `env_key` of every model provider in Codex's `config.toml`: the variable that holds
+    the key of a provider of the user's own (it is that agent's key, passed on)."""
+    providers = _codex_config(environ).get("model_providers")
+    if not isinstance(providers, dict):
+        return []
+    return [str(p["env_key"]) for p in providers.values()
+            if isinstance(p, dict) and p.get("env_key")]  # fmt: skip
+
+
 def _codex_config(environ: Mapping[str, str]) -> dict[str, object]:
     default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
     home = environ.get("CODEX_HOME") or str(default)

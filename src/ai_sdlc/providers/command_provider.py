@@ -69,6 +69,7 @@ from ai_sdlc.providers.command_presets import (
     PLACEHOLDERS,
     PRESETS,
     api_urls,
+    codex_keys,
     codex_retry_note,
 )
 from ai_sdlc.providers.errors_map import OUTPUT_KINDS, redact
@@ -316,7 +317,8 @@ class CommandProvider(ConfiguredProvider):
         output_dir: Path,
     ) -> AgentOutput:
         """One run of the agent, its network through the egress proxy (`sandbox/proxy.py`)."""
-        env = agent_env(self.environ, spec.keys, request.sandbox)
+        keys = [*spec.keys, *(codex_keys(self.environ) if spec.output == "codex-jsonl" else ())]
+        env = agent_env(self.environ, keys, request.sandbox)
         with agent_egress(request.sandbox, api_urls(spec.hosts, env)) as egress:
             routed = (egress.apply(env), egress.sandbox)
             return self._run_routed(argv, spec, request, prompt, deadline, output_dir, routed)
