@@ -120,6 +120,17 @@ class HomeSources(msgspec.Struct, frozen=True):
     def caches(self) -> Path:
         return Path(self.state, "caches")
 
+    def logins(self) -> list[str]:
+        """The user's own login files (no child may read them: `policy.DENY_READ`); the
+        private homes' copies stay readable to their agent."""
+        return [
+            str(Path(self.claude, ".credentials.json")),
+            self.claude_json,
+            str(Path(self.codex, "auth.json")),
+            str(Path(self.gemini, "oauth_creds.json")),
+            str(Path(self.gemini, "google_accounts.json")),
+        ]
+
     def folder(self, key: str) -> str:
         value: str = getattr(self, key)
         return value
