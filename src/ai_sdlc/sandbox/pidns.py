@@ -14,7 +14,8 @@ on without; where `/proc` cannot be mounted in it (a container's masked `/proc` 
 namespace) the namespace still ends whatever the command leaves. `doctor` shows which
 (`Sandbox.pid_namespace`).
 
-Standard library only: the launcher imports it with `python -I -S` for every process.
+Standard library only: handed to the launcher in memory with it (`backend.LAUNCH_CODE`, never
+read from disk at child time) and run with `python -I -S` for every process.
 """
 
 import ctypes
