@@ -1,16 +1,20 @@
 """The sandbox's cost per process: the same command started with and without the Landlock
 sandbox, alternately, in the same run (median of N each).
 
-Three kinds of child, through the code paths a run uses:
+With every rule a run applies (writes, the credential stores of `DENY_READ` unreadable, no
+TCP, a PID namespace of its own). Three kinds of child, through the code paths a run uses:
 - a verification step (`run_commands`, as `verify.test`): `true`, and `python -c pass`;
 - an agent call (`CommandProvider.execute`, the `command` provider): a small CLI agent that
   reads its prompt on stdin, writes a file in the workspace and answers.
 
-Printed per kind: the median wall time unsandboxed and sandboxed (ms), the difference, and
-the ratio. Target: the sandbox adds <= 50 ms per process (PASS/FAIL); an agent call itself
-takes seconds. What the difference is made of: the launcher (`python -I -S launcher.py`, a
-Python start-up with no site-packages), three Landlock system calls, one more `exec`, and the
-private home's upkeep (`homes.prepare`: folders and copied logins, per policy).
+Printed per kind: the median wall time unsandboxed and sandboxed (ms), the difference, the
+ratio, and (for what issue 32 case 6 added) the time with the write rules only and the
+difference. Target: the sandbox adds <= 50 ms per process (PASS/FAIL); an agent call itself
+takes seconds. What the difference is made of: the launcher (`python -I -S -c`, a Python
+start-up with no site-packages), the Landlock rules (a few hundred system calls: the read
+allow-list splits $HOME around the denied paths), the namespaces' `unshare` and `/proc`
+mount, two more `fork`s and one more `exec`, and the private home's upkeep (`homes.prepare`:
+folders and copied logins, per policy).
 
 Then `worktree.setup` (`uv venv` + `uv pip install` of `--package`, through `run_commands` under
 the sandbox) cold and warm, with ai-sdlc's private caches (UV_CACHE_DIR in its state folder,
@@ -38,7 +42,7 @@ from ai_sdlc.providers.command_provider import CommandProvider
 from ai_sdlc.sandbox import homes, landlock, links
 from ai_sdlc.sandbox.backend import LandlockBackend
 from ai_sdlc.sandbox.homes import HomeSources
-from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.policy import DENY_READ, SandboxPolicy
 from ai_sdlc.verify import run_commands
 
 #: Added wall time per sandboxed process, in seconds.
@@ -170,11 +174,23 @@ def main() -> int:
             Path.home(),
         )
         private = homes.prepare(sources, workspace)
+        # The rules a run applies: writes, the credential stores unreadable, no TCP (the
+        # verify step's; an agent's adds its egress proxy, a thread in this process), and a PID
+        # namespace of its own.
+        home = Path.home()
+        deny = (*(str(home / raw[2:]) for raw in DENY_READ), *sources.logins())
+        writable = (str(workspace), *private.writable)
         policy = SandboxPolicy(
             LandlockBackend(),
-            (str(workspace), *private.writable),
+            writable,
             private.env,
             private.runs,
+            deny_read=deny,
+            net_rules=True,
+            network=(),
+        ).for_step("verify")
+        writes_only = SandboxPolicy(
+            LandlockBackend(), writable, private.env, private.runs, pidns=False
         )
         kinds = {
             "verify `true`": lambda p: verification(workspace, "true", p),
@@ -184,19 +200,28 @@ def main() -> int:
             "agent call (command provider)": lambda p: agent_call(workspace, script, p),
         }
         print(f"Sandbox cost per process (Landlock ABI {abi}, median of {args.runs}, alternating)")
-        print(f"{'':32} {'plain':>9} {'sandboxed':>10} {'added':>9} {'ratio':>6}")
+        print(
+            f"{'':32} {'plain':>9} {'sandboxed':>10} {'added':>9} {'ratio':>6} "
+            f"{'writes only':>12} {'new rules':>10}"
+        )
         worst = 0.0
         for name, make in kinds.items():
-            plain_fn, boxed_fn = make(None), make(policy)
-            plain_fn(), boxed_fn()  # warm up: caches, imports
+            plain_fn, boxed_fn, writes_fn = make(None), make(policy), make(writes_only)
+            plain_fn(), boxed_fn(), writes_fn()  # warm up: caches, imports
             plain: list[float] = []
             boxed: list[float] = []
+            writes: list[float] = []
             for _ in range(args.runs):
                 timed(plain_fn, plain)
                 timed(boxed_fn, boxed)
+                timed(writes_fn, writes)
             p, b = statistics.median(plain), statistics.median(boxed)
+            w = statistics.median(writes)
             worst = max(worst, b - p)
-            print(f"{name:32} {p:7.1f}ms {b:8.1f}ms {b - p:+7.1f}ms {b / p:5.2f}x")
+            print(
+                f"{name:32} {p:7.1f}ms {b:8.1f}ms {b - p:+7.1f}ms {b / p:5.2f}x "
+                f"{w:10.1f}ms {b - w:+8.1f}ms"
+            )
         verdict = "PASS" if worst <= TARGET * 1000 else "FAIL"
         print(
             f"most added per process: {worst:.1f} ms (target <= {TARGET * 1000:.0f} ms): {verdict}"

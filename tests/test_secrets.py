@@ -55,6 +55,9 @@ def test_a_token_printed_by_verification_is_never_written(project: Path) -> None
     )
     assert run_cli(project, "config", "verify.test", printing).returncode == 0
     assert run_cli(project, "config", "limits.implementation_retries", "0").returncode == 0
+    # Verification gets no credential unless named (sandbox.pass_env): these two are.
+    passed = '["GITHUB_TOKEN", "DB_PASSWORD"]'
+    assert run_cli(project, "config", "sandbox.pass_env", passed).returncode == 0
     run_cli(project, "add", "Leaky tests")
     env = {"GITHUB_TOKEN": TOKEN, "DB_PASSWORD": OTHER}
     result = run_cli(project, "run", "S-0001", env=env)

@@ -205,6 +205,9 @@ def verify_items(project: Path, verify: Mapping[str, Any], which: Which) -> list
 def sandbox_item(sandbox: Mapping[str, Any]) -> Item:
     """The write sandbox agents and verification commands run in (from doctor's sandbox
     report): advisory, as a plain `run` works without one."""
+    if sandbox.get("in_force") and sandbox.get("missing"):
+        fix = "a kernel with Landlock ABI 4 (Linux 6.7+), or name the steps in sandbox.network"
+        return _item("sandbox", False, ADVISORY, str(sandbox["missing"]), fix)
     if sandbox.get("in_force"):
         return _item("sandbox", True, ADVISORY, f"{sandbox['backend']} ({sandbox['detail']})")
     refuse = " (run --auto and watch refuse to start)" if sandbox.get("required") else ""

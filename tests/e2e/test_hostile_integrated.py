@@ -84,6 +84,20 @@ def run(root: Path, *args: str) -> CliResult:
     return run_cli(root, *args, env=env)
 
 
+def _running_with(text: str) -> list[int]:
+    """Processes of this machine whose command line holds `text`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if text.encode() in cmdline:
+                found.append(int(entry))
+    return found
+
+
 def frontmatter(root: Path, sid: str) -> dict[str, Any]:
     shown = run(root, "show", sid, "--json")
     assert shown.returncode == 0, shown.output
@@ -206,9 +220,8 @@ def test_a_process_the_agent_detached_cannot_change_the_work_after_verification(
     result = run(root, "run", "S-0001")
     assert result.returncode == 0, result.output
     assert frontmatter(root, "S-0001")["status"] == "done"
-    pid = int((reports / "daemon-pid").read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert (reports / "daemon-pid").exists()  # it ran (its pid is one of its PID namespace)
+    assert not _running_with(str(reports / "daemon-pid"))
     assert not (reports / "daemon-done").exists()
     branch = "ai-sdlc/S-0001-add-multiply"
     assert "a + b" in git(root, "show", f"{branch}:src/calc/__init__.py")

@@ -16,9 +16,9 @@ from ai_sdlc.providers.tools import (
     ToolBox,
     ToolRoot,
     command_policy,
-    scrubbed_env,
     toolbox_for,
 )
+from ai_sdlc.secrets import scrubbed_env
 from tests.support.waits import GUARD, NEVER
 
 

@@ -157,6 +157,32 @@ def processes_under(folder: Path) -> list[int]:
     return found
 
 
+#: How the launcher's command line starts its code (`backend.LAUNCH_CODE`).
+LAUNCHER_MARK = b"# ai-sdlc's sandbox launcher.py"
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def children_of(parent: int) -> list[int]:
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            found.append(int(name))
+    return found
+
+
 def kill_all(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
@@ -173,8 +199,9 @@ def test_a_detached_grandchild_cannot_kill_its_launcher_nor_outlive_the_run(
         survivor = json.loads((reports / "survivor.json").read_text())
         # The launcher is outside the grandchild's Landlock domain: the signal is refused.
         assert survivor["kill"].startswith("denied"), survivor
-        # And the launcher swept the grandchild when the verify command ended.
-        assert not alive(survivor["pid"])
+        # And the launcher swept the grandchild when the verify command ended (its pid is its
+        # PID namespace's: it is found from here by its command line).
+        assert [p for p in processes_under(tmp_path) if b"kill-launcher" in cmdline(p)] == []
         assert processes_under(tmp_path) == []
         assert "base verified" in result.stderr, result.output
         assert result.returncode == 0, result.output
@@ -214,13 +241,18 @@ def test_a_launcher_killed_from_outside_is_a_failed_step_that_leaves_nothing(
         while not ready.exists():  # the handshake: the verify command is running
             assert run.poll() is None, run.communicate()
             time.sleep(0.01)
-        pids = json.loads(ready.read_text())
-        os.kill(pids["launcher"], signal.SIGKILL)
+        # The pids the verify command sees are its PID namespace's: the launcher and the
+        # command's tree are found from here (outside), by what they carry.
+        launchers = [p for p in children_of(run.pid) if LAUNCHER_MARK in cmdline(p)]
+        assert len(launchers) == 1, launchers
+        tree = processes_under(tmp_path)
+        assert len(tree) >= 3, tree  # the launcher, the verify command, its child (at least)
+        os.kill(launchers[0], signal.SIGKILL)
         out, err = run.communicate(timeout=60)
         assert run.returncode == 3, out + err
         assert "base verified" not in err
         assert "step 'test' was killed by SIGKILL" in " ".join(err.split())
-        assert not alive(pids["verify"]) and not alive(pids["child"])
+        assert not any(alive(pid) for pid in tree)
         assert processes_under(tmp_path) == []
     finally:
         if run.poll() is None:
@@ -242,7 +274,10 @@ def test_a_launcher_rewritten_on_disk_changes_nothing_that_runs(tmp_path: Path) 
     target = root / "README.md"
     before = target.read_bytes()
     env = cli_environment(narrow(reports, site))
-    env.update(PYTHONPATH=str(site), HOSTILE_SITE=str(site), HOSTILE_TARGET=str(target))
+    # verify commands get an allow-list (sandbox/childenv): the script's settings go through
+    # verify.env, as a project's would.
+    hostile = {"HOSTILE_SITE": str(site), "HOSTILE_TARGET": str(target)}
+    env.update(PYTHONPATH=str(site), AI_SDLC_VERIFY__ENV=json.dumps(hostile))
     done = subprocess.run(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), "run", SID],
         env=env,

@@ -139,7 +139,9 @@ def test_a_sandboxed_child_cannot_signal_processes_outside_it(tmp_path: Path) ->
             "import os, signal, sys\ntry:\n    os.kill(int(sys.argv[1]), signal.SIGTERM)\n"
             "    print('killed')\nexcept OSError as exc:\n    print(exc.strerror)\n"
         )
-        policy = SandboxPolicy(LandlockBackend(), (str(tmp_path),))
+        # Landlock's own scope: without the PID namespace the victim's pid is visible (in
+        # one, it is not even there: ESRCH).
+        policy = SandboxPolicy(LandlockBackend(), (str(tmp_path),), pidns=False)
         proc = start_session(
             [sys.executable, "-c", code, str(victim.pid)], stdout=subprocess.PIPE, sandbox=policy
         )

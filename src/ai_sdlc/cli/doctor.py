@@ -228,6 +228,10 @@ def sandbox_report(root: Path, config: Any, environ: Mapping[str, str]) -> dict[
         "private_homes": sandbox.private_roots()[0],
         "private_caches": sandbox.private_roots()[1],
         "writable_holding_the_project": list(sandbox.exposing),
+        "unreadable": [p for p in sandbox.deny_read if os.path.lexists(p)],
+        "network": sandbox.network_rules(),
+        "pid_namespace": sandbox.pid_namespace() or "in force",
+        "missing": sandbox.missing_reason(),
     }
     if not sandbox.settings.enabled:
         report["detail"] = "turned off by sandbox.enabled: false"
@@ -244,6 +248,19 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
             f"  agent CLIs' private homes: {sandbox['private_homes']}/<workspace> "
             "(your ~/.claude, ~/.codex, ~/.gemini, ~/.cache and ~/.npm are not writable)"
         )
+        unreadable = ", ".join(sandbox["unreadable"]) or "none of the credential stores exists"
+        out.data(f"  unreadable: {unreadable}")
+        network = ", ".join(f"{step}: {rule}" for step, rule in sandbox["network"].items())
+        out.data(f"  network: {network}")
+        pidns = sandbox["pid_namespace"]
+        out.data(
+            "  processes: a PID namespace of their own (no /proc/<ancestor>/environ)"
+            if pidns == "in force"
+            else f"  processes: ✗ no PID namespace ({pidns}): a child may read "
+            "/proc/<ai-sdlc>/environ when it runs as root or ai-sdlc is dumpable"
+        )
+        if sandbox["missing"]:
+            out.warn(f"sandbox: {sandbox['missing']}")
         for raw in sandbox["writable_holding_the_project"]:
             out.warn(
                 f"sandbox.writable {raw!r} holds this project: agents and verification commands "

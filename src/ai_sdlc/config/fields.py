@@ -82,6 +82,7 @@ CHECKS: dict[str, Callable[[Any], bool]] = {
     "finite_values": lambda v: all(math.isfinite(n) for n in v.values()),
     "http_url": is_http_url,
     "env_name": lambda v: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None,
+    "env_names": lambda v: all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", x) for x in v),
     "nonempty": bool,
 }
 

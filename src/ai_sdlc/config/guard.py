@@ -79,6 +79,12 @@ def _canonical(values: Mapping[str, Any]) -> bytes:
     return json.dumps(values, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
 
 
+def _new_default(key: str, now: Mapping[str, Any]) -> bool:
+    """`key` is in `now` at its default value (recorded by an older ai-sdlc without it)."""
+    setting = SCHEMA.get(key)
+    return setting is not None and key in now and now[key] == setting.default
+
+
 class GuardrailRecord:
     """The accepted guardrail settings of one project."""
 
@@ -125,6 +131,8 @@ class GuardrailRecord:
         out: dict[str, tuple[Any, Any]] = {}
         for record in records:
             for key in sorted(set(record) | set(now)):
+                if key not in record and _new_default(key, now):
+                    continue  # a key a newer ai-sdlc added, at its default: nothing changed
                 if record.get(key, _MISSING) != now.get(key, _MISSING) and key not in out:
                     out[key] = (record.get(key, _MISSING), now.get(key, _MISSING))
         return out

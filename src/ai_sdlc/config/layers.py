@@ -64,8 +64,18 @@ def _env_names(environ: Mapping[str, str]) -> dict[str, str]:
     return names
 
 
+#: List guardrails an added item widens (more network, more secrets passed on), and those a
+#: removed item widens (fewer paths kept from reading).
+_WIDER_WHEN_ADDED = ("sandbox.network", "sandbox.pass_env")
+_WIDER_WHEN_REMOVED = ("sandbox.deny_read",)
+
+
 def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
+    if dotted in _WIDER_WHEN_ADDED:
+        return bool(set(wanted or ()) - set(project or ()))
+    if dotted in _WIDER_WHEN_REMOVED:
+        return bool(set(project or ()) - set(wanted or ()))
     if dotted.startswith(("gates.", "sandbox.")):
         return bool(project) and not wanted
     if dotted == "pr.trusted_bots":  # a bot the project did not name is one more trusted voice

@@ -127,6 +127,14 @@ class VerifySection(_Section):
             expected="a path (relative to the project) of a JUnit XML report, or null",
         ),
     ] = None
+    env: Annotated[
+        dict[str, str],
+        key(
+            "more variables verify and setup commands get (name: value; the rest of the "
+            "environment is an allow-list, docs/sandbox.md)",
+            expected="a mapping of variable names to values",
+        ),
+    ] = msgspec.field(default_factory=dict)
     resources: Annotated[
         dict[str, Annotated[float, Meta(ge=0)]],
         key(
@@ -367,6 +375,35 @@ class SandboxSection(_Section):
             'more folders they may write, e.g. ["~/.gradle", "~/.cargo"]',
             check="nonblank_items",
             expected='a list of folders, e.g. ["~/.m2"]',
+        ),
+    ] = msgspec.field(default_factory=list)
+    deny_read: Annotated[
+        list[str],
+        key(
+            "more paths no child may read, besides ~/.ssh, ~/.aws... (docs/sandbox.md)",
+            check="nonblank_items",
+            expected='a list of paths, e.g. ["~/.config/vault"]',
+            guard="strict",
+        ),
+    ] = msgspec.field(default_factory=list)
+    network: Annotated[
+        list[Literal["verify", "tools", "setup", "agents"]],
+        key(
+            "steps with the open network (verify, tools: the agent loop's run_command, "
+            "setup: worktree.setup, agents: CLI agents, else only their API hosts through "
+            "ai-sdlc's proxy); the others get no TCP",
+            expected="a list of verify, tools, setup, agents",
+            guard="strict",
+        ),
+    ] = msgspec.field(default_factory=lambda: ["setup"])
+    pass_env: Annotated[
+        list[str],
+        key(
+            "credential variables children get (agents: besides their provider's key; "
+            "verify and setup commands)",
+            check="env_names",
+            expected='a list of variable names, e.g. ["GH_TOKEN"]',
+            guard="strict",
         ),
     ] = msgspec.field(default_factory=list)
 

@@ -67,6 +67,9 @@ sandbox:                       # agents, tools and verify commands write only to
   enabled: true                # (Linux Landlock; see docs/sandbox.md). `run --no-sandbox`: off
   required: true               # run --auto / watch refuse to start where no sandbox is available
   writable: []                 # more folders they may write, e.g. ["~/.gradle", "~/.cargo"]
+  deny_read: []                # more paths no child may read (besides ~/.ssh, ~/.aws, ...)
+  network: [setup]             # steps with the open network: verify, tools, setup, agents
+  pass_env: []                 # credential variables children get, e.g. [GH_TOKEN]
 
 worktree:                      # each story worktree's own environment (see docs/verification.md)
   setup: []                    # command lines run in a new worktree (no shell), e.g. ["npm ci"]

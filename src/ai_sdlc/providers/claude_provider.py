@@ -55,6 +55,7 @@ from ai_sdlc.providers.base import (
     ProviderStatus,
     Usage,
 )
+from ai_sdlc.providers.command_presets import CLAUDE_HOSTS, api_urls
 from ai_sdlc.providers.errors_map import classify_output, error_for_kind, redact
 from ai_sdlc.providers.pricing import price_for, priced
 from ai_sdlc.providers.selection import (
@@ -67,10 +68,14 @@ from ai_sdlc.providers.selection import (
 from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     AccessViolationError,
+    agent_env,
     command_policy,
     kill_process_group,
     truncate,
 )
+from ai_sdlc.sandbox.childenv import CLAUDE_KEYS
+from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.proxy import agent_egress
 from ai_sdlc.spawn import start_session
 
 READ_TOOLS = ("Read", "Glob", "Grep")
@@ -248,6 +253,19 @@ class ClaudeProvider(ConfiguredProvider):
     # --- one CLI session --------------------------------------------------------------------
 
     def _session(self, argv: list[str], request: ProviderRequest, deadline: Deadline) -> _Outcome:
+        """One Claude Code session, its network through the egress proxy (`sandbox/proxy.py`)."""
+        env = agent_env(self._env(), CLAUDE_KEYS, request.sandbox)
+        with agent_egress(request.sandbox, api_urls(CLAUDE_HOSTS, env)) as egress:
+            return self._routed(argv, request, deadline, egress.apply(env), egress.sandbox)
+
+    def _routed(
+        self,
+        argv: list[str],
+        request: ProviderRequest,
+        deadline: Deadline,
+        env: dict[str, str],
+        sandbox: SandboxPolicy | None,
+    ) -> _Outcome:
         lines: queue.Queue[bytes | None] = queue.Queue()
         stderr: list[bytes] = []
         threads: list[threading.Thread] = []
@@ -259,8 +277,8 @@ class ClaudeProvider(ConfiguredProvider):
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=self._env(),
-                sandbox=request.sandbox,
+                env=env,
+                sandbox=sandbox,
             )
         except OSError as exc:
             raise ProviderConfigError(f"cannot start claude: {exc.strerror or exc}") from None

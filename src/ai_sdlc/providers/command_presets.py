@@ -13,8 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ai_sdlc.providers.cli_output import AIDER_ANALYTICS, AIDER_HISTORY
+from ai_sdlc.sandbox.childenv import AI_KEYS, CLAUDE_KEYS
 
 PLACEHOLDERS = ("{prompt_file}", "{workspace}", "{model}", "{phase}", "{output_dir}")
+#: The providers' own API hosts (logins included: Codex's ChatGPT sign-in, Gemini's OAuth).
+CLAUDE_HOSTS = ("api.anthropic.com",)
+OPENAI_HOSTS = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+GEMINI_HOSTS = ("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
+                "oauth2.googleapis.com")  # fmt: skip
+#: Every provider's, for an agent template of the user's own (its provider is not known).
+ALL_HOSTS = (*CLAUDE_HOSTS, *OPENAI_HOSTS, *GEMINI_HOSTS)
+#: Variables that point a CLI at another endpoint (a gateway, a local server): their hosts
+#: are allowed too.
+BASE_URL_VARS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_BASE",
+                 "GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,12 @@ class Preset:
     #: The edit phases' command line when ai-sdlc's own sandbox confines the agent (an agent
     #: whose own sandbox cannot start inside ours).
     confined_template: tuple[str, ...] | None = None
+    #: The credential variables the CLI logs in with (the only ones it gets when sandboxed,
+    #: with `sandbox.pass_env`).
+    keys: tuple[str, ...] = AI_KEYS
+    #: The API hosts it may reach through the egress proxy (`sandbox/proxy.py`), besides those
+    #: its base-URL variables name (`BASE_URL_VARS`).
+    hosts: tuple[str, ...] = ()
 
 
 def _codex(sandbox: str) -> tuple[str, ...]:
@@ -111,6 +129,8 @@ PRESETS: dict[str, Preset] = {
         doc="Claude Code, `--output-format json` (answer, token usage and errors from its "
         "`result`; the `claude` provider streams events instead)",
         output="claude-json",
+        keys=CLAUDE_KEYS,
+        hosts=CLAUDE_HOSTS,
     ),
     "codex": Preset(
         template=_codex("workspace-write"),
@@ -126,6 +146,8 @@ PRESETS: dict[str, Preset] = {
         # state), an edit phase turns Codex's off; a read-only phase keeps `read-only`, under
         # which its commands cannot run at all: nothing is written.
         confined_template=_codex("danger-full-access"),
+        keys=("OPENAI_API_KEY", "CODEX_API_KEY"),
+        hosts=OPENAI_HOSTS,
     ),
     "aider": Preset(
         template=(*_AIDER, "--model={model}"),
@@ -141,6 +163,7 @@ PRESETS: dict[str, Preset] = {
         "log and output lines; an API failure is a failure although Aider exits 0",
         output="aider",
         files=(("model-settings.yml", _AIDER_SETTINGS),),
+        hosts=(*OPENAI_HOSTS[:1], *CLAUDE_HOSTS, *GEMINI_HOSTS[:1]),
     ),
     "gemini": Preset(
         template=(
@@ -173,6 +196,8 @@ PRESETS: dict[str, Preset] = {
         "for edit phases",
         output="gemini-jsonl",
         merge_stderr=True,
+        keys=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
+        hosts=GEMINI_HOSTS,
     ),
 }
 
@@ -184,12 +209,7 @@ def codex_retry_note(environ: Mapping[str, str]) -> str | None:
     user's own (`sandbox.codexconf`): each failure comes back to ai-sdlc's `llm` policy, which
     retries and counts it. The built-in `openai` provider cannot be changed (codex refuses to
     load such a config)."""
-    default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
-    home = environ.get("CODEX_HOME") or str(default)
-    try:
-        data = tomllib.loads((Path(home) / "config.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        data = {}
+    data = _codex_config(environ)
     provider = str(data.get("model_provider") or "openai")
     providers = data.get("model_providers")
     info = providers.get(provider) if isinstance(providers, dict) else None
@@ -200,3 +220,34 @@ def codex_retry_note(environ: Mapping[str, str]) -> str | None:
         "not report them, so they are not counted; to count each, use a model provider of your "
         "own in codex's config.toml (ai-sdlc turns its retries off in its private copy)"
     )
+
+
+def api_urls(hosts: tuple[str, ...], environ: Mapping[str, str]) -> list[str]:
+    """What an agent may reach through the egress proxy: its provider's `hosts`, the URLs of
+    the base-URL variables set in `environ`, and the `base_url` of every model provider in
+    Codex's `config.toml` (a local or company endpoint)."""
+    urls = [*hosts, *(environ[name] for name in BASE_URL_VARS if environ.get(name))]
+    providers = _codex_config(environ).get("model_providers")
+    if isinstance(providers, dict):
+        urls += [str(p["base_url"]) for p in providers.values()
+                 if isinstance(p, dict) and p.get("base_url")]  # fmt: skip
+    return urls
+
+
+def codex_keys(environ: Mapping[str, str]) -> list[str]:
+    """The `env_key` of every model provider in Codex's `config.toml`: the variable that holds
+    the key of a provider of the user's own (it is that agent's key, passed on)."""
+    providers = _codex_config(environ).get("model_providers")
+    if not isinstance(providers, dict):
+        return []
+    return [str(p["env_key"]) for p in providers.values()
+            if isinstance(p, dict) and p.get("env_key")]  # fmt: skip
+
+
+def _codex_config(environ: Mapping[str, str]) -> dict[str, object]:
+    default = Path(environ.get("HOME") or "~").expanduser() / ".codex"
+    home = environ.get("CODEX_HOME") or str(default)
+    try:
+        return tomllib.loads((Path(home) / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}

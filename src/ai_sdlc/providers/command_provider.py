@@ -64,15 +64,26 @@ from ai_sdlc.providers.cli_output import (
     LiveRetries,
     parse_output,
 )
-from ai_sdlc.providers.command_presets import PLACEHOLDERS, PRESETS, codex_retry_note
+from ai_sdlc.providers.command_presets import (
+    ALL_HOSTS,
+    PLACEHOLDERS,
+    PRESETS,
+    api_urls,
+    codex_keys,
+    codex_retry_note,
+)
 from ai_sdlc.providers.errors_map import OUTPUT_KINDS, redact
 from ai_sdlc.providers.pricing import estimate_tokens, price_for, priced
 from ai_sdlc.providers.selection import effective_timeout, resolve_model
 from ai_sdlc.providers.snapshots import changed_paths, snapshot
 from ai_sdlc.providers.tools import (
     AccessViolationError,
+    agent_env,
     kill_process_group,
 )
+from ai_sdlc.sandbox.childenv import AI_KEYS
+from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.proxy import agent_egress
 from ai_sdlc.spawn import start_session
 
 
@@ -89,6 +100,10 @@ class CommandSpec:
     files: tuple[tuple[str, str], ...] = ()
     merge_stderr: bool = False
     confined_template: tuple[str, ...] | None = None
+    #: The credentials the agent gets when sandboxed (its provider's key; `sandbox.pass_env`).
+    keys: tuple[str, ...] = AI_KEYS
+    #: The API hosts it may reach through the egress proxy (see `command_presets.api_urls`).
+    hosts: tuple[str, ...] = ()
 
 
 def _argv(raw: Any, where: str) -> tuple[str, ...]:
@@ -188,6 +203,8 @@ def command_spec(settings: Mapping[str, Any]) -> CommandSpec:
         files,
         merge_stderr=merge,
         confined_template=confined,
+        keys=preset.keys if preset is not None else AI_KEYS,
+        hosts=preset.hosts if preset is not None else ALL_HOSTS,
     )
 
 
@@ -302,6 +319,23 @@ class CommandProvider(ConfiguredProvider):
         deadline: Deadline,
         output_dir: Path,
     ) -> AgentOutput:
+        """One run of the agent, its network through the egress proxy (`sandbox/proxy.py`)."""
+        keys = [*spec.keys, *(codex_keys(self.environ) if spec.output == "codex-jsonl" else ())]
+        env = agent_env(self.environ, keys, request.sandbox)
+        with agent_egress(request.sandbox, api_urls(spec.hosts, env)) as egress:
+            routed = (egress.apply(env), egress.sandbox)
+            return self._run_routed(argv, spec, request, prompt, deadline, output_dir, routed)
+
+    def _run_routed(
+        self,
+        argv: list[str],
+        spec: CommandSpec,
+        request: ProviderRequest,
+        prompt: str,
+        deadline: Deadline,
+        output_dir: Path,
+        routed: tuple[dict[str, str], SandboxPolicy | None],
+    ) -> AgentOutput:
         via_stdin = spec.prompt_via == "stdin"
         try:
             proc = start_session(
@@ -310,8 +344,8 @@ class CommandProvider(ConfiguredProvider):
                 stdin=subprocess.PIPE if via_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE,
-                env=dict(self.environ),
-                sandbox=request.sandbox,
+                env=routed[0],
+                sandbox=routed[1],
             )
         except OSError as exc:
             raise ProviderConfigError(

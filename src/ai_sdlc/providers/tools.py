@@ -32,11 +32,12 @@ from typing import Any
 
 import msgspec
 
+from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.providers.base import Access, Phase, ProviderError, ProviderRequest
 from ai_sdlc.providers.paths import PathRefused, confine
+from ai_sdlc.sandbox.childenv import agent_environment
 from ai_sdlc.sandbox.policy import SandboxPolicy
-from ai_sdlc.secrets import scrubbed_env
 from ai_sdlc.spawn import kill_session, start_session
 
 #: Folders skipped by `search`, `list_dir` recursion and snapshots (big, generated, or ours).
@@ -131,6 +132,16 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:half]}\n… [{dropped} characters truncated] …\n{text[-half:]}"
 
 
+def agent_env(
+    environ: Mapping[str, str], keys: Sequence[str], sandbox: SandboxPolicy | None
+) -> dict[str, str]:
+    """A CLI agent's environment: with no sandbox (`--no-sandbox`, none here) the user's whole
+    one; sandboxed, without credentials except `keys` (its provider's) and `sandbox.pass_env`."""
+    if sandbox is None:
+        return dict(environ)
+    return agent_environment(environ, (*keys, *sandbox.pass_env))
+
+
 def run_confined(
     argv: Sequence[str],
     *,
@@ -147,7 +158,7 @@ def run_confined(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=scrubbed_env(),
+        env=agent_environment(current_environ(), sandbox.pass_env if sandbox else ()),
         sandbox=sandbox,
     )
     try:
@@ -481,5 +492,5 @@ def toolbox_for(request: ProviderRequest, settings: Mapping[str, Any]) -> ToolBo
         workspace=ToolRoot(request.workspace),
         access=request.access,
         commands=command_policy(settings, request.phase),
-        sandbox=request.sandbox,
+        sandbox=None if request.sandbox is None else request.sandbox.for_step("tools"),
     )

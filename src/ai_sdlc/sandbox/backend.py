@@ -28,7 +28,8 @@ LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
 def _launch_code() -> str | None:
-    """The program `python -I -S -c` runs: the launcher with the `landlock` module, both read
+    """The program `python -I -S -c` runs: the launcher with the `landlock` and `pidns`
+    modules, all read
     from disk once, when ai-sdlc starts (this module is imported before any child runs), and
     handed over in memory: a child that rewrites either file (e.g. through a uv cache hard
     link) changes nothing a later launcher runs. Compiled here and passed as marshalled code
@@ -37,10 +38,11 @@ def _launch_code() -> str | None:
     import marshal
 
     try:
-        sources = [LAUNCHER.with_name(n).read_text("utf-8") for n in ("landlock.py", "launcher.py")]
-        landlock, launcher = (
+        names = ("landlock.py", "pidns.py", "launcher.py")
+        sources = [LAUNCHER.with_name(n).read_text("utf-8") for n in names]
+        landlock, pidns, launcher = (
             marshal.dumps(compile(text, f"ai-sdlc:{name}", "exec", optimize=2)).hex()
-            for text, name in zip(sources, ("landlock.py", "launcher.py"), strict=True)
+            for text, name in zip(sources, names, strict=True)
         )
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
@@ -50,6 +52,9 @@ def _launch_code() -> str | None:
         "m = type(sys)('landlock')\n"
         f"exec(marshal.loads(bytes.fromhex('{landlock}')), m.__dict__)\n"
         "sys.modules['landlock'] = m\n"
+        "m = type(sys)('pidns')\n"
+        f"exec(marshal.loads(bytes.fromhex('{pidns}')), m.__dict__)\n"
+        "sys.modules['pidns'] = m\n"
         f"exec(marshal.loads(bytes.fromhex('{launcher}')), {{'__name__': '__main__'}})\n"
     )
 
@@ -74,11 +79,20 @@ class Backend(Protocol):
     def available(self) -> Availability: ...
 
     def wrap(
-        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str],
+        *,
+        lifeline: int | None = None,
+        deny_read: Sequence[str] = (),
+        connect_ports: Sequence[int] | None = None,
+        pidns: bool = False,
     ) -> list[str]:
-        """The argument list that runs `argv` writing only beneath `writable`. `argv[0]`
-        is the resolved executable, `argv[1:]` the original argument list (its own argv[0]
-        first). `lifeline`: an inherited pipe end that reads end-of-file when the process that
+        """The argument list that runs `argv` writing only beneath `writable`, reading
+        nothing of `deny_read`, connecting over TCP only to `connect_ports` (None: any).
+        `pidns`: in a PID namespace of its own where possible. `argv[0]` is the resolved
+        executable, `argv[1:]` the original argument list (its own argv[0] first).
+        `lifeline`: an inherited pipe end that reads end-of-file when the process that
         started the child dies (the launcher then ends the child's whole tree)."""
         ...
 
@@ -92,7 +106,14 @@ class LandlockBackend:
         return _landlock_availability()
 
     def wrap(
-        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str],
+        *,
+        lifeline: int | None = None,
+        deny_read: Sequence[str] = (),
+        connect_ports: Sequence[int] | None = None,
+        pidns: bool = False,
     ) -> list[str]:
         if LAUNCH_CODE is None:
             raise RuntimeError(f"the sandbox launcher cannot be read ({LAUNCHER})")
@@ -101,6 +122,12 @@ class LandlockBackend:
             launcher += ["--lifeline", str(lifeline)]
         for path in writable:
             launcher += ["--rw", path]
+        for path in deny_read:
+            launcher += ["--deny", path]
+        if connect_ports is not None:
+            launcher += ["--tcp", ",".join(str(port) for port in connect_ports)]
+        if pidns:
+            launcher.append("--pidns")
         return [*launcher, "--", *argv]
 
 
@@ -133,7 +160,14 @@ class Unavailable:
         return Availability(False, self.reason)
 
     def wrap(
-        self, argv: Sequence[str], writable: Sequence[str], *, lifeline: int | None = None
+        self,
+        argv: Sequence[str],
+        writable: Sequence[str],
+        *,
+        lifeline: int | None = None,
+        deny_read: Sequence[str] = (),
+        connect_ports: Sequence[int] | None = None,
+        pidns: bool = False,
     ) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 

@@ -94,11 +94,8 @@ class HomeSources(msgspec.Struct, frozen=True):
     @classmethod
     def from_env(cls, env: Mapping[str, str], home: Path) -> HomeSources:
         claude_dir = env.get("CLAUDE_CONFIG_DIR") or str(home / ".claude")
-        claude_json = (
-            str(Path(claude_dir) / ".claude.json")
-            if env.get("CLAUDE_CONFIG_DIR")
-            else str(home / ".claude.json")
-        )
+        # The folder holding Claude Code's `.claude.json` (yours: your CLAUDE_CONFIG_DIR or ~).
+        claude_json = claude_dir if env.get("CLAUDE_CONFIG_DIR") else str(home)
         gemini_home = env.get("GEMINI_CLI_HOME") or str(home)
         user_config = env.get("XDG_CONFIG_HOME") or str(home / ".config")
         dirs = [user_config, *(env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)]
@@ -119,6 +116,17 @@ class HomeSources(msgspec.Struct, frozen=True):
     @property
     def caches(self) -> Path:
         return Path(self.state, "caches")
+
+    def logins(self) -> list[str]:
+        """The user's own login files (no child may read them: `policy.DENY_READ`); the
+        private homes' copies stay readable to their agent."""
+        return [
+            str(Path(self.claude, ".credentials.json")),
+            str(Path(self.claude_json, ".claude.json")),
+            str(Path(self.codex, "auth.json")),
+            str(Path(self.gemini, "oauth_creds.json")),
+            str(Path(self.gemini, "google_accounts.json")),
+        ]
 
     def folder(self, key: str) -> str:
         value: str = getattr(self, key)

@@ -1,10 +1,14 @@
 """The sandbox launcher: stay outside the sandbox, restrict only the command it starts.
 
-Run as `python -I -S -c <this source> [--lifeline FD] [--rw PATH]... -- EXECUTABLE ARGV0
-[ARG]...` (`-I -S`: no site-packages, no environment-driven imports, ~25 ms). Its code comes
-from ai-sdlc's memory (`backend.LAUNCH_CODE`, read once when ai-sdlc starts), never from a file
-a child could have changed since: an installation hard-linked into a writable cache (uv) would
-otherwise let one verify command switch the sandbox off for every later child.
+Run as `python -I -S -c <this source> [--lifeline FD] [--rw PATH]... [--deny PATH]...
+[--tcp PORTS] [--pidns] -- EXECUTABLE ARGV0 [ARG]...` (`--deny`: a path no read may reach;
+`--tcp`: the only TCP ports the command may connect to, comma-separated, "" for none, without
+it the network is open; `--pidns`: run the command in a PID namespace of its own where the
+kernel allows, see `pidns`) (`-I -S`: no site-packages, no environment-driven imports, ~25 ms).
+Its code comes from ai-sdlc's memory (`backend.LAUNCH_CODE`, read once when ai-sdlc starts,
+with the `landlock` and `pidns` modules), never from a file a child could have changed since:
+an installation hard-linked into a writable cache (uv) would otherwise let one verify command
+switch the sandbox off for every later child.
 
 It makes itself the "subreaper" of everything the command starts, forks, and only the forked
 child restricts itself with Landlock and becomes the command. The launcher therefore sits
@@ -15,13 +19,18 @@ detached with a new session (`setsid`, a double fork) too: they are re-parented 
 launcher, not to init. Then the launcher ends as the command did (its exit status, or the
 signal that killed it).
 
-Lifelines, both ways: the command gets `PR_SET_PDEATHSIG` (SIGKILL when the launcher dies), and
-the launcher watches `--lifeline FD`, a pipe whose other end only the process that started it
-holds: end-of-file means that process died (however: a SIGKILLed worker or coordinator), and
-the launcher kills everything under it and ends, instead of running on unowned.
+With `--pidns` (where the kernel allows it) the launcher unshares a PID and mount namespace
+first; its forked child is then the namespace's first process: it mounts its own `/proc` and
+forks the command, which restricts itself (no mount is possible in its domain) and execs; the
+first process stays outside the command's domain and reports its wait status on a pipe. When
+it ends, the kernel kills every process left in the namespace. The launcher stays outside the
+sandbox here too.
 
-Fails closed: when the restriction cannot be applied the command does not run (exit 126 and a
-line on stderr). Only the standard library and the `landlock` module are imported.
+Lifelines, both ways: the launcher's child gets `PR_SET_PDEATHSIG` (SIGKILL when the launcher
+dies), and the launcher watches `--lifeline FD`, a pipe whose other end only the process that
+started it holds: end-of-file means that process died (however: a SIGKILLed worker or
+coordinator), and the launcher kills everything under it and ends, instead of running on
+unowned.
 """
 
 import contextlib
@@ -35,38 +44,66 @@ import time
 EXIT_CANNOT_SANDBOX = 126
 
 
-def parse(args: list[str]) -> tuple[list[str], int | None, str, list[str]]:
-    """(writable paths, lifeline fd or None, executable, argv) from the launcher's arguments."""
-    writable: list[str] = []
-    lifeline: int | None = None
+class Rules:
+    """What the launcher's arguments ask for."""
+
+    def __init__(self) -> None:
+        self.writable: list[str] = []
+        self.deny_read: list[str] = []
+        self.connect_ports: list[int] | None = None
+        self.pidns = False
+        self.lifeline: int | None = None
+
+
+def parse(args: list[str]) -> tuple[Rules, str, list[str]]:
+    """(the rules, executable, argv) from the launcher's own arguments."""
+    rules = Rules()
     i = 0
     while i < len(args) and args[i] != "--":
-        if args[i] not in ("--rw", "--lifeline") or i + 1 >= len(args):
-            raise ValueError(f"unexpected launcher argument {args[i]!r}")
-        if args[i] == "--rw":
-            writable.append(args[i + 1])
+        flag = args[i]
+        if flag == "--pidns":
+            rules.pidns = True
+            i += 1
+            continue
+        if flag not in ("--rw", "--deny", "--tcp", "--lifeline") or i + 1 >= len(args):
+            raise ValueError(f"unexpected launcher argument {flag!r}")
+        value = args[i + 1]
+        if flag == "--rw":
+            rules.writable.append(value)
+        elif flag == "--deny":
+            rules.deny_read.append(value)
+        elif flag == "--lifeline":
+            rules.lifeline = int(value)
         else:
-            lifeline = int(args[i + 1])
+            rules.connect_ports = [int(port) for port in value.split(",") if port]
         i += 2
     rest = args[i + 1 :]
     if len(rest) < 2:
         raise ValueError("no command after '--'")
-    return writable, lifeline, rest[0], rest[1:]
+    return rules, rest[0], rest[1:]
 
 
 def main() -> None:
-    import landlock  # type: ignore[import-not-found]  # put in sys.modules by LAUNCH_CODE
+    import pidns  # type: ignore[import-not-found]  # put in sys.modules by LAUNCH_CODE
 
     try:
-        writable, lifeline, executable, argv = parse(sys.argv[1:])
+        rules, executable, argv = parse(sys.argv[1:])
     except ValueError as exc:
         _refuse(exc)
         return
-    if not _subreaper():  # no subreaper here: restrict this process and become the command
+    lifeline = rules.lifeline
+    if rules.pidns:
         try:
-            landlock.restrict(writable)
-        except OSError as exc:
+            isolated = pidns.enter()
+        except OSError as exc:  # a user namespace made but not mapped: do not go on in it
             _refuse(exc)
+            return
+        if isolated:
+            _subreaper()
+            _run_isolated(rules, executable, argv)
+            return
+    if not _subreaper():  # no subreaper here: restrict this process and become the command
+        _restrict(rules)
         _exec(executable, argv)
     # The group's signals reach the command itself; the launcher outlives it to sweep.
     handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _FORWARDED}
@@ -80,10 +117,7 @@ def main() -> None:
             os.close(lifeline)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-        try:
-            landlock.restrict(writable)
-        except OSError as exc:
-            _refuse(exc)
+        _restrict(rules)
         _exec(executable, argv)
     # Not a writer of the command's output: its pipes close when the command's processes do.
     for fd in (0, 1, 2):
@@ -91,7 +125,82 @@ def main() -> None:
             os.close(fd)
     status = _wait(pid, lifeline)
     _sweep()
-    if status is None:  # whoever started us is gone: nobody reads our status
+    _end_as(status)
+
+
+def _restrict(rules: Rules) -> None:
+    """Restrict this process with Landlock as the rules say; exit 126 when that fails."""
+    import landlock  # type: ignore[import-not-found]  # put in sys.modules by LAUNCH_CODE
+
+    try:
+        landlock.restrict(
+            rules.writable, deny_read=rules.deny_read, connect_ports=rules.connect_ports
+        )
+    except OSError as exc:
+        _refuse(exc)
+
+
+def _run_isolated(rules: Rules, executable: str, argv: list[str]) -> None:
+    """After `pidns.enter`: the next child is the first process (init) of a new PID namespace.
+    It mounts its own `/proc`, forks the command, which restricts itself with Landlock (no
+    mount is possible in its domain; init stays outside it, so from ABI 6 the command cannot
+    signal init either) and execs; init reports the command's wait status on a pipe. When it
+    ends, the kernel kills every process left in the namespace (detached ones too). This
+    launcher stays outside the sandbox, watches the lifeline and ends as the command did."""
+    import pidns  # put in sys.modules by LAUNCH_CODE
+
+    lifeline = rules.lifeline
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _FORWARDED}
+    report, reported = os.pipe()
+    alive, held = os.pipe()  # end-of-file on `alive`: the launcher is gone
+    init = os.fork()
+    if init == 0:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.close(held)
+        # getppid() is 0 in the new namespace (the parent is outside it): the pipe tells
+        # whether the launcher died before the line above.
+        if select.select([alive], [], [], 0)[0]:
+            os._exit(EXIT_CANNOT_SANDBOX)
+        os.close(alive)
+        os.close(report)
+        if lifeline is not None:
+            os.close(lifeline)
+        # A /proc that cannot be mounted (a container's masked one, in a user namespace) leaves
+        # the old one: the namespace still ends what the command leaves, and doctor's probe
+        # shows that /proc is not the namespace's.
+        with contextlib.suppress(OSError):
+            pidns.mount_proc()
+        pid = os.fork()
+        if pid == 0:  # only the command restricts itself: this init stays out of its domain
+            os.close(reported)
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            _restrict(rules)
+            _exec(executable, argv)
+        for fd in (0, 1, 2):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        status = _wait(pid, None)
+        os.write(reported, (status if status is not None else 0).to_bytes(4, "little"))
+        os._exit(0)
+    os.close(reported)
+    os.close(alive)  # `held` stays open as long as this launcher lives
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    init_status = _wait(init, lifeline)
+    _sweep()  # init, when the lifeline ended first: the kernel then ends its namespace
+    if init_status is None:  # whoever started us is gone: nobody reads our status
+        os._exit(1)
+    with os.fdopen(report, "rb") as pipe:
+        data = pipe.read()
+    _end_as(int.from_bytes(data, "little") if len(data) == 4 else init_status)
+
+
+def _end_as(status: int | None) -> None:
+    """End this process as a process with wait status `status` ended (None: whoever started
+    us is gone and nobody reads our status)."""
+    if status is None:
         os._exit(1)
     if os.WIFSIGNALED(status):
         killed = os.WTERMSIG(status)

@@ -11,6 +11,12 @@ hierarchy, so a worktree inside the main checkout (`.ai-sdlc/worktrees/<id>`) is
 its parents are not. Before the first child of a workspace, `links.check` refuses a writable
 root holding a hard link to a file outside the writable set.
 
+Readable: everything but the credential stores of `DENY_READ` and `sandbox.deny_read` (see
+`landlock.readable_roots`). Network: `for_step` closes TCP for the steps `sandbox.network`
+does not name (by default verification and the agent loop's `run_command` get none,
+`worktree.setup` keeps it, CLI agents reach their API hosts only, through `proxy`), where the
+kernel has Landlock network rules (ABI 4).
+
 `sandbox_policy_for(workspace, config)` is the one call a caller needs: the policy (or None
 when the sandbox is off or unavailable) to pass as `start_session(..., sandbox=policy)`.
 """
@@ -34,6 +40,33 @@ from ai_sdlc.sandbox.homes import HomeSources
 #: shared memory (Python's multiprocessing locks live in /dev/shm).
 SYSTEM_WRITABLE: tuple[str, ...] = ("/dev/null", "/dev/shm")
 TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
+#: Credential stores no child may read (`~` is $HOME; missing ones are skipped), before
+#: `sandbox.deny_read`: keys, cloud and cluster logins, registry and git tokens, and the agent
+#: CLIs' own login files (a CLI gets its key by environment or a private home instead).
+DENY_READ: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.pypirc",
+    "~/.npmrc",
+    "~/.claude.json",
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
+    "~/.gemini/oauth_creds.json",
+    "~/.gemini/google_accounts.json",
+)
+#: The kinds of step `sandbox.network` names: verification commands, the agent loop's
+#: `run_command` tool, `worktree.setup` commands and CLI agents.
+NETWORK_STEPS: tuple[str, ...] = ("verify", "tools", "setup", "agents")
+#: The steps that keep the network by default (package registries, the provider's API).
+DEFAULT_NETWORK: tuple[str, ...] = ("setup",)
 
 
 class SandboxRequiredError(AiSdlcError):
@@ -60,6 +93,25 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
     env: tuple[tuple[str, str], ...] = ()
     #: A writable folder for what a caller hands its child (prompt and output files), or "".
     runs: str = ""
+    #: Paths no child may read (resolved; see `landlock.readable_roots`).
+    deny_read: tuple[str, ...] = ()
+    #: The TCP ports a child may connect to; None: the network is open.
+    connect_ports: tuple[int, ...] | None = None
+    #: The steps that keep the network (`sandbox.network`), and whether the kernel can close
+    #: it for the others (Landlock ABI 4).
+    network: tuple[str, ...] = DEFAULT_NETWORK
+    net_rules: bool = False
+    #: Credential variables agents get besides their provider's key (`sandbox.pass_env`).
+    pass_env: tuple[str, ...] = ()
+    #: Run each child in a PID namespace of its own (no `/proc/<ancestor>/environ`).
+    pidns: bool = True
+
+    def for_step(self, step: str) -> SandboxPolicy:
+        """This policy for one kind of step (`NETWORK_STEPS`): no TCP at all unless
+        `sandbox.network` names the step (or the kernel cannot close it: doctor says so)."""
+        if step in self.network or not self.net_rules:
+            return self
+        return msgspec.structs.replace(self, connect_ports=())
 
     def launch(
         self,
@@ -85,7 +137,12 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 environment[name] = tmpdir
             environment.update(self.env)
             wrapped = self.backend.wrap(
-                [executable, *argv], (*self.writable, tmpdir), lifeline=lifeline
+                [executable, *argv],
+                (*self.writable, tmpdir),
+                lifeline=lifeline,
+                deny_read=self.deny_read,
+                connect_ports=self.connect_ports,
+                pidns=self.pidns,
             )
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -121,6 +178,12 @@ class SandboxKeys(Protocol):
     def required(self) -> bool: ...
     @property
     def writable(self) -> list[str]: ...
+    @property
+    def deny_read(self) -> list[str]: ...
+    @property
+    def network(self) -> list[str]: ...
+    @property
+    def pass_env(self) -> list[str]: ...
 
 
 class _TypedSections(Protocol):
@@ -140,6 +203,9 @@ class SandboxSettings(msgspec.Struct, frozen=True):
     enabled: bool = True
     required: bool = True
     writable: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    network: tuple[str, ...] = DEFAULT_NETWORK
+    pass_env: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: TypedConfig) -> SandboxSettings:
@@ -148,6 +214,9 @@ class SandboxSettings(msgspec.Struct, frozen=True):
             enabled=section.enabled,
             required=section.required,
             writable=tuple(section.writable),
+            deny_read=tuple(section.deny_read),
+            network=tuple(section.network),
+            pass_env=tuple(section.pass_env),
         )
 
 
@@ -165,6 +234,8 @@ class Sandbox(msgspec.Struct, frozen=True):
     exposing: tuple[str, ...] = ()
     #: The project's real path (its private homes must not hold it).
     project: str = ""
+    #: The paths no child may read (`DENY_READ` and `sandbox.deny_read`, expanded).
+    deny_read: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -192,14 +263,21 @@ class Sandbox(msgspec.Struct, frozen=True):
             shared.append(os.path.realpath(path))
             if project.is_relative_to(os.path.realpath(path)):
                 exposing.append(raw)
+        sources = HomeSources.from_env(env, home)
+        deny = [str(_expand(raw, home)) for raw in DENY_READ]
+        deny += sources.logins()  # where CLAUDE_CONFIG_DIR, CODEX_HOME... put them
+        for raw in settings.deny_read:
+            path = _expand(raw, home)
+            deny.append(str(path if path.is_absolute() else root / path))
         return cls(
             settings,
             backend,
             backend.available(),
-            HomeSources.from_env(env, home),
+            sources,
             tuple(dict.fromkeys(shared)),
             tuple(exposing),
             str(project),
+            tuple(dict.fromkeys(deny)),
         )
 
     @property
@@ -234,6 +312,21 @@ class Sandbox(msgspec.Struct, frozen=True):
             (os.path.realpath(workspace), *private.writable, *self.shared),
             private.env,
             private.runs,
+            self.private_deny(),
+            network=self.settings.network,
+            net_rules=self.net_rules,
+            pass_env=self.settings.pass_env,
+        )
+
+    def private_deny(self) -> tuple[str, ...]:
+        """The deny-list without what lies inside the private homes and caches: those are
+        ai-sdlc's copies of the logins, which the agents' CLIs must read (the user's own
+        files stay denied)."""
+        private = [Path(os.path.realpath(root)) for root in self.private_roots()]
+        return tuple(
+            path
+            for path in self.deny_read
+            if not any(Path(os.path.realpath(path)).is_relative_to(root) for root in private)
         )
 
     def check_links(self, workspace: Path) -> None:
@@ -248,13 +341,67 @@ class Sandbox(msgspec.Struct, frozen=True):
         private = [str(homes.home_of(self.sources, workspace)), str(self.sources.caches)]
         links.check(workspace, extra, [os.path.realpath(p) for p in private], Path(self.project))
 
+    @property
+    def net_rules(self) -> bool:
+        """Whether the kernel can close the network for a step (Landlock ABI 4)."""
+        from ai_sdlc.sandbox.landlock import NET_ABI
+
+        return (self.availability.abi or 0) >= NET_ABI
+
     def missing_reason(self, *, no_sandbox: bool = False) -> str | None:
         """Why children will run unconfined although the config wants a sandbox (None when
         one is in force, or when it was turned off on purpose: `--no-sandbox`, enabled:
-        false)."""
-        if no_sandbox or not self.settings.enabled or self.availability.usable:
+        false); also when the kernel cannot close the network `sandbox.network` closes."""
+        if no_sandbox or not self.settings.enabled:
             return None
-        return self.availability.detail
+        if not self.availability.usable:
+            return self.availability.detail
+        closed = [s for s in NETWORK_STEPS if s not in self.settings.network]
+        if closed and not self.net_rules:
+            return (
+                f"Landlock ABI {self.availability.abi} has no network rules (ABI 4, Linux 6.7): "
+                f"{', '.join(closed)} keep the open network"
+            )
+        return None
+
+    def network_rules(self) -> dict[str, str]:
+        """Each kind of step and the network it gets (for doctor)."""
+        rules: dict[str, str] = {}
+        for step in NETWORK_STEPS:
+            if step in self.settings.network:
+                rules[step] = "open (sandbox.network)" if step != "setup" else "open"
+            elif not self.net_rules:
+                rules[step] = "open: the kernel has no Landlock network rules"
+            elif step == "agents":
+                rules[step] = "their API hosts only, through ai-sdlc's proxy"
+            else:
+                rules[step] = "none (no TCP)"
+        return rules
+
+    def pid_namespace(self) -> str | None:
+        """None when a child runs in a PID namespace of its own here (it cannot read
+        `/proc/<ancestor>/environ`), else why not (a child is started to find out)."""
+        import subprocess
+        import sys
+
+        if not self.in_force:
+            return "no sandbox"
+        policy = SandboxPolicy(self.backend, ())
+        code = "import os; print(os.getpid(), os.readlink('/proc/self'))"
+        launch = policy.launch([sys.executable, "-I", "-S", "-c", code], env={})
+        try:
+            done = subprocess.run(launch.argv, env=launch.env, capture_output=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"the probe did not run ({exc})"
+        finally:
+            import shutil
+
+            shutil.rmtree(launch.tmpdir, ignore_errors=True)
+        if done.stdout.split() == [b"2", b"2"]:
+            return None
+        if done.stdout.startswith(b"2 "):
+            return "a PID namespace, but /proc could not be mounted in it (a masked /proc?)"
+        return "the kernel refused a new PID namespace (user namespaces turned off?)"
 
     def check_unattended(self, *, no_sandbox: bool, command: str) -> None:
         """`run --auto` and `watch` refuse to start without a sandbox unless told."""

@@ -9,6 +9,7 @@ from ai_sdlc.verify.commands import (
     parse_commands,
     run_commands,
     run_step,
+    verify_environment,
 )
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
 
@@ -24,5 +25,6 @@ __all__ = [
     "run_commands",
     "run_step",
     "summarise_failure",
+    "verify_environment",
     "workspace_fingerprint",
 ]

@@ -25,6 +25,7 @@ import msgspec
 
 from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.sandbox.childenv import command_environment
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.secrets import redact
 from ai_sdlc.spawn import kill_session, start_session
@@ -136,8 +137,17 @@ def parse_commands(
 
 
 def default_environment() -> dict[str, str]:
-    """This process's environment without the AI backends' credentials."""
+    """This process's environment without the AI backends' credentials (the user's own
+    `notify.command`; verification gets `command_environment`'s allow-list)."""
     return {k: v for k, v in current_environ().items() if k not in SECRET_ENV_VARS}
+
+
+def verify_environment(
+    extra: Mapping[str, str] | None = None, passed: Sequence[str] = ()
+) -> dict[str, str]:
+    """What verify and setup commands get: the allow-list of `sandbox.childenv` (no
+    credentials but those `passed` names: `sandbox.pass_env`), then `extra` (`verify.env`)."""
+    return command_environment(current_environ(), extra, passed)
 
 
 def run_commands(
@@ -154,7 +164,7 @@ def run_commands(
 ) -> VerificationResult:
     """Run `(name, command line)` steps in `cwd` until one fails; `timeout` is per step.
 
-    `env` is the complete environment of the commands (None: ours minus `SECRET_ENV_VARS`).
+    `env` is the complete environment of the commands (None: `verify_environment()`).
     `sandbox` confines every step (see `ai_sdlc.sandbox`; None: unconfined).
     `clock` only measures durations; deadlines always use the real monotonic clock.
     A program given as a relative path (`.venv/bin/pytest`) runs from `cwd` when it is there,
@@ -168,7 +178,7 @@ def run_commands(
     ]
     if not cwd.is_dir():
         raise InvalidInputError(f"cannot verify in {cwd}: no such folder")
-    environment = dict(env) if env is not None else default_environment()
+    environment = dict(env) if env is not None else verify_environment()
     if section != "verify":
         return _run_steps(parsed, cwd, timeout, environment, clock, max_output, sandbox, section)
     # Python reads and writes bytecode only in a folder of this verification's own, never the

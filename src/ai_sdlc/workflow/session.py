@@ -18,8 +18,7 @@ from ai_sdlc.errors import AiSdlcError, InvalidInputError, StoryBlockedError, Us
 from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
-from ai_sdlc.verify import VerificationResult, run_commands
-from ai_sdlc.verify.commands import default_environment
+from ai_sdlc.verify import VerificationResult, run_commands, verify_environment
 from ai_sdlc.verify.judge import SAFE_PATH_VAR, Judge, JudgeSettings
 from ai_sdlc.verify.pytest_run import dropped_options
 from ai_sdlc.workflow.engine.assess import NextAction, recommend
@@ -125,6 +124,7 @@ class Session(msgspec.Struct):
         relay = Relay(emit)
         guards = GuardFactory.from_config(store, config)
         guards.manager.flush_interval = METRICS_FLUSH_INTERVAL
+        typed = config.typed()
         timeout = config.typed().verify.timeout
         sandbox = Sandbox.from_config(config, root=store.root, environ=environ)
 
@@ -151,7 +151,7 @@ class Session(msgspec.Struct):
 
         def verifier(workspace: Path) -> VerificationResult:
             relay.check_config()
-            env = None
+            env = verify_environment(typed.verify.env, typed.sandbox.pass_env)
             if environment is not None:
                 changed = environment.ensure(workspace, after_attempt=True)
                 if changed is not None:
@@ -159,8 +159,9 @@ class Session(msgspec.Struct):
                 environment.check(workspace)
                 env = environment.verify_environment(workspace)
             if judge is not None and judge.safe_path(workspace):
-                env = {**(env if env is not None else default_environment()), SAFE_PATH_VAR: "1"}
+                env = {**env, SAFE_PATH_VAR: "1"}
             policy = confine(workspace)
+            policy = None if policy is None else policy.for_step("verify")
             return guards.verification(
                 lambda: run_commands(
                     commands,

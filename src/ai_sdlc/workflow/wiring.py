@@ -97,16 +97,20 @@ def worktree_environment(
     """The setup and wrong-tree guard of story worktrees (None without git worktrees: the
     project folder's own environment is the one verification must use)."""
     from ai_sdlc.git.workspace import GitWorkspace
+    from ai_sdlc.verify.commands import verify_environment
     from ai_sdlc.worktree_env.setup import SetupSettings, WorktreeEnvironment
 
     if not isinstance(workspaces, GitWorkspace):
         return None
+    extra = dict(config.typed().verify.env)
+    passed = tuple(config.typed().sandbox.pass_env)
     environment = WorktreeEnvironment(
         SetupSettings.from_config(config),
         project=workspaces.root,
         main=workspaces.top,
         worktrees_root=workspaces.worktrees_root,
         verify_commands=commands,
+        environ=lambda: verify_environment(extra, passed),
         sandbox=confine,
     )
     workspaces.environment = environment

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ai_sdlc.git import repo
 from ai_sdlc.git.settings import GitSettings
-from ai_sdlc.verify.commands import default_environment
+from ai_sdlc.verify.commands import verify_environment
 from ai_sdlc.worktree_env import wrongtree
 from ai_sdlc.worktree_env.setup import SetupSettings, stamp_path, suggestion_text
 
@@ -35,7 +35,8 @@ def diagnose(root: Path, config: Config) -> dict[str, Any]:
     # Existing worktrees: all of them without a setup; with one, those it already ran in (the
     # next run sets up the others before any attempt).
     checked += [w for w in _existing(main, root, found.top) if not setup or _set_up(w)]
-    environ = default_environment()
+    typed = config.typed()
+    environ = verify_environment(typed.verify.env, typed.sandbox.pass_env)
     for worktree in checked:
         findings = wrongtree.check(
             commands,

@@ -32,7 +32,7 @@ from ai_sdlc.git.pool import ENV_STAMP
 from ai_sdlc.git.repo import read_git_file
 from ai_sdlc.git.run import pinned
 from ai_sdlc.sandbox.policy import SandboxPolicy
-from ai_sdlc.verify.commands import VerificationResult, default_environment, run_commands
+from ai_sdlc.verify.commands import VerificationResult, run_commands, verify_environment
 from ai_sdlc.verify.failures import error_line
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure, summarise_failure
 from ai_sdlc.worktree_env import envdigest, wrongtree
@@ -158,7 +158,7 @@ class WorktreeEnvironment:
         main: Path,
         worktrees_root: Path | None,
         verify_commands: Sequence[tuple[str, str]],
-        environ: Callable[[], Mapping[str, str]] = default_environment,
+        environ: Callable[[], Mapping[str, str]] = verify_environment,
         clock: Callable[[], float] = time.time,
         sandbox: Callable[[Path], SandboxPolicy | None] = lambda _work: None,
     ) -> None:
@@ -210,7 +210,7 @@ class WorktreeEnvironment:
             timeout=self.settings.timeout,
             env=environment,
             section="worktree",
-            sandbox=self.sandbox(work),
+            sandbox=_for_setup(self.sandbox(work)),
         )
         if result.passed:
             left = sorted(_changes(work) - before)
@@ -337,3 +337,8 @@ def _write_stamp(path: Path, data: dict[str, Any]) -> None:
     from ai_sdlc.fsutil import atomic_write_text
 
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def _for_setup(policy: SandboxPolicy | None) -> SandboxPolicy | None:
+    """Setup commands may reach package registries unless `sandbox.network` leaves them out."""
+    return None if policy is None else policy.for_step("setup")
