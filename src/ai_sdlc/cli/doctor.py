@@ -228,6 +228,7 @@ def sandbox_report(root: Path, config: Any, environ: Mapping[str, str]) -> dict[
         "private_homes": sandbox.private_roots()[0],
         "private_caches": sandbox.private_roots()[1],
         "writable_holding_the_project": list(sandbox.exposing),
+        "widened": list(sandbox.widened),
     }
     if not sandbox.settings.enabled:
         report["detail"] = "turned off by sandbox.enabled: false"
@@ -244,6 +245,8 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
             f"  agent CLIs' private homes: {sandbox['private_homes']}/<workspace> "
             "(your ~/.claude, ~/.codex, ~/.gemini, ~/.cache and ~/.npm are not writable)"
         )
+        if sandbox["widened"]:
+            out.data("  widened by sandbox.writable: " + ", ".join(sandbox["widened"]))
         for raw in sandbox["writable_holding_the_project"]:
             out.warn(
                 f"sandbox.writable {raw!r} holds this project: agents and verification commands "

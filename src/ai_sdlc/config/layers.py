@@ -7,6 +7,7 @@ neither the user's file nor the environment may loosen a guardrail.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -66,11 +67,34 @@ def _env_names(environ: Mapping[str, str]) -> dict[str, str]:
 
 def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
+    if isinstance(wanted, list) or isinstance(project, list):
+        return _widened(dotted, project, wanted)
     if dotted.startswith(("gates.", "sandbox.")):
         return bool(project) and not wanted
     if wanted is None:  # no limit at all
         return project is not None
     return project is not None and wanted > project
+
+
+def _widened(dotted: str, project: Any, wanted: Any) -> bool:
+    """A list-valued guardrail: an allow-list (`sandbox.writable`, any list) is widened by an
+    entry the project's list lacks; a deny-list (a key named `deny_*`) by leaving out an entry
+    the project's list has. Order and repeats do not matter."""
+    have = {str(x) for x in project or []}
+    want = {str(x) for x in wanted or []}
+    if dotted.rsplit(".", 1)[-1].startswith("deny"):
+        return bool(have - want)
+    return bool(want - have)
+
+
+def _shown(value: Any) -> str:
+    """A guardrail's value in a message: null, a list as JSON (paths keep their case), else
+    lower-cased (booleans read as YAML)."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return json.dumps(value)
+    return str(value).lower()
 
 
 def _loosened(layer: Mapping[str, Any], base: Mapping[str, Any]) -> Iterator[tuple[str, Any, Any]]:
@@ -100,7 +124,7 @@ def _refuse_looser_guardrails(
     }
     for dotted, current, _wanted in _loosened(env, project):
         name = names.get(dotted, ENV_PREFIX + dotted.upper().replace(".", "__"))
-        shown = "null" if current is None else str(current).lower()
+        shown = _shown(current)
         raise InvalidInputError(
             f"{name}={environ.get(name, '')} would loosen the guardrail {dotted} (the project's "
             f"value is {shown}, from {origin(dotted)}); the "
@@ -152,7 +176,7 @@ def _refuse_user_loosening(user: Mapping[str, Any], project: Mapping[str, Any], 
     base = defaults()
     _deep_merge(base, project)
     for dotted, current, wanted in _loosened(user, base):
-        shown = "null" if current is None else str(current).lower()
+        shown = _shown(current)
         raise InvalidInputError(
             f"{dotted}: {_render(wanted)} would loosen a guardrail (this project's value is "
             f"{shown}); the user config may only make a guardrail stricter",

@@ -165,6 +165,9 @@ class Sandbox(msgspec.Struct, frozen=True):
     exposing: tuple[str, ...] = ()
     #: The project's real path (its private homes must not hold it).
     project: str = ""
+    #: The folders `sandbox.writable` adds (resolved, in its order): a wider sandbox is a looser
+    #: one, so `doctor` and the first line of a run name each.
+    widened: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -179,6 +182,7 @@ class Sandbox(msgspec.Struct, frozen=True):
         home = Path(home_folder(env))
         shared: list[str] = [p for p in SYSTEM_WRITABLE if os.path.exists(p)]
         exposing: list[str] = []
+        widened: list[str] = []
         project = Path(os.path.realpath(root))
         for raw in settings.writable:
             path = _expand(raw, home)
@@ -190,6 +194,7 @@ class Sandbox(msgspec.Struct, frozen=True):
                     hint="create the folder, or remove it from sandbox.writable",
                 )
             shared.append(os.path.realpath(path))
+            widened.append(os.path.realpath(path))
             if project.is_relative_to(os.path.realpath(path)):
                 exposing.append(raw)
         return cls(
@@ -200,6 +205,7 @@ class Sandbox(msgspec.Struct, frozen=True):
             tuple(dict.fromkeys(shared)),
             tuple(exposing),
             str(project),
+            tuple(dict.fromkeys(widened)),
         )
 
     @property
