@@ -48,7 +48,7 @@ def go_story(tmp_path: Path, behaviour: str) -> HeldStory:
     (root / "calc_test.go").write_text(GO_ADD_TEST)
     (root / "mul_test.go").write_text(GO_MUL_TEST)
     repo.commit_all("calc, and a failing test for Mul written first")
-    held = HeldStory(root, tmp_path / "agent.log", behaviour)
+    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
     held.config("verify.test", "go test -v ./...")
     held.config("limits.implementation_retries", "1")
     return held
@@ -69,7 +69,7 @@ def rust_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("target/\nCargo.lock\n")
     repo.commit_all("calc, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "agent.log", behaviour)
+    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
     held.config("verify.test", "cargo test --offline")
     held.config("limits.implementation_retries", "1")
     return held

@@ -73,7 +73,7 @@ def uvu_story(tmp_path: Path, lock: str, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("node_modules/\n")
     repo.commit_all("calcjs, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "agent.log", behaviour)
+    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
     held.config("verify.test", "npm test")
     held.config("worktree.setup", '["npm ci --no-audit --no-fund"]')
     held.config("limits.implementation_retries", "1")

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 
 def story(template: Path, tmp_path: Path, behaviour: str) -> HeldStory:
     root = copy_project(template, tmp_path).root
-    return HeldStory(root, tmp_path / "agent.log", behaviour)
+    return HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
 
 
 @pytest.mark.parametrize("row", rows(PY_SRC), ids=ids(rows(PY_SRC)))

@@ -71,7 +71,11 @@ class Project:
     def __init__(self, template: Path, tmp_path: Path, behaviour: str) -> None:
         self.repo: Repo = copy_project(template, tmp_path)
         self.root = self.repo.root
-        self.log = tmp_path / "agent.log"
+        # The stand-in agent logs its calls in a records folder of its own, outside the
+        # project, named in the project's sandbox.writable (as a user widens it).
+        self.log = tmp_path / "records" / "agent.log"
+        self.log.parent.mkdir()
+        self.config("sandbox.writable", json.dumps([str(self.log.parent)]))
         self.agent(behaviour)
         self.sid = self.repo.story("Multiply numbers")
 

@@ -30,7 +30,9 @@ BLOCKED_ALLOWED = [r for r in rows(PY_SRC, allowed=True) if r.said]
 def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
     template: Path, tmp_path: Path, row: Row
 ) -> None:
-    held = HeldStory(copy_project(template, tmp_path).root, tmp_path / "agent.log", row.behaviour)
+    held = HeldStory(
+        copy_project(template, tmp_path).root, tmp_path / "records" / "agent.log", row.behaviour
+    )
     held.allow_test_changes()
     result = held.run()
     assert result.returncode == 5, result.output
@@ -61,7 +63,7 @@ def flat_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("__pycache__/\n")
     repo.commit_all("flat calc, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "agent.log", behaviour)
+    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
     held.config("verify.test", f"{sys.executable} -m pytest -q -p no:cacheprovider")
     held.config("limits.implementation_retries", "1")
     return held

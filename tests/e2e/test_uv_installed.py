@@ -176,6 +176,9 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     venv, home, root, reports = installed
     before = cached_copies(home)
     wide = [str(reports), str(home / ".cache")]
+    # Widened as a user does: in the project's reviewed list (the environment may not widen it).
+    config = ai_sdlc(venv, home, root, "config", "sandbox.writable", json.dumps(wide), writable=[])
+    assert config[0] == 0, config
     assert ai_sdlc(venv, home, root, "add", "Add multiply", writable=wide)[0] == 0
 
     code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=wide)

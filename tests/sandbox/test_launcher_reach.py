@@ -273,6 +273,9 @@ def test_a_launcher_rewritten_on_disk_changes_nothing_that_runs(tmp_path: Path) 
     root, reports = project(tmp_path, "patch-launcher")
     target = root / "README.md"
     before = target.read_bytes()
+    # The site folder is writable as a user makes it so: in the project's reviewed list.
+    widened = run_cli(root, "config", "sandbox.writable", json.dumps([str(reports), str(site)]))
+    assert widened.returncode == 0, widened.output
     env = cli_environment(narrow(reports, site))
     # verify commands get an allow-list (sandbox/childenv): the script's settings go through
     # verify.env, as a project's would.

@@ -402,8 +402,10 @@ def test_doctor_shows_the_sandbox_in_force_and_its_absence(tmp_path: Path) -> No
     data = json.loads(run(root, "doctor", "--json").stdout)["sandbox"]
     assert data["in_force"] is bool(ABI)
     assert data["writable"][:2] == ["<worktree>", "<private temp folder>"]
+    assert run(root, "config", "sandbox.writable", json.dumps([str(tmp_path)])).returncode == 0
     wide = run(root, "doctor", AI_SDLC_SANDBOX__WRITABLE=json.dumps([str(tmp_path)]))
     assert f"warning: sandbox.writable {str(tmp_path)!r} holds this project" in wide.stderr
+    assert run(root, "config", "sandbox.writable", json.dumps([str(reports)])).returncode == 0
     off = run(root, "doctor", AI_SDLC_SANDBOX="off")
     line = next(ln for ln in off.stdout.splitlines() if ln.startswith("sandbox:"))
     assert line == (

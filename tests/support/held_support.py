@@ -17,11 +17,15 @@ ENV = {"AI_SDLC_PROVIDER": "command"}
 
 
 class HeldStory:
-    """One story of the project at `root`, its agent doing `behaviour`."""
+    """One story of the project at `root`, its agent doing `behaviour` and logging each call to
+    `log`, in a records folder of its own outside the project that the project's
+    `sandbox.writable` names (as a user widens the sandbox)."""
 
     def __init__(self, root: Path, log: Path, behaviour: str, title: str = "Multiply") -> None:
         self.root = root
         self.log = log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.config("sandbox.writable", json.dumps([str(log.parent)]))
         self.config("ai.provider", "command")
         self.config("ai.command.template", json.dumps([
             sys.executable, str(AGENT), str(log), behaviour, "{phase}", "{prompt_file}"

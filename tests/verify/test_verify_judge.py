@@ -49,7 +49,10 @@ class Project:
             (self.root / name).write_text(text)
         self.repo.commit_all("calc with a failing test for mul")
         self.sid = self.repo.story(TITLE)
-        self.log = tmp_path / "agent.log"
+        # The stand-in agent logs its calls in a records folder of its own, outside the
+        # project, named in the project's sandbox.writable (as a user widens it).
+        self.log = tmp_path / "records" / "agent.log"
+        self.log.parent.mkdir()
         self.bin = tmp_path / "bin"
         install_gh(self.bin)
         self.gh_log = tmp_path / "gh.log"
@@ -71,6 +74,7 @@ class Project:
             f"    template: {json.dumps(template)}\n"
             f"verify:\n{verify}"
             "limits:\n  implementation_retries: 1\n"
+            f"sandbox:\n  writable: [{json.dumps(str(self.log.parent))}]\n"
         )
         # a person editing the guardrails by hand confirms them (`configguard`)
         accepted = run_cli(self.root, "config", "--accept", env=self.env)

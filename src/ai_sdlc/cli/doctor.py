@@ -232,6 +232,7 @@ def sandbox_report(root: Path, config: Any, environ: Mapping[str, str]) -> dict[
         "network": sandbox.network_rules(),
         "pid_namespace": sandbox.pid_namespace() or "in force",
         "missing": sandbox.missing_reason(),
+        "widened": list(sandbox.widened),
     }
     if not sandbox.settings.enabled:
         report["detail"] = "turned off by sandbox.enabled: false"
@@ -261,6 +262,8 @@ def _render_sandbox(out: Any, sandbox: dict[str, Any]) -> None:
         )
         if sandbox["missing"]:
             out.warn(f"sandbox: {sandbox['missing']}")
+        if sandbox["widened"]:
+            out.data("  widened by sandbox.writable: " + ", ".join(sandbox["widened"]))
         for raw in sandbox["writable_holding_the_project"]:
             out.warn(
                 f"sandbox.writable {raw!r} holds this project: agents and verification commands "

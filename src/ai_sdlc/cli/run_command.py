@@ -122,6 +122,10 @@ def execute(
         no_sandbox=no_sandbox,
         step=step,
     )
+    wall = session.sandbox
+    if wall is not None and wall.widened and wall.in_force and not no_sandbox:
+        # Said first: a wider sandbox is a looser one.
+        out.warn("sandbox widened by sandbox.writable: " + ", ".join(wall.widened))
     pending.extend((session.notice or "").splitlines())
     out.debug(describe_provider(session.provider.name, session.config))
     if auto or batch or resume or continue_:

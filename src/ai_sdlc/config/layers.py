@@ -7,6 +7,7 @@ neither the user's file nor the environment may loosen a guardrail.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -91,6 +92,16 @@ def _bots(value: Any) -> set[str]:
     return {str(b).strip().lower().removesuffix("[bot]") for b in items}
 
 
+def _shown(value: Any) -> str:
+    """A guardrail's value in a message: null, a list as JSON (paths keep their case), else
+    lower-cased (booleans read as YAML)."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return json.dumps(value)
+    return str(value).lower()
+
+
 def _loosened(layer: Mapping[str, Any], base: Mapping[str, Any]) -> Iterator[tuple[str, Any, Any]]:
     """(key, base value, layer value) of every guardrail `layer` sets looser than `base`."""
     for dotted in GUARDRAILS:
@@ -118,7 +129,7 @@ def _refuse_looser_guardrails(
     }
     for dotted, current, _wanted in _loosened(env, project):
         name = names.get(dotted, ENV_PREFIX + dotted.upper().replace(".", "__"))
-        shown = "null" if current is None else str(current).lower()
+        shown = _shown(current)
         raise InvalidInputError(
             f"{name}={environ.get(name, '')} would loosen the guardrail {dotted} (the project's "
             f"value is {shown}, from {origin(dotted)}); the "
@@ -170,7 +181,7 @@ def _refuse_user_loosening(user: Mapping[str, Any], project: Mapping[str, Any], 
     base = defaults()
     _deep_merge(base, project)
     for dotted, current, wanted in _loosened(user, base):
-        shown = "null" if current is None else str(current).lower()
+        shown = _shown(current)
         raise InvalidInputError(
             f"{dotted}: {_render(wanted)} would loosen a guardrail (this project's value is "
             f"{shown}); the user config may only make a guardrail stricter",

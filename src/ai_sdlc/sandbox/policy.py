@@ -236,6 +236,9 @@ class Sandbox(msgspec.Struct, frozen=True):
     project: str = ""
     #: The paths no child may read (`DENY_READ` and `sandbox.deny_read`, expanded).
     deny_read: tuple[str, ...] = ()
+    #: The folders `sandbox.writable` adds (resolved, in its order): a wider sandbox is a looser
+    #: one, so `doctor` and the first line of a run name each.
+    widened: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
@@ -250,6 +253,7 @@ class Sandbox(msgspec.Struct, frozen=True):
         home = Path(home_folder(env))
         shared: list[str] = [p for p in SYSTEM_WRITABLE if os.path.exists(p)]
         exposing: list[str] = []
+        widened: list[str] = []
         project = Path(os.path.realpath(root))
         for raw in settings.writable:
             path = _expand(raw, home)
@@ -261,6 +265,7 @@ class Sandbox(msgspec.Struct, frozen=True):
                     hint="create the folder, or remove it from sandbox.writable",
                 )
             shared.append(os.path.realpath(path))
+            widened.append(os.path.realpath(path))
             if project.is_relative_to(os.path.realpath(path)):
                 exposing.append(raw)
         sources = HomeSources.from_env(env, home)
@@ -278,6 +283,7 @@ class Sandbox(msgspec.Struct, frozen=True):
             tuple(exposing),
             str(project),
             tuple(dict.fromkeys(deny)),
+            tuple(dict.fromkeys(widened)),
         )
 
     @property
