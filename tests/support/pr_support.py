@@ -25,8 +25,9 @@ _TASK = re.compile(r"## Your task \((\w+)\)")
 #: The project's test: fails naming its test, as a runner does (a base that names none is a
 #: broken verify command), until `hello.greet` says hello.
 CHECK = (
-    "import sys, importlib.util as u; ok = u.find_spec('hello') is not None and "
-    "__import__('hello').greet('Ada').startswith('Hello'); "
+    "import sys, importlib.util as u; s = u.find_spec('hello'); "
+    "s or print(\"ModuleNotFoundError: No module named 'hello'\"); "
+    "ok = s is not None and __import__('hello').greet('Ada').startswith('Hello'); "
     "ok or print('FAILED test_hello.py::test_greet'); sys.exit(0 if ok else 1)"
 )
 

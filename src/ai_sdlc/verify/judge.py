@@ -134,8 +134,14 @@ class Judge:
         self.settings = settings
         self.state = state
         self._baselines: dict[str, Baseline] = {}
+        #: Work trees whose base is being verified to decide safe path (`deciding`).
+        self._deciding: set[str] = set()
         #: Work tree → whether its verifications run with Python's safe path (`safe_path`).
         self._safe: dict[str, bool] = {}
+
+    def deciding(self, path: Path) -> bool:
+        """The base's verification is deciding safe path for `path` (run it as asked)."""
+        return os.path.abspath(path) in self._deciding
 
     def safe_path(self, path: Path) -> bool:
         """Whether Python runs with safe-path semantics (`PYTHONSAFEPATH=1`) in the
@@ -295,7 +301,11 @@ class Judge:
         without it does better (`_score`): then that run, and safe path off for the story."""
         where = os.path.abspath(path)
         self._safe[where] = True
-        safe = self._run(path, verify)
+        self._deciding.add(where)
+        try:
+            safe = self._run(path, verify)
+        finally:
+            self._deciding.discard(where)
         missing = {m.split(".")[0] for m in _MISSING_MODULE.findall(safe.failure_output)}
         if safe.passed or not any(_top_level(path, m) for m in missing):
             return safe, True
@@ -462,6 +472,17 @@ class Judge:
         # Missing: the judge's own report overrode one the project's `addopts` asks for
         # (see `verify.pytest_run`); the counts read from the run stand.
         return msgspec.structs.replace(verdict, counts=counts or verdict.counts)
+
+
+def lost_project_module(path: Path, verdict: VerificationResult) -> bool:
+    """The verification failed only because safe path hid a module the work tree's folder
+    holds now (a test-first story's new module: it was not there when the base was verified).
+    The caller runs it again without safe path; a module that shadows the runner is the held
+    check's to catch (`verify/held`)."""
+    if verdict.passed:
+        return False
+    missing = {m.split(".")[0] for m in _MISSING_MODULE.findall(verdict.failure_output)}
+    return any(_top_level(path, m) for m in missing)
 
 
 def _top_level(path: Path, module: str) -> bool:

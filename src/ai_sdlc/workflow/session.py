@@ -19,7 +19,7 @@ from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, verify_environment
-from ai_sdlc.verify.judge import SAFE_PATH_VAR, Judge, JudgeSettings
+from ai_sdlc.verify.judge import SAFE_PATH_VAR, Judge, JudgeSettings, lost_project_module
 from ai_sdlc.verify.pytest_run import dropped_options
 from ai_sdlc.workflow.engine.assess import NextAction, recommend
 from ai_sdlc.workflow.engine.runner import RunnerDeps, StoryOutcome, StoryRunner
@@ -158,20 +158,27 @@ class Session(msgspec.Struct):
                     return changed  # the attempt's change broke the worktree's setup
                 environment.check(workspace)
                 env = environment.verify_environment(workspace)
-            if judge is not None and judge.safe_path(workspace):
-                env = {**env, SAFE_PATH_VAR: "1"}
+            safe = judge is not None and judge.safe_path(workspace)
             policy = confine(workspace)
             policy = None if policy is None else policy.for_step("verify")
-            return guards.verification(
-                lambda: run_commands(
-                    commands,
-                    cwd=workspace,
-                    timeout=timeout,
-                    env=env,
-                    sandbox=policy,
-                    fallback=store.root,
+
+            def verify(environ: dict[str, str]) -> VerificationResult:
+                return guards.verification(
+                    lambda: run_commands(
+                        commands,
+                        cwd=workspace,
+                        timeout=timeout,
+                        env=environ,
+                        sandbox=policy,
+                        fallback=store.root,
+                    )
                 )
-            )
+
+            verdict = verify({**env, SAFE_PATH_VAR: "1"} if safe else env)
+            deciding = judge is not None and judge.deciding(workspace)
+            if safe and not deciding and lost_project_module(workspace, verdict):
+                verdict = verify(env)  # the story's new module, hidden by safe path
+            return verdict
 
         deps = RunnerDeps(
             store=store,

@@ -20,7 +20,14 @@ from tests.support.git_support import git, make_repo
 TITLE = "Add a greeting"
 HELLO = 'def greet(name):\n    return f"Hello, {name}!"\n'
 HELLO_DOC = '"""Greetings."""\n\n\n' + HELLO
-CHECK = "import hello; assert hello.greet('Ada') == 'Hello, Ada!'"
+#: The project's test: fails naming its test, as a runner does (a base whose test command names
+#: no failing test is a broken verify command), until `hello.greet` greets.
+CHECK = (
+    "import sys, importlib.util as u; s = u.find_spec('hello'); "
+    "s or print(\"ModuleNotFoundError: No module named 'hello'\"); "
+    "ok = s is not None and __import__('hello').greet('Ada') == 'Hello, Ada!'; "
+    "ok or print('FAILED test_hello.py::test_greet'); sys.exit(0 if ok else 1)"
+)
 ANSI = "\x1b["
 
 
