@@ -40,6 +40,8 @@ import signal
 import sys
 import time
 
+#: Set in the command's environment: the pid of the process that started the launcher.
+CALLER_VAR = "AI_SDLC_CALLER_PID"
 #: The exit status when the sandbox cannot be applied (the shell's "cannot execute").
 EXIT_CANNOT_SANDBOX = 126
 
@@ -92,6 +94,9 @@ def main() -> None:
         _refuse(exc)
         return
     lifeline = rules.lifeline
+    # The command's caller as the host sees it: in a PID namespace of its own the command sees
+    # neither this launcher nor what started it (tools that report their caller read this).
+    os.environ[CALLER_VAR] = str(os.getppid())
     if rules.pidns:
         try:
             isolated = pidns.enter()

@@ -4,7 +4,11 @@ behind), and the caller is the launcher's parent."""
 
 CALLER = """
 def caller():
-    # The process that started this command: its parent, or the sandbox launcher's.
+    # The process that started this command: the sandbox launcher says (in a PID namespace of
+    # its own the command sees no pid outside it), else its parent, or the launcher's.
+    given = os.environ.get("AI_SDLC_CALLER_PID")
+    if given:
+        return int(given)
     pid = os.getppid()
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -16,6 +20,8 @@ def caller():
 
 
 def alive(pid):
+    if os.environ.get("AI_SDLC_CALLER_PID") == str(pid) and not os.path.exists(f"/proc/{pid}"):
+        return True  # out of sight in our PID namespace: our launcher ends us when it goes
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"

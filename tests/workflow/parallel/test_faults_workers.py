@@ -50,13 +50,27 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def started(markers: Path, count: int, proc: subprocess.Popen[str]) -> list[int]:
     """The pids of the `count` verification commands and their workers, once all have started."""
     deadline = time.monotonic() + DEADLINE
     while True:
         texts = [p.read_text().split() for p in markers.glob("*.pid")]
         if len(texts) == count and all(len(t) == 2 for t in texts):
-            return [int(pid) for t in texts for pid in t]
+            # The commands' own pids as this side sees them (each runs in a PID namespace of
+            # its own, where its pid means nothing here), found by their argument.
+            commands = [
+                int(n)
+                for n in os.listdir("/proc")
+                if n.isdigit() and str(markers).encode() in _cmdline(int(n))
+            ]
+            return [int(t[1]) for t in texts] + commands
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"the verifications never all started: {proc.communicate()}")
