@@ -197,6 +197,8 @@ class Progress:
             )
         if name == "run_stopping":
             return f"Run stopping ({e.get('condition')}): running stories finish their phase"
+        if name == "rollback_initiated" and "run_id" in e:
+            return None  # the run's copy of the runner's event, which was said
         if name == "rollback_initiated":
             return (
                 f"[{story}] rolled back to the checkpoint before {e.get('phase')} "

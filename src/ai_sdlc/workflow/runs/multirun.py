@@ -443,8 +443,8 @@ class MultiRun(RunRecord):
             s.retries += 1
         elif name == "phase_rejected":
             s.rejections += 1
-        elif name == "rollback_initiated":  # the runner's own event was shown: recorded only
-            self._record(
+        elif name == "rollback_initiated":  # the run's own copy (its screen line is the runner's)
+            self._event(
                 "rollback_initiated",
                 story=s.story_id,
                 phase=event.get("phase"),
