@@ -186,3 +186,53 @@ def test_a_rust_test_that_does_not_build_gives_its_compile_error(tmp_path: Path)
     assert "warning: unused variable" in output  # a warning's `-->` names no test file
     assert failure_reason(output) == "error[E0425]: cannot find function `mul` in crate `calc`"
     assert unbuilt_tests(output) == ["tests/mul.rs"]
+
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+
+def node_project(tmp_path: Path, test: str, name: str = "mul.test.js") -> Path:
+    (tmp_path / "add.js").write_text("module.exports = (a, b) => a + b;\n")
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / name).write_text(test)
+    return tmp_path
+
+
+@needs_node
+def test_a_js_test_requiring_a_module_the_story_adds_is_named(tmp_path: Path) -> None:
+    root = node_project(tmp_path, "const mul = require('../mul.js');\n")
+    output = run(["node", "test/mul.test.js"], root)
+    assert "Cannot find module '../mul.js'" in output, output
+    assert unbuilt_tests(output, root) == ["test/mul.test.js"]
+    assert unbuilt_tests(output) == []  # an absolute path is read only against its folder
+
+
+@needs_node
+def test_an_esm_test_importing_a_module_the_story_adds_is_named(tmp_path: Path) -> None:
+    root = node_project(tmp_path, "import mul from '../mul.mjs';\n", "mul.test.mjs")
+    output = run(["node", "test/mul.test.mjs"], root)
+    assert "ERR_MODULE_NOT_FOUND" in output, output
+    assert unbuilt_tests(output, root) == ["test/mul.test.mjs"]
+
+
+@needs_node
+def test_a_missing_package_or_a_non_test_file_is_never_set_aside(tmp_path: Path) -> None:
+    """A package not installed is a broken set-up; a missing module required by the project's
+    own code is not a new test: neither is a test-first base."""
+    root = node_project(tmp_path, "require('left-pad-not-installed');\n")
+    output = run(["node", "test/mul.test.js"], root)
+    assert "Cannot find module 'left-pad-not-installed'" in output, output
+    assert unbuilt_tests(output, root) == []
+    (root / "index.js").write_text("require('./mul.js');\n")
+    output = run(["node", "index.js"], root)
+    assert "Cannot find module './mul.js'" in output, output
+    assert unbuilt_tests(output, root) == []
+
+
+def test_jest_names_the_requiring_test_relative_to_its_root() -> None:
+    output = (
+        "FAIL test/mul.test.js\n  ● Test suite failed to run\n\n"
+        "    Cannot find module '../mul' from 'test/mul.test.js'\n"
+    )
+    assert unbuilt_tests(output) == ["test/mul.test.js"]
+    assert unbuilt_tests("Cannot find module '../x' from 'node_modules/a/test/x.js'") == []

@@ -118,7 +118,7 @@ def _yaml_error(path: Path, exc: BaseException, *, first_line: int) -> InvalidIn
     """PyYAML's error as file:line:column and its problem in its own words, without its
     `in "<unicode string>", line 2` (it parsed a string, not the file)."""
     mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or _first_line(exc)
+    problem = _cut(str(getattr(exc, "problem", None) or exc))
     line = mark.line + first_line if mark is not None else None
     column = mark.column + 1 if mark is not None else None
     return InvalidInputError(
@@ -133,7 +133,12 @@ def _yaml_error(path: Path, exc: BaseException, *, first_line: int) -> InvalidIn
 
 
 def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    return _cut(str(exc))
+
+
+def _cut(message: str) -> str:
+    """One line of up to 200 characters (a tag or key can be any length)."""
+    text = " ".join(message.split())
     return text if len(text) <= 200 else text[:197] + "..."
 
 

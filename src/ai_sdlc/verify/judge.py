@@ -160,13 +160,14 @@ class Judge:
         if found is not None:
             return found
         key = self._key(base, path)
+        where = path
         if _at(path, base):
             try:
                 verdict, safe = self._safely(path, verify)
             finally:
                 _clean(path)
         else:
-            verdict, safe = self._in_temporary_tree(path, base, verify)
+            verdict, safe, where = self._in_temporary_tree(path, base, verify)
         stop = _stop_reason(verdict)
         if stop is not None:
             raise InvalidInputError(
@@ -176,7 +177,7 @@ class Judge:
                 "called and no recovery counted)",
             )
         baseline = msgspec.structs.replace(
-            self._classified(path, base, verdict, verify), safe_path=safe
+            self._classified(path, base, verdict, verify, where), safe_path=safe
         )
         self._safe[os.path.abspath(path)] = safe
         self._baselines[key] = baseline
@@ -185,10 +186,11 @@ class Judge:
         return baseline
 
     def _classified(
-        self, path: Path, base: str, verdict: VerificationResult, verify: Verifier
+        self, path: Path, base: str, verdict: VerificationResult, verify: Verifier, where: Path
     ) -> Baseline:
-        """What the base's verification counts as: a baseline with counts, a test-first failure
-        that names its tests, its new tests set aside; else a broken verify command (raised)."""
+        """What the base's verification (run in `where`) counts as: a baseline with counts, a
+        test-first failure that names its tests, its new tests set aside; else a broken verify
+        command (raised)."""
         if verdict.passed:
             off = "" if _counted(verdict.counts) else _no_count(verdict)
             return Baseline(base, True, verdict.counts, floor_off=off)
@@ -197,7 +199,7 @@ class Judge:
         reason = verdict.reason or failure_reason(output) or error_line(output)
         if _counted(verdict.counts):
             return Baseline(base, False, verdict.counts, failing, reason)
-        unbuilt = setaside.unbuilt_tests(output)
+        unbuilt = setaside.unbuilt_tests(output, where)
         if unbuilt:
             return self._set_aside(path, base, verify, unbuilt, reason)
         if failing:
@@ -223,13 +225,13 @@ class Judge:
         verdict: VerificationResult | None = None
         for _round in range(setaside.ROUNDS):
             wanted = [f for f in unbuilt if f not in aside]
-            verdict, removed = self._without(path, base, verify, [*aside, *wanted])
+            verdict, removed, where = self._without(path, base, verify, [*aside, *wanted])
             if not removed or removed == aside:
                 break
             aside = removed
             if verdict.passed or _counted(verdict.counts):
                 break
-            unbuilt = setaside.unbuilt_tests(verdict.failure_output)
+            unbuilt = setaside.unbuilt_tests(verdict.failure_output, where)
             if not unbuilt:
                 break
         names = tuple(aside) or tuple(unbuilt)
@@ -248,14 +250,16 @@ class Judge:
 
     def _without(
         self, path: Path, base: str, verify: Verifier, files: list[str]
-    ) -> tuple[VerificationResult, list[str]]:
-        """The base's verification in a scratch tree without `files` (those it has)."""
+    ) -> tuple[VerificationResult, list[str], Path]:
+        """The base's verification in a scratch tree without `files` (those it has), with the
+        folder it ran in."""
         removed: list[str] = []
 
         def prepare(tree: Path) -> None:
             removed.extend(setaside.remove(tree, files))
 
-        return self._in_temporary_tree(path, base, verify, prepare)[0], removed
+        verdict, _safe, where = self._in_temporary_tree(path, base, verify, prepare)
+        return verdict, removed, where
 
     def known(self, path: Path, base: str) -> Baseline | None:
         """The base's baseline when it was already taken (in this process or cached)."""
@@ -322,9 +326,10 @@ class Judge:
         base: str,
         verify: Verifier,
         prepare: Callable[[Path], None] | None = None,
-    ) -> tuple[VerificationResult, bool]:
+    ) -> tuple[VerificationResult, bool, Path]:
         """The base checked out on its own (the story's worktree has moved on since, or
-        `prepare` changes the checkout: files set aside), with whether safe path held."""
+        `prepare` changes the checkout: files set aside), with whether safe path held and the
+        folder it ran in (gone by then; its name reads paths in the output)."""
         prefix = _git_text(path, "rev-parse", "--show-prefix") or ""
         folder = self.state / "baseline-trees"
         folder.mkdir(parents=True, exist_ok=True)
@@ -335,7 +340,8 @@ class Judge:
         try:
             if prepare is not None:
                 prepare(tree / prefix)
-            return self._safely(tree / prefix, verify)
+            verdict, safe = self._safely(tree / prefix, verify)
+            return verdict, safe, tree / prefix
         finally:
             _git_text(path, "worktree", "remove", "--force", "--force", str(tree))
             shutil.rmtree(tree, ignore_errors=True)
