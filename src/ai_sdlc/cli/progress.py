@@ -141,8 +141,11 @@ class Progress:
                 extra = f", waiting {float(e['delay']):.1f}s"
             reason = f": {e['reason']}" if e.get("reason") else ""
             return f"[{story}] recovery {e.get('total')}/{e.get('limit')} ({kind}{extra}){reason}"
-        if name == "story_finished":
-            return f"[{story}] {e.get('outcome')} in {e.get('elapsed', 0):.1f}s"
+        if name == "story_finished":  # a story that stopped short (a gate, a review) is said
+            # by its result line ("S-0001: waiting for approval: run 'ai-sdlc approve …'")
+            if e.get("outcome") != "done":
+                return None
+            return f"[{story}] done in {float(e.get('elapsed') or 0):.1f}s"
         if name == "tool_call":
             return f"[{story}]   {phase} tool {e.get('tool', '')}"
         if name == "workspace":
