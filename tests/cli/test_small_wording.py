@@ -156,3 +156,16 @@ def test_uncommitted_changes_of_the_checkout_are_said_once(tmp_path: Path) -> No
     clean = run_cli(repo.root, "run", first, "--step", "research")
     assert clean.returncode == 0, clean.output
     assert "uncommitted" not in clean.output
+
+
+@pytest.mark.usefixtures("git_env")
+def test_counts_are_in_english_not_event_s(tmp_path: Path) -> None:
+    """`log` says how many events it shortened as a person would: "1 event shortened … shows
+    it whole" (it said "1 event(s) shortened")."""
+    repo = make_repo(tmp_path, remote=False)
+    sid = repo.story("Add a greeting")
+    assert run_cli(repo.root, "run", sid).returncode == 0
+    result = run_cli(repo.root, "log", sid, env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.output
+    assert "(s)" not in result.output
+    assert f"1 event shortened; `ai-sdlc log {sid} --full` shows it whole" in result.stderr
