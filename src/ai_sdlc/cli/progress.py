@@ -109,6 +109,8 @@ class Progress:
                 "can write anywhere you can (see docs/sandbox.md)"
             )
         if name == "verification_finished":
+            if not e.get("passed") and phase in ("implement", "rework"):
+                return None  # said once, by the phase's `✗ verification failed` line
             return f"[{story}] verification {'passed' if e.get('passed') else 'failed'}"
         if name == "baseline_started":
             return f"[{story}] verifying the untouched base {str(e.get('base', ''))[:12]} first"
