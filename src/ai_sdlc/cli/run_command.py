@@ -168,6 +168,14 @@ def execute(
     return in_review_exit(store, outcomes)
 
 
+def halted_hint(why: str, command: str) -> str:
+    """The hint under a halted run's error: how to continue, unless the reason already named
+    it (the attempt cap says `run --continue` and `--max-attempts`): a way out said once."""
+    if "'ai-sdlc run --continue" in why:
+        return "every finished story is kept"
+    return f"every finished story is kept; to continue: {command}"
+
+
 def in_review_exit(store: StoryStore, outcomes: list[StoryOutcome]) -> int:
     """7 when a story the run worked on ended waiting in review (its PR waits on people: a CI
     script must tell it from done), else 0."""
@@ -380,7 +388,7 @@ def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bo
         )
         raise RunHaltedError(
             f"run {state.run_id} halted ({state.stop_reason.condition}): {why}",
-            hint=f"every finished story is kept; to continue: {command}",
+            hint=halted_hint(why, command),
         )
     incomplete = report.skipped_error()
     if incomplete is not None:

@@ -64,9 +64,13 @@ def test_run_wide_attempt_cap_stops_before_the_next_attempt(tmp_path: Path) -> N
     assert story_states(state)["S-0001"]["status"] == "in-progress"
     assert state["statistics"]["implementation_attempts"] == 1
     assert state["statistics"]["total_attempts"] == 5
-    assert f"run --resume {state['run_id']}" in result.output
     assert "max_total_attempts" in result.output
+    assert "the run made 1 implementation attempt, the run-wide limit" in result.stderr
     assert "2 stories are left" in result.output
+    # The way out said once, by the reason (issue 36): not again as `to continue: …`.
+    assert result.stderr.count("'ai-sdlc run --continue'") == 1, result.stderr
+    assert "to continue:" not in result.stderr
+    assert "  hint: every finished story is kept\n" in result.stderr
     names = [e["action"] for e in run_events(root, state["run_id"])]
     assert names[0] == "run_started" and names[-1] == "run_stopped"
 
