@@ -175,7 +175,11 @@ def test_a_batch_skipping_its_story_for_a_dependency_outside_says_why_and_exits_
     assert "completed without every story" in result.stdout
     assert "skipped S-0002" in result.stderr
     assert "depends on S-0001, which is backlog and not in this run" in result.stderr
-    assert "ai-sdlc run --batch DEPENDENCY ID" in result.stderr
+    # The way out as commands that work, with the ids (not `--batch DEPENDENCY ID`).
+    assert (
+        "hint: run what it depends on first ('ai-sdlc run S-0001'), or add it to the batch "
+        "('ai-sdlc run --batch S-0001 S-0002')"
+    ) in " ".join(result.stderr.split())
     assert "Traceback" not in result.output
     assert phases_started(root, "S-0002") == []
     state = story_states(only_run(root))
