@@ -347,8 +347,14 @@ def counters_text(counters: Any) -> str:
 
 
 def reason_text(event: dict[str, Any]) -> str:
+    """The one line that explains the event. A failed verification's `feedback` is the test
+    runner's output (`F [100%] ===== FAILURES ====…` once flattened): it is kept beside the
+    event (`output_file`, shown by `--full`) and its cause is said by the recovery that
+    follows, so it is not cut into the timeline."""
     for field in _REASON_FIELDS:
         value = event.get(field)
+        if field == "feedback" and event.get("output_file"):
+            continue
         if value:
             text = " ".join(plain_text(value).split())
             if len(text) > _REASON_WIDTH:
