@@ -260,14 +260,10 @@ def _warn_of_clashes(plan: DryRunPlan, config: Any, store: Any) -> None:
 def _resume_plan(out: Terminal, store: Any, run_id: str | None) -> DryRunPlan:
     """What `run --resume RUN_ID` (None: `--continue`, the latest run) would do: the plan of
     each story of the run that is not done yet, read without writing anything."""
-    from ai_sdlc.workflow.runs.runstate import RunNotFoundError, RunRepository
+    from ai_sdlc.workflow.runs.runstate import RunRepository
+    from ai_sdlc.workflow.session import resumable
 
-    runs = RunRepository(store.ai_dir)
-    state = runs.load(run_id) if run_id is not None else runs.latest()
-    if state is None:
-        raise RunNotFoundError(
-            f"no run to continue in {runs.root}", hint="start one with 'ai-sdlc run --auto'"
-        )
+    state = resumable(RunRepository(store.ai_dir), run_id)  # refused as the run refuses it
     left = [s.story_id for s in state.stories if store.get(s.story_id).status != "done"]
     out.info(f"Resuming run {state.run_id} would continue with: {', '.join(left) or 'nothing'}")
     return (

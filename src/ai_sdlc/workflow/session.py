@@ -443,25 +443,7 @@ class Session(msgspec.Struct):
         return state
 
     def _resumable(self, repo: RunRepository, run_id: str | None) -> RunState:
-        from ai_sdlc.workflow.runs.runstate import COMPLETED
-
-        if run_id is None:
-            state = repo.latest()
-            if state is None:
-                raise UsageError(
-                    "no run to continue in this project",
-                    hint="start one with 'ai-sdlc run --auto' or 'ai-sdlc run --batch ID...'",
-                )
-        else:
-            state = repo.load(run_id)
-        if state.run_status == COMPLETED:
-            raise ResumeRefusedError(
-                f"run {state.run_id} completed; there is nothing to resume",
-                hint="start a new run with 'ai-sdlc run --auto'",
-            )
-        # A run still marked `running` while we hold the multi-run lock died (crash, SIGKILL):
-        # its last saved state is complete, so it continues from there.
-        return state
+        return resumable(repo, run_id)
 
     def _recommend(self, *, dependencies: bool = True) -> list[NextAction]:
         """The next actions by priority; `dependencies`: without the stories whose
@@ -523,3 +505,28 @@ class DependencyNotDoneError(AiSdlcError):
 
 class ResumeRefusedError(AiSdlcError):
     """The run asked for cannot be resumed (it completed)."""
+
+
+def resumable(repo: RunRepository, run_id: str | None) -> RunState:
+    """The run `--resume RUN_ID` (None: `--continue`, the latest) continues, or the error
+    that refuses it; `run --resume … --dry-run` asks the same, so its preview never differs
+    from the run."""
+    from ai_sdlc.workflow.runs.runstate import COMPLETED
+
+    if run_id is None:
+        state = repo.latest()
+        if state is None:
+            raise UsageError(
+                "no run to continue in this project",
+                hint="start one with 'ai-sdlc run --auto' or 'ai-sdlc run --batch ID...'",
+            )
+    else:
+        state = repo.load(run_id)
+    if state.run_status == COMPLETED:
+        raise ResumeRefusedError(
+            f"run {state.run_id} completed; there is nothing to resume",
+            hint="start a new run with 'ai-sdlc run --auto'",
+        )
+    # A run still marked `running` while we hold the multi-run lock died (crash, SIGKILL):
+    # its last saved state is complete, so it continues from there.
+    return state
