@@ -97,18 +97,23 @@ _NPM_LIKE = ("npm", "pnpm", "yarn", "bun")
 
 
 def held_changes(
-    path: Path, base: str, commands: Sequence[tuple[str, str]]
+    path: Path,
+    base: str,
+    commands: Sequence[tuple[str, str]],
+    changes: Sequence[tuple[str, str]] | None = None,
 ) -> list[tuple[str, str]]:
     """What the change (committed, uncommitted, untracked or git-ignored) alters of what decides
     the verdict: (file, what of it), e.g. ("package.json", "scripts.test"), ("pytest.py",
     "shadows the test runner's module pytest"), ("main_test.go", "func TestMain"), ("Makefile",
-    ""), in the order found; `describe` says one."""
+    ""), in the order found; `describe` says one. `changes`: the tree's changes as
+    `changed_files` + `untracked` list them, when the caller has them already (each is a git
+    process)."""
     argvs = [_split(line) for _, line in commands]
     programs = {PurePosixPath(a[0]).name for a in argvs if a}
     whole = SETUP_FILES + tuple(f for p in sorted(programs) for f in PROGRAM_FILES.get(p, ()))
     shadows = RUNNER_MODULES + tuple(_run_modules(argvs))
-    changes = [(s, r) for s, r in changed_files(path, base)]
-    changes += _untracked(path)
+    if changes is None:
+        changes = [*changed_files(path, base), *untracked(path)]
     found: list[tuple[str, str]] = []
     for status, relative in changes:
         found += _judged(path, base, status, relative, whole, shadows, argvs)
@@ -184,7 +189,7 @@ def _run_modules(argvs: Iterable[Sequence[str]]) -> list[str]:
     return found
 
 
-def _untracked(path: Path) -> list[tuple[str, str]]:
+def untracked(path: Path) -> list[tuple[str, str]]:
     """("A", file) for new files git does not track, ("I", file) for git-ignored ones (an
     ignored folder as one entry, `name/`: `.venv/`, `node_modules/` are the environment's,
     held by its digest)."""

@@ -392,7 +392,10 @@ class Judge:
         if baseline.floor_off:
             judged["floor_off"] = baseline.floor_off
         # What decides the verdict is held as it was at the base, whatever the tests said.
-        held_now = held.held_changes(path, base, self.settings.commands)
+        # The tree's changes are listed once (three git processes) for every check below.
+        changed = protect.changed_files(path, base)
+        new_files = held.untracked(path)
+        held_now = held.held_changes(path, base, self.settings.commands, changed + new_files)
         if held_now:
             judged["held_changed"] = [held.describe(h) for h in held_now]
         if held_now and not allow_test_changes:
@@ -402,7 +405,9 @@ class Judge:
         if not verdict.passed:
             return verdict
         if not allow_test_changes:
-            files, sections = protect.protected_changes(path, base, self.settings.protected)
+            files, sections = protect.protected_changes(
+                path, base, self.settings.protected, changed
+            )
             judged["protected_changed"] = files + sections
             if sections:
                 return reasons.failed(
@@ -413,7 +418,9 @@ class Judge:
                 )
             # Test configuration the attempt added: the base's suite runs without it (and
             # without the new tests that may rely on it).
-            config, added = protect.added_configuration(path, base, self.settings.protected)
+            config, added = protect.added_configuration(
+                path, base, self.settings.protected, changed, [u for u in new_files if u[0] == "A"]
+            )
             judged["protected_added"] = config
             again_files = files + config + added if config else files
             linked = [(f, protect.linked_folder(path, f)) for f in again_files]
@@ -450,7 +457,12 @@ class Judge:
         """The attempt's test changes against `base` ("" when none or unknown)."""
         if base is None:
             return ""
-        changed = protect.run_quietly(lambda: held.held_changes(path, base, self.settings.commands))
+        # A diff shows only what the commit holds: its held files are found in its own changes.
+        changed = protect.run_quietly(
+            lambda: held.held_changes(
+                path, base, self.settings.commands, protect.changed_files(path, base)
+            )
+        )
         extra = [file for file, _what in changed or ()]
         return (
             protect.run_quietly(
