@@ -15,11 +15,9 @@ state is byte for byte what it was, the count is never lowered and the story rea
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ from tests.support.attack_support import (
     control_characters,
     failed_phases,
     home_sums,
+    kill_all,
     listening,
     make_home,
     plain_git_everywhere,
@@ -113,12 +112,6 @@ class Attacked:
         return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
-def kill_left(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-
-
 @pytest.mark.parametrize("where", ["direct", "grandchild"])
 @pytest.mark.parametrize("attacker", ["agent", "verify"])
 def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_later(
@@ -131,7 +124,7 @@ def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_late
             result = project.cli("run", SID, process=True)
             left = processes_naming(tmp_path)
         finally:
-            kill_left(processes_naming(tmp_path))
+            kill_all(processes_naming(tmp_path))
     assert result.returncode == 0, result.output
     assert "Traceback" not in result.output
     who = attacker if where == "direct" else f"{attacker}-grandchild"

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -214,6 +215,13 @@ def processes_naming(folder: Path) -> list[int]:
         if mark in seen:
             found.append(int(name))
     return found
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL each of `pids` that is still there (a test's clean-up)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class Listener:
