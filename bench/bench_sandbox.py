@@ -14,7 +14,9 @@ takes seconds. What the difference is made of: the launcher (`python -I -S -c`, 
 start-up with no site-packages), the Landlock rules (a few hundred system calls: the read
 allow-list splits $HOME around the denied paths), the namespaces' `unshare` and `/proc`
 mount, two more `fork`s and one more `exec`, and the private home's upkeep (`homes.prepare`:
-folders and copied logins, per policy).
+folders and copied logins, per policy). Two floors, in the same run: a bare `python -I -S -c
+pass` (the launcher's start-up) and the launcher running `/bin/true` with no ai-sdlc code
+around it.
 
 Then `worktree.setup` (`uv venv` + `uv pip install` of `--package`, through `run_commands` under
 the sandbox) cold and warm, with ai-sdlc's private caches (UV_CACHE_DIR in its state folder,
@@ -93,6 +95,24 @@ def agent_call(workspace: Path, script: Path, policy: SandboxPolicy | None) -> C
         assert result.text.startswith("implemented"), result.text
 
     return run
+
+
+def floor(workspace: Path, writable: tuple[str, ...], runs: int) -> None:
+    """What the added time is made of, in the same run: a bare `python -I -S -c pass` (the
+    launcher's own start-up, which the machine's load sets), and the launcher alone running
+    `/bin/true` with the write rules, without ai-sdlc's code around it."""
+    import subprocess
+
+    bare = [sys.executable, "-I", "-S", "-c", "pass"]
+    launched = LandlockBackend().wrap(["/bin/true", "true"], writable)
+    times: dict[str, list[float]] = {"bare": [], "launched": [], "true": []}
+    for _ in range(runs):
+        for name, argv in (("bare", bare), ("launched", launched), ("true", ["/bin/true"])):
+            timed(lambda a=argv: subprocess.run(a, cwd=workspace, check=True), times[name])
+    start, launch, true = (statistics.median(times[n]) for n in ("bare", "launched", "true"))
+    print(f"{'floor: `python -I -S -c pass`':32} {start:7.1f}ms (the launcher's start-up)")
+    added = f"{launch - true:+.1f}ms on `true`"
+    print(f"{'floor: launcher + `true` alone':32} {launch:7.1f}ms ({added})")
 
 
 def find_uv(given: str | None) -> str | None:
@@ -222,6 +242,7 @@ def main() -> int:
                 f"{name:32} {p:7.1f}ms {b:8.1f}ms {b - p:+7.1f}ms {b / p:5.2f}x "
                 f"{w:10.1f}ms {b - w:+8.1f}ms"
             )
+        floor(workspace, writable, args.runs)
         verdict = "PASS" if worst <= TARGET * 1000 else "FAIL"
         print(
             f"most added per process: {worst:.1f} ms (target <= {TARGET * 1000:.0f} ms): {verdict}"
