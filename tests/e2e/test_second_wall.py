@@ -156,7 +156,10 @@ def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_late
     assert tcp and all(r["outcome"].startswith("denied") for r in tcp), tcp
     assert listener.received == []
     # 2: the takeover happened, was counted, and is undone.
-    assert len(project.records(2)) == 2
+    case2 = project.records(2)
+    assert [r["outcome"] for r in case2 if r["attack"].startswith("pointer")] == ["done"] * 2
+    lowered = [r for r in case2 if r["attack"].startswith("lower the count")]
+    assert len(lowered) == 4 and all(r["outcome"].startswith("denied") for r in lowered), lowered
     counted = failed_phases(project.root, SID)
     assert any(f["outcome"] == "git_metadata_changed" for f in counted), counted
     trees = worktrees(project.root)

@@ -78,20 +78,41 @@ if phase in ("implement", "rework"):
         fh.write(phase + "\n")
 print(phase + " done\n\nDECISION: APPROVED" if phase in ("refine", "review") else "## " + phase)
 """
-#: The verify command: its private temp folder is writable, the system temp folder is not (the
-#: suite used to widen the sandbox to it); it fails if either is otherwise.
+#: The verify command (itself, or from a detached grandchild reporting on a pipe): its private
+#: temp folder is writable, the system temp folder is not (the suite used to widen the sandbox
+#: to it); it fails if either is otherwise.
 VERIFY = r"""
 import os, sys, tempfile
-try:
-    with tempfile.NamedTemporaryFile(dir=os.environ["TMPDIR"]) as fh:
-        fh.write(b"x")
-    with open(os.path.join("/tmp", f"verify-was-here-{os.getpid()}"), "w") as fh:
-        fh.write("x")
-    os.remove(fh.name)
-except OSError:
+
+def tmp_folders():
+    try:
+        with tempfile.NamedTemporaryFile(dir=os.environ["TMPDIR"]) as fh:
+            fh.write(b"x")
+        with open(os.path.join("/tmp", f"verify-was-here-{os.getpid()}"), "w") as fh:
+            fh.write("x")
+        os.remove(fh.name)
+    except OSError:
+        return "as they should be"
+    return "the system temp folder was writable"
+
+if sys.argv[1] == "grandchild":
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write_end, tmp_folders().encode())
+            os._exit(0)
+        os._exit(0)
+    os.close(write_end)
+    os.wait()
+    with os.fdopen(read_end) as pipe:
+        said = pipe.read()
+else:
+    said = tmp_folders()
+if said == "as they should be":
     print("1 passed")
 else:
-    print("FAILED test_sandbox - the system temp folder was writable")
+    print(f"FAILED test_sandbox - {said or 'the grandchild said nothing'}")
     sys.exit(1)
 """
 
@@ -107,9 +128,10 @@ def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(
     verify = tmp_path / "verify.py"
     verify.write_text(VERIFY)
     template = [sys.executable, str(script), "{output_dir}", "{prompt_file}", "{phase}", where]
+    check = f"{sys.executable} {verify} {where}"
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
-        f"    prompt_via: file\nverify:\n  test: {json.dumps(f'{sys.executable} {verify}')}\n"
+        f"    prompt_via: file\nverify:\n  test: {json.dumps(check)}\n"
         "git:\n  keep_worktrees: true\n"
     )
     git(root, "add", "-A")

@@ -15,7 +15,8 @@ the next one starts (a step killed half-way still leaves what it tried).
           `ai_sdlc/sandbox/landlock.py` (STATE/site) for writing (nothing is written to it)
   case 2  the worktree's `.git` pointer redirected to a git folder whose config runs
           programs, and nested repositories (`tests/support/fakes/hostile_gitmeta.py`): in the
-          first two implement calls of the agent, the first two calls of the verify command
+          first two implement calls of the agent, the first two calls of the verify command;
+          then the count lowered in the story file and the ledger (what the payload did)
   case 3  plant a command in the user's tool folders and caches, overwrite their logins
   case 4  SIGKILL the launcher (the child's parent), SIGTERM ai-sdlc (AI_SDLC_CALLER_PID),
           and leave a detached process behind (it must not outlive the step)
@@ -111,6 +112,13 @@ class Attacker:
         counter.write_text("x" * (calls + 1))
         hostile_gitmeta.attack(self.state, ["pointer", "empty", "nested"])
         self.record(2, "pointer and nested repositories", "done")
+        # What the payload of case 2 was for: the count lowered (here, directly).
+        root = Path.cwd().parents[2]  # <root>/.ai-sdlc/worktrees/<story>
+        for rel, text in (
+            ("stories/S-0001/story.md", "total_recovery_attempts: 0\n"),
+            ("state/ledger/S-0001.jsonl", '{"total": 0}\n'),
+        ):
+            self.write(2, "lower the count in " + rel, str(root / ".ai-sdlc" / rel), text)
 
     def case3(self) -> None:
         for name, (path, text) in TOOL_TARGETS.items():
