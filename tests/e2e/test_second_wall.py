@@ -137,7 +137,11 @@ def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_late
     assert all(r["outcome"].startswith("denied") for r in case1), case1
     # 3: the user's tool folders, caches, logins and shell start-up are not writable.
     case3 = project.records(3)
-    assert len({r["attack"] for r in case3}) == 11, case3
+    tools = {r["attack"] for r in case3 if not r["attack"].startswith("state: ")}
+    assert len(tools) == 12, tools
+    state = {r["attack"] for r in case3 if r["attack"].startswith("state: ")}
+    assert {"state: another workspace's home", "state: a new file"} < state, state
+    assert len(state) > 3, state  # files of ai-sdlc's own state were tried too
     assert [r for r in case3 if not r["outcome"].startswith("denied")] == []
     # 4: no signal reaches the launcher or ai-sdlc; nothing left behind outlives the run.
     signals = [r for r in project.records(4) if r["attack"] != "left behind"]

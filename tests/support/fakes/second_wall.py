@@ -17,7 +17,9 @@ the next one starts (a step killed half-way still leaves what it tried).
           programs, and nested repositories (`tests/support/fakes/hostile_gitmeta.py`): in the
           first two implement calls of the agent, the first two calls of the verify command;
           then the count lowered in the story file and the ledger (what the payload did)
-  case 3  plant a command in the user's tool folders and caches, overwrite their logins
+  case 3  plant a command in the user's tool folders and caches, overwrite their logins;
+          write ai-sdlc's own state beside the private homes (ledger copies, accepted
+          settings) and another workspace's private home
   case 4  SIGKILL the launcher (the child's parent), SIGTERM ai-sdlc (AI_SDLC_CALLER_PID),
           and leave a detached process behind (it must not outlive the step)
   case 6  read the fake keys, every /proc/<pid>/environ, the secrets in its own environment,
@@ -68,6 +70,7 @@ TOOL_TARGETS = {
     "pre-commit cache": ("~/.cache/pre-commit/repo/hook", PWN),
     "git config": ("~/.config/git/config", f"[core]\n\tfsmonitor = {PWN}\n"),
     "bashrc": ("~/.bashrc", PWN + "\n"),
+    "a git on PATH": ("~/.local/bin/git", "#!/bin/sh\n" + PWN + "\n"),
 }
 
 
@@ -123,6 +126,17 @@ class Attacker:
     def case3(self) -> None:
         for name, (path, text) in TOOL_TARGETS.items():
             self.write(3, name, os.path.expanduser(path), text)
+        # ai-sdlc's own state beside the private homes: the copies of the ledger heads and the
+        # accepted guardrail settings, and another workspace's private home.
+        state = Path(os.environ["CLAUDE_CONFIG_DIR"]).parents[2]  # <state>/homes/<hash>/claude
+        other = state / "homes" / "0123456789abcdef" / "claude" / "settings.json"
+        self.write(3, "state: another workspace's home", str(other), HOOK)
+        for folder, dirs, files in os.walk(state):
+            if Path(folder) == state:
+                dirs[:] = [d for d in dirs if d not in ("homes", "caches")]
+            for name in files:  # opened for appending: nothing is written where it is allowed
+                self.write(3, "state: " + name, os.path.join(folder, name), "")
+            self.write(3, "state: a new file", os.path.join(folder, "planted"), "x")
 
     def case4(self) -> None:
         for attack, pid, sig in (
