@@ -13,12 +13,10 @@ wrote it, so no marker means something.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ import pytest
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
+from tests.support.attack_support import users_git, users_git_on_a_terminal
 from tests.support.git_support import Repo, git, git_env, make_repo
 from tests.support.paths import FAKES
 from tests.support.runs_support import start_cli, stop_or_explain, wait_for_pid
@@ -130,38 +129,6 @@ class Project:
 
     def worktrees(self) -> list[Path]:
         return sorted(p for p in (self.root / ".ai-sdlc" / "worktrees").iterdir() if p.is_dir())
-
-
-def users_git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The user's own plain git: no hardening option, the user's environment as it is."""
-    return subprocess.run(
-        ["git", *args], cwd=folder, capture_output=True, text=True, check=False, timeout=60
-    )
-
-
-def users_git_on_a_terminal(folder: Path, *args: str) -> None:
-    """The same on a terminal, where git starts a pager (the user's is `cat` here; a
-    `core.pager` in a config git reads wins over it)."""
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=folder,
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env={**os.environ, "PAGER": "cat"},
-        )
-        os.close(slave)
-        slave = -1
-        with contextlib.suppress(OSError):  # EIO once git and its pager are gone
-            while os.read(master, 65536):
-                pass
-        proc.wait(timeout=60)
-    finally:
-        os.close(master)
-        if slave != -1:
-            os.close(slave)
 
 
 def plain_git_everywhere(project: Project) -> None:
