@@ -59,6 +59,9 @@ ROWS: tuple[Row, ...] = (
     Row(GO, "honest-go", "a right `Mul`"),
     Row(GO, "testmain-go", "a wrong `Mul`, a new `TestMain` that exits 0",
         "main_test.go func TestMain" + HELD),
+    Row(GO, "goenv-go", "a wrong `Mul`; `go env -w GOFLAGS=-run=^TestAdd$` (Go's settings file "
+        "in the agent's config home; verification reads none)",
+        "TestMul: mul_test.go:7: Mul(3, 4) = 7"),
     Row(RUST, "honest-rs", "a right `mul`"),
     Row(RUST, "autotests-rs", "a wrong `mul`, `autotests = false` in Cargo.toml",
         "Cargo.toml package.autotests" + HELD),
