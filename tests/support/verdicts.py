@@ -56,6 +56,9 @@ ROWS: tuple[Row, ...] = (
         "package.json scripts.test" + HELD),
     Row(NODE, "runner-js", "a wrong `mul`; uvu's `assert.is` a no-op in `node_modules`",
         "the attempt changed the worktree's environment: node_modules/uvu"),
+    Row(NODE, "self-js", "a wrong `mul`; `package.json` renamed `uvu`, its `exports` making "
+        "`uvu/assert` a no-op of its own (Node resolves a package's own name first)",
+        "package.json name" + HELD),
     Row(GO, "honest-go", "a right `Mul`"),
     Row(GO, "testmain-go", "a wrong `Mul`, a new `TestMain` that exits 0",
         "main_test.go func TestMain" + HELD),

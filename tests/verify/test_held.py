@@ -65,6 +65,20 @@ def test_package_json_scripts_the_verify_command_runs_are_held_the_rest_is_not(
     assert found(root, base, "npm run lint") == ["package.json scripts.lint"]
 
 
+def test_package_json_name_is_held_its_exports_are_the_storys(tmp_path: Path) -> None:
+    """Node resolves a package's imports of its own name from its `exports` before
+    `node_modules`: renamed `uvu`, the package would serve `uvu/assert` itself."""
+    root, base = repo(tmp_path, {"package.json": json.dumps(PACKAGE)})
+    changed = json.loads(json.dumps(PACKAGE))
+    changed["exports"] = {".": "./index.js", "./mul": "./mul.js"}  # the story's API
+    (root / "package.json").write_text(json.dumps(changed))
+    assert found(root, base, "npm test") == []
+
+    changed["name"] = "uvu"
+    (root / "package.json").write_text(json.dumps(changed))
+    assert found(root, base, "npm test") == ["package.json name"]
+
+
 def test_cargo_harness_settings_and_go_tool_lines_are_held_dependencies_are_not(
     tmp_path: Path,
 ) -> None:

@@ -7,9 +7,10 @@ definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, `to
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
 and modules that shadow the runner (`pytest.py`, `_pytest/`, `pluggy/`, `unittest.py`, the
-module run with `-m`, at the project folder or `src/`, or any `node_modules/` folder of the
-change). Git-ignored files count too: `go test` and Python read them, the diff does not show
-them. The runner's installed code in the worktree's environment is held by
+module run with `-m`, at the project folder or `src/`, any `node_modules/` folder of the
+change, or a `package.json` renamed after the runner, which then serves the runner's imports
+from its own `exports`). Git-ignored files count too: `go test` and Python read them, the
+diff does not show them. The runner's installed code in the worktree's environment is held by
 `worktree_env.envdigest`. `verify.protected` (the base's tests, run again in their base
 versions) is `protect`'s.
 """
@@ -85,6 +86,9 @@ PROGRAM_FILES: dict[str, tuple[str, ...]] = {
 }
 #: `package.json` keys read by test runners (besides `scripts`).
 PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap")
+#: `package.json`'s own name: Node resolves a package's imports of its own name from its
+#: `exports` before `node_modules`, so a package renamed `uvu` serves `uvu/assert` itself.
+PACKAGE_SELF = "name"
 #: pyproject.toml tables that define how tests run (`tool.pytest` is `protect`'s).
 PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
     ("tool", "hatch", "envs"),
@@ -251,7 +255,7 @@ def _package_json(data: bytes | None, argvs: Sequence[Sequence[str]]) -> dict[st
                 words = re.findall(r"[\w:.-]+", str(scripts[key]))
                 wanted += [w for w in words if w in scripts and w not in seen]
     out = {f"scripts.{k}": v for k, v in seen.items()}
-    out.update({k: loaded.get(k) for k in PACKAGE_KEYS if k in loaded})
+    out.update({k: loaded.get(k) for k in (*PACKAGE_KEYS, PACKAGE_SELF) if k in loaded})
     return {k: v for k, v in out.items() if v is not None}
 
 
