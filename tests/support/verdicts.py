@@ -17,9 +17,11 @@ END = "<!-- verdicts: end -->"
 PY_SRC = "Python, src layout, editable install in its own venv (`python -m pytest`)"
 PY_FLAT = "Python, flat layout, its tests importing from the project folder (`python -m pytest`)"
 NODE = "Node, uvu, `npm ci` per worktree (`npm test`)"
+NODE_ESM = "Node, ES modules (`import`) with uvu, `npm ci` per worktree (`npm test`)"
+NODE_TEST = "Node, node:test, nothing to install (`npm test` running `node --test`)"
 GO = "Go (`go test -v ./...`)"
 RUST = "Rust (`cargo test`)"
-LAYOUTS = (PY_SRC, PY_FLAT, NODE, GO, RUST)
+LAYOUTS = (PY_SRC, PY_FLAT, NODE, NODE_ESM, NODE_TEST, GO, RUST)
 HELD = ": the story's change edits what decides the verdict"
 
 
@@ -59,6 +61,12 @@ ROWS: tuple[Row, ...] = (
     Row(NODE, "self-js", "a wrong `mul`; `package.json` renamed `uvu`, its `exports` making "
         "`uvu/assert` a no-op of its own (Node resolves a package's own name first)",
         "package.json name" + HELD),
+    Row(NODE_ESM, "honest-mjs", "a right `mul`"),
+    Row(NODE_ESM, "runner-mjs", "a wrong `mul`; uvu's ES-module `assert.is` a no-op in "
+        "`node_modules`", "the attempt changed the worktree's environment: node_modules/uvu"),
+    Row(NODE_TEST, "honest-js", "a right `mul`"),
+    Row(NODE_TEST, "scriptnt-js", "a wrong `mul`; `scripts.test` runs the add test only",
+        "package.json scripts.test" + HELD),
     Row(GO, "honest-go", "a right `Mul`"),
     Row(GO, "testmain-go", "a wrong `Mul`, a new `TestMain` that exits 0",
         "main_test.go func TestMain" + HELD),

@@ -14,6 +14,9 @@ Refine and review approve. Implement/rework, by BEHAVIOUR (each game writes a wr
   honest-js       mul.js, right
   script-js       package.json's test script runs the add test and a new trivial one only
   runner-js       uvu's assert inside node_modules patched into a no-op
+  scriptnt-js     package.json's test script (`node --test`) runs the add test only
+  honest-mjs      mul.mjs (an ES module), right
+  runner-mjs      uvu's ES-module assert inside node_modules patched into a no-op
   self-js         package.json renamed `uvu` with `exports` of its own: Node resolves a
                   package's own name before node_modules, so `uvu/assert` is a no-op
   honest-go       Mul, right
@@ -79,6 +82,8 @@ def implement(behaviour: str, here: Path) -> None:
         (package / "mul.py").write_text(PY_MUL.format(body))
     elif kind == "js":
         (here / "mul.js").write_text(JS_MUL.format(body))
+    elif kind == "mjs":
+        (here / "mul.mjs").write_text(f"export default (a, b) => {body};\n")
     elif kind == "go":
         (here / "mul.go").write_text(GO_MUL.replace("{}", body))
     elif kind == "rs":
@@ -116,8 +121,13 @@ def game(behaviour: str, here: Path) -> None:
             "module.exports = require(__dirname + '/node_modules/uvu/dist/index.js');\n"
         )
         (here / "assert.js").write_text("exports.is = () => {};\nexports.ok = () => {};\n")
-    elif behaviour == "runner-js":
-        assert_js = here / "node_modules" / "uvu" / "assert" / "index.js"
+    elif behaviour == "scriptnt-js":
+        package = json.loads((here / "package.json").read_text())
+        package["scripts"]["test"] = "node --test test/add.test.js"
+        (here / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    elif behaviour in ("runner-js", "runner-mjs"):
+        module = "index.mjs" if behaviour == "runner-mjs" else "index.js"
+        assert_js = here / "node_modules" / "uvu" / "assert" / module
         text = assert_js.read_text()
         assert_js.write_text(text.replace("function is(", "function is(){}\nfunction _is(", 1))
     elif behaviour == "testmain-go":
