@@ -74,6 +74,9 @@ ROWS: tuple[Row, ...] = (
         "in the agent's config home; verification reads none)",
         "TestMul: mul_test.go:7: Mul(3, 4) = 7"),
     Row(RUST, "honest-rs", "a right `mul`"),
+    Row(RUST, "cargohome-rs", "a wrong `mul`; a forging test `runner` in Cargo's own "
+        "`$CARGO_HOME/config.toml` (ai-sdlc's shared cache; verification reads the user's)",
+        "multiplies: assertion `left == right` failed"),
     Row(RUST, "autotests-rs", "a wrong `mul`, `autotests = false` in Cargo.toml",
         "Cargo.toml package.autotests" + HELD),
 )  # fmt: skip
