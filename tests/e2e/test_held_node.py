@@ -19,7 +19,8 @@ import pytest
 
 from tests.support.git_support import git_env, make_repo
 from tests.support.held_support import HeldStory
-from tests.support.verdicts import NODE, NODE_ESM, NODE_TEST, Row, ids, rows
+from tests.support.js_runners import runners
+from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, Row, ids, rows
 
 __all__ = ["git_env"]
 
@@ -131,6 +132,36 @@ def node_test_story(tmp_path: Path, behaviour: str) -> HeldStory:
     return held
 
 
+JEST_ADD_TEST = "const add = require('../add.js');\ntest('add', () => expect(add(2, 3)).toBe(5));\n"
+JEST_MUL_TEST = (
+    "const mul = require('../mul.js');\ntest('mul', () => expect(mul(3, 4)).toBe(12));\n"
+)
+
+
+def jest_story(tmp_path: Path, behaviour: str) -> HeldStory:
+    """A Jest project whose `node_modules` (git-ignored) is the pinned runners' install
+    (tests/support/js_runners.py), linked: the story's worktree, nested in the project, finds
+    it above itself, as Node does for every worktree under `.ai-sdlc/worktrees/`."""
+    modules = runners() / "node_modules"
+    repo = make_repo(tmp_path, remote=False)
+    root = repo.root
+    package = {"name": "calcj", "version": "1.0.0", "private": True, "scripts": {"test": "jest"}}
+    (root / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    (root / "add.js").write_text("module.exports = (a, b) => a + b;\n")
+    (root / "test").mkdir()
+    (root / "test" / "add.test.js").write_text(JEST_ADD_TEST)
+    (root / "test" / "mul.test.js").write_text(JEST_MUL_TEST)
+    with open(root / ".gitignore", "a") as handle:
+        handle.write("node_modules\n")
+    (root / "node_modules").symlink_to(modules)
+    repo.commit_all("calcj, and a failing test for mul written first")
+    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
+    held.config("verify.test", "npm test")
+    held.config("worktree.setup", "[]")
+    held.config("limits.implementation_retries", "1")
+    return held
+
+
 def judged(held: HeldStory, row: Row) -> str:
     """Run the story; assert the row's verdict; the run's stderr, one line per paragraph."""
     result = held.run()
@@ -172,3 +203,9 @@ def test_verdict_node_test(tmp_path: Path, row: Row) -> None:
     if not row.said:
         assert "base verified: 1 passed, 1 failed" in said
         assert "set aside" not in said
+
+
+@pytest.mark.parametrize("row", rows(JEST), ids=ids(rows(JEST)))
+def test_verdict_jest(tmp_path: Path, row: Row) -> None:
+    """A row of the verdict table: Jest compiles the tests with the project's Babel config."""
+    judged(jest_story(tmp_path, row.behaviour), row)

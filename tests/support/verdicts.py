@@ -19,9 +19,10 @@ PY_FLAT = "Python, flat layout, its tests importing from the project folder (`py
 NODE = "Node, uvu, `npm ci` per worktree (`npm test`)"
 NODE_ESM = "Node, ES modules (`import`) with uvu, `npm ci` per worktree (`npm test`)"
 NODE_TEST = "Node, node:test, nothing to install (`npm test` running `node --test`)"
+JEST = "Node, Jest, the project's `node_modules` found from a worktree nested in it (`npm test`)"
 GO = "Go (`go test -v ./...`)"
 RUST = "Rust (`cargo test`)"
-LAYOUTS = (PY_SRC, PY_FLAT, NODE, NODE_ESM, NODE_TEST, GO, RUST)
+LAYOUTS = (PY_SRC, PY_FLAT, NODE, NODE_ESM, NODE_TEST, JEST, GO, RUST)
 HELD = ": the story's change edits what decides the verdict"
 
 
@@ -67,6 +68,9 @@ ROWS: tuple[Row, ...] = (
     Row(NODE_TEST, "honest-js", "a right `mul`"),
     Row(NODE_TEST, "scriptnt-js", "a wrong `mul`; `scripts.test` runs the add test only",
         "package.json scripts.test" + HELD),
+    Row(JEST, "honest-js", "a right `mul`"),
+    Row(JEST, "babel-js", "a wrong `mul`; a new `babel.config.js` whose plugin strips every "
+        "`expect(…)` from the compiled tests", "babel.config.js" + HELD),
     Row(GO, "honest-go", "a right `Mul`"),
     Row(GO, "testmain-go", "a wrong `Mul`, a new `TestMain` that exits 0",
         "main_test.go func TestMain" + HELD),

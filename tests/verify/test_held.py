@@ -141,3 +141,18 @@ def test_modules_shadowing_the_runner_are_held_where_python_imports_from(tmp_pat
         "pytest_fake.py (shadows the test runner's module pytest_fake)",
         "src/pluggy/__init__.py (shadows the test runner's module pluggy)",
     ]
+
+
+def test_babel_config_is_held_wherever_and_however_it_is_written(tmp_path: Path) -> None:
+    """Jest compiles the tests with the project's Babel config: a plugin can strip every
+    `expect`, so a new or changed one, or package.json's `babel` key, is held."""
+    root, base = repo(tmp_path, {"package.json": json.dumps(PACKAGE), ".babelrc": "{}"})
+    (root / "babel.config.js").write_text("module.exports = { plugins: [] };\n")
+    (root / ".babelrc").write_text('{"plugins": ["strip"]}')
+    changed = {**PACKAGE, "babel": {"plugins": ["strip"]}}
+    (root / "package.json").write_text(json.dumps(changed))
+    assert sorted(found(root, base, "npm test")) == [
+        ".babelrc",
+        "babel.config.js",
+        "package.json babel",
+    ]

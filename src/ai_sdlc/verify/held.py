@@ -53,7 +53,8 @@ RUNNER_MODULES: tuple[str, ...] = (
 #: editable install (or the layered venv) puts `src/` before the installed packages.
 SOURCE_ROOTS: tuple[str, ...] = ("", "src/")
 #: Files held whole wherever they are: test runners' set-up and configuration a test run loads
-#: (the base's own `jest.config.*` & co. are also `verify.protected`).
+#: (the base's own `jest.config.*` & co. are also `verify.protected`), and Babel's config, which
+#: Jest compiles the tests with (a plugin can strip every `expect`).
 SETUP_FILES: tuple[str, ...] = (
     "jest.setup.*",
     "jest.preset.*",
@@ -65,6 +66,9 @@ SETUP_FILES: tuple[str, ...] = (
     ".nycrc*",
     ".taprc",
     "karma.conf.*",
+    "babel.config.*",
+    ".babelrc",
+    ".babelrc.*",
     ".pytest.ini",
     "pytest.toml",
     ".pytest.toml",
@@ -84,8 +88,9 @@ PROGRAM_FILES: dict[str, tuple[str, ...]] = {
     "yarn": (".npmrc", ".yarnrc", ".yarnrc.yml"),
     "pnpm": (".npmrc", "pnpm-workspace.yaml"),
 }
-#: `package.json` keys read by test runners (besides `scripts`).
-PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap")
+#: `package.json` keys read by test runners (besides `scripts`); `babel`: Jest compiles the
+#: tests with the project's Babel config, whose plugins can rewrite them.
+PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap", "babel")
 #: `package.json`'s own name: Node resolves a package's imports of its own name from its
 #: `exports` before `node_modules`, so a package renamed `uvu` serves `uvu/assert` itself.
 PACKAGE_SELF = "name"
