@@ -59,6 +59,8 @@ ROWS: tuple[Row, ...] = (
         "package.json scripts.test" + HELD),
     Row(NODE, "runner-js", "a wrong `mul`; uvu's `assert.is` a no-op in `node_modules`",
         "the attempt changed the worktree's environment: node_modules/uvu"),
+    Row(NODE, "nested-js", "a wrong `mul`; a no-op `uvu/assert` in `test/node_modules/`, "
+        "which the project's `.gitignore` hides", "test/node_modules/ (a node_modules folder"),
     Row(NODE, "self-js", "a wrong `mul`; `package.json` renamed `uvu`, its `exports` making "
         "`uvu/assert` a no-op of its own (Node resolves a package's own name first)",
         "package.json name" + HELD),

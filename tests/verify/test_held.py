@@ -156,3 +156,26 @@ def test_babel_config_is_held_wherever_and_however_it_is_written(tmp_path: Path)
         "babel.config.js",
         "package.json babel",
     ]
+
+
+def test_a_git_ignored_node_modules_below_the_project_is_held_unless_a_base_package_owns_it(
+    tmp_path: Path,
+) -> None:
+    """`node_modules/` in `.gitignore` hides every nested one from the diff; Node finds
+    `test/node_modules/uvu` before the installed uvu. The project's own `node_modules/` is the
+    environment digest's, and a workspace package of the base (its `package.json` beside
+    it) has one of its own."""
+    root, base = repo(
+        tmp_path,
+        {
+            ".gitignore": "node_modules/\n",
+            "package.json": json.dumps(PACKAGE),
+            "packages/a/package.json": "{}",
+        },
+    )
+    for folder in ("node_modules/uvu", "packages/a/node_modules/x", "test/node_modules/uvu"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "index.js").write_text("module.exports = {};\n")
+    assert found(root, base, "npm test") == [
+        "test/node_modules/ (a node_modules folder, loaded before the installed packages)"
+    ]

@@ -136,6 +136,8 @@ def _judged(
     name = PurePosixPath(relative).name
     parts = PurePosixPath(relative).parts
     if relative.endswith("/"):  # a git-ignored folder: a package of a runner's module?
+        if _nested_modules(path, base, relative):
+            return [(relative, _NESTED)]
         module = _shadowed(relative + "__init__.py", shadows)
         return (
             [] if module is None else [(relative, f"(shadows the test runner's module {module})")]
@@ -159,6 +161,23 @@ def _judged(
     now = reader(_read(path / relative), argvs)
     keys = sorted(before.keys() | now.keys())
     return [(relative, key) for key in keys if before.get(key) != now.get(key)]
+
+
+_NESTED = "(a node_modules folder, loaded before the installed packages)"
+
+
+def _nested_modules(path: Path, base: str, folder: str) -> bool:
+    """Whether the git-ignored `folder` is a `node_modules/` below the project's own (which
+    the environment digest holds) where the base has no package of its own (`package.json`
+    beside it, as a workspace package has): the usual `node_modules/` line of `.gitignore`
+    hides it from the diff, and Node finds it before the installed packages."""
+    parts = PurePosixPath(folder).parts
+    if "node_modules" not in parts or parts == ("node_modules",):
+        return False
+    if parts[0] == "node_modules":
+        return False  # inside the installed packages: the environment digest's
+    owner = "/".join(parts[: parts.index("node_modules")])
+    return base_version(path, base, f"{owner}/package.json") is None
 
 
 def describe(held: tuple[str, str]) -> str:

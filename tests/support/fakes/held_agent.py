@@ -19,6 +19,8 @@ Refine and review approve. Implement/rework, by BEHAVIOUR (each game writes a wr
                   compiles the tests with it)
   honest-mjs      mul.mjs (an ES module), right
   runner-mjs      uvu's ES-module assert inside node_modules patched into a no-op
+  nested-js       a no-op `uvu/assert` in test/node_modules/ (git-ignored by the project's
+                  `node_modules/` line), found before the installed one by the tests there
   self-js         package.json renamed `uvu` with `exports` of its own: Node resolves a
                   package's own name before node_modules, so `uvu/assert` is a no-op
   honest-go       Mul, right
@@ -123,6 +125,13 @@ def game(behaviour: str, here: Path) -> None:
         (here / "test" / "add_more.test.js").write_text(
             "const { test } = require('uvu');\nconst assert = require('uvu/assert');\n"
             "test('truth', () => { assert.ok(true); });\ntest.run();\n"
+        )
+    elif behaviour == "nested-js":
+        fake = here / "test" / "node_modules" / "uvu" / "assert"
+        fake.mkdir(parents=True, exist_ok=True)
+        (fake / "index.js").write_text("exports.is = () => {};\nexports.ok = () => {};\n")
+        (fake.parent / "index.js").write_text(
+            "module.exports = require(__dirname + '/../../../node_modules/uvu/dist/index.js');\n"
         )
     elif behaviour == "self-js":
         package = json.loads((here / "package.json").read_text())
