@@ -47,6 +47,9 @@ ROWS: tuple[Row, ...] = (
     Row(PY_SRC, "venv-py", "a wrong `mul`; pytest's `_pytest/reports.py` patched to pass every "
         "test, in a copy in the worktree venv's site-packages (the installed one is read-only)",
         "the attempt changed the worktree's environment: .venv/lib/python"),
+    Row(PY_SRC, "plugin-py", "a wrong `mul`; a forging pytest plugin in `src/`, registered "
+        "by a `src/forge-1.0.dist-info/entry_points.txt` pytest loads by itself",
+        "src/forge-1.0.dist-info/entry_points.txt (entry points where Python imports from"),
     Row(PY_SRC, "honest-ini-py", "a right `mul` and a new `.pytest.ini`", ".pytest.ini" + HELD),
     Row(PY_SRC, "honest-ini-py", "the same, the story allowing test changes", "", True),
     Row(PY_SRC, "shadow-py", "the forging `pytest.py`, the story allowing test changes",

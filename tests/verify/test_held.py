@@ -179,3 +179,25 @@ def test_a_git_ignored_node_modules_below_the_project_is_held_unless_a_base_pack
     assert found(root, base, "npm test") == [
         "test/node_modules/ (a node_modules folder, loaded before the installed packages)"
     ]
+
+
+def test_entry_points_where_python_imports_from_are_held(tmp_path: Path) -> None:
+    """pytest loads every `pytest11` plugin the distributions on `sys.path` name, and an
+    editable install puts `src/` there: a `*.dist-info` or `*.egg-info` the change adds there
+    registers a plugin that runs before any test. An install's own git-ignored egg-info that
+    names no pytest plugin is not held."""
+    root, base = repo(tmp_path, {".gitignore": "*.egg-info/\n", "src/calc/__init__.py": ""})
+    own = root / "src" / "calc.egg-info"
+    own.mkdir()
+    (own / "entry_points.txt").write_text("[console_scripts]\ncalc = calc:main\n")
+    assert found(root, base, "python -m pytest") == []
+
+    (root / "src" / "forge-1.0.dist-info").mkdir()
+    (root / "src" / "forge-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nf = f\n")
+    (root / "src" / "x.egg-info").mkdir()
+    (root / "src" / "x.egg-info" / "entry_points.txt").write_text("[pytest11]\nx = x\n")
+    why = " (entry points where Python imports from: pytest loads the plugins they name)"
+    assert found(root, base, "python -m pytest") == [
+        "src/forge-1.0.dist-info/entry_points.txt" + why,
+        "src/x.egg-info/entry_points.txt" + why,
+    ]

@@ -9,7 +9,8 @@ entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava s
 and modules that shadow the runner (`pytest.py`, `_pytest/`, `pluggy/`, `unittest.py`, the
 module run with `-m`, at the project folder or `src/`, any `node_modules/` folder of the
 change, or a `package.json` renamed after the runner, which then serves the runner's imports
-from its own `exports`). Git-ignored files count too: `go test` and Python read them, the
+from its own `exports`), and entry points there (`*.dist-info/entry_points.txt`: pytest loads
+the plugins they name). Git-ignored files count too: `go test` and Python read them, the
 diff does not show them. The runner's installed code in the worktree's environment is held by
 `worktree_env.envdigest`. `verify.protected` (the base's tests, run again in their base
 versions) is `protect`'s.
@@ -138,6 +139,9 @@ def _judged(
     if relative.endswith("/"):  # a git-ignored folder: a package of a runner's module?
         if _nested_modules(path, base, relative):
             return [(relative, _NESTED)]
+        points = relative + "entry_points.txt"
+        if _metadata(points) and b"[pytest11]" in (_read(path / points) or b""):
+            return [(points, _ENTRY_POINTS)]
         module = _shadowed(relative + "__init__.py", shadows)
         return (
             [] if module is None else [(relative, f"(shadows the test runner's module {module})")]
@@ -147,6 +151,8 @@ def _judged(
     module = _shadowed(relative, shadows)
     if module is not None:
         return [(relative, f"(shadows the test runner's module {module})")]
+    if _metadata(relative):
+        return [(relative, _ENTRY_POINTS)]
     if matches(relative, whole):
         return [(relative, "")]
     if status == "I" and matches(name, (*CONFIG_NAMES, *STARTUP_NAMES)):
@@ -164,6 +170,24 @@ def _judged(
 
 
 _NESTED = "(a node_modules folder, loaded before the installed packages)"
+_ENTRY_POINTS = "(entry points where Python imports from: pytest loads the plugins they name)"
+
+
+def _metadata(relative: str) -> bool:
+    """Whether `relative` is the `entry_points.txt` of a package's metadata (`*.dist-info`,
+    `*.egg-info`) at a source root: every distribution on `sys.path` is read there, and pytest
+    loads each `pytest11` plugin it names, which runs before any test."""
+    for root in SOURCE_ROOTS:
+        if not relative.startswith(root):
+            continue
+        rest = PurePosixPath(relative[len(root) :]).parts
+        if (
+            len(rest) == 2
+            and rest[0].endswith((".dist-info", ".egg-info"))
+            and rest[1] == "entry_points.txt"
+        ):
+            return True
+    return False
 
 
 def _nested_modules(path: Path, base: str, folder: str) -> bool:
