@@ -7,9 +7,11 @@ definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, `to
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
 and modules that shadow the runner (`pytest.py`, `_pytest/`, `pluggy/`, `unittest.py`, the
-module run with `-m`, at the project folder or `src/`, or any `node_modules/` folder of the
-change). Git-ignored files count too: `go test` and Python read them, the diff does not show
-them. The runner's installed code in the worktree's environment is held by
+module run with `-m`, at the project folder or `src/`, any `node_modules/` folder of the
+change, or a `package.json` renamed after the runner, which then serves the runner's imports
+from its own `exports`), and entry points there (`*.dist-info/entry_points.txt`: pytest loads
+the plugins they name). Git-ignored files count too: `go test` and Python read them, the
+diff does not show them. The runner's installed code in the worktree's environment is held by
 `worktree_env.envdigest`. `verify.protected` (the base's tests, run again in their base
 versions) is `protect`'s.
 """
@@ -52,7 +54,8 @@ RUNNER_MODULES: tuple[str, ...] = (
 #: editable install (or the layered venv) puts `src/` before the installed packages.
 SOURCE_ROOTS: tuple[str, ...] = ("", "src/")
 #: Files held whole wherever they are: test runners' set-up and configuration a test run loads
-#: (the base's own `jest.config.*` & co. are also `verify.protected`).
+#: (the base's own `jest.config.*` & co. are also `verify.protected`), and Babel's config, which
+#: Jest compiles the tests with (a plugin can strip every `expect`).
 SETUP_FILES: tuple[str, ...] = (
     "jest.setup.*",
     "jest.preset.*",
@@ -64,6 +67,9 @@ SETUP_FILES: tuple[str, ...] = (
     ".nycrc*",
     ".taprc",
     "karma.conf.*",
+    "babel.config.*",
+    ".babelrc",
+    ".babelrc.*",
     ".pytest.ini",
     "pytest.toml",
     ".pytest.toml",
@@ -83,8 +89,12 @@ PROGRAM_FILES: dict[str, tuple[str, ...]] = {
     "yarn": (".npmrc", ".yarnrc", ".yarnrc.yml"),
     "pnpm": (".npmrc", "pnpm-workspace.yaml"),
 }
-#: `package.json` keys read by test runners (besides `scripts`).
-PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap")
+#: `package.json` keys read by test runners (besides `scripts`); `babel`: Jest compiles the
+#: tests with the project's Babel config, whose plugins can rewrite them.
+PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap", "babel")
+#: `package.json`'s own name: Node resolves a package's imports of its own name from its
+#: `exports` before `node_modules`, so a package renamed `uvu` serves `uvu/assert` itself.
+PACKAGE_SELF = "name"
 #: pyproject.toml tables that define how tests run (`tool.pytest` is `protect`'s).
 PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
     ("tool", "hatch", "envs"),
@@ -132,6 +142,11 @@ def _judged(
     name = PurePosixPath(relative).name
     parts = PurePosixPath(relative).parts
     if relative.endswith("/"):  # a git-ignored folder: a package of a runner's module?
+        if _nested_modules(path, base, relative):
+            return [(relative, _NESTED)]
+        points = relative + "entry_points.txt"
+        if _metadata(points) and b"[pytest11]" in (_read(path / points) or b""):
+            return [(points, _ENTRY_POINTS)]
         module = _shadowed(relative + "__init__.py", shadows)
         return (
             [] if module is None else [(relative, f"(shadows the test runner's module {module})")]
@@ -141,6 +156,8 @@ def _judged(
     module = _shadowed(relative, shadows)
     if module is not None:
         return [(relative, f"(shadows the test runner's module {module})")]
+    if _metadata(relative):
+        return [(relative, _ENTRY_POINTS)]
     if matches(relative, whole):
         return [(relative, "")]
     if status == "I" and matches(name, (*CONFIG_NAMES, *STARTUP_NAMES)):
@@ -155,6 +172,41 @@ def _judged(
     now = reader(_read(path / relative), argvs)
     keys = sorted(before.keys() | now.keys())
     return [(relative, key) for key in keys if before.get(key) != now.get(key)]
+
+
+_NESTED = "(a node_modules folder, loaded before the installed packages)"
+_ENTRY_POINTS = "(entry points where Python imports from: pytest loads the plugins they name)"
+
+
+def _metadata(relative: str) -> bool:
+    """Whether `relative` is the `entry_points.txt` of a package's metadata (`*.dist-info`,
+    `*.egg-info`) at a source root: every distribution on `sys.path` is read there, and pytest
+    loads each `pytest11` plugin it names, which runs before any test."""
+    for root in SOURCE_ROOTS:
+        if not relative.startswith(root):
+            continue
+        rest = PurePosixPath(relative[len(root) :]).parts
+        if (
+            len(rest) == 2
+            and rest[0].endswith((".dist-info", ".egg-info"))
+            and rest[1] == "entry_points.txt"
+        ):
+            return True
+    return False
+
+
+def _nested_modules(path: Path, base: str, folder: str) -> bool:
+    """Whether the git-ignored `folder` is a `node_modules/` below the project's own (which
+    the environment digest holds) where the base has no package of its own (`package.json`
+    beside it, as a workspace package has): the usual `node_modules/` line of `.gitignore`
+    hides it from the diff, and Node finds it before the installed packages."""
+    parts = PurePosixPath(folder).parts
+    if "node_modules" not in parts or parts == ("node_modules",):
+        return False
+    if parts[0] == "node_modules":
+        return False  # inside the installed packages: the environment digest's
+    owner = "/".join(parts[: parts.index("node_modules")])
+    return base_version(path, base, f"{owner}/package.json") is None
 
 
 def describe(held: tuple[str, str]) -> str:
@@ -256,7 +308,7 @@ def _package_json(data: bytes | None, argvs: Sequence[Sequence[str]]) -> dict[st
                 words = re.findall(r"[\w:.-]+", str(scripts[key]))
                 wanted += [w for w in words if w in scripts and w not in seen]
     out = {f"scripts.{k}": v for k, v in seen.items()}
-    out.update({k: loaded.get(k) for k in PACKAGE_KEYS if k in loaded})
+    out.update({k: loaded.get(k) for k in (*PACKAGE_KEYS, PACKAGE_SELF) if k in loaded})
     return {k: v for k, v in out.items() if v is not None}
 
 

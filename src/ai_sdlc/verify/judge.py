@@ -20,7 +20,8 @@ Every attempt that passes its own verification is then judged (`judge`):
   deleted is put back for one more verification against the attempt's code; a base test that
   no longer passes fails the attempt.
 - what decides the verdict held as it was at the base (`held`): a change to it fails the attempt
-  naming the file, whatever the tests said.
+  naming the file, whatever the tests said; toolchain settings the agents' private homes hold
+  (`go env -w`) are not read by a verification at all (`held_settings`).
 The base's run also decides whether Python runs the story's verifications with safe-path
 semantics (`PYTHONSAFEPATH=1`: no working folder first on `sys.path`): yes, unless the base
 then loses a module of its project folder (`Judge.safe_path`).
@@ -40,7 +41,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,11 @@ BASELINE_FORMAT = 2
 #: Set in a verification's environment: Python does not put the working folder (or the script's)
 #: first on `sys.path`, so a `pytest.py` there cannot stand in for the runner (`-P`, 3.11+).
 SAFE_PATH_VAR = "PYTHONSAFEPATH"
+#: Toolchain settings a verification does not read from the agents' private homes, which
+#: agents write: `go env -w GOFLAGS=-run=^TestAdd$` would persist in `$XDG_CONFIG_HOME/go/env`
+#: and choose the tests of every later `go test`. A value the user's environment or
+#: `verify.env` gives is kept (it names a file of the user's, out of the agents' reach).
+HELD_SETTINGS: tuple[tuple[str, str], ...] = (("GOENV", "off"),)
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 #: Exit codes of a command a shell could not find (127) or not execute (126).
 NOT_RUNNABLE = (126, 127)
@@ -490,6 +496,12 @@ class Judge:
         # Missing: the judge's own report overrode one the project's `addopts` asks for
         # (see `verify.pytest_run`); the counts read from the run stand.
         return msgspec.structs.replace(verdict, counts=counts or verdict.counts)
+
+
+def held_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` for a verification: the toolchains' per-user settings files in the agents'
+    reach switched off (`HELD_SETTINGS`), unless the user's environment names its own."""
+    return {**dict(HELD_SETTINGS), **environ}
 
 
 def lost_project_module(path: Path, verdict: VerificationResult) -> bool:
