@@ -29,6 +29,7 @@ from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.state.events import EVENTS_FILE
 
 #: `--kind` groups (any single action name is accepted too, see ACTIONS).
@@ -147,11 +148,12 @@ def log(
         what = "no events" if wanted is None else "no matching events"
         out.info(f"{story_id}: {what} yet ({path})")
     if shortened and not full and not json:
+        whole = "it whole" if shortened == 1 else "them whole"
         out.info(
-            f"{shortened} event(s) shortened; `ai-sdlc log {story_id} --full` shows them whole"
+            f"{count(shortened, 'event')} shortened; `ai-sdlc log {story_id} --full` shows {whole}"
         )
     if reader.skipped and not json:
-        out.warn(f"{reader.skipped} unreadable line(s) in {path} skipped")
+        out.warn(f"{count(reader.skipped, 'unreadable line')} in {path} skipped")
 
 
 def actions_for(kinds: list[str]) -> frozenset[str] | None:
