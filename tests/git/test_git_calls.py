@@ -60,8 +60,10 @@ pytestmark = pytest.mark.usefixtures("git_env")
 #: plus the judge's look at git-ignored files (a `pytest.py` or a runner patched in an ignored
 #: `.venv/`, issue 33: `verify/held`), its lists of changes shared by every check of one
 #: verdict, and the review's `diff --name-status` that finds the held files (`package.json`,
-#: `Makefile`...) the commit changed, to show them beside the test diff.
-GIT_CALLS_PER_STORY = 27
+#: `Makefile`...) the commit changed, to show them beside the test diff; plus, once per run, the
+#: main checkout's `status`, to say that its uncommitted changes stay out of the story's worktree
+#: (issue 36: a dirty checkout is not ignored without a word).
+GIT_CALLS_PER_STORY = 28
 
 
 def logging_git(bin_dir: Path, log: Path) -> None:
