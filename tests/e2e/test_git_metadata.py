@@ -7,6 +7,7 @@ Every such attempt is counted, named in its reason, and undone before anything e
 story ends blocked at exactly the global limit (never uncounted, the count never lowered); and
 afterwards the user's plain `git status`, `git diff` and `git log` in the main checkout and in
 the blocked story's kept worktree run none of the planted programs (each writes a marker file).
+The throwaway HOME (fake keys, tool folders) is unchanged and no process of the run is left.
 The test also shows that the planted programs do run when the pointer is left as the child
 wrote it, so no marker means something.
 """
@@ -26,7 +27,13 @@ import pytest
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
-from tests.support.attack_support import users_git, users_git_on_a_terminal
+from tests.support.attack_support import (
+    home_sums,
+    make_home,
+    processes_naming,
+    users_git,
+    users_git_on_a_terminal,
+)
 from tests.support.git_support import Repo, git, git_env, make_repo
 from tests.support.paths import FAKES
 from tests.support.runs_support import start_cli, stop_or_explain, wait_for_pid
@@ -66,8 +73,7 @@ class Project:
         self.state.mkdir()
         (self.state / "attacks").write_text(attacks)
         (self.state / "where").write_text(where)
-        self.home = tmp_path / "home"
-        (self.home / ".cache").mkdir(parents=True)
+        self.home, self.home_state = make_home(tmp_path / "home")  # fake keys, tool folders
         self.sid = self.repo.story("Add a greeting")
         hostile = [sys.executable, str(HOSTILE)]
         benign = [sys.executable, "-c", "print('1 passed')"]
@@ -102,7 +108,7 @@ class Project:
             # The suite widens the writable set to the temp root: back to the project's own.
             "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(self.state)]),
             "HOME": str(self.home),
-            "AI_SDLC_STATE_HOME": str(self.home / ".local" / "state" / "ai-sdlc"),
+            "AI_SDLC_STATE_HOME": str(self.home_state),
         }
 
     def frontmatter(self) -> dict[str, Any]:
@@ -168,9 +174,12 @@ def test_a_child_taking_over_the_worktrees_git_metadata_is_counted_and_undone(
     tmp_path: Path, child: str, attacks: str, where: str
 ) -> None:
     project = Project(tmp_path, child=child, attacks=attacks, where=where)
+    home = home_sums(project.home, project.home_state)
 
     result = project.run("run", project.sid)
 
+    assert processes_naming(tmp_path) == []
+    assert home_sums(project.home, project.home_state) == home
     assert result.returncode == ExitCode.BLOCKED, result.output
     assert "Traceback" not in result.output
     fm = project.frontmatter()
