@@ -143,6 +143,27 @@ def test_modules_shadowing_the_runner_are_held_where_python_imports_from(tmp_pat
     ]
 
 
+def test_packages_pytest_imports_are_held_in_src_too(tmp_path: Path) -> None:
+    """pytest imports `pygments` at start (and `packaging` when it checks versions); an
+    editable install puts `src/` before the installed packages, so `src/pygments/` runs
+    inside the runner."""
+    root, base = repo(tmp_path, {"src/calc/__init__.py": ""})
+    for name in ("pygments", "packaging"):
+        (root / "src" / name).mkdir()
+        (root / "src" / name / "__init__.py").write_text("")
+    assert found(root, base, "python -m pytest") == [
+        "src/packaging/__init__.py (shadows the test runner's module packaging)",
+        "src/pygments/__init__.py (shadows the test runner's module pygments)",
+    ]
+
+    # the `pygments` project itself: its own package is the story's to change
+    (tmp_path / "own").mkdir()
+    root, base = repo(tmp_path / "own", {"src/pygments/__init__.py": ""})
+    (root / "src" / "pygments" / "__init__.py").write_text("__version__ = '3'\n")
+    (root / "src" / "pygments" / "lexer.py").write_text("")
+    assert found(root, base, "python -m pytest") == []
+
+
 def test_babel_config_is_held_wherever_and_however_it_is_written(tmp_path: Path) -> None:
     """Jest compiles the tests with the project's Babel config: a plugin can strip every
     `expect`, so a new or changed one, or package.json's `babel` key, is held."""

@@ -37,14 +37,21 @@ from ai_sdlc.verify.protect import (
     matches,
 )
 
-#: Modules of Python's test runners and their plugin machinery: one of these the change adds
-#: where Python imports from (the project folder, `src/`) runs instead of the runner.
+#: Modules of Python's test runners, their plugin machinery and the packages pytest imports
+#: (`pygments` at start; `packaging`, `exceptiongroup`, `tomli`, `colorama` when it needs
+#: them): one of these the change adds where Python imports from (the project folder, `src/`,
+#: which an editable install puts before the installed packages) runs inside the runner.
 RUNNER_MODULES: tuple[str, ...] = (
     "pytest",
     "_pytest",
     "pluggy",
     "py",
     "iniconfig",
+    "pygments",
+    "packaging",
+    "exceptiongroup",
+    "tomli",
+    "colorama",
     "unittest",
     "nose2",
     "xdist",
@@ -154,7 +161,7 @@ def _judged(
     if "node_modules" in parts[:-1]:
         return [(relative, "(a node_modules package, loaded instead of the installed one)")]
     module = _shadowed(relative, shadows)
-    if module is not None:
+    if module is not None and not _own_module(path, base, relative, module):
         return [(relative, f"(shadows the test runner's module {module})")]
     if _metadata(relative):
         return [(relative, _ENTRY_POINTS)]
@@ -229,6 +236,18 @@ def _shadowed(relative: str, shadows: Sequence[str]) -> str | None:
         if matches(top, shadows):
             return top
     return None
+
+
+def _own_module(path: Path, base: str, relative: str, module: str) -> bool:
+    """Whether the base already has `module` where `relative` puts it: the project's own
+    package (the `packaging` project's `src/packaging/`), the story's to change."""
+    prefix = relative[: relative.index(module)]
+    try:
+        out = git_bytes(path, "ls-tree", "--name-only", base, "--", prefix + module,
+                        prefix + module + ".py")  # fmt: skip
+    except OSError:
+        return False
+    return bool(out.strip())
 
 
 def _run_modules(argvs: Iterable[Sequence[str]]) -> list[str]:

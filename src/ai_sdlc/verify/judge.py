@@ -50,7 +50,7 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.git.run import GitError, clean_env, git_options
-from ai_sdlc.verify import held, protect, reasons, setaside
+from ai_sdlc.verify import freshness, held, protect, reasons, setaside
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
 from ai_sdlc.verify.failures import error_line, failing_tests, failure_reason
@@ -144,10 +144,20 @@ class Judge:
         self._deciding: set[str] = set()
         #: Work tree → whether its verifications run with Python's safe path (`safe_path`).
         self._safe: dict[str, bool] = {}
+        #: Work tree → the base its baseline was taken of (`freshen`).
+        self._bases: dict[str, str] = {}
 
     def deciding(self, path: Path) -> bool:
         """The base's verification is deciding safe path for `path` (run it as asked)."""
         return os.path.abspath(path) in self._deciding
+
+    def freshen(self, path: Path) -> None:
+        """Before an attempt's verification: the files its change touched are made newer
+        than every build output in the work tree (`freshness`), so no build tool that
+        decides by modification time runs what the agent built from other code."""
+        base = self._bases.get(os.path.abspath(path))
+        if base is not None:
+            freshness.newer_than_outputs(path, base)
 
     def safe_path(self, path: Path) -> bool:
         """Whether Python runs with safe-path semantics (`PYTHONSAFEPATH=1`) in the
@@ -162,6 +172,7 @@ class Judge:
         cannot be verified at all. None: no base commit, or `verify.baseline: false`."""
         if base is None or not self.settings.baseline or not self.settings.commands:
             return None
+        self._bases[os.path.abspath(path)] = base
         found = self.known(path, base)
         if found is not None:
             return found
@@ -274,6 +285,7 @@ class Judge:
         key = self._key(base, path)
         found = self._baselines.get(key) or self._load(key)
         if found is not None:
+            self._bases[os.path.abspath(path)] = base
             self._baselines[key] = found
             self._safe[os.path.abspath(path)] = found.safe_path
         return found

@@ -181,8 +181,10 @@ class Session(msgspec.Struct):
                     )
                 )
 
-            verdict = verify({**env, SAFE_PATH_VAR: "1"} if safe else env)
             deciding = judge is not None and judge.deciding(workspace)
+            if judge is not None and not deciding:
+                judge.freshen(workspace)  # no stale build of other code stands for the change
+            verdict = verify({**env, SAFE_PATH_VAR: "1"} if safe else env)
             if safe and not deciding and lost_project_module(workspace, verdict):
                 verdict = verify(env)  # the story's new module, hidden by safe path
             return verdict
