@@ -109,6 +109,11 @@ def test_init_says_why_it_writes_an_empty_setup(tmp_path: Path) -> None:
     assert "worktree.setup: [] (no lock file or manifest found here" in result.stderr
     command = result.stderr.split("e.g. `", 1)[1].split("`", 1)[0]
     assert command == "ai-sdlc config worktree.setup '[\"npm ci\"]'"
+    # The next step leads to a run, not into its "no verification configured" wall (exit 3):
+    # verification first, with a command that works as written.
+    step = "Next: say how the project is tested (ai-sdlc config verify.test 'pytest -q'), then "
+    assert f'{step}ai-sdlc add "Your first story"' in result.stderr
+    assert run_cli(root, "config", "verify.test", "pytest -q").returncode == 0
 
 
 @pytest.mark.usefixtures("git_env")
