@@ -138,9 +138,14 @@ def test_a_gate_is_said_in_words_not_as_a_timing(cli: CliRunner) -> None:
     assert result.stdout == "S-0001: waiting for approval: run 'ai-sdlc approve S-0001'\n"
     assert "waiting in" not in result.stderr and "[S-0001] waiting" not in result.stderr
     assert cli("approve", "S-0001").returncode == 0
+    early = cli("approve", "S-0001")  # passed already: where it is, and the way on
+    assert early.returncode == 1 and "S-0001 is not waiting at a gate (it is" in early.stderr
+    assert "'ai-sdlc run S-0001' takes it on" in early.stderr
     finished = cli("run", "S-0001", "--no-worktree")
     assert finished.returncode == 0, finished.output
     assert "[S-0001] done in " in finished.stderr  # a story run to its end says how long
+    done = cli("approve", "S-0001")
+    assert done.returncode == 1 and "hint: nothing to approve: it is done" in done.stderr
 
 
 @pytest.mark.usefixtures("git_env")
