@@ -118,8 +118,9 @@ def test_one_story_run_stays_within_its_git_call_budget(tmp_path: Path) -> None:
     # look at the change is one `diff` of the base and the commit for its files, one for its
     # patch. The look before implement is plan's check, the review's the commit of all the
     # work (nothing ran in between); the done worktree is parked without git's own `status`
-    # of it (review's check just saw it clean): HEAD detached, then moved to the pool.
-    assert sum(c.startswith("status ") for c in ours) == 8, listing
+    # of it (review's check just saw it clean): HEAD detached, then moved to the pool. Plus the
+    # run's one look at the main checkout (its uncommitted changes are said to stay out).
+    assert sum(c.startswith("status ") for c in ours) == 9, listing
     assert ours[-2].startswith("update-ref --no-deref -m ai-sdlc: parked HEAD HEAD"), listing
     assert ours[-1].startswith("worktree move "), listing
     diffs = [c for c in ours if c.startswith("diff ") and "--no-ext-diff --no-textconv" in c]
