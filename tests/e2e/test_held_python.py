@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.test_honest_verification import template
 from tests.support.git_support import git_env
 from tests.support.held_support import HeldStory
-from tests.support.verdicts import PY_MAKE, PY_SRC, Row, ids, rows
+from tests.support.verdicts import PY_MAKE, PY_SCRIPT, PY_SRC, Row, ids, rows
 from tests.support.worktree_env_support import copy_project
 
 __all__ = ["git_env", "template"]
@@ -42,19 +42,37 @@ def test_verdict(template: Path, tmp_path: Path, row: Row) -> None:
         held.assert_done()
 
 
-#: The verify command's own definition: a Makefile target running the venv's pytest.
-MAKEFILE = "test:\n\t.venv/bin/python -m pytest -q -p no:cacheprovider\n"
+#: The verify command's own definition, by layout: a Makefile target or a shell script of the
+#: project running the venv's pytest.
+DEFINED = {
+    PY_MAKE: (
+        "make test",
+        "Makefile",
+        "test:\n\t.venv/bin/python -m pytest -q -p no:cacheprovider\n",
+    ),
+    PY_SCRIPT: (
+        "sh run-tests.sh",
+        "run-tests.sh",
+        "exec .venv/bin/python -m pytest -q -p no:cacheprovider\n",
+    ),
+}
+DEFINED_ROWS = rows(PY_MAKE) + rows(PY_SCRIPT)
 
 
-@pytest.mark.parametrize("row", rows(PY_MAKE), ids=ids(rows(PY_MAKE)))
-def test_verdict_make(template: Path, tmp_path: Path, row: Row) -> None:
-    """A row of the verdict table on the same project judged by `make test`: the Makefile is
-    held as it was at the base."""
+@pytest.mark.parametrize(
+    "row",
+    DEFINED_ROWS,
+    ids=[f"{r.layout.split('(')[-1][1:-2]}-{r.behaviour}" for r in DEFINED_ROWS],
+)
+def test_verdict_defined(template: Path, tmp_path: Path, row: Row) -> None:
+    """A row of the verdict table on the same project judged by `make test` or `sh
+    run-tests.sh`: the file that defines the command is held as it was at the base."""
+    command, name, text = DEFINED[row.layout]
     repo = copy_project(template, tmp_path)
-    (repo.root / "Makefile").write_text(MAKEFILE)
-    repo.commit_all("make test runs the tests")
+    (repo.root / name).write_text(text)
+    repo.commit_all(f"{command} runs the tests")
     held = HeldStory(repo.root, tmp_path / "records" / "agent.log", row.behaviour)
-    held.config("verify.test", "make test")
+    held.config("verify.test", command)
     result = held.run()
     if row.said:
         assert result.returncode == 5, result.output

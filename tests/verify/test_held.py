@@ -222,3 +222,16 @@ def test_entry_points_where_python_imports_from_are_held(tmp_path: Path) -> None
         "src/forge-1.0.dist-info/entry_points.txt" + why,
         "src/x.egg-info/entry_points.txt" + why,
     ]
+
+
+def test_a_script_of_the_project_the_verify_command_runs_is_held(tmp_path: Path) -> None:
+    """`sh run-tests.sh`, `./scripts/test.sh`: the script is the command's definition (a
+    rewritten one can forge a pass); a script outside the project, or `sh -c`, names none."""
+    files = {"run-tests.sh": "pytest\n", "scripts/test.sh": "pytest\n", "tests/x.sh": ""}
+    root, base = repo(tmp_path, files)
+    for name in files:
+        (root / name).write_text("true\n")
+    assert found(root, base, "sh -e run-tests.sh --fast") == ["run-tests.sh"]
+    assert found(root, base, "./scripts/test.sh") == ["scripts/test.sh"]
+    assert found(root, base, "bash scripts/../run-tests.sh") == ["run-tests.sh"]
+    assert found(root, base, "sh -c 'tests/x.sh'", "/usr/bin/env true") == []

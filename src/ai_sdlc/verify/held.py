@@ -2,7 +2,8 @@
 attempt that names the file, whatever the tests then say.
 
 The story's own code and tests may change; what *runs* them may not: the verify command's
-definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, `tox.ini`,
+definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, a script of the
+project it runs (`sh run-tests.sh`, `./scripts/test.sh`), `tox.ini`,
 `noxfile.py`, pyproject's `[tool.hatch.envs]`/`[tool.pdm.scripts]`/`[tool.tox]`, Cargo's test
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
@@ -21,6 +22,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import posixpath
 import re
 import shlex
 import tomllib
@@ -111,6 +113,7 @@ PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
 )
 _GO_ENTRY = re.compile(r"^func\s+(TestMain|init)\s*\(", re.MULTILINE)
 _NPM_LIKE = ("npm", "pnpm", "yarn", "bun")
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
 
 
 def held_changes(
@@ -131,10 +134,32 @@ def held_changes(
     shadows = RUNNER_MODULES + tuple(_run_modules(argvs))
     if changes is None:
         changes = [*changed_files(path, base), *untracked(path)]
+    scripts = set(_scripts(argvs))
     found: list[tuple[str, str]] = []
     for status, relative in changes:
-        found += _judged(path, base, status, relative, whole, shadows, argvs)
+        if relative in scripts:
+            found.append((relative, ""))
+        else:
+            found += _judged(path, base, status, relative, whole, shadows, argvs)
     return list(dict.fromkeys(found))
+
+
+def _scripts(argvs: Iterable[Sequence[str]]) -> list[str]:
+    """The project's own scripts the verify commands run: the program given as a path
+    (`./scripts/test.sh`) and a shell's script argument (`sh -e run-tests.sh`), relative to
+    the project folder; `sh -c` and paths outside the project name none."""
+    found: list[str] = []
+    for argv in argvs:
+        if not argv:
+            continue
+        words = [argv[0]] if "/" in argv[0] else []
+        if PurePosixPath(argv[0]).name in _SHELLS and "-c" not in argv[1:]:
+            words += [w for w in argv[1:] if not w.startswith("-")][:1]
+        for word in words:
+            relative = posixpath.normpath(word)
+            if not relative.startswith(("/", "../")) and relative not in (".", ".."):
+                found.append(relative)
+    return found
 
 
 def _judged(
