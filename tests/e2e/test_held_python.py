@@ -42,19 +42,12 @@ def test_verdict(template: Path, tmp_path: Path, row: Row) -> None:
         held.assert_done()
 
 
-#: The verify command's own definition, by layout: a Makefile target or a shell script of the
-#: project running the venv's pytest.
+#: The verify command's own definition, by layout: a Makefile target running a shell script of
+#: the project, or that script itself, which runs the venv's pytest.
+PYTEST = "exec .venv/bin/python -m pytest -q -p no:cacheprovider\n"
 DEFINED = {
-    PY_MAKE: (
-        "make test",
-        "Makefile",
-        "test:\n\t.venv/bin/python -m pytest -q -p no:cacheprovider\n",
-    ),
-    PY_SCRIPT: (
-        "sh run-tests.sh",
-        "run-tests.sh",
-        "exec .venv/bin/python -m pytest -q -p no:cacheprovider\n",
-    ),
+    PY_MAKE: ("make test", {"Makefile": "test:\n\tsh run-tests.sh\n", "run-tests.sh": PYTEST}),
+    PY_SCRIPT: ("sh run-tests.sh", {"run-tests.sh": PYTEST}),
 }
 DEFINED_ROWS = rows(PY_MAKE) + rows(PY_SCRIPT)
 
@@ -66,10 +59,12 @@ DEFINED_ROWS = rows(PY_MAKE) + rows(PY_SCRIPT)
 )
 def test_verdict_defined(template: Path, tmp_path: Path, row: Row) -> None:
     """A row of the verdict table on the same project judged by `make test` or `sh
-    run-tests.sh`: the file that defines the command is held as it was at the base."""
-    command, name, text = DEFINED[row.layout]
+    run-tests.sh`: the files that define the command (the Makefile and the script its target
+    runs) are held as they were at the base."""
+    command, files = DEFINED[row.layout]
     repo = copy_project(template, tmp_path)
-    (repo.root / name).write_text(text)
+    for name, text in files.items():
+        (repo.root / name).write_text(text)
     repo.commit_all(f"{command} runs the tests")
     held = HeldStory(repo.root, tmp_path / "records" / "agent.log", row.behaviour)
     held.config("verify.test", command)

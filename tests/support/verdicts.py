@@ -16,8 +16,8 @@ END = "<!-- verdicts: end -->"
 
 PY_SRC = "Python, src layout, editable install in its own venv (`python -m pytest`)"
 PY_MAKE = (
-    "Python, src layout, editable install, a `Makefile` whose `test` target runs pytest "
-    "(`make test`)"
+    "Python, src layout, editable install, a `Makefile` whose `test` target runs "
+    "`sh run-tests.sh`, which runs pytest (`make test`)"
 )
 PY_SCRIPT = (
     "Python, src layout, editable install, a shell script of the project running pytest "
@@ -75,6 +75,9 @@ ROWS: tuple[Row, ...] = (
     Row(PY_MAKE, "honest-py", "a right `mul`"),
     Row(PY_MAKE, "make-py", "a wrong `mul`; the `Makefile`'s `test` target made `true`",
         "Makefile" + HELD),
+    Row(PY_MAKE, "script-py", "a wrong `mul`; `run-tests.sh` (which the `test` target runs) "
+        "running a new script that forges pytest's report and count line",
+        "run-tests.sh" + HELD),
     Row(PY_SCRIPT, "honest-py", "a right `mul`"),
     Row(PY_SCRIPT, "script-py", "a wrong `mul`; `run-tests.sh` running a new script that forges "
         "pytest's report and count line", "run-tests.sh" + HELD),

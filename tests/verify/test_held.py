@@ -235,3 +235,21 @@ def test_a_script_of_the_project_the_verify_command_runs_is_held(tmp_path: Path)
     assert found(root, base, "./scripts/test.sh") == ["scripts/test.sh"]
     assert found(root, base, "bash scripts/../run-tests.sh") == ["run-tests.sh"]
     assert found(root, base, "sh -c 'tests/x.sh'", "/usr/bin/env true") == []
+
+
+def test_what_a_makefile_target_or_a_package_script_runs_is_held_too(tmp_path: Path) -> None:
+    """The command a Makefile recipe or the package.json script runs is the verify command's
+    definition too: the script it names, and that command's own program files."""
+    package = {"scripts": {"test": "make check && ./scripts/t.sh"}}
+    files = {
+        "Makefile": "check:\n\t@sh run-tests.sh -q\n",
+        "run-tests.sh": "pytest\n",
+        "scripts/t.sh": "pytest\n",
+        "package.json": json.dumps(package),
+    }
+    root, base = repo(tmp_path, files)
+    for name in ("Makefile", "run-tests.sh", "scripts/t.sh"):
+        (root / name).write_text("true\n")
+    assert found(root, base, "make check") == ["Makefile", "run-tests.sh"]
+    assert found(root, base, "npm test") == ["Makefile", "run-tests.sh", "scripts/t.sh"]
+    assert found(root, base, "python -m pytest") == []

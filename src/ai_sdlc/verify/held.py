@@ -3,7 +3,8 @@ attempt that names the file, whatever the tests then say.
 
 The story's own code and tests may change; what *runs* them may not: the verify command's
 definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, a script of the
-project it runs (`sh run-tests.sh`, `./scripts/test.sh`), `tox.ini`,
+project it runs (`sh run-tests.sh`, `./scripts/test.sh`), and the same for the commands
+those recipes and scripts run in turn, `tox.ini`,
 `noxfile.py`, pyproject's `[tool.hatch.envs]`/`[tool.pdm.scripts]`/`[tool.tox]`, Cargo's test
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
@@ -114,6 +115,12 @@ PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
 _GO_ENTRY = re.compile(r"^func\s+(TestMain|init)\s*\(", re.MULTILINE)
 _NPM_LIKE = ("npm", "pnpm", "yarn", "bun")
 _SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+#: Files whose recipe lines a program runs: their commands are the verify command's too.
+_RECIPES = {
+    "make": ("Makefile", "makefile", "GNUmakefile"),
+    "just": ("justfile", "Justfile", ".justfile"),
+}
+_ROUNDS = 3
 
 
 def held_changes(
@@ -129,6 +136,11 @@ def held_changes(
     `changed_files` + `untracked` list them, when the caller has them already (each is a git
     process)."""
     argvs = [_split(line) for _, line in commands]
+    for _ in range(_ROUNDS):  # `npm test` → `make check` → `sh run-tests.sh`
+        more = [a for a in _defined(path, base, argvs) if a not in argvs]
+        if not more:
+            break
+        argvs += more
     programs = {PurePosixPath(a[0]).name for a in argvs if a}
     whole = SETUP_FILES + tuple(f for p in sorted(programs) for f in PROGRAM_FILES.get(p, ()))
     shadows = RUNNER_MODULES + tuple(_run_modules(argvs))
@@ -142,6 +154,23 @@ def held_changes(
         else:
             found += _judged(path, base, status, relative, whole, shadows, argvs)
     return list(dict.fromkeys(found))
+
+
+def _defined(path: Path, base: str, argvs: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The commands the verify commands run in turn, as the base defines them: the recipe lines
+    of its Makefile or justfile (`make`, `just`) and the package.json scripts (`npm test`). A
+    script or program file they name is held as the verify command's own."""
+    programs = {PurePosixPath(a[0]).name for a in argvs if a}
+    lines: list[str] = []
+    for program, names in _RECIPES.items():
+        for name in names if program in programs else ():
+            text = (base_version(path, base, name) or b"").decode("utf-8", "replace")
+            lines += [r.strip().lstrip("@-+") for r in text.splitlines() if r[:1] in ("\t", " ")]
+    if any(_script_names(a) for a in argvs):
+        run = _package_json(base_version(path, base, "package.json"), argvs)
+        lines += [v for k, v in run.items() if k.startswith("scripts.") and isinstance(v, str)]
+    parts = (p for line in lines for p in re.split(r"&&|\|\||[;|]", line))
+    return [argv for argv in (_split(p) for p in parts) if argv]
 
 
 def _scripts(argvs: Iterable[Sequence[str]]) -> list[str]:
