@@ -253,3 +253,32 @@ def test_what_a_makefile_target_or_a_package_script_runs_is_held_too(tmp_path: P
     assert found(root, base, "make check") == ["Makefile", "run-tests.sh"]
     assert found(root, base, "npm test") == ["Makefile", "run-tests.sh", "scripts/t.sh"]
     assert found(root, base, "python -m pytest") == []
+
+
+def test_the_test_tables_of_shared_files_and_the_other_programs_files_are_held(
+    tmp_path: Path,
+) -> None:
+    """Where no end-to-end row can run them (docs/verification.md): pyproject's hatch and pdm
+    scripts, setup.cfg's tox sections, go.mod's `godebug`, a justfile, a noxfile."""
+    files = {
+        "pyproject.toml": '[project]\nname = "x"\n',
+        "setup.cfg": "[metadata]\nname = x\n",
+        "go.mod": "module example.com/x\n\ngo 1.24\n",
+        "justfile": "test:\n    pytest\n",
+        "noxfile.py": "",
+    }
+    root, base = repo(tmp_path, files)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.hatch.envs.default.scripts]\ntest = "true"\n\n'
+        '[tool.pdm.scripts]\ntest = "true"\n'
+    )
+    (root / "setup.cfg").write_text("[metadata]\nname = x\n\n[testenv]\ncommands = true\n")
+    (root / "go.mod").write_text("module example.com/x\n\ngo 1.24\n\ngodebug panicnil=1\n")
+    (root / "justfile").write_text("test:\n    true\n")
+    (root / "noxfile.py").write_text("import nox\n")
+    shared = ["pyproject.toml [tool.hatch.envs]", "pyproject.toml [tool.pdm.scripts]"]
+    shared.append("setup.cfg [testenv]")
+    assert found(root, base, "go test ./...") == ["go.mod godebug", *shared]
+    assert found(root, base, "just test", "nox") == [
+        "go.mod godebug", "justfile", "noxfile.py", *shared
+    ]  # fmt: skip
