@@ -282,3 +282,23 @@ def test_the_test_tables_of_shared_files_and_the_other_programs_files_are_held(
     assert found(root, base, "just test", "nox") == [
         "go.mod godebug", "justfile", "noxfile.py", *shared
     ]  # fmt: skip
+
+
+def test_a_script_python_or_node_runs_is_held_unless_it_is_a_test_file(tmp_path: Path) -> None:
+    """`python tools/run_tests.py`, `node scripts/test.js` (a package script too): the runner the
+    command starts is its definition; a test file run directly is the story's (and protected)."""
+    package = {"scripts": {"test": "node scripts/test.js"}}
+    files = {
+        "tools/run_tests.py": "",
+        "scripts/test.js": "",
+        "tests/test_x.py": "",
+        "test/x.test.js": "",
+        "package.json": json.dumps(package),
+    }
+    root, base = repo(tmp_path, files)
+    for name in files:
+        if name != "package.json":
+            (root / name).write_text("// changed\n")
+    assert found(root, base, "python3 -X dev tools/run_tests.py -q") == ["tools/run_tests.py"]
+    assert found(root, base, "npm test") == ["scripts/test.js"]
+    assert found(root, base, "python -m pytest tests/test_x.py", "node test/x.test.js") == []

@@ -3,9 +3,9 @@ attempt that names the file, whatever the tests then say.
 
 The story's own code and tests may change; what *runs* them may not: the verify command's
 definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, a script of the
-project it runs (`sh run-tests.sh`, `./scripts/test.sh`), and the same for the commands
-those recipes and scripts run in turn, `tox.ini`,
-`noxfile.py`, pyproject's `[tool.hatch.envs]`/`[tool.pdm.scripts]`/`[tool.tox]`, Cargo's test
+project it runs (`sh run-tests.sh`, `python tools/run_tests.py`, `./scripts/test.sh`), the
+same for the commands those recipes and scripts run in turn, `tox.ini`, `noxfile.py`,
+pyproject's `[tool.hatch.envs]`/`[tool.pdm.scripts]`/`[tool.tox]`, Cargo's test
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
 and modules that shadow the runner (`pytest.py`, `_pytest/`, `pluggy/`, `unittest.py`, the
@@ -114,7 +114,20 @@ PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
 )
 _GO_ENTRY = re.compile(r"^func\s+(TestMain|init)\s*\(", re.MULTILINE)
 _NPM_LIKE = ("npm", "pnpm", "yarn", "bun")
-_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+#: Programs that run a script named by their first argument: kind → program names.
+_INTERPRETERS = {
+    "sh": ("sh", "bash", "dash", "zsh", "ksh"),
+    "python": ("python", "python3", "python3.*"),
+    "node": ("node", "nodejs"),
+}
+#: Options that run inline code or a module instead of a script, and options with a value.
+_INLINE = {"sh": ("-c",), "python": ("-c", "-m"), "node": ("-e", "--eval", "-p", "--print")}
+_VALUED = {
+    "sh": ("-o", "-O"),
+    "python": ("-X", "-W", "--check-hash-based-pycs"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader"),
+}
+_TEST_FILES = ("test_*.py", "*_test.py", "*.test.*", "*.spec.*", "*_test.go")
 #: Files whose recipe lines a program runs: their commands are the verify command's too.
 _RECIPES = {
     "make": ("Makefile", "makefile", "GNUmakefile"),
@@ -182,12 +195,35 @@ def _scripts(argvs: Iterable[Sequence[str]]) -> list[str]:
         if not argv:
             continue
         words = [argv[0]] if "/" in argv[0] else []
-        if PurePosixPath(argv[0]).name in _SHELLS and "-c" not in argv[1:]:
-            words += [w for w in argv[1:] if not w.startswith("-")][:1]
+        words += _script_args(PurePosixPath(argv[0]).name, argv[1:])
         for word in words:
             relative = posixpath.normpath(word)
             if not relative.startswith(("/", "../")) and relative not in (".", ".."):
                 found.append(relative)
+    return found
+
+
+def _script_args(program: str, args: Sequence[str]) -> list[str]:
+    """The script a shell, Python or Node runs (`sh run.sh`, `python tools/run_tests.py`,
+    `node scripts/test.js`; none for `-c`/`-m`/`-e`), and the files Node preloads (`-r`,
+    `--import`); a test file run directly is the story's own (and `verify.protected`)."""
+    kind = next((k for k, names in _INTERPRETERS.items() if matches(program, names)), None)
+    if kind is None:
+        return []
+    found: list[str] = []
+    rest = list(args)
+    while rest:
+        word = rest.pop(0)
+        if word in _INLINE[kind]:
+            return []
+        if word in _VALUED[kind] and rest:
+            value = rest.pop(0)
+            if kind == "node":
+                found.append(value)
+        elif not word.startswith("-"):
+            if not matches(PurePosixPath(word).name, _TEST_FILES):
+                found.append(word)
+            break
     return found
 
 
