@@ -232,6 +232,7 @@ def test_a_script_of_the_project_the_verify_command_runs_is_held(tmp_path: Path)
     for name in files:
         (root / name).write_text("true\n")
     assert found(root, base, "sh -e run-tests.sh --fast") == ["run-tests.sh"]
+    assert found(root, base, "CI=1 LANG=C bash run-tests.sh") == ["run-tests.sh"]
     assert found(root, base, "./scripts/test.sh") == ["scripts/test.sh"]
     assert found(root, base, "bash scripts/../run-tests.sh") == ["run-tests.sh"]
     assert found(root, base, "sh -c 'tests/x.sh'", "/usr/bin/env true") == []

@@ -127,6 +127,7 @@ _VALUED = {
     "python": ("-X", "-W", "--check-hash-based-pycs"),
     "node": ("-r", "--require", "--import", "--loader", "--experimental-loader"),
 }
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _TEST_FILES = ("test_*.py", "*_test.py", "*.test.*", "*.spec.*", "*_test.go")
 #: Files whose recipe lines a program runs: their commands are the verify command's too.
 _RECIPES = {
@@ -191,7 +192,10 @@ def _scripts(argvs: Iterable[Sequence[str]]) -> list[str]:
     (`./scripts/test.sh`) and a shell's script argument (`sh -e run-tests.sh`), relative to
     the project folder; `sh -c` and paths outside the project name none."""
     found: list[str] = []
-    for argv in argvs:
+    for whole in argvs:
+        argv = list(whole)
+        while argv and _ASSIGNMENT.match(argv[0]):  # `CI=1 sh run-tests.sh`
+            argv.pop(0)
         if not argv:
             continue
         words = [argv[0]] if "/" in argv[0] else []
