@@ -141,12 +141,20 @@ JEST_MUL_TEST = (
 def jest_story(tmp_path: Path, behaviour: str) -> HeldStory:
     """A Jest project whose `node_modules` (git-ignored) is the pinned runners' install
     (tests/support/js_runners.py), linked: the story's worktree, nested in the project, finds
-    it above itself, as Node does for every worktree under `.ai-sdlc/worktrees/`."""
+    it above itself, as Node does for every worktree under `.ai-sdlc/worktrees/`; its
+    `jest.setup.js` (a comment) runs before each test file."""
     modules = runners() / "node_modules"
     repo = make_repo(tmp_path, remote=False)
     root = repo.root
-    package = {"name": "calcj", "version": "1.0.0", "private": True, "scripts": {"test": "jest"}}
+    package = {
+        "name": "calcj",
+        "version": "1.0.0",
+        "private": True,
+        "scripts": {"test": "jest"},
+        "jest": {"setupFilesAfterEnv": ["<rootDir>/jest.setup.js"]},
+    }
     (root / "package.json").write_text(json.dumps(package, indent=2) + "\n")
+    (root / "jest.setup.js").write_text("// set-up Jest runs before each test file\n")
     (root / "add.js").write_text("module.exports = (a, b) => a + b;\n")
     (root / "test").mkdir()
     (root / "test" / "add.test.js").write_text(JEST_ADD_TEST)

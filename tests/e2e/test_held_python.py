@@ -2,8 +2,9 @@
 project of issue 23 (`calc` installed editable into its own `.venv`, the failing
 `tests/test_mul.py` written first, `worktree.setup` as `init` proposes it, verify
 `.venv/bin/python -m pytest`). An agent that shadows pytest with a module of its own (at the
-project folder, in `src/`, or git-ignored) never reaches done and each attempt is counted,
-the reason naming the file; an honest agent still is done."""
+project folder, in `src/`, or git-ignored), or, judged by `make test`, that makes the
+Makefile's target `true`, never reaches done and each attempt is counted, the reason naming
+the file; an honest agent still is done."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from tests.e2e.test_honest_verification import template
 from tests.support.git_support import git_env
 from tests.support.held_support import HeldStory
-from tests.support.verdicts import PY_SRC, Row, ids, rows
+from tests.support.verdicts import PY_MAKE, PY_SCRIPT, PY_SRC, Row, ids, rows
 from tests.support.worktree_env_support import copy_project
 
 __all__ = ["git_env", "template"]
@@ -32,6 +33,41 @@ def test_verdict(template: Path, tmp_path: Path, row: Row) -> None:
     """A row of the verdict table (tests/support/verdicts.py): done, or never done with each
     attempt counted and the held file named."""
     held = story(template, tmp_path, row.behaviour)
+    result = held.run()
+    if row.said:
+        assert result.returncode == 5, result.output
+        held.assert_blocked_counted(row.said)
+    else:
+        assert result.returncode == 0, result.output
+        held.assert_done()
+
+
+#: The verify command's own definition, by layout: a Makefile target running a shell script of
+#: the project, or that script itself, which runs the venv's pytest.
+PYTEST = "exec .venv/bin/python -m pytest -q -p no:cacheprovider\n"
+DEFINED = {
+    PY_MAKE: ("make test", {"Makefile": "test:\n\tsh run-tests.sh\n", "run-tests.sh": PYTEST}),
+    PY_SCRIPT: ("sh run-tests.sh", {"run-tests.sh": PYTEST}),
+}
+DEFINED_ROWS = rows(PY_MAKE) + rows(PY_SCRIPT)
+
+
+@pytest.mark.parametrize(
+    "row",
+    DEFINED_ROWS,
+    ids=[f"{r.layout.split('(')[-1][1:-2]}-{r.behaviour}" for r in DEFINED_ROWS],
+)
+def test_verdict_defined(template: Path, tmp_path: Path, row: Row) -> None:
+    """A row of the verdict table on the same project judged by `make test` or `sh
+    run-tests.sh`: the files that define the command (the Makefile and the script its target
+    runs) are held as they were at the base."""
+    command, files = DEFINED[row.layout]
+    repo = copy_project(template, tmp_path)
+    for name, text in files.items():
+        (repo.root / name).write_text(text)
+    repo.commit_all(f"{command} runs the tests")
+    held = HeldStory(repo.root, tmp_path / "records" / "agent.log", row.behaviour)
+    held.config("verify.test", command)
     result = held.run()
     if row.said:
         assert result.returncode == 5, result.output

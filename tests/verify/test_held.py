@@ -222,3 +222,84 @@ def test_entry_points_where_python_imports_from_are_held(tmp_path: Path) -> None
         "src/forge-1.0.dist-info/entry_points.txt" + why,
         "src/x.egg-info/entry_points.txt" + why,
     ]
+
+
+def test_a_script_of_the_project_the_verify_command_runs_is_held(tmp_path: Path) -> None:
+    """`sh run-tests.sh`, `./scripts/test.sh`: the script is the command's definition (a
+    rewritten one can forge a pass); a script outside the project, or `sh -c`, names none."""
+    files = {"run-tests.sh": "pytest\n", "scripts/test.sh": "pytest\n", "tests/x.sh": ""}
+    root, base = repo(tmp_path, files)
+    for name in files:
+        (root / name).write_text("true\n")
+    assert found(root, base, "sh -e run-tests.sh --fast") == ["run-tests.sh"]
+    assert found(root, base, "CI=1 LANG=C bash run-tests.sh") == ["run-tests.sh"]
+    assert found(root, base, "./scripts/test.sh") == ["scripts/test.sh"]
+    assert found(root, base, "bash scripts/../run-tests.sh") == ["run-tests.sh"]
+    assert found(root, base, "sh -c 'tests/x.sh'", "/usr/bin/env true") == []
+
+
+def test_what_a_makefile_target_or_a_package_script_runs_is_held_too(tmp_path: Path) -> None:
+    """The command a Makefile recipe or the package.json script runs is the verify command's
+    definition too: the script it names, and that command's own program files."""
+    package = {"scripts": {"test": "make check && ./scripts/t.sh"}}
+    files = {
+        "Makefile": "check:\n\t@sh run-tests.sh -q\n",
+        "run-tests.sh": "pytest\n",
+        "scripts/t.sh": "pytest\n",
+        "package.json": json.dumps(package),
+    }
+    root, base = repo(tmp_path, files)
+    for name in ("Makefile", "run-tests.sh", "scripts/t.sh"):
+        (root / name).write_text("true\n")
+    assert found(root, base, "make check") == ["Makefile", "run-tests.sh"]
+    assert found(root, base, "npm test") == ["Makefile", "run-tests.sh", "scripts/t.sh"]
+    assert found(root, base, "python -m pytest") == []
+
+
+def test_the_test_tables_of_shared_files_and_the_other_programs_files_are_held(
+    tmp_path: Path,
+) -> None:
+    """Where no end-to-end row can run them (docs/verification.md): pyproject's hatch and pdm
+    scripts, setup.cfg's tox sections, go.mod's `godebug`, a justfile, a noxfile."""
+    files = {
+        "pyproject.toml": '[project]\nname = "x"\n',
+        "setup.cfg": "[metadata]\nname = x\n",
+        "go.mod": "module example.com/x\n\ngo 1.24\n",
+        "justfile": "test:\n    pytest\n",
+        "noxfile.py": "",
+    }
+    root, base = repo(tmp_path, files)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.hatch.envs.default.scripts]\ntest = "true"\n\n'
+        '[tool.pdm.scripts]\ntest = "true"\n'
+    )
+    (root / "setup.cfg").write_text("[metadata]\nname = x\n\n[testenv]\ncommands = true\n")
+    (root / "go.mod").write_text("module example.com/x\n\ngo 1.24\n\ngodebug panicnil=1\n")
+    (root / "justfile").write_text("test:\n    true\n")
+    (root / "noxfile.py").write_text("import nox\n")
+    shared = ["pyproject.toml [tool.hatch.envs]", "pyproject.toml [tool.pdm.scripts]"]
+    shared.append("setup.cfg [testenv]")
+    assert found(root, base, "go test ./...") == ["go.mod godebug", *shared]
+    assert found(root, base, "just test", "nox") == [
+        "go.mod godebug", "justfile", "noxfile.py", *shared
+    ]  # fmt: skip
+
+
+def test_a_script_python_or_node_runs_is_held_unless_it_is_a_test_file(tmp_path: Path) -> None:
+    """`python tools/run_tests.py`, `node scripts/test.js` (a package script too): the runner the
+    command starts is its definition; a test file run directly is the story's (and protected)."""
+    package = {"scripts": {"test": "node scripts/test.js"}}
+    files = {
+        "tools/run_tests.py": "",
+        "scripts/test.js": "",
+        "tests/test_x.py": "",
+        "test/x.test.js": "",
+        "package.json": json.dumps(package),
+    }
+    root, base = repo(tmp_path, files)
+    for name in files:
+        if name != "package.json":
+            (root / name).write_text("// changed\n")
+    assert found(root, base, "python3 -X dev tools/run_tests.py -q") == ["tools/run_tests.py"]
+    assert found(root, base, "npm test") == ["scripts/test.js"]
+    assert found(root, base, "python -m pytest tests/test_x.py", "node test/x.test.js") == []

@@ -2,8 +2,10 @@
 attempt that names the file, whatever the tests then say.
 
 The story's own code and tests may change; what *runs* them may not: the verify command's
-definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, `tox.ini`,
-`noxfile.py`, pyproject's `[tool.hatch.envs]`/`[tool.pdm.scripts]`/`[tool.tox]`, Cargo's test
+definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, a script of the
+project it runs (`sh run-tests.sh`, `python tools/run_tests.py`, `./scripts/test.sh`), the
+same for the commands those recipes and scripts run in turn, `tox.ini`, `noxfile.py`,
+pyproject's `[tool.hatch.envs]`/`[tool.pdm.scripts]`/`[tool.tox]`, Cargo's test
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
 and modules that shadow the runner (`pytest.py`, `_pytest/`, `pluggy/`, `unittest.py`, the
@@ -21,6 +23,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import posixpath
 import re
 import shlex
 import tomllib
@@ -111,6 +114,27 @@ PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
 )
 _GO_ENTRY = re.compile(r"^func\s+(TestMain|init)\s*\(", re.MULTILINE)
 _NPM_LIKE = ("npm", "pnpm", "yarn", "bun")
+#: Programs that run a script named by their first argument: kind → program names.
+_INTERPRETERS = {
+    "sh": ("sh", "bash", "dash", "zsh", "ksh"),
+    "python": ("python", "python3", "python3.*"),
+    "node": ("node", "nodejs"),
+}
+#: Options that run inline code or a module instead of a script, and options with a value.
+_INLINE = {"sh": ("-c",), "python": ("-c", "-m"), "node": ("-e", "--eval", "-p", "--print")}
+_VALUED = {
+    "sh": ("-o", "-O"),
+    "python": ("-X", "-W", "--check-hash-based-pycs"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader"),
+}
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_TEST_FILES = ("test_*.py", "*_test.py", "*.test.*", "*.spec.*", "*_test.go")
+#: Files whose recipe lines a program runs: their commands are the verify command's too.
+_RECIPES = {
+    "make": ("Makefile", "makefile", "GNUmakefile"),
+    "just": ("justfile", "Justfile", ".justfile"),
+}
+_ROUNDS = 3
 
 
 def held_changes(
@@ -126,15 +150,85 @@ def held_changes(
     `changed_files` + `untracked` list them, when the caller has them already (each is a git
     process)."""
     argvs = [_split(line) for _, line in commands]
+    for _ in range(_ROUNDS):  # `npm test` → `make check` → `sh run-tests.sh`
+        more = [a for a in _defined(path, base, argvs) if a not in argvs]
+        if not more:
+            break
+        argvs += more
     programs = {PurePosixPath(a[0]).name for a in argvs if a}
     whole = SETUP_FILES + tuple(f for p in sorted(programs) for f in PROGRAM_FILES.get(p, ()))
     shadows = RUNNER_MODULES + tuple(_run_modules(argvs))
     if changes is None:
         changes = [*changed_files(path, base), *untracked(path)]
+    scripts = set(_scripts(argvs))
     found: list[tuple[str, str]] = []
     for status, relative in changes:
-        found += _judged(path, base, status, relative, whole, shadows, argvs)
+        if relative in scripts:
+            found.append((relative, ""))
+        else:
+            found += _judged(path, base, status, relative, whole, shadows, argvs)
     return list(dict.fromkeys(found))
+
+
+def _defined(path: Path, base: str, argvs: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The commands the verify commands run in turn, as the base defines them: the recipe lines
+    of its Makefile or justfile (`make`, `just`) and the package.json scripts (`npm test`). A
+    script or program file they name is held as the verify command's own."""
+    programs = {PurePosixPath(a[0]).name for a in argvs if a}
+    lines: list[str] = []
+    for program, names in _RECIPES.items():
+        for name in names if program in programs else ():
+            text = (base_version(path, base, name) or b"").decode("utf-8", "replace")
+            lines += [r.strip().lstrip("@-+") for r in text.splitlines() if r[:1] in ("\t", " ")]
+    if any(_script_names(a) for a in argvs):
+        run = _package_json(base_version(path, base, "package.json"), argvs)
+        lines += [v for k, v in run.items() if k.startswith("scripts.") and isinstance(v, str)]
+    parts = (p for line in lines for p in re.split(r"&&|\|\||[;|]", line))
+    return [argv for argv in (_split(p) for p in parts) if argv]
+
+
+def _scripts(argvs: Iterable[Sequence[str]]) -> list[str]:
+    """The project's own scripts the verify commands run: the program given as a path
+    (`./scripts/test.sh`) and a shell's script argument (`sh -e run-tests.sh`), relative to
+    the project folder; `sh -c` and paths outside the project name none."""
+    found: list[str] = []
+    for whole in argvs:
+        argv = list(whole)
+        while argv and _ASSIGNMENT.match(argv[0]):  # `CI=1 sh run-tests.sh`
+            argv.pop(0)
+        if not argv:
+            continue
+        words = [argv[0]] if "/" in argv[0] else []
+        words += _script_args(PurePosixPath(argv[0]).name, argv[1:])
+        for word in words:
+            relative = posixpath.normpath(word)
+            if not relative.startswith(("/", "../")) and relative not in (".", ".."):
+                found.append(relative)
+    return found
+
+
+def _script_args(program: str, args: Sequence[str]) -> list[str]:
+    """The script a shell, Python or Node runs (`sh run.sh`, `python tools/run_tests.py`,
+    `node scripts/test.js`; none for `-c`/`-m`/`-e`), and the files Node preloads (`-r`,
+    `--import`); a test file run directly is the story's own (and `verify.protected`)."""
+    kind = next((k for k, names in _INTERPRETERS.items() if matches(program, names)), None)
+    if kind is None:
+        return []
+    found: list[str] = []
+    rest = list(args)
+    while rest:
+        word = rest.pop(0)
+        if word in _INLINE[kind]:
+            return []
+        if word in _VALUED[kind] and rest:
+            value = rest.pop(0)
+            if kind == "node":
+                found.append(value)
+        elif not word.startswith("-"):
+            if not matches(PurePosixPath(word).name, _TEST_FILES):
+                found.append(word)
+            break
+    return found
 
 
 def _judged(
