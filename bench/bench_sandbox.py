@@ -263,7 +263,9 @@ def main() -> int:
         )
         print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     uv = find_uv(args.uv)
-    if uv is None:
+    if args.setup_runs < 2:
+        print("\nworktree.setup: --setup-runs below 2 (one cold, one warm at least): not measured")
+    elif uv is None:
         print("\nworktree.setup: no uv found (--uv): not measured")
     else:
         setup_bench(uv, args.package, args.setup_runs)
