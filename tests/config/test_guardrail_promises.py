@@ -26,13 +26,19 @@ OTHER: dict[str, Any] = {
     "list[str]": ["extra/folder"],
     "list[str] | null": ["tests/"],
     "dict[str, float]": {"CPU": 2},
+    "dict[str, str]": {"APP_MODE": "test"},
+    'list["agents" | "setup" | "tools" | "verify"]': ["setup", "verify"],
 }
+#: Keys whose values are narrower than their type's.
+OTHER_BY_KEY: dict[str, Any] = {"sandbox.pass_env": ["GH_TOKEN"]}
 
 
 def changed_value(dotted: str, current: Any = None) -> str:
     setting = SCHEMA[dotted]
     if setting.type_name == "bool":
         return json.dumps(not (setting.default if current is None else current))
+    if dotted in OTHER_BY_KEY:
+        return json.dumps(OTHER_BY_KEY[dotted])
     if setting.type_name not in OTHER:
         raise AssertionError(f"{dotted}: add a value for type {setting.type_name} to OTHER")
     return json.dumps(OTHER[setting.type_name])
