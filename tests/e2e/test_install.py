@@ -102,6 +102,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
     sh("git", "init", "-q", "-b", "main", cwd=repo, env=env)
     sh("git", "commit", "-q", "--allow-empty", "-m", "start", cwd=repo, env=env)
     sh(ai_sdlc, "init", cwd=repo, env=env)
+    sh(ai_sdlc, "config", "verify.none", "true", cwd=repo, env=env)  # nothing to verify yet
     # From a subfolder: the project is found by walking up, as git finds its repository.
     assert sh(ai_sdlc, "add", "Export the board as CSV", cwd=deep, env=env) == "S-0001\n"
     sh(ai_sdlc, "run", "S-0001", cwd=deep, env=env)
@@ -123,6 +124,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
     service = repo / "service"
     service.mkdir()
     sh(ai_sdlc, "init", "--here", cwd=service, env=env)
+    sh(ai_sdlc, "config", "verify.none", "true", cwd=service, env=env)
     assert sh(ai_sdlc, "add", "Health endpoint", cwd=service, env=env) == "S-0001\n"
     sh(ai_sdlc, "run", "S-0001", cwd=service, env=env)
     assert '"status": "done"' in sh(ai_sdlc, "show", "S-0001", "--json", cwd=service, env=env)
