@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc.providers.command_presets import PRESETS
 from ai_sdlc.sandbox import landlock
 from tests.conftest import run_cli
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
@@ -63,7 +64,6 @@ def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(tmp_path: Pa
     env = {
         "AI_SDLC_PROVIDER": "command",
         "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
-        "AI_SDLC_SANDBOX__WRITABLE": "[]",  # the default sandbox (the suite widens it)
     }
     assert run_cli(root, "add", "Add multiply", env=env).returncode == 0
 
@@ -76,3 +76,20 @@ def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(tmp_path: Pa
     assert shown["frontmatter"].get("total_recovery_attempts", 0) == 0
     # The folders were the private home's, and are gone with each call.
     assert list((tmp_path / "state" / "homes").glob("*/runs/*")) == []
+
+
+def test_every_path_a_preset_hands_its_cli_is_one_of_those_folders() -> None:
+    """The e2e test above writes into `{output_dir}` and beside `{prompt_file}`; every file or
+    folder a preset's command lines name (Aider's five history and settings files) is in one
+    of them or in the worktree, never a place of the user's (`~/.aider…`) or the system temp
+    folder."""
+    private = ("{output_dir}/", "{prompt_file}", "{workspace}")
+    named: list[str] = []
+    for name, preset in PRESETS.items():
+        for template in (preset.template, preset.read_only_template, preset.confined_template):
+            for token in template or ():
+                value = token.partition("=")[2] if token.startswith("-") else token
+                if "/" in value or value.startswith(("~", "{prompt_file}", "{output_dir}")):
+                    assert value.startswith(private), (name, token)
+                    named.append(value)
+    assert "{output_dir}/chat-history.md" in named and "{prompt_file}" in named

@@ -24,7 +24,9 @@ def records_path(root: Path) -> Path:
 
 def records_folder(root: Path, folder: Path | None = None) -> Path:
     """`folder` (by default `records_path(root)`), created, and added to the project's
-    `sandbox.writable` (the folders it names already are kept)."""
+    `sandbox.writable` (the folders it names already are kept). Call it once the test has
+    written the config file by hand: `ai-sdlc config` records the guarded settings as accepted,
+    so a later hand-edit would stop the run as a change nobody confirmed."""
     folder = records_path(root) if folder is None else folder
     folder.mkdir(parents=True, exist_ok=True)
     shown = run_cli(root, "config", "sandbox.writable", "--json")
