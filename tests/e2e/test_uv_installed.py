@@ -118,13 +118,12 @@ def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     return venv, home, root, reports
 
 
-def ai_sdlc(venv: Path, home: Path, root: Path, *args: str, writable: list[str]) -> tuple:
+def ai_sdlc(venv: Path, home: Path, root: Path, *args: str) -> tuple:
     env = cli_environment(
         {
             "HOME": str(home),
             "AI_SDLC_STATE_HOME": str(home / ".local" / "state" / "ai-sdlc"),
             "AI_SDLC_PROVIDER": "command",
-            "AI_SDLC_SANDBOX__WRITABLE": json.dumps(writable),
         }
     )
     env.pop("UV_CACHE_DIR", None)
@@ -150,10 +149,10 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
     venv, home, root, reports = installed
     before = cached_copies(home)
     assert before
-    added = ai_sdlc(venv, home, root, "add", "Add multiply", writable=[str(reports)])
+    added = ai_sdlc(venv, home, root, "add", "Add multiply")
     assert added[0] == 0, added
 
-    code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=[str(reports)])
+    code, out, err = ai_sdlc(venv, home, root, "run", SID)
 
     assert code == 0, out + err
     tried = [
@@ -164,7 +163,7 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
     assert {r["role"] for r in tried} == {"agent", "verify", "grandchild"}
     assert tried and all(r["outcome"].startswith("denied") for r in tried), tried
     assert cached_copies(home) == before
-    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json", writable=[])[1])
+    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json")[1])
     assert shown["frontmatter"]["status"] == "done"
 
 
@@ -177,11 +176,11 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     before = cached_copies(home)
     wide = [str(reports), str(home / ".cache")]
     # Widened as a user does: in the project's reviewed list (the environment may not widen it).
-    config = ai_sdlc(venv, home, root, "config", "sandbox.writable", json.dumps(wide), writable=[])
+    config = ai_sdlc(venv, home, root, "config", "sandbox.writable", json.dumps(wide))
     assert config[0] == 0, config
-    assert ai_sdlc(venv, home, root, "add", "Add multiply", writable=wide)[0] == 0
+    assert ai_sdlc(venv, home, root, "add", "Add multiply")[0] == 0
 
-    code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=wide)
+    code, out, err = ai_sdlc(venv, home, root, "run", SID)
 
     assert code == 3, out + err
     message = " ".join(err.split())
@@ -191,5 +190,5 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     assert "Traceback" not in err
     assert not any(reports.iterdir())  # no child ran
     assert cached_copies(home) == before
-    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json", writable=[])[1])
+    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json")[1])
     assert shown["frontmatter"].get("total_recovery_attempts", 0) == 0

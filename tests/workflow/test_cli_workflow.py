@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SANDBOX_WIDENED, CliRunner, cli_environment
+from tests.conftest import CliRunner, cli_environment
 
 PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
 FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
@@ -412,7 +412,7 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
     cli("config", "verify.build", gated)
     cli("add", "Add multiply")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AI_SDLC_")}
-    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1", **SANDBOX_WIDENED})
+    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
     first = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
         stdout=subprocess.PIPE,
