@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CliRunner, cli_environment
+from tests.support.records import records_folder
 
 PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
 FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
@@ -393,8 +394,10 @@ GATED = (
 
 
 def gated_build(project: Path) -> tuple[str, Path, Path]:
-    """(verify.build command, its pid file, the file that releases it); outside the project."""
-    started, release = project.parent / "build-started", project.parent / "build-release"
+    """(verify.build command, its pid file, the file that releases it); outside the project,
+    the pid file in its records folder (the project's sandbox.writable names it)."""
+    records = records_folder(project)
+    started, release = records / "build-started", records / "build-release"
     return shlex.join([sys.executable, "-c", GATED, str(started), str(release)]), started, release
 
 
