@@ -67,7 +67,9 @@ class World:
         self.bin = tmp_path / "bin"
         install_gh(self.bin)
         self.gh_log = tmp_path / "gh.log"
-        self.agent_log = tmp_path / "agent.log"
+        # The stand-in CLIs log their calls in a records folder the project's list names.
+        self.agent_log = tmp_path / "records" / "agent.log"
+        self.agent_log.parent.mkdir()
         self.env: dict[str, str] = {
             "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
             "FAKE_GH_LOG": str(self.gh_log),
@@ -87,8 +89,9 @@ class World:
 
     def configure(self, extra: str) -> None:
         test = shlex.join([sys.executable, "-c", CHECK])
+        records = json.dumps(str(self.agent_log.parent))
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
-            f"verify:\n  test: {json.dumps(test)}\n{extra}"
+            f"verify:\n  test: {json.dumps(test)}\nsandbox:\n  writable: [{records}]\n{extra}"
         )
 
     def run(self, *args: str) -> CliResult:
@@ -268,7 +271,7 @@ def test_a_rate_limited_cli_agent_is_retried_and_counted(
         "resilience:\n  policies:\n    llm:\n      initial_delay: 0.01\n      max_delay: 0.05\n"
     )
     install_agent(world.bin, preset)
-    world.env["FAKE_AGENT_FAIL_ONCE"] = str(world.tmp / "rate-limited-once")
+    world.env["FAKE_AGENT_FAIL_ONCE"] = str(world.agent_log.parent / "rate-limited-once")
 
     result = world.run()
 
