@@ -8,13 +8,16 @@ TCP, a PID namespace of its own). Three kinds of child, through the code paths a
   reads its prompt on stdin, writes a file in the workspace and answers.
 
 Printed per kind: the median wall time unsandboxed and sandboxed (ms), the difference, the
-ratio, and (for what issue 32 case 6 added) the time with the write rules only and the
-difference. Target: the sandbox adds <= 50 ms per process (PASS/FAIL); an agent call itself
-takes seconds. What the difference is made of: the launcher (`python -I -S -c`, a Python
-start-up with no site-packages), the Landlock rules (a few hundred system calls: the read
-allow-list splits $HOME around the denied paths), the namespaces' `unshare` and `/proc`
-mount, two more `fork`s and one more `exec`, and the private home's upkeep (`homes.prepare`:
-folders and copied logins, per policy).
+ratio, the time with the write rules only and what issue 32's rules add to it, and the CPU
+time the sandbox adds (this process's and its children's: the figure the machine's load does
+not inflate). Target: the sandbox adds <= 50 ms of wall time per process (PASS/FAIL); an
+agent call itself takes seconds. What the difference is made of: the launcher (`python -I -S
+-c`, a Python start-up with no site-packages), the Landlock rules (a few hundred system calls:
+the read allow-list splits $HOME around the denied paths), the namespaces' `unshare` and
+`/proc` mount, two more `fork`s and one more `exec`, and the private home's upkeep
+(`homes.prepare`: folders and copied logins, per policy). Two floors, in the same run: a bare
+`python -I -S -c pass` (the launcher's start-up) and the launcher running `/bin/true` with no
+ai-sdlc code around it.
 
 Then `worktree.setup` (`uv venv` + `uv pip install` of `--package`, through `run_commands` under
 the sandbox) cold and warm, with ai-sdlc's private caches (UV_CACHE_DIR in its state folder,
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -56,11 +60,20 @@ print("implemented: " + prompt.splitlines()[0])
 """
 
 
-def timed(fn: Callable[[], object], times: list[float]) -> None:
-    """Run `fn` once and append its wall time in ms."""
+def timed(fn: Callable[[], object], times: list[float], cpu: list[float] | None = None) -> None:
+    """Run `fn` once and append its wall time in ms (and to `cpu` the CPU time, in ms, of
+    this process and the children it waited for: what the machine's load does not inflate)."""
+    before = _cpu()
     start = time.perf_counter()
     fn()
     times.append((time.perf_counter() - start) * 1000)
+    if cpu is not None:
+        cpu.append((_cpu() - before) * 1000)
+
+
+def _cpu() -> float:
+    me, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
 def verification(workspace: Path, line: str, policy: SandboxPolicy | None) -> Callable[[], None]:
@@ -93,6 +106,24 @@ def agent_call(workspace: Path, script: Path, policy: SandboxPolicy | None) -> C
         assert result.text.startswith("implemented"), result.text
 
     return run
+
+
+def floor(workspace: Path, writable: tuple[str, ...], runs: int) -> None:
+    """What the added time is made of, in the same run: a bare `python -I -S -c pass` (the
+    launcher's own start-up, which the machine's load sets), and the launcher alone running
+    `/bin/true` with the write rules, without ai-sdlc's code around it."""
+    import subprocess
+
+    bare = [sys.executable, "-I", "-S", "-c", "pass"]
+    launched = LandlockBackend().wrap(["/bin/true", "true"], writable)
+    times: dict[str, list[float]] = {"bare": [], "launched": [], "true": []}
+    for _ in range(runs):
+        for name, argv in (("bare", bare), ("launched", launched), ("true", ["/bin/true"])):
+            timed(lambda a=argv: subprocess.run(a, cwd=workspace, check=True), times[name])
+    start, launch, true = (statistics.median(times[n]) for n in ("bare", "launched", "true"))
+    print(f"{'floor: `python -I -S -c pass`':32} {start:7.1f}ms (the launcher's start-up)")
+    added = f"{launch - true:+.1f}ms on `true`"
+    print(f"{'floor: launcher + `true` alone':32} {launch:7.1f}ms ({added})")
 
 
 def find_uv(given: str | None) -> str | None:
@@ -202,7 +233,7 @@ def main() -> int:
         print(f"Sandbox cost per process (Landlock ABI {abi}, median of {args.runs}, alternating)")
         print(
             f"{'':32} {'plain':>9} {'sandboxed':>10} {'added':>9} {'ratio':>6} "
-            f"{'writes only':>12} {'new rules':>10}"
+            f"{'writes only':>12} {'new rules':>10} {'CPU added':>10}"
         )
         worst = 0.0
         for name, make in kinds.items():
@@ -211,17 +242,21 @@ def main() -> int:
             plain: list[float] = []
             boxed: list[float] = []
             writes: list[float] = []
+            plain_cpu: list[float] = []
+            boxed_cpu: list[float] = []
             for _ in range(args.runs):
-                timed(plain_fn, plain)
-                timed(boxed_fn, boxed)
+                timed(plain_fn, plain, plain_cpu)
+                timed(boxed_fn, boxed, boxed_cpu)
                 timed(writes_fn, writes)
             p, b = statistics.median(plain), statistics.median(boxed)
             w = statistics.median(writes)
+            cpu = statistics.median(boxed_cpu) - statistics.median(plain_cpu)
             worst = max(worst, b - p)
             print(
                 f"{name:32} {p:7.1f}ms {b:8.1f}ms {b - p:+7.1f}ms {b / p:5.2f}x "
-                f"{w:10.1f}ms {b - w:+8.1f}ms"
+                f"{w:10.1f}ms {b - w:+8.1f}ms {cpu:+8.1f}ms"
             )
+        floor(workspace, writable, args.runs)
         verdict = "PASS" if worst <= TARGET * 1000 else "FAIL"
         print(
             f"most added per process: {worst:.1f} ms (target <= {TARGET * 1000:.0f} ms): {verdict}"

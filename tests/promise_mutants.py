@@ -127,7 +127,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "github-pat-not-redacted",
         "GitHub fine-grained tokens (github_pat_) are redacted",
         "secrets.py",
-        '    r"|github_pat_[A-Za-z0-9_]{16,}"\n',
+        '    r"github_pat_[A-Za-z0-9_]{16,}",\n',
         "",
         ("tests/test_secret_shapes.py",),
     ),

@@ -25,7 +25,7 @@ import pytest
 from ai_sdlc.sandbox import landlock
 from ai_sdlc.sandbox.backend import LandlockBackend
 from ai_sdlc.sandbox.policy import SandboxPolicy
-from ai_sdlc.spawn import start_session
+from ai_sdlc.spawn import start_session, wait_for_exit
 from tests.support.waits import GUARD, NEVER
 
 pytestmark = pytest.mark.e2e
@@ -201,3 +201,27 @@ def landlock_available() -> bool:
         return landlock.abi_version() > 0
     except OSError:
         return False
+
+
+def test_wait_for_exit_sees_the_end_without_sleeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Popen.wait(timeout=...)` looks, sleeps, looks again (up to 50 ms late); `wait_for_exit`
+    is woken by the kernel when the child ends (a pidfd), and times out as `wait` does."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.exit(len(sys.stdin.read()))"],
+        stdin=subprocess.PIPE,
+    )
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: (sleeps.append(s), real_sleep(s)))
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_for_exit(child, 0.05)  # it waits for its stdin: it cannot have ended
+        assert child.stdin is not None
+        child.stdin.write(b"abc")
+        child.stdin.close()
+        assert wait_for_exit(child, 60) == 3
+        assert wait_for_exit(child, 60) == 3  # already reaped: the same answer
+    finally:
+        child.kill()
+        child.wait()
+    assert sleeps == []

@@ -17,14 +17,22 @@ from ai_sdlc.environ import current as current_environ
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 
+#: The token shapes, one alternative each; every one starts with a letter (see SECRET_SHAPES).
+SHAPES: tuple[str, ...] = (
+    r"sk-[A-Za-z0-9_\-]{8,}",
+    r"Bearer\s+[A-Za-z0-9._\-]{8,}",
+    r"x-api-key:\s*\S{8,}",
+    r"gh[pousr]_[A-Za-z0-9]{16,}",
+    r"github_pat_[A-Za-z0-9_]{16,}",
+    r"xox[abprs]-[A-Za-z0-9\-]{10,}",
+    r"AKIA[0-9A-Z]{16}",
+)
+
+#: Any of SHAPES. The look-ahead for their first letters lets the engine skip every other
+#: position at once: every state file and event is redacted whole, and trying each alternative
+#: at each character cost ~70 ns a character (a 60-story run's state.json, 2 ms a save).
 SECRET_SHAPES = re.compile(
-    r"sk-[A-Za-z0-9_\-]{8,}"
-    r"|Bearer\s+[A-Za-z0-9._\-]{8,}"
-    r"|x-api-key:\s*\S{8,}"
-    r"|gh[pousr]_[A-Za-z0-9]{16,}"
-    r"|github_pat_[A-Za-z0-9_]{16,}"
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}"
-    r"|AKIA[0-9A-Z]{16}",
+    "(?=[" + "".join(sorted({shape[0] for shape in SHAPES})) + "])(?:" + "|".join(SHAPES) + ")",
     re.IGNORECASE,
 )
 

@@ -39,6 +39,28 @@ def test_at_50_columns_the_board_is_stacked_and_nothing_is_cut(blocked: Path) ->
     assert "".join(" ".join(reason).split()) == "reason:" + "".join(REASON.split())
 
 
+def test_list_at_50_columns_puts_each_title_whole_under_its_story(project: Path) -> None:
+    """`list` at 50 columns left 2 columns for the title (`A…`): each title now goes whole,
+    wrapped, on the lines under its story's fields; at 80 columns it stays on the line."""
+    title = "Make the power meter readable on small screens without scrolling sideways"
+    write_story(project, "S-0001", title=title, status="ready")
+    write_story(project, "S-0002", title="Read the meter", status="backlog")
+    code, lines, stderr = on_terminal(project, "list", columns=50)
+    assert code == 0, stderr
+    assert all(cell_len(line) <= 50 for line in lines), lines
+    assert lines[0].split() == ["ID", "STATUS", "PRI", "TYPE", "EPIC", "DEPS", "REC"]
+    assert lines[1].split()[0] == "S-0001" and "…" not in "\n".join(lines)
+    under = []
+    for line in lines[2:]:
+        if not line.startswith("    "):
+            break
+        under.append(line.strip())
+    assert " ".join(under) == title
+    assert "Read the meter" in lines[lines.index(next(x for x in lines if "S-0002" in x)) + 1]
+    code, wide, stderr = on_terminal(project, "list", columns=80)
+    assert code == 0 and wide[0].split()[-1] == "TITLE" and len(wide) == 3, wide
+
+
 def test_at_80_columns_the_reason_is_whole_under_the_board(blocked: Path) -> None:
     code, lines, stderr = on_terminal(blocked, "status", columns=80)
     assert code == 0, stderr

@@ -149,7 +149,9 @@ def _prune(w: World, flags: list[str]) -> CliResult:
 S = r"S-\d{4}"
 #: Every command and sub-command: how to run it, and what goes where.
 CASES: dict[str, Case] = {
-    "init": Case(_init, r"^Initialised ai-sdlc in .*\n$", notes=("Next: ai-sdlc add",)),
+    "init": Case(
+        _init, r"^Initialised ai-sdlc in .*\n$", notes=("Next: say how the project is tested",)
+    ),
     "add": Case(_plain("add", "New title"), rf"^{S}\n$", notes=("Added S-",)),
     "import": Case(_import, rf"^{S}\n$", notes=("Added S-",)),
     "import github": Case(_import, rf"^{S}\n$", notes=("Added S-",)),

@@ -22,13 +22,17 @@ PYTHON_TYPE = re.compile(r"<[a-z][a-z ]*(\[[^>]*\])?>|\b(str|int|float|bool|list
 
 
 def command_paths() -> list[str]:
-    """ "" (the root), every command of `COMMANDS`, then their sub-commands (`runs show`)."""
+    """ "" (the root) and every command and sub-command (`runs show`) at any depth, walked
+    from the app itself once every command of `COMMANDS` is registered, so a command added
+    any other way is read too."""
     register_commands(None)
-    group = typer.main.get_command(get_app())
-    paths = ["", *COMMANDS]
-    for name in COMMANDS:
-        sub = group.commands[name]  # type: ignore[attr-defined]
-        paths += [f"{name} {s}" for s in getattr(sub, "commands", {})]
+
+    def walk(command: object, path: str) -> list[str]:
+        subs = getattr(command, "commands", {})
+        return [path, *(p for name, sub in subs.items() for p in walk(sub, f"{path} {name}"))]
+
+    paths = [p.strip() for p in walk(typer.main.get_command(get_app()), "")]
+    assert set(COMMANDS) <= set(paths) and "runs show" in paths, paths
     return paths
 
 

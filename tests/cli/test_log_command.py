@@ -96,7 +96,7 @@ def test_torn_and_garbled_lines_are_skipped(cli: CliRunner, project: Path) -> No
     assert [json.loads(x) for x in result.stdout.splitlines()] == good
     human = cli("log", "S-0001")
     assert len([x for x in human.stdout.splitlines() if not x.startswith(" ")]) == len(good)
-    assert "warning: 1 unreadable line(s)" in human.stderr
+    assert "warning: 1 unreadable line in" in human.stderr
 
 
 def test_reader_holds_a_line_until_its_end_is_written(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ not a Python dict. Through the real CLI over a real failing run."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,28 @@ def test_the_timeline_fits_80_columns_and_reads_as_text(cli: CliRunner, project:
     text = " ".join(under)
     assert len(under) >= 2 and "Implementation failed verification" in text
     assert "recoveries 4 (implementation_retry 4)" in text
+
+
+def test_a_failed_verification_reads_as_its_cause_not_as_runner_output(
+    cli: CliRunner, project: Path
+) -> None:
+    """A failed attempt's test output (`F [100%] ===== FAILURES ====…` once flattened and cut)
+    is not the timeline's explanation: the recovery under it names the failing assertion, and
+    `--full` shows the output whole."""
+    script = (
+        "print('F [100%]'); print('=' * 30 + ' FAILURES ' + '=' * 30); print('E  assert 1 == 2')"
+    )
+    test = shlex.join([sys.executable, "-c", script + "; raise SystemExit(1)"])
+    assert cli("config", "verify.test", test).returncode == 0
+    assert cli("config", "limits.implementation_retries", "0").returncode == 0
+    assert cli("add", "Never passes").returncode == 0
+    assert cli("run", "S-0001", "--no-worktree").returncode == 5
+
+    result = cli("log", "S-0001", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.output
+    assert "FAILURES" not in result.stdout and "[100%]" not in result.stdout
+    lines = result.stdout.splitlines()
+    failed = lines.index(next(line for line in lines if " phase " in line and "failed" in line))
+    assert " recovery " in lines[failed + 1]  # nothing cut between the two
+    full = cli("log", "S-0001", "--full", env={"COLUMNS": "80"})
+    assert "=" * 30 + " FAILURES " in full.stdout and "E  assert 1 == 2" in full.stdout

@@ -44,3 +44,24 @@ def test_a_resume_can_be_previewed_and_changes_nothing(tmp_path: Path) -> None:
         assert sid in preview.stdout  # its plan
     assert run_cli(root, "run", "--continue", "--dry-run").stdout == preview.stdout
     assert snapshot(root) == before  # a preview writes nothing
+
+
+def test_a_preview_refuses_what_the_resume_refuses(tmp_path: Path) -> None:
+    """`--dry-run` answers as the command would: a completed run has nothing to resume (exit
+    1, the same message; it said "would continue with: nothing", exit 0), and a project
+    without runs has nothing to continue (exit 2, both ways)."""
+    root = tmp_path / "p"
+    make_project(root, ["Only"], FAST)
+    empty = run_cli(root, "run", "--continue", "--dry-run")
+    real_empty = run_cli(root, "run", "--continue")
+    assert empty.returncode == real_empty.returncode == 2, (empty.output, real_empty.output)
+    assert empty.stderr.splitlines()[-2:] == real_empty.stderr.splitlines()[-2:]
+    assert run_cli(root, "run", "--auto").returncode == 0
+    run_id = only_run(root)["run_id"]
+    for command in (("--resume", run_id), ("--continue",)):
+        preview = run_cli(root, "run", *command, "--dry-run")
+        real = run_cli(root, "run", *command)
+        assert preview.returncode == real.returncode == 1, (preview.output, real.output)
+        said = f"error: run {run_id} completed; there is nothing to resume"
+        assert said in preview.stderr and said in real.stderr
+        assert "would continue with" not in preview.output

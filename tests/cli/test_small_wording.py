@@ -1,16 +1,26 @@
 """Issue 36 item 11, the small ones, through the real CLI: no validation library's wording in an
 error, a value typed on the command line judged the same way by `set` and `config`, `--type
 Bug` lowercased, `-C` to a missing folder named as such, no help hint for a command that does
-not exist, a YAML mistake in a story file named by file:line:column."""
+not exist, a YAML mistake in a story file named by file:line:column, `init`'s empty setup
+explained, a `.ai-sdlc/.gitignore` that keeps itself out of `git status`, a gate said in words
+(not "waiting in 0.5s"), uncommitted changes of the checkout said once. Elsewhere: help without
+Python types, whole summaries and an example (tests/cli/test_help_screen.py, which also
+completes `--provider`), `--resume --dry-run` (tests/cli/test_resume_preview.py), exit 5 only
+as news (tests/cli/test_run_exit.py)."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CliRunner, run_cli
+from tests.support.git_support import git, git_env, make_repo
+
+__all__ = ["git_env"]
 
 pytestmark = pytest.mark.e2e
 
@@ -99,3 +109,74 @@ def test_init_says_why_it_writes_an_empty_setup(tmp_path: Path) -> None:
     assert "worktree.setup: [] (no lock file or manifest found here" in result.stderr
     command = result.stderr.split("e.g. `", 1)[1].split("`", 1)[0]
     assert command == "ai-sdlc config worktree.setup '[\"npm ci\"]'"
+    # The next step leads to a run, not into its "no verification configured" wall (exit 3):
+    # verification first, with a command that works as written.
+    step = "Next: say how the project is tested (ai-sdlc config verify.test 'pytest -q'), then "
+    assert f'{step}ai-sdlc add "Your first story"' in result.stderr
+    assert run_cli(root, "config", "verify.test", "pytest -q").returncode == 0
+
+
+@pytest.mark.usefixtures("git_env")
+def test_a_new_gitignore_keeps_itself_out_of_git_status(tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "start")
+    assert run_cli(root, "init").returncode == 0
+    assert run_cli(root, "add", "One").returncode == 0
+    status = git(root, "status", "--porcelain", "--untracked-files=all")
+    paths = sorted(line[3:] for line in status.splitlines())
+    assert paths == [".ai-sdlc/config.yaml", ".ai-sdlc/stories/S-0001/story.md"], status
+
+
+def test_a_gate_is_said_in_words_not_as_a_timing(cli: CliRunner) -> None:
+    assert cli("config", "verify.test", shlex.join([sys.executable, "-c", "pass"])).returncode == 0
+    assert cli("config", "gates.before_done", "true").returncode == 0
+    assert cli("add", "Gated work").returncode == 0
+    result = cli("run", "S-0001", "--no-worktree")
+    assert result.returncode == 0, result.output
+    assert result.stdout == "S-0001: waiting for approval: run 'ai-sdlc approve S-0001'\n"
+    assert "waiting in" not in result.stderr and "[S-0001] waiting" not in result.stderr
+    assert cli("approve", "S-0001").returncode == 0
+    early = cli("approve", "S-0001")  # passed already: where it is, and the way on
+    assert early.returncode == 1 and "S-0001 is not waiting at a gate (it is" in early.stderr
+    assert "'ai-sdlc run S-0001' takes it on" in early.stderr
+    finished = cli("run", "S-0001", "--no-worktree")
+    assert finished.returncode == 0, finished.output
+    assert "[S-0001] done in " in finished.stderr  # a story run to its end says how long
+    done = cli("approve", "S-0001")
+    assert done.returncode == 1 and "hint: nothing to approve: it is done" in done.stderr
+
+
+@pytest.mark.usefixtures("git_env")
+def test_uncommitted_changes_of_the_checkout_are_said_once(tmp_path: Path) -> None:
+    """A story's worktree starts from commits: the user's uncommitted edits are neither seen
+    nor judged, and the run says so in one line (said nothing before)."""
+    repo = make_repo(tmp_path, remote=False)
+    (repo.root / "README.md").write_text("# project, edited\n")
+    (repo.root / "notes.txt").write_text("not committed\n")
+    first = repo.story("One")
+    result = run_cli(repo.root, "run", first, "--step", "refine")
+    assert result.returncode == 0, result.output
+    line = (
+        "warning: uncommitted changes in your checkout (README.md, notes.txt) stay out of the "
+        "story's worktree, which starts from commits: commit them first if the story needs them"
+    )
+    assert " ".join(result.stderr.split()).count(line) == 1, result.stderr
+    repo.commit_all("the edits")
+    clean = run_cli(repo.root, "run", first, "--step", "research")
+    assert clean.returncode == 0, clean.output
+    assert "uncommitted" not in clean.output
+
+
+@pytest.mark.usefixtures("git_env")
+def test_counts_are_in_english_not_event_s(tmp_path: Path) -> None:
+    """`log` says how many events it shortened as a person would: "1 event shortened … shows
+    it whole" (it said "1 event(s) shortened")."""
+    repo = make_repo(tmp_path, remote=False)
+    sid = repo.story("Add a greeting")
+    assert run_cli(repo.root, "run", sid).returncode == 0
+    result = run_cli(repo.root, "log", sid, env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.output
+    assert "(s)" not in result.output
+    assert f"1 event shortened; `ai-sdlc log {sid} --full` shows it whole" in result.stderr

@@ -26,19 +26,22 @@ OTHER: dict[str, Any] = {
     "list[str]": ["extra/folder"],
     "list[str] | null": ["tests/"],
     "dict[str, float]": {"CPU": 2},
-    "dict[str, str]": {"APP_MODE": "test"},
-    'list["agents" | "setup" | "tools" | "verify"]': ["setup", "verify"],
+    "dict[str, str]": {"LANG": "C.UTF-8"},
 }
-#: Keys whose values are narrower than their type's.
-OTHER_BY_KEY: dict[str, Any] = {"sandbox.pass_env": ["GH_TOKEN"]}
+#: Keys whose values have a shape of their own (a variable name, a step of the network rule).
+BY_KEY: dict[str, Any] = {
+    "sandbox.pass_env": ["GH_TOKEN"],
+    "sandbox.network": ["setup", "verify"],
+    "pr.trusted_bots": ["coderabbitai[bot]"],
+}
 
 
 def changed_value(dotted: str, current: Any = None) -> str:
     setting = SCHEMA[dotted]
     if setting.type_name == "bool":
         return json.dumps(not (setting.default if current is None else current))
-    if dotted in OTHER_BY_KEY:
-        return json.dumps(OTHER_BY_KEY[dotted])
+    if dotted in BY_KEY:
+        return json.dumps(BY_KEY[dotted])
     if setting.type_name not in OTHER:
         raise AssertionError(f"{dotted}: add a value for type {setting.type_name} to OTHER")
     return json.dumps(OTHER[setting.type_name])

@@ -7,6 +7,9 @@ environment or working folder names the test's folder is looked for in /proc), a
 
 The handshake is two marker files, one per stand-in, written once each is running in its
 implement phase; each waits only the first time, so the following `run S-0001` goes through.
+Each waiting stand-in has first started a detached (`setsid`, double-forked) grandchild that
+never ends: it must be gone as well. The run's HOME is a throwaway one holding fake keys and
+tool folders: it is unchanged afterwards, and the count of both stories is honest.
 `--max-attempts 2` is used up by those two attempts: the coordinator has asked its workers to
 stop after the phase in flight, so a worker does not get the lifeline's Ctrl-C and must end
 all the same.
@@ -25,6 +28,7 @@ import pytest
 
 from tests.conftest import cli_environment, run_cli
 from tests.sandbox.test_launcher_reach import alive, kill_all, processes_under
+from tests.support.attack_support import assert_counted_honestly, home_sums, make_home
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
@@ -42,6 +46,19 @@ phase = sys.argv[3] if role == "agent" else "implement"
 waits = phase == "implement" and (role, story) in (("agent", "S-0002"), ("verify", "S-0001"))
 marker = markers / (role + ".pid")
 if waits and not marker.exists():
+    # A detached grandchild (setsid, double fork) that would go on forever: it must end too.
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            (markers / (role + "-grandchild.pid")).write_text(str(os.getpid()))
+            os.close(write_end)
+            while True:
+                time.sleep(0.05)
+        os._exit(0)
+    os.close(write_end)
+    os.wait()
+    os.read(read_end, 1)  # end of file: the grandchild has said where it is
     partial = marker.with_suffix(".tmp")
     partial.write_text(str(os.getpid()))
     partial.replace(marker)
@@ -60,6 +77,7 @@ else:
 def test_a_killed_coordinator_leaves_nothing_running_within_5_s(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, remote=False)
     root = repo.root
+    home, state = make_home(tmp_path / "home")
     markers = tmp_path / "markers"
     markers.mkdir()
     script = tmp_path / "stand_in.py"
@@ -79,8 +97,12 @@ def test_a_killed_coordinator_leaves_nothing_running_within_5_s(tmp_path: Path) 
         {
             "AI_SDLC_PROVIDER": "command",
             "TEST_RUN_FOLDER": str(tmp_path),  # names every process of the run in /proc
+            "HOME": str(home),
+            "AI_SDLC_STATE_HOME": str(state),
         }
     )
+    sums = home_sums(home, state)
+    users = {k: env[k] for k in ("AI_SDLC_PROVIDER", "HOME", "AI_SDLC_STATE_HOME")}
     command = ["run", "--auto", "--jobs", "2", "--max-attempts", "2"]
     coordinator = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), *command],
@@ -113,6 +135,11 @@ def test_a_killed_coordinator_leaves_nothing_running_within_5_s(tmp_path: Path) 
         coordinator.kill()
         coordinator.communicate()
         kill_all(processes_under(tmp_path))
-    again = run_cli(root, "run", "S-0001", env={"AI_SDLC_PROVIDER": "command"}, timeout=120)
+    assert (markers / "agent-grandchild.pid").exists()
+    assert (markers / "verify-grandchild.pid").exists()
+    again = run_cli(root, "run", "S-0001", env=users, timeout=120)
     assert "already being run" not in again.output, again.output
     assert again.returncode == 0, again.output
+    assert home_sums(home, state) == sums
+    assert assert_counted_honestly(root, "S-0001")["status"] == "done"
+    assert_counted_honestly(root, "S-0002")

@@ -7,18 +7,17 @@ Every such attempt is counted, named in its reason, and undone before anything e
 story ends blocked at exactly the global limit (never uncounted, the count never lowered); and
 afterwards the user's plain `git status`, `git diff` and `git log` in the main checkout and in
 the blocked story's kept worktree run none of the planted programs (each writes a marker file).
+The throwaway HOME (fake keys, tool folders) is unchanged and no process of the run is left.
 The test also shows that the planted programs do run when the pointer is left as the child
 wrote it, so no marker means something.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,13 @@ import pytest
 from ai_sdlc.errors import ExitCode
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
+from tests.support.attack_support import (
+    home_sums,
+    make_home,
+    processes_naming,
+    users_git,
+    users_git_on_a_terminal,
+)
 from tests.support.git_support import Repo, git, git_env, make_repo
 from tests.support.paths import FAKES
 from tests.support.runs_support import start_cli, stop_or_explain, wait_for_pid
@@ -67,8 +73,7 @@ class Project:
         self.state.mkdir()
         (self.state / "attacks").write_text(attacks)
         (self.state / "where").write_text(where)
-        self.home = tmp_path / "home"
-        (self.home / ".cache").mkdir(parents=True)
+        self.home, self.home_state = make_home(tmp_path / "home")  # fake keys, tool folders
         self.sid = self.repo.story("Add a greeting")
         hostile = [sys.executable, str(HOSTILE)]
         benign = [sys.executable, "-c", "print('1 passed')"]
@@ -101,7 +106,7 @@ class Project:
         return {
             "AI_SDLC_PROVIDER": "command",
             "HOME": str(self.home),
-            "AI_SDLC_STATE_HOME": str(self.home / ".local" / "state" / "ai-sdlc"),
+            "AI_SDLC_STATE_HOME": str(self.home_state),
         }
 
     def frontmatter(self) -> dict[str, Any]:
@@ -128,38 +133,6 @@ class Project:
 
     def worktrees(self) -> list[Path]:
         return sorted(p for p in (self.root / ".ai-sdlc" / "worktrees").iterdir() if p.is_dir())
-
-
-def users_git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The user's own plain git: no hardening option, the user's environment as it is."""
-    return subprocess.run(
-        ["git", *args], cwd=folder, capture_output=True, text=True, check=False, timeout=60
-    )
-
-
-def users_git_on_a_terminal(folder: Path, *args: str) -> None:
-    """The same on a terminal, where git starts a pager (the user's is `cat` here; a
-    `core.pager` in a config git reads wins over it)."""
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=folder,
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env={**os.environ, "PAGER": "cat"},
-        )
-        os.close(slave)
-        slave = -1
-        with contextlib.suppress(OSError):  # EIO once git and its pager are gone
-            while os.read(master, 65536):
-                pass
-        proc.wait(timeout=60)
-    finally:
-        os.close(master)
-        if slave != -1:
-            os.close(slave)
 
 
 def plain_git_everywhere(project: Project) -> None:
@@ -199,9 +172,12 @@ def test_a_child_taking_over_the_worktrees_git_metadata_is_counted_and_undone(
     tmp_path: Path, child: str, attacks: str, where: str
 ) -> None:
     project = Project(tmp_path, child=child, attacks=attacks, where=where)
+    home = home_sums(project.home, project.home_state)
 
     result = project.run("run", project.sid)
 
+    assert processes_naming(tmp_path) == []
+    assert home_sums(project.home, project.home_state) == home
     assert result.returncode == ExitCode.BLOCKED, result.output
     assert "Traceback" not in result.output
     fm = project.frontmatter()

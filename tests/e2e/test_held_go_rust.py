@@ -69,7 +69,9 @@ def rust_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("target/\nCargo.lock\n")
     repo.commit_all("calc, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
+    # A state home of the test's own: the agent may write into the caches every story shares.
+    state = {"AI_SDLC_STATE_HOME": str(tmp_path / "state")}
+    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour, env=state)
     held.config("verify.test", "cargo test --offline")
     held.config("limits.implementation_retries", "1")
     return held

@@ -102,7 +102,8 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
     sh("git", "init", "-q", "-b", "main", cwd=repo, env=env)
     sh("git", "commit", "-q", "--allow-empty", "-m", "start", cwd=repo, env=env)
     sh(ai_sdlc, "init", cwd=repo, env=env)
-    sh(ai_sdlc, "config", "verify.none", "true", cwd=repo, env=env)  # nothing to verify yet
+    # An empty project has nothing to test: the user says so (else the run refuses, exit 3).
+    sh(ai_sdlc, "config", "verify.none", "true", cwd=repo, env=env)
     # From a subfolder: the project is found by walking up, as git finds its repository.
     assert sh(ai_sdlc, "add", "Export the board as CSV", cwd=deep, env=env) == "S-0001\n"
     sh(ai_sdlc, "run", "S-0001", cwd=deep, env=env)

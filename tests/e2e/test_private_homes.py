@@ -14,9 +14,7 @@ state is byte for byte unchanged, and the count is exactly the failed attempts.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -26,6 +24,7 @@ import pytest
 
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
+from tests.support.attack_support import home_sums
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
 
 try:
@@ -139,18 +138,6 @@ TOOL_FILES = {
     ".aws/credentials": "[default]\naws_secret_access_key = FAKE\n",
     ".config/pip/pip.conf": "[global]\n",
 }
-
-
-def home_sums(home: Path, state: Path) -> dict[str, str]:
-    """A checksum of every file and folder under `home` except ai-sdlc's own state folder."""
-    sums: dict[str, str] = {}
-    for folder, dirs, files in os.walk(home):
-        dirs[:] = [d for d in dirs if Path(folder, d) != state]
-        sums[os.path.relpath(folder, home) + "/"] = "dir"
-        for name in files:
-            path = Path(folder, name)
-            sums[str(path.relative_to(home))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return sums
 
 
 def setup(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, str]]:

@@ -6,7 +6,9 @@ each also from a `setsid` double-forked grandchild, run under a throwaway `HOME`
 environment holds `GH_TOKEN`, `AWS_SECRET_ACCESS_KEY` and the agent's `OPENAI_API_KEY`. Each
 reads the keys, every `/proc/<pid>/environ` it can open, its own environment, and sends what it
 found to a TCP listener the test runs on 127.0.0.1. Nothing secret is read, the agent gets its
-provider's key and no other, verification gets none, and the listener receives nothing.
+provider's key and no other, verification gets none, and the listener receives nothing; the
+home (tool folders too) is unchanged, the story is blocked by counted attempts, and no process
+of the run is left.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ import pytest
 
 from ai_sdlc.sandbox import landlock
 from tests.conftest import run_cli
+from tests.support.attack_support import (
+    assert_counted_honestly,
+    home_sums,
+    make_home,
+    processes_naming,
+)
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
 from tests.support.paths import FAKES
 
@@ -86,9 +94,8 @@ def listener() -> Iterator[Listener]:
 
 def thief_project(tmp_path: Path, port: int) -> tuple[Path, Path, Path]:
     """A git project whose command agent and verify.test are the thief; (root, reports, home)."""
-    home = tmp_path / "home"
+    home, _ = make_home(tmp_path / "home")  # fake keys and tool folders
     for name, text in KEYS.items():
-        (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text)
     root = make_repo(tmp_path, remote=False).root
     reports = tmp_path / "reports"
@@ -121,9 +128,15 @@ def test_no_child_takes_a_key_file_an_environment_or_the_network(
         "AI_SDLC_PROVIDER": "command",
         **ENV,
     }
+    state = home / ".local" / "state" / "ai-sdlc"
+    env["AI_SDLC_STATE_HOME"] = str(state)
     assert run_cli(root, "add", "Add multiply", env=env).returncode == 0
+    sums = home_sums(home, state)
     result = run_cli(root, "run", "S-0001", env=env, subprocess=True)
     assert result.returncode == 5, result.output  # blocked: the verify command fails
+    assert assert_counted_honestly(root, "S-0001")["status"] == "blocked"  # by counted attempts
+    assert home_sums(home, state) == sums
+    assert processes_naming(tmp_path) == []
     agents, verifies = records(reports, "agent"), records(reports, "verify")
     roles = {r["role"] for r in agents + verifies}
     assert roles == {"agent", "agent-grandchild", "verify", "verify-grandchild"}, roles

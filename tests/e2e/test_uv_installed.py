@@ -24,6 +24,14 @@ import pytest
 from ai_sdlc.sandbox import landlock
 from tests.conftest import cli_environment
 from tests.e2e.realcli.install import tool_path
+from tests.support.attack_support import (
+    assert_counted_honestly,
+    home_sums,
+    kill_all,
+    make_home,
+    plain_git_everywhere,
+    processes_naming,
+)
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
 
 try:
@@ -41,23 +49,44 @@ SID = "S-0001"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 #: `patch.py ROLE PHASE REPORTS`: append to every cached copy of ai-sdlc's landlock.py under
-#: ~/.cache/uv and record each outcome in REPORTS/ROLE.jsonl.
+#: ~/.cache/uv (the sandbox switched off) and of its `__init__.py` (a payload for the user's
+#: next `ai-sdlc`), and plant a `core.fsmonitor` in the main checkout's `.git/config` (what the
+#: next, unconfined, child did); each outcome in REPORTS/ROLE.jsonl. A detached (`setsid`,
+#: double-forked) grandchild does the same; its parent waits for it on a pipe.
 PATCH = r"""
-import glob, json, os, subprocess, sys
+import glob, json, os, sys
 role, phase, reports = sys.argv[1:4]
 cache = os.path.expanduser("~/.cache/uv")
+marker = os.path.join(reports, "payload-ran")
 records = []
-for path in glob.glob(cache + "/**/ai_sdlc/sandbox/landlock.py", recursive=True):
+def attempt(path, text):
     try:
         with open(path, "a") as fh:
-            fh.write("\ndef restrict(*a, **k):\n    return None  # the sandbox, switched off\n")
+            fh.write(text)
         outcome = "done"
     except OSError as exc:
         outcome = "denied: " + (exc.strerror or str(exc))
     records.append({"role": role, "path": path, "outcome": outcome})
+for path in glob.glob(cache + "/**/ai_sdlc/sandbox/landlock.py", recursive=True):
+    attempt(path, "\ndef restrict(*a, **k):\n    return None  # the sandbox, switched off\n")
+for path in glob.glob(cache + "/**/ai_sdlc/__init__.py", recursive=True):
+    attempt(path, f"\nopen({marker!r}, 'a').write('ai-sdlc')\n")
+with open(os.path.join(os.path.dirname(reports), "root-path")) as fh:
+    root = fh.read()
+attempt(os.path.join(root, ".git", "config"), f"[core]\n\tfsmonitor = touch {marker}\n")
 if role != "grandchild":
-    subprocess.run([sys.executable, __file__, "grandchild", phase, reports],
-                   start_new_session=True)
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.close(read_end)
+        os.setsid()
+        if os.fork() == 0:
+            os.set_inheritable(write_end, True)
+            os.execv(sys.executable, [sys.executable, __file__, "grandchild", phase, reports])
+        os._exit(0)
+    os.close(write_end)
+    os.wait()
+    with os.fdopen(read_end, "rb") as pipe:
+        pipe.read()  # end of file: the grandchild has exited
 with open(os.path.join(reports, role + ".jsonl"), "a") as fh:
     fh.write("".join(json.dumps(r) + "\n" for r in records))
 if role == "agent":
@@ -96,8 +125,7 @@ def digest(path: Path) -> str:
 def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     """(venv, home, project root, reports): ai-sdlc installed by uv, a project with the
     patching script as its command agent and verify.test."""
-    home = tmp_path / "home"
-    (home / ".cache").mkdir(parents=True)
+    home, _ = make_home(tmp_path / "home")  # fake keys, tool folders, ai-sdlc's state
     venv = install_with_uv(home, tmp_path)
     installed = next(venv.glob("lib/python*/site-packages/ai_sdlc/sandbox/landlock.py"))
     assert os.stat(installed).st_nlink > 1  # uv hard-linked it from its cache
@@ -106,11 +134,13 @@ def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     script.write_text(PATCH)
     reports = tmp_path / "reports"
     reports.mkdir()
+    (tmp_path / "root-path").write_text(str(root))
     agent = [sys.executable, str(script), "agent", "{phase}", str(reports)]
     verify = shlex.join([sys.executable, str(script), "verify", "-", str(reports)])
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
         f"verify:\n  test: {json.dumps(verify)}\n"
+        "git:\n  keep_worktrees: true\n"
         f"sandbox:\n  writable: [{json.dumps(str(reports))}]\n"
     )
     git(root, "add", "-A")
@@ -147,12 +177,18 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
     installed: tuple[Path, Path, Path, Path],
 ) -> None:
     venv, home, root, reports = installed
+    state = home / ".local" / "state" / "ai-sdlc"
     before = cached_copies(home)
     assert before
     added = ai_sdlc(venv, home, root, "add", "Add multiply")
     assert added[0] == 0, added
+    sums = home_sums(home, state)
 
-    code, out, err = ai_sdlc(venv, home, root, "run", SID)
+    try:
+        code, out, err = ai_sdlc(venv, home, root, "run", SID)
+        left = processes_naming(reports)
+    finally:
+        kill_all(processes_naming(reports))
 
     assert code == 0, out + err
     tried = [
@@ -161,10 +197,19 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
         for line in (reports / f"{role}.jsonl").read_text().splitlines()
     ]
     assert {r["role"] for r in tried} == {"agent", "verify", "grandchild"}
+    assert {Path(r["path"]).name for r in tried} == {"landlock.py", "__init__.py", "config"}
     assert tried and all(r["outcome"].startswith("denied") for r in tried), tried
     assert cached_copies(home) == before
-    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json")[1])
-    assert shown["frontmatter"]["status"] == "done"
+    assert left == []
+    # Afterwards the user's own tools run nothing a child planted: ai-sdlc itself, and plain
+    # git in the main checkout and the kept worktree; the home is what it was.
+    status = ai_sdlc(venv, home, root, "status")
+    assert status[0] == 0, status
+    assert len(plain_git_everywhere(root)) == 2  # the main checkout and the story's worktree
+    assert not (reports / "payload-ran").exists()
+    assert home_sums(home, state) == sums
+    fm = assert_counted_honestly(root, SID)
+    assert (fm["status"], fm.get("total_recovery_attempts", 0)) == ("done", 0), fm
 
 
 def test_a_writable_root_holding_the_installations_hard_links_is_refused(

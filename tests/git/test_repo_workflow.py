@@ -318,6 +318,8 @@ def test_a_secret_file_blocks_the_story_without_leaking_the_key(world: World) ->
     world.env["FAKE_AGENT_FILES"] = json.dumps(
         {"hello.py": HELLO, ".env": f"OPENAI_API_KEY={KEY}\n"}
     )
+    # A value holding a key is kept from agents unless the user hands it on by name.
+    world.configure("sandbox:\n  pass_env: [FAKE_AGENT_FILES]\n")
 
     result = world.run("--provider", "claude")
 

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 def configure(root: Path, *, keep: bool, setup: str = "") -> None:
     """The scripted agent's implementation writes a new file; done worktrees kept or not;
     `setup`: a `worktree.setup` command."""
-    text = f"git:\n  keep_worktrees: {json.dumps(keep)}\n"
+    text = f"git:\n  keep_worktrees: {json.dumps(keep)}\nverify:\n  none: true\n"
     if setup:
         text += f"worktree:\n  setup: {json.dumps([setup])}\n"
     (root / ".ai-sdlc" / "config.yaml").write_text(text)

@@ -332,7 +332,7 @@ def test_an_edit_phase_with_denied_writes_is_an_agent_failure_despite_its_succes
     with pytest.raises(AgentReportedError) as info:
         provider.execute(fake.request())
     message = info.value.message
-    assert "claude was denied 2 tool call(s) during implement" in message
+    assert "claude was denied 2 tool calls during implement" in message
     assert "Write(" in message and "calc.py" in message
 
 

@@ -13,7 +13,9 @@ from tests.support.git_support import git
 from tests.support.paths import FAKES
 
 AGENT = FAKES / "held_agent.py"
-ENV = {"AI_SDLC_PROVIDER": "command"}
+#: PYTEST_DISABLE_PLUGIN_AUTOLOAD: a project judged by this venv's own pytest (the flat layout)
+#: does not load this venv's plugins, hypothesis, xdist & co. (1 s of each run's 1.2 s).
+ENV = {"AI_SDLC_PROVIDER": "command", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 class HeldStory:
@@ -21,9 +23,19 @@ class HeldStory:
     `log`, in a records folder of its own outside the project that the project's
     `sandbox.writable` names (as a user widens the sandbox)."""
 
-    def __init__(self, root: Path, log: Path, behaviour: str, title: str = "Multiply") -> None:
+    def __init__(
+        self,
+        root: Path,
+        log: Path,
+        behaviour: str,
+        title: str = "Multiply",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.log = log
+        #: More environment for every command (a state home of the test's own, where the
+        #: agent writes into the caches every story shares).
+        self.env = {**ENV, **(env or {})}
         log.parent.mkdir(parents=True, exist_ok=True)
         self.config("sandbox.writable", json.dumps([str(log.parent)]))
         self.config("ai.provider", "command")
@@ -39,11 +51,11 @@ class HeldStory:
         story.write_text(text.replace("\n---\n", "\nallow_test_changes: true\n---\n", 1))
 
     def config(self, key: str, value: str) -> None:
-        done = run_cli(self.root, "config", key, value)
+        done = run_cli(self.root, "config", key, value, env=self.env)
         assert done.returncode == 0, done.output
 
     def run(self) -> CliResult:
-        return run_cli(self.root, "run", self.sid, env=ENV, timeout=300)
+        return run_cli(self.root, "run", self.sid, env=self.env, timeout=300)
 
     def fm(self) -> dict[str, object]:
         return dict(StoryStore(self.root).get(self.sid).frontmatter)

@@ -29,3 +29,44 @@ def wait_until_gone(pid: int, what: str, timeout: float = GUARD) -> None:
     finally:
         os.close(fd)
     assert ready, f"{what} (pid {pid}) still running {timeout:g}s later"
+
+
+def pids_holding(text: str) -> list[int]:
+    """Host pids of the live processes whose command line holds `text` (a path of the test's own,
+    e.g. the marker a stand-in writes): a stand-in in the sandbox's PID namespace cannot name
+    itself to the test (its `os.getpid()` is the namespace's: 1, 2, ...), but the host's `/proc`
+    lists it with its command line."""
+    wanted = text.encode()
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if wanted in handle.read():  # a zombie's is empty: it has ended
+                    found.append(int(entry))
+        except OSError:
+            continue  # ended while we looked
+    return found
+
+
+def host_pid(pid: int, holding: str) -> int:
+    """The host pid of the process that calls itself `pid` (in its own PID namespace, or not)
+    and whose command line holds `holding`; fails when there is none or more than one."""
+    found = []
+    for candidate in pids_holding(holding):
+        try:
+            with open(f"/proc/{candidate}/status") as handle:
+                nspid = next(ln for ln in handle if ln.startswith("NSpid:")).split()[1:]
+        except (OSError, StopIteration):
+            continue
+        if nspid and int(nspid[-1]) == pid:
+            found.append(candidate)
+    assert len(found) == 1, f"{len(found)} processes named {pid} hold {holding!r}: {found}"
+    return found[0]
+
+
+def wait_until_none_hold(text: str, what: str, timeout: float = GUARD) -> None:
+    """Return once no process whose command line holds `text` is left (`pids_holding`)."""
+    for pid in pids_holding(text):
+        wait_until_gone(pid, what, timeout)

@@ -29,7 +29,7 @@ from tests.support.runs_support import (
     write_config,
     write_rules,
 )
-from tests.support.waits import GUARD, NEVER, wait_until_gone
+from tests.support.waits import GUARD, NEVER, host_pid, wait_until_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
@@ -164,7 +164,7 @@ def test_ctrl_c_during_a_phase_rolls_it_back_and_run_continue_finishes(tmp_path:
     while not (marker.exists() and marker.read_text().strip().isdigit()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
-    pid = int(marker.read_text())
+    pid = host_pid(int(marker.read_text()), str(script))  # its own is its namespace's
     proc.send_signal(signal.SIGINT)
     _, err = stop_or_explain(proc, timeout=GUARD, leftovers=(pid,))
     assert proc.returncode == 130, err

@@ -508,7 +508,7 @@ def test_setup_settings_are_checked_like_any_config(tmp_path: Path) -> None:
         ("worktree.setup_timeout", "0"),
     ):
         refused = run_cli(repo.root, "config", key, value)
-        assert refused.returncode == 3, (key, value, refused.output)
+        assert refused.returncode == 2, (key, value, refused.output)  # typed: a usage error
         assert key in refused.stderr and "Traceback" not in refused.output
     assert run_cli(repo.root, "config", "worktree.setup_inputs", '["deps.lock"]').returncode == 0
 

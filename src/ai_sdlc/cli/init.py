@@ -13,7 +13,8 @@ import typer
 
 from ai_sdlc.cli.application import Application
 from ai_sdlc.cli.options import JsonOption
-from ai_sdlc.config import write_default_config
+from ai_sdlc.config import load_config, write_default_config
+from ai_sdlc.errors import AiSdlcError
 from ai_sdlc.git.repo import toplevel
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.anchor import forget_project
@@ -71,9 +72,24 @@ def init(
                 "in a story worktree); set it when the tests need one, e.g. "
                 "`ai-sdlc config worktree.setup '[\"npm ci\"]'`"
             )
-        out.info('Next: ai-sdlc add "Your first story"')
+        out.info(_next_step(store.root))
     else:
         out.result(f"Already initialised: {store.ai_dir}")
+
+
+def _next_step(root: Path) -> str:
+    """What to do next. A run refuses to start (exit 3) until verification is configured, so
+    a project without it is told that first: `add` then `run` would lead into that wall."""
+    try:
+        verify = load_config(root).typed().verify
+    except AiSdlcError:  # a broken user config file is said by the next command that needs it
+        verify = None
+    if verify is not None and not (verify.build or verify.test or verify.none):
+        return (
+            "Next: say how the project is tested (ai-sdlc config verify.test 'pytest -q'), "
+            'then ai-sdlc add "Your first story"'
+        )
+    return 'Next: ai-sdlc add "Your first story"'
 
 
 def register(app: typer.Typer) -> None:

@@ -1,17 +1,19 @@
 """`ai-sdlc list`: one compact line per story, filtered and sorted, or `--json`.
 
 Columns: id, status, priority, type, epic, dependencies, the recovery counter against
-`limits.global_recovery` (`3/10`), and the title cut to the width with `…`. A terminal gets a
-bold header and colour; a pipe gets the same aligned text without styles (cut only when
-`COLUMNS` is set), so `ai-sdlc list | grep` and `cut` work. Filters combine: a story is listed
-when its status is one of `--status` (or blocked, with `--blocked`), it carries every `--label`,
-and it belongs to `--epic`. A story whose branch no longer merges cleanly into what it builds on
-(a sibling merged first) has `+conflicts` after its status (`--status conflicts` lists those;
-`--json` gives the files as `conflicts`).
+`limits.global_recovery` (`3/10`), and the title cut to the width with `…` (on a screen
+too narrow to leave it 20 columns, the title goes whole on the lines under its story). A
+terminal gets a bold header and colour; a pipe gets the same aligned text without styles (cut
+only when `COLUMNS` is set), so `ai-sdlc list | grep` and `cut` work. Filters combine: a story
+is listed when its status is one of `--status` (or blocked, with `--blocked`), it carries every
+`--label`, and it belongs to `--epic`. A story whose branch no longer merges cleanly into what
+it builds on (a sibling merged first) has `+conflicts` after its status (`--status conflicts`
+lists those; `--json` gives the files as `conflicts`).
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -177,13 +179,22 @@ def _cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
+#: Below this many columns left for the title after the fields (a 50-column terminal leaves
+#: 2: `A…`), each title goes whole on the lines under its story instead, wrapped.
+_MIN_TITLE_ROOM = 20
+
+
 def _print(out: Terminal, rows: list[dict[str, Any]]) -> None:
     table = [_cells(r) for r in rows]
     widths = [max(cell_len(c) for c in col) for col in zip(_HEAD, *table, strict=False)]
     width = data_width(out)
+    fields = sum(widths) + 2 * (len(widths) - 1)
+    below = width is not None and width - fields - 2 < _MIN_TITLE_ROOM
 
     def line(cells: list[str], title: str) -> str:
         head = "  ".join(c + " " * (w - cell_len(c)) for c, w in zip(cells, widths, strict=True))
+        if below:
+            return head.rstrip()
         room = None if width is None else max(width - cell_len(head) - 2, 1)
         return f"{head}  {one_line(title, room)}"
 
@@ -191,6 +202,11 @@ def _print(out: Terminal, rows: list[dict[str, Any]]) -> None:
     for row, cells in zip(rows, table, strict=True):
         style = "red" if row["conflicts"] else _STYLES.get(_shown_status(row))
         out.data(line(cells, str(row["title"])), style=style)
+        if below and width is not None:
+            for text in textwrap.wrap(
+                " ".join(str(row["title"]).split()), max(width - 4, 1), break_on_hyphens=False
+            ):
+                out.data(f"    {text}", style=style)
 
 
 def register(app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ from ai_sdlc.cli.completion import story_ids
 from ai_sdlc.cli.options import JsonOption
 from ai_sdlc.cli.terminal import Terminal
 from ai_sdlc.errors import UsageError
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.state.events import EVENTS_FILE
 
 #: `--kind` groups (any single action name is accepted too, see ACTIONS).
@@ -147,11 +148,12 @@ def log(
         what = "no events" if wanted is None else "no matching events"
         out.info(f"{story_id}: {what} yet ({path})")
     if shortened and not full and not json:
+        whole = "it whole" if shortened == 1 else "them whole"
         out.info(
-            f"{shortened} event(s) shortened; `ai-sdlc log {story_id} --full` shows them whole"
+            f"{count(shortened, 'event')} shortened; `ai-sdlc log {story_id} --full` shows {whole}"
         )
     if reader.skipped and not json:
-        out.warn(f"{reader.skipped} unreadable line(s) in {path} skipped")
+        out.warn(f"{count(reader.skipped, 'unreadable line')} in {path} skipped")
 
 
 def actions_for(kinds: list[str]) -> frozenset[str] | None:
@@ -345,8 +347,14 @@ def counters_text(counters: Any) -> str:
 
 
 def reason_text(event: dict[str, Any]) -> str:
+    """The one line that explains the event. A failed verification's `feedback` is the test
+    runner's output (`F [100%] ===== FAILURES ====…` once flattened): it is kept beside the
+    event (`output_file`, shown by `--full`) and its cause is said by the recovery that
+    follows, so it is not cut into the timeline."""
     for field in _REASON_FIELDS:
         value = event.get(field)
+        if field == "feedback" and event.get("output_file"):
+            continue
         if value:
             text = " ".join(plain_text(value).split())
             if len(text) > _REASON_WIDTH:

@@ -109,6 +109,8 @@ class Progress:
                 "can write anywhere you can (see docs/sandbox.md)"
             )
         if name == "verification_finished":
+            if not e.get("passed") and phase in ("implement", "rework"):
+                return None  # said once, by the phase's `✗ verification failed` line
             return f"[{story}] verification {'passed' if e.get('passed') else 'failed'}"
         if name == "baseline_started":
             return f"[{story}] verifying the untouched base {str(e.get('base', ''))[:12]} first"
@@ -141,8 +143,11 @@ class Progress:
                 extra = f", waiting {float(e['delay']):.1f}s"
             reason = f": {e['reason']}" if e.get("reason") else ""
             return f"[{story}] recovery {e.get('total')}/{e.get('limit')} ({kind}{extra}){reason}"
-        if name == "story_finished":
-            return f"[{story}] {e.get('outcome')} in {e.get('elapsed', 0):.1f}s"
+        if name == "story_finished":  # a story that stopped short (a gate, a review) is said
+            # by its result line ("S-0001: waiting for approval: run 'ai-sdlc approve …'")
+            if e.get("outcome") != "done":
+                return None
+            return f"[{story}] done in {float(e.get('elapsed') or 0):.1f}s"
         if name == "tool_call":
             return f"[{story}]   {phase} tool {e.get('tool', '')}"
         if name == "workspace":

@@ -168,6 +168,14 @@ def execute(
     return in_review_exit(store, outcomes)
 
 
+def halted_hint(why: str, command: str) -> str:
+    """The hint under a halted run's error: how to continue, unless the reason already named
+    it (the attempt cap says `run --continue` and `--max-attempts`): a way out said once."""
+    if "'ai-sdlc run --continue" in why:
+        return "every finished story is kept"
+    return f"every finished story is kept; to continue: {command}"
+
+
 def in_review_exit(store: StoryStore, outcomes: list[StoryOutcome]) -> int:
     """7 when a story the run worked on ended waiting in review (its PR waits on people: a CI
     script must tell it from done), else 0."""
@@ -252,14 +260,10 @@ def _warn_of_clashes(plan: DryRunPlan, config: Any, store: Any) -> None:
 def _resume_plan(out: Terminal, store: Any, run_id: str | None) -> DryRunPlan:
     """What `run --resume RUN_ID` (None: `--continue`, the latest run) would do: the plan of
     each story of the run that is not done yet, read without writing anything."""
-    from ai_sdlc.workflow.runs.runstate import RunNotFoundError, RunRepository
+    from ai_sdlc.workflow.runs.runstate import RunRepository
+    from ai_sdlc.workflow.session import resumable
 
-    runs = RunRepository(store.ai_dir)
-    state = runs.load(run_id) if run_id is not None else runs.latest()
-    if state is None:
-        raise RunNotFoundError(
-            f"no run to continue in {runs.root}", hint="start one with 'ai-sdlc run --auto'"
-        )
+    state = resumable(RunRepository(store.ai_dir), run_id)  # refused as the run refuses it
     left = [s.story_id for s in state.stories if store.get(s.story_id).status != "done"]
     out.info(f"Resuming run {state.run_id} would continue with: {', '.join(left) or 'nothing'}")
     return (
@@ -295,15 +299,22 @@ def _finish_idle(out: Terminal, idle: Idle, json: bool, extra: dict[str, Any]) -
 
 
 def render_idle(out: Terminal, idle: Idle, nothing: str = "Nothing to run") -> None:
-    """The headline, then one line per held story (`watch --once` shows the same): a blocked
-    backlog is the run's result (stdout, kept by -q, exit 5); otherwise a note (stderr). A
-    story waiting on a blocked story outside the run is also an error (stderr, exit 5)."""
-    say = out.result if idle.blocked or idle.stuck or idle.unreadable else out.info
+    """The headline, then one line per held story (`watch --once` shows the same), then the
+    way out. Stories the user named (`--epic`) left blocked are the run's result (stdout, kept
+    by -q, exit 5; one waiting on a blocked story outside the run is an error); a backlog the
+    run picked from, blocked before it, is a note (stderr, exit 0: docs/conventions.md)."""
+    say = out.result if idle.failed or idle.unreadable else out.info
     say(idle.headline(nothing))
     for line in idle.lines():
         say(f"  {line}")
+    way = idle.way_out()
+    if way is not None:
+        (out.alert if idle.failed else out.info)(f"  hint: {way}")
     for line in idle.stuck_lines():
-        out.error(line)
+        if idle.failed:
+            out.error(line)
+        else:
+            out.warn(line)
     _render_unreadable(out, idle.unreadable)
 
 
@@ -319,7 +330,8 @@ def _render_unreadable(out: Terminal, unreadable: list[tuple[str, str | None]]) 
 def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bool) -> int:
     """Summarise a multi-story run; exit 6 when a stop condition halted it, 130 when
     interrupted (both resumable), 1 when a batch completed but skipped a story, 5 when a run
-    completed but skipped stories that wait on a story blocked outside it, 3 when it could not
+    completed but skipped stories of the epic it was asked for that wait on a story blocked
+    outside it (a note under `--auto`: docs/conventions.md), 3 when it could not
     read a story file (each named with its file:line reason), 7 when a story ended in review."""
     root = store.root
     from ai_sdlc.cli.runs import continue_command, render_loop, statistics_line
@@ -372,7 +384,7 @@ def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bo
         )
         raise RunHaltedError(
             f"run {state.run_id} halted ({state.stop_reason.condition}): {why}",
-            hint=f"every finished story is kept; to continue: {command}",
+            hint=halted_hint(why, command),
         )
     incomplete = report.skipped_error()
     if incomplete is not None:
@@ -382,10 +394,19 @@ def _finish_multi(out: Terminal, store: StoryStore, report: RunOutcome, json: bo
         # What it could start is done; the rest waits on a human (a story blocked outside it,
         # a story file that cannot be read).
         out.result(f"Run {state.run_id} completed without every story. {stats}")
-        for line in report.held.stuck_lines() if report.held is not None else []:
-            out.error(line)
+        held = report.held
+        failed = held is not None and held.failed  # the epic the user named cannot finish
+        for line in held.stuck_lines() if held is not None else []:
+            if failed:
+                out.error(line)
+            else:
+                out.warn(line)
         _render_unreadable(out, report.unreadable)
-        return int(ExitCode.BLOCKED if report.held is not None else ExitCode.INVALID_INPUT)
+        if failed:
+            return int(ExitCode.BLOCKED)
+        if report.unreadable:
+            return int(ExitCode.INVALID_INPUT)
+        return in_review_exit(store, report.outcomes)
     out.success(f"Run {state.run_id} completed. {stats}")
     return in_review_exit(store, report.outcomes)
 

@@ -143,12 +143,13 @@ def _finish(
     if result.blocked:
         raise typer.Exit(int(ExitCode.BLOCKED))
     if result.halted:
+        from ai_sdlc.cli.run_command import halted_hint
+
         last = result.runs[-1].state
+        why = last.stop_reason.message if last.stop_reason else "a stop condition"
         raise RunHaltedError(
-            f"run {last.run_id} halted: "
-            + (last.stop_reason.message if last.stop_reason else "a stop condition"),
-            hint="every finished story is kept; to continue: "
-            + continue_command(root, last.run_id),
+            f"run {last.run_id} halted: {why}",
+            hint=halted_hint(why, continue_command(root, last.run_id)),
         )
     from ai_sdlc.cli.run_command import in_review_exit
 

@@ -573,7 +573,8 @@ def select_workspace(
     guard: Guard = call_directly,
     gh: str = "gh",
 ) -> tuple[StoryWorkspace, str | None]:
-    """The workspace for a run, and a one-line notice when isolation is off.
+    """The workspace for a run, and a one-line notice when isolation is off or the checkout
+    has uncommitted changes the story's worktree will not have.
 
     `--no-worktree` or `git.worktrees: false` → the project folder itself; outside a git
     repository (or one without a commit) → the project folder, with a notice saying so.
@@ -591,7 +592,25 @@ def select_workspace(
             "the git repository has no commit yet: agents work in the project folder itself "
             "(make a first commit to get a worktree per story)"
         )
-    return GitWorkspace.from_config(root, config, guard=guard, gh=gh, location=found), None
+    workspace = GitWorkspace.from_config(root, config, guard=guard, gh=gh, location=found)
+    return workspace, uncommitted_notice(found.top)
 
 
-__all__ = ["GitWorkspace", "PublishError", "select_workspace"]
+def uncommitted_notice(top: Path) -> str | None:
+    """One line when the checkout at `top` has uncommitted changes: a story's worktree starts
+    from commits, so the user's edits are neither seen by the agents nor judged; silence would
+    let them think otherwise. None when it is clean (`.ai-sdlc/` never counts)."""
+    try:
+        changed = [c.path for c in staging.status(top)]
+    except GitError:
+        return None  # a status git cannot give is not worth a run's failure
+    if not changed:
+        return None
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return (
+        f"uncommitted changes in your checkout ({shown}) stay out of the story's worktree, "
+        "which starts from commits: commit them first if the story needs them"
+    )
+
+
+__all__ = ["GitWorkspace", "PublishError", "select_workspace", "uncommitted_notice"]

@@ -77,6 +77,7 @@ from ai_sdlc.sandbox.childenv import CLAUDE_KEYS
 from ai_sdlc.sandbox.policy import SandboxPolicy
 from ai_sdlc.sandbox.proxy import agent_egress
 from ai_sdlc.spawn import start_session
+from ai_sdlc.wording import count
 
 READ_TOOLS = ("Read", "Glob", "Grep")
 EDIT_TOOLS = ("Write", "Edit", "NotebookEdit")
@@ -512,7 +513,7 @@ def _refuse_denials(request: ProviderRequest, result: dict[str, Any]) -> None:
         shown.append(f"{name}({truncate(redact(str(target)), 80)})" if target else name)
     more = f" and {len(denials) - 5} more" if len(denials) > 5 else ""
     raise AgentReportedError(
-        f"claude was denied {len(denials)} tool call(s) during {request.phase.value}: "
+        f"claude was denied {count(len(denials), 'tool call')} during {request.phase.value}: "
         + ", ".join(shown)
         + more,
         hint="allow the tools this phase needs (ai.claude.extra_args, your Claude Code "

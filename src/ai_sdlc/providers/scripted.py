@@ -64,6 +64,7 @@ from ai_sdlc.providers.scripted_rules import (
     load_rules,
 )
 from ai_sdlc.providers.scripted_usage import ServedCounts
+from ai_sdlc.wording import count
 
 STAMP = "scripted provider (no AI)"
 STAMP_LINE = f"_Produced by the {STAMP}._"
@@ -103,8 +104,8 @@ class ScriptedProvider(Provider):
         self._clock = clock
 
     def status(self) -> ProviderStatus:
-        count = len(self.rule_set.rules)
-        where = f"{count} rule(s) from {RULES_FILE}" if self.rule_set.digest else "default answers"
+        rules = count(len(self.rule_set.rules), "rule")
+        where = f"{rules} from {RULES_FILE}" if self.rule_set.digest else "default answers"
         return ProviderStatus(self.name, True, f"built in, offline, no AI ({where})")
 
     def execute(self, request: ProviderRequest) -> ProviderResult:

@@ -18,9 +18,11 @@ gets (in its environment, overriding the user's values):
 (whose `.ai-sdlc/` children must not write) and read by nothing the user runs unconfined.
 Logins are seeded by copying the user's credential files in (a refreshed token stays in the
 copy; the user's file is copied again only when it is newer), or passed by environment (API
-keys); the user's real folders are never writable. A private Codex `config.toml` is the user's
-with `request_max_retries = 0` and `stream_max_retries = 0` on every provider (`codexconf`), so
-each refused request is one ai-sdlc counts and retries under its `llm` policy.
+keys); the user's real folders are never writable. Cargo's settings are made the user's again
+before every child: a `runner` a child left in the shared cache would run every `cargo test`.
+A private Codex `config.toml` is the user's with `request_max_retries = 0` and
+`stream_max_retries = 0` on every provider (`codexconf`), so each refused request is one
+ai-sdlc counts and retries under its `llm` policy.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ _SEEDS: tuple[tuple[str, str, str], ...] = (
     ("gemini", "installation_id", "gemini/.gemini"),
     ("gemini", ".env", "gemini/.gemini"),
 )
-#: Cargo's settings (a registry mirror, say); never its credentials.
+#: Cargo's settings (a registry mirror, say); never its credentials. Kept exactly the user's
+#: before every child (`_settle`): `CARGO_HOME` is a cache every story shares and children
+#: write, and a `runner` or `rustc-wrapper` left there would decide every later `cargo test`.
 _CARGO_SEEDS = ("config.toml", "config")
 
 
@@ -174,7 +178,7 @@ def prepare(sources: HomeSources, workspace: Path) -> PrivateHomes:
         for key, name, target in _SEEDS:
             _seed(Path(sources.folder(key), name), home / target / name)
         for name in _CARGO_SEEDS:
-            _seed(Path(sources.cargo, name), caches / "cargo" / name)
+            _settle(Path(sources.cargo, name), caches / "cargo" / name)
         codex = private_codex_config(Path(sources.codex) / "config.toml")
         _write_if_changed(home / "codex" / "config.toml", codex)
     except OSError as exc:
@@ -205,6 +209,28 @@ def _seed(source: Path, target: Path) -> None:
             if target.is_symlink() or target.exists():
                 _remove(target)
         elif target.stat().st_mtime_ns >= mtime:
+            return
+    except OSError:
+        return
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+    os.chmod(target, 0o600)
+
+
+def _settle(source: Path, target: Path) -> None:
+    """Make `target` the user's settings file `source` again: copied when its bytes differ,
+    removed when the user has none (a regular file only counts as the user's)."""
+    try:
+        wanted = source.read_bytes() if source.is_file() and not source.is_symlink() else None
+    except OSError:
+        wanted = None
+    try:
+        if target.is_symlink() or target.is_dir():
+            _remove(target)
+        elif target.is_file() and wanted is not None and target.read_bytes() == wanted:
+            return
+        if wanted is None:
+            target.unlink(missing_ok=True)
             return
     except OSError:
         return

@@ -26,9 +26,10 @@ import msgspec
 from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.sandbox.childenv import command_environment
-from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.sandbox.policy import SYSTEM_WRITABLE, SandboxPolicy
 from ai_sdlc.secrets import redact
-from ai_sdlc.spawn import kill_session, start_session
+from ai_sdlc.spawn import kill_session, start_session, wait_for_exit
+from ai_sdlc.verify import bytecode
 from ai_sdlc.verify.counts import TestCounts, parse_counts
 from ai_sdlc.verify.failures import failure_reason
 from ai_sdlc.verify.normalise import failure_signature, normalise_failure
@@ -190,6 +191,7 @@ def run_commands(
         environment[PYCACHE_VAR] = pycache
         if sandbox is not None:
             writable = (*sandbox.writable, pycache, str(reports))
+            bytecode.seed(Path(pycache), (*writable, sandbox.runs, *SYSTEM_WRITABLE, str(cwd)))
             sandbox = msgspec.structs.replace(sandbox, writable=writable)
         return _run_steps(
             parsed, cwd, timeout, environment, clock, max_output, sandbox, section, reports
@@ -408,7 +410,7 @@ def _pump(process: subprocess.Popen[bytes], buffer: _HeadTail, timeout: float) -
     process.stdout.close()
     remaining = max(0.0, deadline - time.monotonic())
     try:
-        process.wait(timeout=remaining if not timed_out else KILL_GRACE_SECONDS)
+        wait_for_exit(process, remaining if not timed_out else KILL_GRACE_SECONDS)
     except subprocess.TimeoutExpired:
         timed_out = True
         _terminate_group(process)
@@ -422,7 +424,7 @@ def _terminate_group(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the group, give it the grace period, then SIGKILL whatever is left."""
     _kill_group(process, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=KILL_GRACE_SECONDS)
+        wait_for_exit(process, KILL_GRACE_SECONDS)
     _kill_group(process, signal.SIGKILL)
 
 

@@ -7,9 +7,11 @@ definition (`package.json` scripts it runs, a `Makefile`/`justfile` it runs, `to
 harness settings, `.cargo/config.toml`, `go.mod`'s `tool`/`toolchain` lines, `.npmrc`), test
 entry points (Go's `TestMain` and `init` in `*_test.go`, jest/vitest/mocha/ava set-up files)
 and modules that shadow the runner (`pytest.py`, `_pytest/`, `pluggy/`, `unittest.py`, the
-module run with `-m`, at the project folder or `src/`, or any `node_modules/` folder of the
-change). Git-ignored files count too: `go test` and Python read them, the diff does not show
-them. The runner's installed code in the worktree's environment is held by
+module run with `-m`, at the project folder or `src/`, any `node_modules/` folder of the
+change, or a `package.json` renamed after the runner, which then serves the runner's imports
+from its own `exports`), and entry points there (`*.dist-info/entry_points.txt`: pytest loads
+the plugins they name). Git-ignored files count too: `go test` and Python read them, the
+diff does not show them. The runner's installed code in the worktree's environment is held by
 `worktree_env.envdigest`. `verify.protected` (the base's tests, run again in their base
 versions) is `protect`'s.
 """
@@ -35,14 +37,21 @@ from ai_sdlc.verify.protect import (
     matches,
 )
 
-#: Modules of Python's test runners and their plugin machinery: one of these the change adds
-#: where Python imports from (the project folder, `src/`) runs instead of the runner.
+#: Modules of Python's test runners, their plugin machinery and the packages pytest imports
+#: (`pygments` at start; `packaging`, `exceptiongroup`, `tomli`, `colorama` when it needs
+#: them): one of these the change adds where Python imports from (the project folder, `src/`,
+#: which an editable install puts before the installed packages) runs inside the runner.
 RUNNER_MODULES: tuple[str, ...] = (
     "pytest",
     "_pytest",
     "pluggy",
     "py",
     "iniconfig",
+    "pygments",
+    "packaging",
+    "exceptiongroup",
+    "tomli",
+    "colorama",
     "unittest",
     "nose2",
     "xdist",
@@ -52,7 +61,8 @@ RUNNER_MODULES: tuple[str, ...] = (
 #: editable install (or the layered venv) puts `src/` before the installed packages.
 SOURCE_ROOTS: tuple[str, ...] = ("", "src/")
 #: Files held whole wherever they are: test runners' set-up and configuration a test run loads
-#: (the base's own `jest.config.*` & co. are also `verify.protected`).
+#: (the base's own `jest.config.*` & co. are also `verify.protected`), and Babel's config, which
+#: Jest compiles the tests with (a plugin can strip every `expect`).
 SETUP_FILES: tuple[str, ...] = (
     "jest.setup.*",
     "jest.preset.*",
@@ -64,6 +74,9 @@ SETUP_FILES: tuple[str, ...] = (
     ".nycrc*",
     ".taprc",
     "karma.conf.*",
+    "babel.config.*",
+    ".babelrc",
+    ".babelrc.*",
     ".pytest.ini",
     "pytest.toml",
     ".pytest.toml",
@@ -83,8 +96,12 @@ PROGRAM_FILES: dict[str, tuple[str, ...]] = {
     "yarn": (".npmrc", ".yarnrc", ".yarnrc.yml"),
     "pnpm": (".npmrc", "pnpm-workspace.yaml"),
 }
-#: `package.json` keys read by test runners (besides `scripts`).
-PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap")
+#: `package.json` keys read by test runners (besides `scripts`); `babel`: Jest compiles the
+#: tests with the project's Babel config, whose plugins can rewrite them.
+PACKAGE_KEYS: tuple[str, ...] = ("jest", "mocha", "ava", "c8", "nyc", "tap", "babel")
+#: `package.json`'s own name: Node resolves a package's imports of its own name from its
+#: `exports` before `node_modules`, so a package renamed `uvu` serves `uvu/assert` itself.
+PACKAGE_SELF = "name"
 #: pyproject.toml tables that define how tests run (`tool.pytest` is `protect`'s).
 PYPROJECT_TABLES: tuple[tuple[str, ...], ...] = (
     ("tool", "hatch", "envs"),
@@ -97,18 +114,23 @@ _NPM_LIKE = ("npm", "pnpm", "yarn", "bun")
 
 
 def held_changes(
-    path: Path, base: str, commands: Sequence[tuple[str, str]]
+    path: Path,
+    base: str,
+    commands: Sequence[tuple[str, str]],
+    changes: Sequence[tuple[str, str]] | None = None,
 ) -> list[tuple[str, str]]:
     """What the change (committed, uncommitted, untracked or git-ignored) alters of what decides
     the verdict: (file, what of it), e.g. ("package.json", "scripts.test"), ("pytest.py",
     "shadows the test runner's module pytest"), ("main_test.go", "func TestMain"), ("Makefile",
-    ""), in the order found; `describe` says one."""
+    ""), in the order found; `describe` says one. `changes`: the tree's changes as
+    `changed_files` + `untracked` list them, when the caller has them already (each is a git
+    process)."""
     argvs = [_split(line) for _, line in commands]
     programs = {PurePosixPath(a[0]).name for a in argvs if a}
     whole = SETUP_FILES + tuple(f for p in sorted(programs) for f in PROGRAM_FILES.get(p, ()))
     shadows = RUNNER_MODULES + tuple(_run_modules(argvs))
-    changes = [(s, r) for s, r in changed_files(path, base)]
-    changes += _untracked(path)
+    if changes is None:
+        changes = [*changed_files(path, base), *untracked(path)]
     found: list[tuple[str, str]] = []
     for status, relative in changes:
         found += _judged(path, base, status, relative, whole, shadows, argvs)
@@ -127,6 +149,11 @@ def _judged(
     name = PurePosixPath(relative).name
     parts = PurePosixPath(relative).parts
     if relative.endswith("/"):  # a git-ignored folder: a package of a runner's module?
+        if _nested_modules(path, base, relative):
+            return [(relative, _NESTED)]
+        points = relative + "entry_points.txt"
+        if _metadata(points) and b"[pytest11]" in (_read(path / points) or b""):
+            return [(points, _ENTRY_POINTS)]
         module = _shadowed(relative + "__init__.py", shadows)
         return (
             [] if module is None else [(relative, f"(shadows the test runner's module {module})")]
@@ -134,8 +161,10 @@ def _judged(
     if "node_modules" in parts[:-1]:
         return [(relative, "(a node_modules package, loaded instead of the installed one)")]
     module = _shadowed(relative, shadows)
-    if module is not None:
+    if module is not None and not _own_module(path, base, relative, module):
         return [(relative, f"(shadows the test runner's module {module})")]
+    if _metadata(relative):
+        return [(relative, _ENTRY_POINTS)]
     if matches(relative, whole):
         return [(relative, "")]
     if status == "I" and matches(name, (*CONFIG_NAMES, *STARTUP_NAMES)):
@@ -150,6 +179,41 @@ def _judged(
     now = reader(_read(path / relative), argvs)
     keys = sorted(before.keys() | now.keys())
     return [(relative, key) for key in keys if before.get(key) != now.get(key)]
+
+
+_NESTED = "(a node_modules folder, loaded before the installed packages)"
+_ENTRY_POINTS = "(entry points where Python imports from: pytest loads the plugins they name)"
+
+
+def _metadata(relative: str) -> bool:
+    """Whether `relative` is the `entry_points.txt` of a package's metadata (`*.dist-info`,
+    `*.egg-info`) at a source root: every distribution on `sys.path` is read there, and pytest
+    loads each `pytest11` plugin it names, which runs before any test."""
+    for root in SOURCE_ROOTS:
+        if not relative.startswith(root):
+            continue
+        rest = PurePosixPath(relative[len(root) :]).parts
+        if (
+            len(rest) == 2
+            and rest[0].endswith((".dist-info", ".egg-info"))
+            and rest[1] == "entry_points.txt"
+        ):
+            return True
+    return False
+
+
+def _nested_modules(path: Path, base: str, folder: str) -> bool:
+    """Whether the git-ignored `folder` is a `node_modules/` below the project's own (which
+    the environment digest holds) where the base has no package of its own (`package.json`
+    beside it, as a workspace package has): the usual `node_modules/` line of `.gitignore`
+    hides it from the diff, and Node finds it before the installed packages."""
+    parts = PurePosixPath(folder).parts
+    if "node_modules" not in parts or parts == ("node_modules",):
+        return False
+    if parts[0] == "node_modules":
+        return False  # inside the installed packages: the environment digest's
+    owner = "/".join(parts[: parts.index("node_modules")])
+    return base_version(path, base, f"{owner}/package.json") is None
 
 
 def describe(held: tuple[str, str]) -> str:
@@ -174,6 +238,18 @@ def _shadowed(relative: str, shadows: Sequence[str]) -> str | None:
     return None
 
 
+def _own_module(path: Path, base: str, relative: str, module: str) -> bool:
+    """Whether the base already has `module` where `relative` puts it: the project's own
+    package (the `packaging` project's `src/packaging/`), the story's to change."""
+    prefix = relative[: relative.index(module)]
+    try:
+        out = git_bytes(path, "ls-tree", "--name-only", base, "--", prefix + module,
+                        prefix + module + ".py")  # fmt: skip
+    except OSError:
+        return False
+    return bool(out.strip())
+
+
 def _run_modules(argvs: Iterable[Sequence[str]]) -> list[str]:
     """The top-level modules run with `python -m X` by the verify commands."""
     found: list[str] = []
@@ -184,7 +260,7 @@ def _run_modules(argvs: Iterable[Sequence[str]]) -> list[str]:
     return found
 
 
-def _untracked(path: Path) -> list[tuple[str, str]]:
+def untracked(path: Path) -> list[tuple[str, str]]:
     """("A", file) for new files git does not track, ("I", file) for git-ignored ones (an
     ignored folder as one entry, `name/`: `.venv/`, `node_modules/` are the environment's,
     held by its digest)."""
@@ -251,7 +327,7 @@ def _package_json(data: bytes | None, argvs: Sequence[Sequence[str]]) -> dict[st
                 words = re.findall(r"[\w:.-]+", str(scripts[key]))
                 wanted += [w for w in words if w in scripts and w not in seen]
     out = {f"scripts.{k}": v for k, v in seen.items()}
-    out.update({k: loaded.get(k) for k in PACKAGE_KEYS if k in loaded})
+    out.update({k: loaded.get(k) for k in (*PACKAGE_KEYS, PACKAGE_SELF) if k in loaded})
     return {k: v for k, v in out.items() if v is not None}
 
 

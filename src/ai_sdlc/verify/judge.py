@@ -20,7 +20,8 @@ Every attempt that passes its own verification is then judged (`judge`):
   deleted is put back for one more verification against the attempt's code; a base test that
   no longer passes fails the attempt.
 - what decides the verdict held as it was at the base (`held`): a change to it fails the attempt
-  naming the file, whatever the tests said.
+  naming the file, whatever the tests said; toolchain settings the agents' private homes hold
+  (`go env -w`) are not read by a verification at all (`held_settings`).
 The base's run also decides whether Python runs the story's verifications with safe-path
 semantics (`PYTHONSAFEPATH=1`: no working folder first on `sys.path`): yes, unless the base
 then loses a module of its project folder (`Judge.safe_path`).
@@ -40,7 +41,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ import msgspec
 from ai_sdlc.errors import InvalidInputError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.git.run import GitError, clean_env, git_options
-from ai_sdlc.verify import held, protect, reasons, setaside
+from ai_sdlc.verify import freshness, held, protect, reasons, setaside
 from ai_sdlc.verify.commands import VerificationResult
 from ai_sdlc.verify.counts import TestCounts, parse_junit
 from ai_sdlc.verify.failures import error_line, failing_tests, failure_reason
@@ -65,6 +66,11 @@ BASELINE_FORMAT = 2
 #: Set in a verification's environment: Python does not put the working folder (or the script's)
 #: first on `sys.path`, so a `pytest.py` there cannot stand in for the runner (`-P`, 3.11+).
 SAFE_PATH_VAR = "PYTHONSAFEPATH"
+#: Toolchain settings a verification does not read from the agents' private homes, which
+#: agents write: `go env -w GOFLAGS=-run=^TestAdd$` would persist in `$XDG_CONFIG_HOME/go/env`
+#: and choose the tests of every later `go test`. A value the user's environment or
+#: `verify.env` gives is kept (it names a file of the user's, out of the agents' reach).
+HELD_SETTINGS: tuple[tuple[str, str], ...] = (("GOENV", "off"),)
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 #: Exit codes of a command a shell could not find (127) or not execute (126).
 NOT_RUNNABLE = (126, 127)
@@ -138,10 +144,20 @@ class Judge:
         self._deciding: set[str] = set()
         #: Work tree → whether its verifications run with Python's safe path (`safe_path`).
         self._safe: dict[str, bool] = {}
+        #: Work tree → the base its baseline was taken of (`freshen`).
+        self._bases: dict[str, str] = {}
 
     def deciding(self, path: Path) -> bool:
         """The base's verification is deciding safe path for `path` (run it as asked)."""
         return os.path.abspath(path) in self._deciding
+
+    def freshen(self, path: Path) -> None:
+        """Before an attempt's verification: the files its change touched are made newer
+        than every build output in the work tree (`freshness`), so no build tool that
+        decides by modification time runs what the agent built from other code."""
+        base = self._bases.get(os.path.abspath(path))
+        if base is not None:
+            freshness.newer_than_outputs(path, base)
 
     def safe_path(self, path: Path) -> bool:
         """Whether Python runs with safe-path semantics (`PYTHONSAFEPATH=1`) in the
@@ -156,6 +172,7 @@ class Judge:
         cannot be verified at all. None: no base commit, or `verify.baseline: false`."""
         if base is None or not self.settings.baseline or not self.settings.commands:
             return None
+        self._bases[os.path.abspath(path)] = base
         found = self.known(path, base)
         if found is not None:
             return found
@@ -268,6 +285,7 @@ class Judge:
         key = self._key(base, path)
         found = self._baselines.get(key) or self._load(key)
         if found is not None:
+            self._bases[os.path.abspath(path)] = base
             self._baselines[key] = found
             self._safe[os.path.abspath(path)] = found.safe_path
         return found
@@ -392,7 +410,10 @@ class Judge:
         if baseline.floor_off:
             judged["floor_off"] = baseline.floor_off
         # What decides the verdict is held as it was at the base, whatever the tests said.
-        held_now = held.held_changes(path, base, self.settings.commands)
+        # The tree's changes are listed once (three git processes) for every check below.
+        changed = protect.changed_files(path, base)
+        new_files = held.untracked(path)
+        held_now = held.held_changes(path, base, self.settings.commands, changed + new_files)
         if held_now:
             judged["held_changed"] = [held.describe(h) for h in held_now]
         if held_now and not allow_test_changes:
@@ -402,7 +423,9 @@ class Judge:
         if not verdict.passed:
             return verdict
         if not allow_test_changes:
-            files, sections = protect.protected_changes(path, base, self.settings.protected)
+            files, sections = protect.protected_changes(
+                path, base, self.settings.protected, changed
+            )
             judged["protected_changed"] = files + sections
             if sections:
                 return reasons.failed(
@@ -413,7 +436,9 @@ class Judge:
                 )
             # Test configuration the attempt added: the base's suite runs without it (and
             # without the new tests that may rely on it).
-            config, added = protect.added_configuration(path, base, self.settings.protected)
+            config, added = protect.added_configuration(
+                path, base, self.settings.protected, changed, [u for u in new_files if u[0] == "A"]
+            )
             judged["protected_added"] = config
             again_files = files + config + added if config else files
             linked = [(f, protect.linked_folder(path, f)) for f in again_files]
@@ -450,7 +475,12 @@ class Judge:
         """The attempt's test changes against `base` ("" when none or unknown)."""
         if base is None:
             return ""
-        changed = protect.run_quietly(lambda: held.held_changes(path, base, self.settings.commands))
+        # A diff shows only what the commit holds: its held files are found in its own changes.
+        changed = protect.run_quietly(
+            lambda: held.held_changes(
+                path, base, self.settings.commands, protect.changed_files(path, base)
+            )
+        )
         extra = [file for file, _what in changed or ()]
         return (
             protect.run_quietly(
@@ -478,6 +508,12 @@ class Judge:
         # Missing: the judge's own report overrode one the project's `addopts` asks for
         # (see `verify.pytest_run`); the counts read from the run stand.
         return msgspec.structs.replace(verdict, counts=counts or verdict.counts)
+
+
+def held_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` for a verification: the toolchains' per-user settings files in the agents'
+    reach switched off (`HELD_SETTINGS`), unless the user's environment names its own."""
+    return {**dict(HELD_SETTINGS), **environ}
 
 
 def lost_project_module(path: Path, verdict: VerificationResult) -> bool:

@@ -142,13 +142,16 @@ def base_version(path: Path, base: str, relative: str) -> bytes | None:
 
 
 def protected_changes(
-    path: Path, base: str, patterns: Sequence[str]
+    path: Path,
+    base: str,
+    patterns: Sequence[str],
+    changed: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(base files covered by `patterns` the attempt changed or deleted, shared files whose test
-    section it changed)."""
+    section it changed). `changed`: `changed_files(path, base)` when the caller has it."""
     files: list[str] = []
     sections: list[str] = []
-    for status, relative in changed_files(path, base):
+    for status, relative in changed_files(path, base) if changed is None else changed:
         if status == "A":
             continue  # new: not the base's
         if matches(relative, patterns):
@@ -159,17 +162,25 @@ def protected_changes(
 
 
 def added_configuration(
-    path: Path, base: str, patterns: Sequence[str]
+    path: Path,
+    base: str,
+    patterns: Sequence[str],
+    changed: Sequence[tuple[str, str]] | None = None,
+    untracked: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(test configuration the attempt added: new config files covered by `patterns`, new
     interpreter start-up files anywhere (`STARTUP_NAMES`) and shared files that gained a test
     section; the other new files covered by `patterns`, the new tests that may rely on it).
-    Both are absent from, or sectionless in, the base."""
+    Both are absent from, or sectionless in, the base. `changed`, `untracked`: the tree's
+    changes and its new untracked files ("A", path), when the caller has them."""
     config: list[str] = []
     added: list[str] = []
-    out = _git(path, "ls-files", "--others", "--exclude-standard", "-z", "--", ".")
-    untracked = [("A", os.fsdecode(f)) for f in out.split(b"\0") if f]  # not in `git diff`
-    for status, relative in changed_files(path, base) + untracked:
+    if untracked is None:  # not in `git diff`
+        out = _git(path, "ls-files", "--others", "--exclude-standard", "-z", "--", ".")
+        untracked = [("A", os.fsdecode(f)) for f in out.split(b"\0") if f]
+    if changed is None:
+        changed = changed_files(path, base)
+    for status, relative in [*changed, *untracked]:
         name = Path(relative).name
         if status == "A" and matches(name, STARTUP_NAMES):
             config.append(relative)

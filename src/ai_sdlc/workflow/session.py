@@ -19,7 +19,13 @@ from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, verify_environment
-from ai_sdlc.verify.judge import SAFE_PATH_VAR, Judge, JudgeSettings, lost_project_module
+from ai_sdlc.verify.judge import (
+    SAFE_PATH_VAR,
+    Judge,
+    JudgeSettings,
+    held_settings,
+    lost_project_module,
+)
 from ai_sdlc.verify.pytest_run import dropped_options
 from ai_sdlc.workflow.engine.assess import NextAction, recommend
 from ai_sdlc.workflow.engine.runner import RunnerDeps, StoryOutcome, StoryRunner
@@ -158,6 +164,7 @@ class Session(msgspec.Struct):
                     return changed  # the attempt's change broke the worktree's setup
                 environment.check(workspace)
                 env = environment.verify_environment(workspace)
+            env = held_settings(env)
             safe = judge is not None and judge.safe_path(workspace)
             policy = confine(workspace)
             policy = None if policy is None else policy.for_step("verify")
@@ -174,8 +181,10 @@ class Session(msgspec.Struct):
                     )
                 )
 
-            verdict = verify({**env, SAFE_PATH_VAR: "1"} if safe else env)
             deciding = judge is not None and judge.deciding(workspace)
+            if judge is not None and not deciding:
+                judge.freshen(workspace)  # no stale build of other code stands for the change
+            verdict = verify({**env, SAFE_PATH_VAR: "1"} if safe else env)
             if safe and not deciding and lost_project_module(workspace, verdict):
                 verdict = verify(env)  # the story's new module, hidden by safe path
             return verdict
@@ -443,25 +452,7 @@ class Session(msgspec.Struct):
         return state
 
     def _resumable(self, repo: RunRepository, run_id: str | None) -> RunState:
-        from ai_sdlc.workflow.runs.runstate import COMPLETED
-
-        if run_id is None:
-            state = repo.latest()
-            if state is None:
-                raise UsageError(
-                    "no run to continue in this project",
-                    hint="start one with 'ai-sdlc run --auto' or 'ai-sdlc run --batch ID...'",
-                )
-        else:
-            state = repo.load(run_id)
-        if state.run_status == COMPLETED:
-            raise ResumeRefusedError(
-                f"run {state.run_id} completed; there is nothing to resume",
-                hint="start a new run with 'ai-sdlc run --auto'",
-            )
-        # A run still marked `running` while we hold the multi-run lock died (crash, SIGKILL):
-        # its last saved state is complete, so it continues from there.
-        return state
+        return resumable(repo, run_id)
 
     def _recommend(self, *, dependencies: bool = True) -> list[NextAction]:
         """The next actions by priority; `dependencies`: without the stories whose
@@ -523,3 +514,28 @@ class DependencyNotDoneError(AiSdlcError):
 
 class ResumeRefusedError(AiSdlcError):
     """The run asked for cannot be resumed (it completed)."""
+
+
+def resumable(repo: RunRepository, run_id: str | None) -> RunState:
+    """The run `--resume RUN_ID` (None: `--continue`, the latest) continues, or the error
+    that refuses it; `run --resume … --dry-run` asks the same, so its preview never differs
+    from the run."""
+    from ai_sdlc.workflow.runs.runstate import COMPLETED
+
+    if run_id is None:
+        state = repo.latest()
+        if state is None:
+            raise UsageError(
+                "no run to continue in this project",
+                hint="start one with 'ai-sdlc run --auto' or 'ai-sdlc run --batch ID...'",
+            )
+    else:
+        state = repo.load(run_id)
+    if state.run_status == COMPLETED:
+        raise ResumeRefusedError(
+            f"run {state.run_id} completed; there is nothing to resume",
+            hint="start a new run with 'ai-sdlc run --auto'",
+        )
+    # A run still marked `running` while we hold the multi-run lock died (crash, SIGKILL):
+    # its last saved state is complete, so it continues from there.
+    return state

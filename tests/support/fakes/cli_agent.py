@@ -43,7 +43,8 @@ def main() -> int:
         import json
         import subprocess
 
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        sleep = "import time; time.sleep(600)"
+        child = subprocess.Popen([sys.executable, "-c", sleep, argv[1]])  # found by its argv
         _write(f"{argv[1]}.tmp", json.dumps([os.getpid(), child.pid]))
         os.replace(f"{argv[1]}.tmp", argv[1])  # whole, even if killed as it writes
         time.sleep(600)  # only a kill ends it (tests/support/waits.py NEVER)

@@ -264,7 +264,7 @@ def test_an_agent_denied_its_writes_is_a_failed_attempt(tmp_path: Path) -> None:
     fm = dict(StoryStore(root).get(sid).frontmatter)
     assert fm["status"] == "blocked" and fm["implementation_complete"] is False
     assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert "claude was denied 1 tool call(s) during implement: Write(" in result.output
+    assert "claude was denied 1 tool call during implement: Write(" in result.output
     branch = str(fm["branch"])
     assert git(root, "rev-list", "--count", f"main..{branch}").strip() == "0"
     # each failed attempt was rolled back (its patch kept): NOTES.md is not left behind

@@ -25,7 +25,7 @@ from tests.support.runs_support import (
     stop_or_explain,
     write_rules,
 )
-from tests.support.waits import GUARD, wait_until_gone
+from tests.support.waits import GUARD, pids_holding, wait_until_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
@@ -121,7 +121,9 @@ def test_ctrl_c_during_a_parallel_run_leaves_nothing_running_and_resumes(tmp_pat
         env=cli_environment({"PYTHONFAULTHANDLER": "1"}),
         text=True,
     )
-    pids = wait_for_markers(markers, 2, proc)
+    wait_for_markers(markers, 2, proc)
+    pids = pids_holding(str(markers))  # the pids they wrote are their PID namespaces' own
+    assert len(pids) >= 2, pids
     proc.send_signal(signal.SIGINT)  # `kill -INT` of the coordinator alone
     _, err = stop_or_explain(proc, timeout=GUARD, leftovers=tuple(pids))
     assert proc.returncode == 130, err

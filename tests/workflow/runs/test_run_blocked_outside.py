@@ -142,3 +142,23 @@ def test_a_run_that_skipped_a_story_whose_outside_dependency_is_only_not_done_ex
     finished = json.loads(result.stdout.splitlines()[-1])
     assert finished["held"] == []
     assert [s["status"] for s in finished["run"]["stories"]] == ["skipped", "done"]
+
+
+def test_an_auto_run_that_skipped_a_story_waiting_on_a_story_blocked_before_it_exits_0(
+    tmp_path: Path,
+) -> None:
+    """Without `--epic` the run picked its stories itself: the one it could not start is a
+    warning naming the blocked story and its `unblock`, and the run exits as its work earned
+    (issue 36 item 11: a cron job stays green while one story stays blocked)."""
+    root = mixed_run(tmp_path)
+
+    result = run_cli(root, "run", "--auto")
+
+    assert result.returncode == 0, result.output
+    assert "S-0003: done" in result.stdout
+    assert (
+        "warning: S-0002 cannot start: it depends on S-0001, which is blocked outside this run "
+        "(waiting for the vendor); unblock S-0001 ('ai-sdlc unblock S-0001')"
+    ) in " ".join(result.stderr.split())
+    assert "error:" not in result.output
+    assert phases_started(root, "S-0002") == []

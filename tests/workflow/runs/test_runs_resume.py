@@ -29,7 +29,7 @@ from tests.support.runs_support import (
     wait_for_pid,
     write_rules,
 )
-from tests.support.waits import wait_until_gone
+from tests.support.waits import host_pid, wait_until_gone
 
 pytestmark = pytest.mark.e2e
 
@@ -108,7 +108,7 @@ def test_sigkill_mid_phase_then_continue(tmp_path: Path) -> None:
     make_project(root, ["A", "B", "C"], config)
     records_folder(root)
     proc = start_cli(root, "run", "--auto")
-    hanging = wait_for_pid(marker)
+    hanging = host_pid(wait_for_pid(marker), str(marker))  # its own pid is its namespace's
     try:
         proc.kill()
         stop_or_explain(proc, 30)
@@ -149,7 +149,8 @@ def test_ctrl_c_halts_gracefully_and_resume_completes(tmp_path: Path) -> None:
     make_project(root, ["A", "B"], config)
     records_folder(root)
     proc = start_cli(root, "run", "--auto")
-    hanging = wait_for_pid(marker)  # the verification is running: the run is mid-implement
+    # The verification is running: the run is mid-implement (its own pid is its namespace's).
+    hanging = host_pid(wait_for_pid(marker), str(marker))
     proc.send_signal(signal.SIGINT)
     _, stderr = stop_or_explain(proc, 60, leftovers=(hanging,))
     assert proc.returncode == 130, stderr
@@ -162,7 +163,7 @@ def test_ctrl_c_halts_gracefully_and_resume_completes(tmp_path: Path) -> None:
     assert story_states(state)["S-0001"]["status"] == "in-progress"
     # The hung verification was killed with the run, and the story is at its checkpoint.
     # (Ended, not necessarily reaped: killed with its sandbox launcher, it is init's to reap.)
-    wait_until_gone(int(marker.read_text()), "the hung verification")
+    wait_until_gone(hanging, "the hung verification")
     fm = frontmatter(root, "S-0001")
     assert fm["plan_complete"] is True and not fm.get("implementation_complete")
     rollback = [e for e in story_events(root, "S-0001") if e["action"] == "rollback_initiated"]

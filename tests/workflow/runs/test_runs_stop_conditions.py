@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.support.runs_support import (
     frontmatter,
@@ -64,11 +66,30 @@ def test_run_wide_attempt_cap_stops_before_the_next_attempt(tmp_path: Path) -> N
     assert story_states(state)["S-0001"]["status"] == "in-progress"
     assert state["statistics"]["implementation_attempts"] == 1
     assert state["statistics"]["total_attempts"] == 5
-    assert f"run --resume {state['run_id']}" in result.output
     assert "max_total_attempts" in result.output
+    assert "the run made 1 implementation attempt, the run-wide limit" in result.stderr
     assert "2 stories are left" in result.output
+    # The way out said once, by the reason (issue 36): not again as `to continue: …`.
+    assert result.stderr.count("'ai-sdlc run --continue'") == 1, result.stderr
+    assert "to continue:" not in result.stderr
+    assert "  hint: every finished story is kept\n" in result.stderr
     names = [e["action"] for e in run_events(root, state["run_id"])]
     assert names[0] == "run_started" and names[-1] == "run_stopped"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_run_whose_last_story_used_the_last_attempt_completes(tmp_path: Path, jobs: str) -> None:
+    """The cap stops the next attempt, not a run with nothing left: one story, a cap of 1,
+    done at its first attempt → completed, exit 0 (it said "halted … 0 stories are left: go
+    on with 'ai-sdlc run --continue'", exit 6, a way out that leads nowhere)."""
+    root = tmp_path / "p"
+    make_project(root, ["Only"], config("    max_total_attempts: 1\n"))
+    result = run_cli(root, "run", "--auto", "--jobs", jobs)
+    assert result.returncode == 0, result.output
+    assert "0 stories are left" not in result.output and "halted" not in result.output
+    state = only_run(root)
+    assert state["run_status"] == "completed" and state["stop_reason"] is None
+    assert story_states(state)["S-0001"]["status"] == "done"
 
 
 def test_consecutive_fails_halt_at_the_threshold(tmp_path: Path) -> None:

@@ -329,6 +329,9 @@ def test_the_attempt_cap_names_the_stories_left_and_how_to_go_on() -> None:
         "'ai-sdlc run --continue' (another 20 attempts), or set this run's cap with "
         "'ai-sdlc run --continue --max-attempts N'"
     )
+    single = attempts_exhausted(1, StopConditions(max_total_attempts=1), left=1)
+    assert single is not None and "made 1 implementation attempt, the" in single.message
+    assert "(another 1 attempt)" in single.message
     two = attempts_exhausted(21, conditions, left=2)
     assert two is not None and "; 2 stories are left: go on with" in two.message
     assert (two.value, two.threshold) == (21, 20)

@@ -1,6 +1,7 @@
 """A line is said once per stream (issue 36 item 4): a multi-story run whose phase crashes and
 is rolled back prints the rollback line once per roll-back (the run's own record of it stays
-in its event log, unshown), and its last progress line counts nothing as running."""
+in its event log, unshown), and its last progress line counts nothing as running; a failed
+verification is one `✗ verification failed` line, not also `verification failed` before it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from pathlib import Path
 
 from ai_sdlc.cli.live import Board
-from tests.conftest import run_cli
+from tests.conftest import CliRunner, run_cli
 from tests.workflow.runs.test_runs_rollback import _prepare
 
 
@@ -44,3 +45,14 @@ def test_the_last_summary_counts_nothing_running_once_the_run_ended() -> None:
     board.observe({"event": "story_started", "story": "S-0002"})  # then the run is stopped
     board.observe({"event": "run_stopped"})
     assert re.search(r"· 1 done · 0 blocked · 0 running ·", board.summary(0.0)), board.summary(0)
+
+
+def test_a_failed_verification_is_said_once_per_attempt(cli: CliRunner) -> None:
+    assert cli("config", "verify.test", "false").returncode == 0
+    assert cli("config", "limits.implementation_retries", "1").returncode == 0
+    assert cli("add", "Never passes").returncode == 0
+    result = cli("run", "S-0001", "--no-worktree")
+    assert result.returncode == 5, result.output
+    lines = result.stderr.splitlines()
+    failed = [line for line in lines if "verification failed" in line]
+    assert len(failed) == 2 and all("[S-0001] implement ✗ verification failed" in f for f in failed)

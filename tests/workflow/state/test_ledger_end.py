@@ -97,7 +97,7 @@ def test_the_first_whole_line_of_the_64_kib_window_can_be_the_newest_entry(tmp_p
     tail = journal.tail(SID)  # the window starts inside entry 1: entry 2 is its first whole line
     assert (tail.state.seq, tail.line) == (2, lines[1])
     # its chain reaches outside the window: not checked, and not taken for a break
-    assert tail.problems == [f"{path}: 2 unreadable line(s) after the last entry"]
+    assert tail.problems == [f"{path}: 2 unreadable lines after the last entry"]
 
 
 def test_a_short_ledger_is_read_whole_from_its_first_byte(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_a_short_ledger_is_read_whole_from_its_first_byte(tmp_path: Path) -> Non
         fh.write(b"x\ny\nz\n")
     tail = journal.tail(SID)  # the file's first line is whole, and chains onto ""
     assert (tail.state.seq, tail.line) == (1, lines[0])
-    assert tail.problems == [f"{path}: 3 unreadable line(s) after the last entry"]
+    assert tail.problems == [f"{path}: 3 unreadable lines after the last entry"]
 
 
 def test_a_long_ledger_is_judged_by_its_last_64_kib_alone(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_a_long_ledger_is_judged_by_its_last_64_kib_alone(tmp_path: Path) -> Non
         fh.write(b"c" * (30 * 1024) + b"\n")
     tail = journal.tail(SID)  # the cost of a check does not grow with the ledger
     assert (tail.state, tail.line) == (LedgerState(), b"")
-    assert tail.problems == [f"{path}: no readable entry (2 unreadable line(s))"]
+    assert tail.problems == [f"{path}: no readable entry (2 unreadable lines)"]
 
 
 def test_each_ledger_entry_records_when_it_was_written(tmp_path: Path) -> None:

@@ -93,12 +93,12 @@ def test_unreadable_lines_after_the_last_entry_are_reported(tmp_path: Path) -> N
         fh.write(b"not json\n[1]\n" + json.dumps({"total": 9}).encode() + b"\n")
     tail = journal.tail(SID)
     assert tail.state.seq == 2
-    assert tail.problems == [f"{path}: 3 unreadable line(s) after the last entry"]
+    assert tail.problems == [f"{path}: 3 unreadable lines after the last entry"]
     assert tail.last_hash == line_hash(json.dumps({"total": 9}).encode())
     path.write_bytes(b"not json\n")
     only = journal.tail(SID)
     assert only.state == LedgerState()
-    assert only.problems == [f"{path}: no readable entry (1 unreadable line(s))"]
+    assert only.problems == [f"{path}: no readable entry (1 unreadable line)"]
 
 
 def test_an_entry_that_does_not_chain_onto_the_line_before_is_reported(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_a_long_ledger_is_read_from_its_last_64_kib(tmp_path: Path) -> None:
         fh.write(b"not json\n")
     whole = journal.tail(SID)
     assert (whole.state.seq, whole.line) == (1, big[0])
-    assert whole.problems == [f"{path}: 1 unreadable line(s) after the last entry"]
+    assert whole.problems == [f"{path}: 1 unreadable line after the last entry"]
 
 
 def test_a_ledger_replaced_by_something_else_is_reported_and_set_aside(tmp_path: Path) -> None:

@@ -416,8 +416,9 @@ def test_approve_passes_the_pending_gate_once(tmp_path: Path) -> None:
     with pytest.raises(AiSdlcError) as refused:
         owner.approve(SID, gates)
     assert (refused.value.message, refused.value.hint) == (
-        "S-0001 is not waiting at a gate",
-        "gates are set in config: gates.before_implementation, gates.before_done",
+        "S-0001 is not waiting at a gate (it is backlog)",
+        "'ai-sdlc run S-0001' takes it on (it stops at a gate set in config: "
+        "gates.before_implementation, gates.before_done)",
     )
     hand_edit(root, status="in-progress", plan_complete=True)
     assert owner.approve(SID, gates) == "before_implementation"

@@ -29,6 +29,7 @@ from ai_sdlc.git.run import GitError, TransientRemoteError
 from ai_sdlc.git.seam import InPlace
 from ai_sdlc.resilience import CircuitBreakerOpenError
 from ai_sdlc.store import Story
+from ai_sdlc.wording import count
 from ai_sdlc.workflow.engine.base import with_hint
 from ai_sdlc.workflow.engine.review import Review
 from ai_sdlc.workflow.state.steps import DELETE
@@ -264,7 +265,7 @@ class PullRequests(Review):
                 "threads": answered,
                 "declined": declined,
                 "reviewers": list(pending.get("reviewers") or []),
-                "message": f"round {round_no} answered by {head[:12]}: {len(answered)} "
-                f"thread(s) resolved, {len(declined)} declined (left open)",
+                "message": f"round {round_no} answered by {head[:12]}: "
+                f"{count(len(answered), 'thread')} resolved, {len(declined)} declined (left open)",
             },
         )

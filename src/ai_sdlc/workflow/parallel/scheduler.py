@@ -31,7 +31,13 @@ from ai_sdlc.workflow.parallel.executors import Ask, Event, Executor, Handle, Me
 from ai_sdlc.workflow.runs import conflicts
 from ai_sdlc.workflow.runs.loops import FailureLoop
 from ai_sdlc.workflow.runs.multirun import HaltRequested, MultiRun, RunOutcome
-from ai_sdlc.workflow.runs.runstate import IN_PROGRESS, SKIPPED, StopReason, StoryRunState
+from ai_sdlc.workflow.runs.runstate import (
+    FINISHED_STORY_STATES,
+    IN_PROGRESS,
+    SKIPPED,
+    StopReason,
+    StoryRunState,
+)
 from ai_sdlc.workflow.runs.stopconditions import CAPPED_PHASES
 
 Halt = tuple[StopReason, FailureLoop | None]
@@ -65,7 +71,9 @@ class ParallelRun(MultiRun):
     def _schedule(self) -> RunOutcome:
         look = True
         while True:
-            if self.pending_halt is None:
+            if self.pending_halt is None and self._waiting_to_start():
+                # The cap stops a new start here; a running story's next capped phase asks
+                # `before_phase`, so one that needs no further attempt finishes (done).
                 exhausted = self._exhausted()
                 if exhausted:
                     self._halt_soon((exhausted, None))
@@ -106,6 +114,13 @@ class ParallelRun(MultiRun):
                 executor=self.executor.name,
                 running=sorted(self.running),
             )
+
+    def _waiting_to_start(self) -> bool:
+        """A story of the run is neither finished nor running."""
+        return any(
+            s.status not in FINISHED_STORY_STATES and s.story_id not in self.running
+            for s in self.state.stories
+        )
 
     def _halt_soon(self, halt: Halt) -> None:
         """The first halt wins; running stories stop before their next phase."""

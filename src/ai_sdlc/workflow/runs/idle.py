@@ -3,20 +3,23 @@
 A run that starts nothing is not a success when stories are left: each one is blocked (or at
 the global recovery limit), waits for an approval, or waits on a dependency that is not done.
 `run`, `run --auto`, `run --epic` and `watch --once` ask `why_idle`; the CLI only renders it.
-Exit 5 (`ExitCode.BLOCKED`) when a remaining story is blocked, as a run that blocks a story
-exits, or waits (directly or through other stories) on a blocked story outside the run (`run
---auto --epic E2` whose story depends on a blocked story of E1: nothing will ever start until a
-human acts); 0 when nothing is left (every story done, or none at all) or only approvals are
-awaited. A run that did work but skipped stories for that reason ends the same way
-(`held_outside`). A story file that cannot be read is a story the run cannot account for: it is
-named with its file:line reason and the run exits 3 (`ExitCode.INVALID_INPUT`, as `status` does
+Exit 5 (`ExitCode.BLOCKED`) only for stories the user named (`run --auto --epic E`: the
+epic's): one is blocked, or waits (directly or through other stories) on a blocked story outside
+the run (`--epic E2` whose story depends on a blocked story of E1: nothing will ever start until
+a human acts). A run that picks its own stories (`run`, `run --auto`, `watch --once`) and finds
+only stories blocked before it exits 0, naming them and `unblock` on stderr: a cron job must
+not "fail" every hour for as long as one story stays blocked; the run that blocked it exited 5.
+0 too when nothing is left (every story done, or none at all) or only approvals are awaited. A
+run that did work but skipped stories for that reason ends the same way (`held_outside`). A
+story file that cannot be read is a story the run cannot account for: it is named with its
+file:line reason and the run exits 3 (`ExitCode.INVALID_INPUT`, as `status` does
 on the same file), never "completed" as if the backlog were whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ai_sdlc.errors import ExitCode
@@ -42,6 +45,8 @@ class Held:
     #: For a DEPENDENCY: the blocked stories it waits on, directly or through others, with
     #: their block reasons.
     blocked_by: tuple[tuple[str, str], ...] = ()
+    #: For a BLOCKED story at the global recovery limit: `unblock` needs `--reset-retries`.
+    at_limit: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +65,9 @@ class Idle:
     held: list[Held] = field(default_factory=list)
     #: Story files that cannot be read (`path:line: reason`, and the fix): never run, never done.
     unreadable: list[tuple[str, str | None]] = field(default_factory=list)
+    #: The user named these stories (an epic's): a blocked one is the run's result (exit 5),
+    #: not a note about a backlog the run picked from.
+    named: bool = False
 
     @property
     def blocked(self) -> list[Held]:
@@ -73,8 +81,13 @@ class Idle:
         return [h for h in self.held if any(sid not in inside for sid, _ in h.blocked_by)]
 
     @property
+    def failed(self) -> bool:
+        """A story the user named is blocked or waits on a blocked one (exit 5)."""
+        return self.named and bool(self.blocked or self.stuck)
+
+    @property
     def exit_code(self) -> int:
-        if self.blocked or self.stuck:
+        if self.failed:
             return int(ExitCode.BLOCKED)
         return int(ExitCode.INVALID_INPUT) if self.unreadable else int(ExitCode.OK)
 
@@ -106,6 +119,23 @@ class Idle:
             f"{h.story_id}: {h.reason}"
             for h in sorted(self.held, key=lambda h: (order[h.kind], h.story_id))
         ]
+
+    def way_out(self) -> str | None:
+        """The command that clears the blocked stories inside the run (those outside are
+        named by `stuck_lines`), or None when none is blocked."""
+        blocked = sorted(self.blocked, key=lambda h: h.story_id)
+        if not blocked:
+            return None
+        if len(blocked) > 1:
+            reset = (
+                " (--reset-retries at the global limit)" if any(h.at_limit for h in blocked) else ""
+            )
+            return f"once a cause is fixed, 'ai-sdlc unblock ID'{reset} lets the next run take it"
+        flag = " --reset-retries" if blocked[0].at_limit else ""
+        return (
+            f"once the cause is fixed, 'ai-sdlc unblock {blocked[0].story_id}{flag}' lets the "
+            "next run take it"
+        )
 
     def to_json(self, nothing: str = "Nothing to run") -> dict[str, Any]:
         return {
@@ -147,7 +177,9 @@ def why_idle(
         action = assess(fm, gates=gates, global_limit=global_limit)
         if action.kind in ("blocked", "limit"):
             reason = action.reason if action.kind == "blocked" else f"blocked: {action.reason}"
-            held.append(Held(sid, BLOCKED, reason))
+            spent = str(fm.get("total_recovery_attempts") or 0)
+            at_limit = action.kind == "limit" or (spent.isdigit() and int(spent) >= global_limit)
+            held.append(Held(sid, BLOCKED, reason, at_limit=at_limit))
             continue
         if action.kind == "done" and fm.get("status") == "done":
             continue
@@ -217,8 +249,8 @@ def idle_of(
     only: Collection[str] | None = None,
     unreadable: bool = False,
 ) -> Idle:
-    """`why_idle` over a project's stories (`epic`: only that epic's; `only`: just these;
-    `unreadable`: with the story files that cannot be read)."""
+    """`why_idle` over a project's stories (`epic`: only that epic's, named by the user;
+    `only`: just these; `unreadable`: with the story files that cannot be read)."""
     scan = store.scan()
     stories = [s.frontmatter for s in scan.stories]
     if epic is not None:
@@ -233,19 +265,19 @@ def idle_of(
     )
     if unreadable:
         idle.unreadable.extend((e.message, e.hint) for e in scan.errors)
-    return idle
+    return replace(idle, named=epic is not None)
 
 
 def held_outside(state: RunState, store: Any, config: Any) -> Idle | None:
     """The stories a completed `--auto`/`--epic` run skipped because they wait on a story
-    blocked outside it (exit 5); None when there are none. A `--batch` that skipped a story
-    already fails (exit 1)."""
+    blocked outside it (exit 5 under `--epic`, a note under `--auto`); None when there are
+    none. A `--batch` that skipped a story already fails (exit 1)."""
     if state.run_status != COMPLETED or state.mode == "batch":
         return None
     skipped = {s.story_id for s in state.stories if s.status == SKIPPED}
     if not skipped:
         return None
-    idle = idle_of(store, config, only=skipped)
+    idle = replace(idle_of(store, config, only=skipped), named=state.epic is not None)
     return idle if idle.stuck else None
 
 

@@ -421,7 +421,11 @@ class MultiRun(RunRecord):
         return self.state.counters.segment_implementation_attempts
 
     def _exhausted(self) -> StopReason | None:
+        """The attempt cap, when a story is left for it to stop: a run whose last story just
+        finished completes (it said "halted … 0 stories are left", exit 6)."""
         left = sum(1 for s in self.state.stories if s.status not in FINISHED_STORY_STATES)
+        if not left:
+            return None
         return attempts_exhausted(self._attempts_committed(), self.settings.conditions, left=left)
 
     def observe(self, event: dict[str, Any]) -> None:

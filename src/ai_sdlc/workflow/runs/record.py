@@ -81,10 +81,23 @@ class RunOutcome:
         ids = " ".join(s.story_id for s in skipped)
         hint = "run it again once the other process has finished with it"
         if any((s.reason or "").startswith("depends on") for s in skipped):
-            hint = (
-                "run what it depends on first, or add it to the batch "
-                "('ai-sdlc run --batch DEPENDENCY ID'), then run it again"
+            # The way out as commands to type: the dependencies outside the run, named.
+            outside = list(
+                dict.fromkeys(
+                    (s.reason or "").split()[2].rstrip(",")
+                    for s in skipped
+                    if (s.reason or "").endswith("not in this run")
+                )
             )
+            if outside:
+                batch = " ".join([*outside, *(s.story_id for s in self.state.stories)])
+                first = " ".join(f"'ai-sdlc run {dep}'" for dep in outside)
+                hint = (
+                    f"run what it depends on first ({first}), or add it to the batch "
+                    f"('ai-sdlc run --batch {batch}')"
+                )
+            else:
+                hint = "run what it depends on first (its reason above), then run it again"
         return RunIncompleteError(
             f"run {self.state.run_id} skipped {ids}, never started ({why})", hint=hint
         )

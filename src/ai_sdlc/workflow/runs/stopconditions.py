@@ -144,14 +144,14 @@ def attempts_exhausted(
         rest = (
             f"; {left} {'story is' if left == 1 else 'stories are'} left: go on with "
             "'ai-sdlc run --continue' (another "
-            f"{limit} attempts), or set this run's cap with 'ai-sdlc run --continue "
+            f"{count(limit, 'attempt')}), or set this run's cap with 'ai-sdlc run --continue "
             "--max-attempts N'"
         )
     return StopReason(
         MAX_TOTAL_ATTEMPTS,
         attempts,
         limit,
-        f"the run made {attempts} implementation attempts, the run-wide limit "
+        f"the run made {count(attempts, 'implementation attempt')}, the run-wide limit "
         f"(run.stop_conditions.{MAX_TOTAL_ATTEMPTS} = {limit}){rest}",
     )
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ai_sdlc.fsutil import append_whole
 from ai_sdlc.store.schema import RECOVERY_KIND_LABELS, breakdown_text
+from ai_sdlc.wording import count
 
 IMPLEMENTATION_RETRY = "implementation_retry"
 REWORK = "rework"
@@ -309,7 +310,7 @@ def _parse_tail(path: Path, data: bytes, *, whole: bool) -> Tail:
         if "prev" in data_:  # older ledgers' entries carry no chain
             if unreadable:
                 tail.problems.append(
-                    f"{path}: {unreadable} unreadable line(s) after the last entry"
+                    f"{path}: {count(unreadable, 'unreadable line')} after the last entry"
                 )
             before = line_hash(lines[index - 1]) if index > 0 else ("" if whole else None)
             if before is not None and data_.get("prev") != before:
@@ -319,7 +320,7 @@ def _parse_tail(path: Path, data: bytes, *, whole: bool) -> Tail:
                 )
         return tail
     if unreadable:
-        tail.problems.append(f"{path}: no readable entry ({unreadable} unreadable line(s))")
+        tail.problems.append(f"{path}: no readable entry ({count(unreadable, 'unreadable line')})")
     return tail
 
 

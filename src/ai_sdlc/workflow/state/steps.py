@@ -20,6 +20,7 @@ from ai_sdlc.errors import StoryBlockedError
 from ai_sdlc.fsutil import atomic_write_text
 from ai_sdlc.providers.base import Phase, Usage
 from ai_sdlc.secrets import redact
+from ai_sdlc.untrusted import strip_controls
 from ai_sdlc.wording import article
 from ai_sdlc.workflow.state.ledger import (
     IMPLEMENTATION_RETRY,
@@ -185,9 +186,11 @@ class Steps(Transactions):
         atomic_write_text(folder / f"{attempt}.patch", text)
 
     def _write_output(self, txn: Txn, attempt: int, text: str) -> None:
-        """A failed attempt's whole verification output (redacted; a long one keeps its end).
-        A copy for people: a disk that cannot take it loses it, never the count."""
-        text = redact(text)
+        """A failed attempt's whole verification output (redacted, without terminal control
+        sequences: the agent's tests print it, and `cat` of the file would send them to the
+        terminal; a long one keeps its end). A copy for people: a disk that cannot take it
+        loses it, never the count."""
+        text = redact(strip_controls(text))
         if len(text) > OUTPUT_LIMIT:
             omitted = len(text) - OUTPUT_LIMIT
             text = f"[... {omitted} characters omitted ...]\n" + text[-OUTPUT_LIMIT:]

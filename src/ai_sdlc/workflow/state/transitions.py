@@ -372,11 +372,15 @@ class StoryState(Steps):
         """Pass the gate the story waits at; returns the gate's name."""
         with self._txn(story_id, "approve") as txn:
             gate = pending_gate(txn.story.frontmatter, gates)
-            if gate is None:
-                raise AiSdlcError(
-                    f"{txn.story.id} is not waiting at a gate",
-                    hint="gates are set in config: gates.before_implementation, gates.before_done",
+            if gate is None:  # say where it is, and the command that moves it on
+                sid, status = txn.story.id, txn.story.frontmatter.get("status") or "backlog"
+                hint = (
+                    "nothing to approve: it is done"
+                    if status == "done"
+                    else f"'ai-sdlc run {sid}' takes it on (it stops at a gate set in config: "
+                    "gates.before_implementation, gates.before_done)"
                 )
+                raise AiSdlcError(f"{sid} is not waiting at a gate (it is {status})", hint=hint)
             approved = list(txn.story.frontmatter.get("approved_gates") or [])
             txn.story.frontmatter["approved_gates"] = [*approved, gate]
             self._event(txn, "approve", outcome=gate)

@@ -1,0 +1,137 @@
+"""A sandboxed verification starts with the protected bytecode of what this process imported
+(verify/bytecode.py), and never with bytecode a child could have written: from a writable
+root, or reached by a hard link. Real Python children under the real Landlock sandbox; each
+reports whether a module's bytecode was already in its private pycache folder before it
+imported anything."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import py_compile
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ai_sdlc.sandbox import landlock
+from ai_sdlc.sandbox.backend import LandlockBackend
+from ai_sdlc.sandbox.policy import SandboxPolicy
+from ai_sdlc.verify import run_commands
+from ai_sdlc.verify.commands import default_environment
+
+pytestmark = pytest.mark.e2e
+
+__all__ = ["difflib"]  # imported so that this process has its bytecode to give
+
+#: Prints, for each module named, whether its bytecode is in the prefix (without importing it).
+PROBE = (
+    "import importlib.util, os, sys\n"
+    "for name in sys.argv[1:]:\n"
+    "    origin = importlib.util.find_spec(name).origin\n"
+    "    print(f'SEEDED {name} {os.path.exists(importlib.util.cache_from_source(origin))}')\n"
+)
+
+
+def _landlock() -> bool:
+    try:
+        return landlock.abi_version() > 0
+    except OSError:
+        return False
+
+
+needs_landlock = pytest.mark.skipif(not _landlock(), reason="this kernel has no usable Landlock")
+
+
+@pytest.fixture
+def imported(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """Three modules this process imports, each with its bytecode written: one in a folder the
+    child may write, one in a protected folder, one protected whose bytecode has a second name
+    in the writable folder."""
+    writable = tmp_path / "writable"
+    protected = tmp_path / "protected"
+    folders = {"seedw_mod": writable, "seedp_mod": protected, "seedl_mod": protected}
+    for name, folder in folders.items():
+        folder.mkdir(exist_ok=True)
+        source = folder / f"{name}.py"
+        source.write_text("VALUE = 1\n")
+        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
+    linked = Path(importlib.util.cache_from_source(str(protected / "seedl_mod.py")))
+    (writable / "links").mkdir()
+    os.link(linked, writable / "links" / "seedl_mod.pyc")
+    sys.path[:0] = [str(writable), str(protected)]
+    try:
+        for name in folders:
+            importlib.import_module(name)
+        yield {"writable": writable, "protected": protected}
+    finally:
+        sys.path[:] = [p for p in sys.path if p not in (str(writable), str(protected))]
+        for name in folders:
+            sys.modules.pop(name, None)
+
+
+def _probe(tmp_path: Path, writable: Path, *modules: str) -> dict[str, bool]:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    policy = SandboxPolicy(LandlockBackend(), (str(work), str(writable)))
+    env = {**default_environment(), "PYTHONPATH": os.pathsep.join(map(str, sys.path[:2]))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    command = shlex.join([sys.executable, "-c", PROBE, *modules])
+    result = run_commands([("test", command)], cwd=work, timeout=60, env=env, sandbox=policy)
+    assert result.passed, result.failure_output
+    lines = [x.split() for x in result.steps[0].output.splitlines() if x.startswith("SEEDED ")]
+    return {name: seeded == "True" for _, name, seeded in lines}
+
+
+@needs_landlock
+def test_a_verification_starts_with_the_protected_bytecode_of_what_was_imported(
+    tmp_path: Path, imported: dict[str, Path]
+) -> None:
+    """`difflib` (the standard library, imported here) and a module from a protected folder are
+    there before the child imports them: the child does not compile them again."""
+    assert "difflib" in sys.modules
+    found = _probe(tmp_path, imported["writable"], "difflib", "seedp_mod")
+    assert found == {"difflib": True, "seedp_mod": True}
+
+
+@needs_landlock
+def test_bytecode_a_child_could_write_is_never_seeded(
+    tmp_path: Path, imported: dict[str, Path]
+) -> None:
+    """A module imported from a writable root, and a protected module whose bytecode file has a
+    hard link in a writable root: the child compiles both from their sources."""
+    found = _probe(tmp_path, imported["writable"], "seedw_mod", "seedl_mod")
+    assert found == {"seedw_mod": False, "seedl_mod": False}
+
+
+#: Writes over the bytecode the prefix holds for the module named, and says what happened.
+OVERWRITE = (
+    "import importlib.util, sys\n"
+    "cached = importlib.util.cache_from_source(importlib.util.find_spec(sys.argv[1]).origin)\n"
+    "try:\n"
+    "    with open(cached, 'r+b') as handle:\n"
+    "        handle.write(b'forged')\n"
+    "    print('WROTE')\n"
+    "except PermissionError:\n"
+    "    print('REFUSED')\n"
+)
+
+
+@needs_landlock
+def test_a_child_cannot_write_through_the_seed_into_the_protected_bytecode(
+    tmp_path: Path, imported: dict[str, Path]
+) -> None:
+    original = Path(importlib.util.cache_from_source(str(imported["protected"] / "seedp_mod.py")))
+    before = original.read_bytes()
+    work = tmp_path / "work"
+    work.mkdir()
+    policy = SandboxPolicy(LandlockBackend(), (str(work), str(imported["writable"])))
+    env = {**default_environment(), "PYTHONPATH": os.pathsep.join(map(str, sys.path[:2]))}
+    command = shlex.join([sys.executable, "-c", OVERWRITE, "seedp_mod"])
+    result = run_commands([("test", command)], cwd=work, timeout=60, env=env, sandbox=policy)
+    assert result.passed, result.failure_output
+    assert "REFUSED" in result.steps[0].output
+    assert original.read_bytes() == before
