@@ -89,9 +89,13 @@ class World:
 
     def configure(self, extra: str) -> None:
         test = shlex.join([sys.executable, "-c", CHECK])
-        records = json.dumps(str(self.agent_log.parent))
+        writable = f"  writable: [{json.dumps(str(self.agent_log.parent))}]\n"
+        if "sandbox:\n" in extra:  # one section: the records folder beside the test's keys
+            extra = extra.replace("sandbox:\n", "sandbox:\n" + writable, 1)
+        else:
+            extra = "sandbox:\n" + writable + extra
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
-            f"verify:\n  test: {json.dumps(test)}\nsandbox:\n  writable: [{records}]\n{extra}"
+            f"verify:\n  test: {json.dumps(test)}\n{extra}"
         )
 
     def run(self, *args: str) -> CliResult:
