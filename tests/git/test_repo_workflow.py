@@ -360,13 +360,20 @@ def test_files_changed_by_others_during_read_only_phases_do_not_fail_them(
     else:
         _command_preset(world, "codex")
         args = ()
+    logs = [world.root / "run-output.txt", world.root / "run.log"]
     world.env["FAKE_AGENT_OUTSIDE"] = json.dumps(
         {
-            str(world.root / "run-output.txt"): "the user's redirected log\n",
-            str(world.root / "run.log"): "another log\n",
+            str(logs[0]): "the user's redirected log\n",
+            str(logs[1]): "another log\n",
             ".hello.py.swp": "an editor's swap file\n",
         }
     )
+    # The stand-in plays the user's shell, whose `2>run.log` made the files before the run and
+    # writes them during it: under the real sandbox only files the project names are writable.
+    for log in logs:
+        log.write_text("")
+    writable = json.dumps([str(world.agent_log.parent), *map(str, logs)])
+    assert run_cli(world.root, "config", "sandbox.writable", writable).returncode == 0
 
     result = world.run(*args)
 
