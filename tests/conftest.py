@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import signal
 import subprocess as _subprocess
@@ -48,12 +47,6 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal
 
 
 _EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-config-")
-#: The suite's stand-in agents and verify commands record what they do (counters, pid markers)
-#: in the test's temp folder, outside the story's worktree, where the sandbox (on by default)
-#: denies writes. The suite widens it to the temp root (the sandbox stays in force: every child
-#: still goes through the launcher); tests/test_sandbox*.py set their own list, the real default.
-SANDBOX_WIDENED = {"AI_SDLC_SANDBOX__WRITABLE": f"[{json.dumps(tempfile.gettempdir())}]"}
-os.environ.update(SANDBOX_WIDENED)  # for tests that open a session in this process
 #: The user's state folder (copies of ledger heads, accepted guardrail settings): one of the
 #: session's own, never the developer's ~/.local/state. Set here too for tests that call the
 #: state owner directly.
@@ -72,7 +65,6 @@ def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     full_env["AI_SDLC_PROVIDER"] = "scripted"
     # Never the developer's own user config (~/.config/ai-sdlc): an empty folder of our own.
     full_env["AI_SDLC_CONFIG_HOME"] = _EMPTY_CONFIG_HOME
-    full_env.update(SANDBOX_WIDENED)
     full_env["AI_SDLC_STATE_HOME"] = STATE_HOME
     if env:
         full_env.update(env)

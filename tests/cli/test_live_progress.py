@@ -5,6 +5,7 @@ handshake file; and the plain timestamped lines when stderr is no terminal (a pi
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -51,8 +52,10 @@ def held_project(tmp_path: Path, count: int) -> tuple[Path, Path]:
     handshake.mkdir()
     script = tmp_path / "hold.py"
     script.write_text(HOLD)
-    write_config(
-        repo.root, f"verify:\n  baseline: false\n  test: {sys.executable} {script} {handshake}\n"
+    write_config(  # the handshake folder: the verifications write their `.started` there
+        repo.root,
+        f"verify:\n  baseline: false\n  test: {sys.executable} {script} {handshake}\n"
+        f"sandbox:\n  writable: [{json.dumps(str(handshake))}]\n",
     )
     return repo.root, handshake
 

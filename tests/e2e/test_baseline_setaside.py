@@ -19,6 +19,7 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.support.git_support import Repo, git, git_env, make_repo
 from tests.support.paths import FAKES
+from tests.support.records import records_folder
 
 __all__ = ["git_env"]
 
@@ -74,7 +75,7 @@ def configured(repo: Repo, tmp_path: Path, verify: str, behaviour: str) -> tuple
     repo.commit_all("a failing test written first")
     (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
     assert run_cli(root, "init").returncode == 0
-    template = [sys.executable, str(AGENT), str(tmp_path / "agent.log"), behaviour]
+    template = [sys.executable, str(AGENT), str(records_folder(root) / "agent.log"), behaviour]
     for key, value in (
         ("ai.provider", "command"),
         ("ai.command.template", json.dumps([*template, "{phase}", "{prompt_file}"])),

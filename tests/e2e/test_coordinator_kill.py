@@ -96,7 +96,6 @@ def test_a_killed_coordinator_leaves_nothing_running_within_5_s(tmp_path: Path) 
     env = cli_environment(
         {
             "AI_SDLC_PROVIDER": "command",
-            "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(markers)]),
             "TEST_RUN_FOLDER": str(tmp_path),  # names every process of the run in /proc
             "HOME": str(home),
             "AI_SDLC_STATE_HOME": str(state),

@@ -18,6 +18,7 @@ from tests.conftest import run_cli
 from tests.support.git_support import Repo, git_env, make_repo
 from tests.support.js_runners import runners
 from tests.support.paths import FAKES
+from tests.support.records import records_folder
 
 __all__ = ["git_env"]
 
@@ -31,7 +32,7 @@ def blocked_by(repo: Repo, tmp_path: Path, verify: str, behaviour: str) -> str:
     root = repo.root
     (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
     assert run_cli(root, "init").returncode == 0
-    template = [sys.executable, str(AGENT), str(tmp_path / "agent.log"), behaviour]
+    template = [sys.executable, str(AGENT), str(records_folder(root) / "agent.log"), behaviour]
     for key, value in (
         ("ai.provider", "command"),
         ("ai.command.template", json.dumps([*template, "{phase}", "{prompt_file}"])),

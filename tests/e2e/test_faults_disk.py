@@ -27,6 +27,7 @@ import pytest
 from ai_sdlc.workflow.state.events import append_event, read_events
 from tests.conftest import run_cli
 from tests.support.git_support import git_env, make_repo  # noqa: F401 (fixture)
+from tests.support.records import records_folder
 
 SID = "S-0001"
 LIMIT_10 = "Global recovery limit exceeded (10/10)"
@@ -83,7 +84,7 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def free(mount: Path) -> None:
-    for filler in mount.glob("fill*"):
+    for filler in mount.glob("space/fill*"):
         filler.unlink()
 
 
@@ -96,8 +97,11 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     repo.commit_all("add the story")
     script = tmp_path / "fill.py"
     script.write_text(FILL_SCRIPT)
-    counter = tmp_path / "verifications.txt"
-    command = shlex.join([sys.executable, str(script), str(counter), str(small_disk / "fill")])
+    # The counter off the small disk; the files that fill it in a folder of their own there,
+    # both named in the project's sandbox.writable (the real sandbox: nothing else is widened).
+    counter = records_folder(root, tmp_path / "records") / "verifications.txt"
+    fill = records_folder(root, small_disk / "space") / "fill"
+    command = shlex.join([sys.executable, str(script), str(counter), str(fill)])
     assert run_cli(root, "config", "verify.test", command).returncode == 0
     # the implementation's verifications fill the disk: no baseline run before them
     assert run_cli(root, "config", "verify.baseline", "false").returncode == 0
@@ -274,7 +278,10 @@ def test_a_failed_attempt_whose_changes_cannot_be_put_back_is_still_counted(
     repo.commit_all("add the story")
     script = tmp_path / "lock_index.py"
     script.write_text(LOCK_INDEX)
-    counter = tmp_path / "verifications.txt"
+    counter = records_folder(root) / "verifications.txt"
+    # The stand-in of a crashed git leaves the worktree's index locked: the worktrees' git
+    # folders (in the main git folder) are named in sandbox.writable for it, as git made them.
+    records_folder(root, root / ".git" / "worktrees")
     command = shlex.join([sys.executable, str(script), str(counter)])
     assert run_cli(root, "config", "verify.test", command).returncode == 0
     # the implementation's first verification locks the index: no baseline run before it

@@ -105,8 +105,6 @@ class Project:
     def env(self) -> dict[str, str]:
         return {
             "AI_SDLC_PROVIDER": "command",
-            # The suite widens the writable set to the temp root: back to the project's own.
-            "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(self.state)]),
             "HOME": str(self.home),
             "AI_SDLC_STATE_HOME": str(self.home_state),
         }

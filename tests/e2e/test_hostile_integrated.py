@@ -72,12 +72,11 @@ def hostile_project(
 
 
 def run(root: Path, *args: str) -> CliResult:
-    """`ai-sdlc` with the command agent, the project's own `sandbox.writable` (the suite widens
-    it to the temp root) and the user's state folder in the test's `$HOME`."""
+    """`ai-sdlc` with the command agent (the project's own `sandbox.writable` names the
+    reports folder) and the user's state folder in the test's `$HOME`."""
     home = root.parent / "home"
     env = {
         "AI_SDLC_PROVIDER": "command",
-        "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(root.parent / "reports")]),
         "HOME": str(home),
         "AI_SDLC_STATE_HOME": str(home / ".local" / "state" / "ai-sdlc"),
     }

@@ -29,6 +29,7 @@ import pytest
 
 from tests.conftest import cli_environment, run_cli
 from tests.support.paths import FAKES
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     frontmatter,
     make_project,
@@ -126,12 +127,13 @@ def _project(tmp_path: Path, point: Point) -> tuple[Path, Path, Path]:
     """A project whose agent and verification block where `point` says; returns the project,
     the agent's marker and the verification's marker."""
     root = tmp_path / "p"
-    agent_marker, verify_marker = tmp_path / "agent.pid", tmp_path / "verify.pid"
+    records = records_path(root)  # the stand-ins' markers and counter
+    agent_marker, verify_marker = records / "agent.pid", records / "verify.pid"
     script = tmp_path / "verify.py"
     script.write_text(VERIFY)
     agent = [sys.executable, str(AGENT), "phase", "{phase}", point.agent, str(agent_marker)]
     agent += ["--prompt-file", "{prompt_file}"]
-    step = [sys.executable, str(script), str(tmp_path / "count")]
+    step = [sys.executable, str(script), str(records / "count")]
     step += [str(point.verify), str(point.fail_verify), str(verify_marker)]
     line = json.dumps(" ".join(step))
     config = (
@@ -139,6 +141,7 @@ def _project(tmp_path: Path, point: Point) -> tuple[Path, Path, Path]:
         f"verify:\n  build: {line}\n  test: {line}\n"
     )
     make_project(root, ["A", "B"] if point.multi else ["A"], config)
+    records_folder(root)
     return root, agent_marker, verify_marker
 
 

@@ -166,8 +166,6 @@ def setup(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, str]]:
         "AI_SDLC_STATE_HOME": str(state),
         "AI_SDLC_PROVIDER": "command",
         "ANTHROPIC_API_KEY": "sk-ant-FAKE",
-        # the suite widens the sandbox to the temp root (conftest): back to this project's own
-        "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(reports)]),
     }
     for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
         env[name] = ""

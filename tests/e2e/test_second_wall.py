@@ -91,8 +91,6 @@ class Attacked:
             "HOME": str(self.home),
             "AI_SDLC_STATE_HOME": str(self.home_state),
             "AI_SDLC_PROVIDER": "command",
-            # the project's own writable list, not the suite's widening (conftest)
-            "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(self.state)]),
             **SECRET_ENV,
             **{f"XDG_{n}_HOME": "" for n in ("CONFIG", "CACHE", "DATA", "STATE")},
         }

@@ -126,8 +126,6 @@ def test_no_child_takes_a_key_file_an_environment_or_the_network(
     env = {
         "HOME": str(home),
         "AI_SDLC_PROVIDER": "command",
-        # the project's own writable list (the suite widens it to the temp root)
-        "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(reports)]),
         **ENV,
     }
     state = home / ".local" / "state" / "ai-sdlc"

@@ -148,13 +148,12 @@ def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     return venv, home, root, reports
 
 
-def ai_sdlc(venv: Path, home: Path, root: Path, *args: str, writable: list[str]) -> tuple:
+def ai_sdlc(venv: Path, home: Path, root: Path, *args: str) -> tuple:
     env = cli_environment(
         {
             "HOME": str(home),
             "AI_SDLC_STATE_HOME": str(home / ".local" / "state" / "ai-sdlc"),
             "AI_SDLC_PROVIDER": "command",
-            "AI_SDLC_SANDBOX__WRITABLE": json.dumps(writable),
         }
     )
     env.pop("UV_CACHE_DIR", None)
@@ -181,12 +180,12 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
     state = home / ".local" / "state" / "ai-sdlc"
     before = cached_copies(home)
     assert before
-    added = ai_sdlc(venv, home, root, "add", "Add multiply", writable=[str(reports)])
+    added = ai_sdlc(venv, home, root, "add", "Add multiply")
     assert added[0] == 0, added
     sums = home_sums(home, state)
 
     try:
-        code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=[str(reports)])
+        code, out, err = ai_sdlc(venv, home, root, "run", SID)
         left = processes_naming(reports)
     finally:
         kill_all(processes_naming(reports))
@@ -204,7 +203,7 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
     assert left == []
     # Afterwards the user's own tools run nothing a child planted: ai-sdlc itself, and plain
     # git in the main checkout and the kept worktree; the home is what it was.
-    status = ai_sdlc(venv, home, root, "status", writable=[])
+    status = ai_sdlc(venv, home, root, "status")
     assert status[0] == 0, status
     assert len(plain_git_everywhere(root)) == 2  # the main checkout and the story's worktree
     assert not (reports / "payload-ran").exists()
@@ -222,11 +221,11 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     before = cached_copies(home)
     wide = [str(reports), str(home / ".cache")]
     # Widened as a user does: in the project's reviewed list (the environment may not widen it).
-    config = ai_sdlc(venv, home, root, "config", "sandbox.writable", json.dumps(wide), writable=[])
+    config = ai_sdlc(venv, home, root, "config", "sandbox.writable", json.dumps(wide))
     assert config[0] == 0, config
-    assert ai_sdlc(venv, home, root, "add", "Add multiply", writable=wide)[0] == 0
+    assert ai_sdlc(venv, home, root, "add", "Add multiply")[0] == 0
 
-    code, out, err = ai_sdlc(venv, home, root, "run", SID, writable=wide)
+    code, out, err = ai_sdlc(venv, home, root, "run", SID)
 
     assert code == 3, out + err
     message = " ".join(err.split())
@@ -236,5 +235,5 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     assert "Traceback" not in err
     assert not any(reports.iterdir())  # no child ran
     assert cached_copies(home) == before
-    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json", writable=[])[1])
+    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json")[1])
     assert shown["frontmatter"].get("total_recovery_attempts", 0) == 0

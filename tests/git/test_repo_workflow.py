@@ -67,7 +67,9 @@ class World:
         self.bin = tmp_path / "bin"
         install_gh(self.bin)
         self.gh_log = tmp_path / "gh.log"
-        self.agent_log = tmp_path / "agent.log"
+        # The stand-in CLIs log their calls in a records folder the project's list names.
+        self.agent_log = tmp_path / "records" / "agent.log"
+        self.agent_log.parent.mkdir()
         self.env: dict[str, str] = {
             "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
             "FAKE_GH_LOG": str(self.gh_log),
@@ -87,6 +89,11 @@ class World:
 
     def configure(self, extra: str) -> None:
         test = shlex.join([sys.executable, "-c", CHECK])
+        writable = f"  writable: [{json.dumps(str(self.agent_log.parent))}]\n"
+        if "sandbox:\n" in extra:  # one section: the records folder beside the test's keys
+            extra = extra.replace("sandbox:\n", "sandbox:\n" + writable, 1)
+        else:
+            extra = "sandbox:\n" + writable + extra
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
             f"verify:\n  test: {json.dumps(test)}\n{extra}"
         )
@@ -268,7 +275,7 @@ def test_a_rate_limited_cli_agent_is_retried_and_counted(
         "resilience:\n  policies:\n    llm:\n      initial_delay: 0.01\n      max_delay: 0.05\n"
     )
     install_agent(world.bin, preset)
-    world.env["FAKE_AGENT_FAIL_ONCE"] = str(world.tmp / "rate-limited-once")
+    world.env["FAKE_AGENT_FAIL_ONCE"] = str(world.agent_log.parent / "rate-limited-once")
 
     result = world.run()
 
@@ -353,13 +360,20 @@ def test_files_changed_by_others_during_read_only_phases_do_not_fail_them(
     else:
         _command_preset(world, "codex")
         args = ()
+    logs = [world.root / "run-output.txt", world.root / "run.log"]
     world.env["FAKE_AGENT_OUTSIDE"] = json.dumps(
         {
-            str(world.root / "run-output.txt"): "the user's redirected log\n",
-            str(world.root / "run.log"): "another log\n",
+            str(logs[0]): "the user's redirected log\n",
+            str(logs[1]): "another log\n",
             ".hello.py.swp": "an editor's swap file\n",
         }
     )
+    # The stand-in plays the user's shell, whose `2>run.log` made the files before the run and
+    # writes them during it: under the real sandbox only files the project names are writable.
+    for log in logs:
+        log.write_text("")
+    writable = json.dumps([str(world.agent_log.parent), *map(str, logs)])
+    assert run_cli(world.root, "config", "sandbox.writable", writable).returncode == 0
 
     result = world.run(*args)
 

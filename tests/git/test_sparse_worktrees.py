@@ -37,8 +37,10 @@ def configure(root: Path, seen: Path, *, keep: bool = True) -> None:
     """Verification that records the worktree's top; done worktrees kept (`keep`) to look at;
     the scripted agent's implementation writes into a folder new to the repository."""
     look = shlex.join([sys.executable, "-c", LOOK, str(seen)])
+    seen.parent.mkdir(exist_ok=True)  # a records folder the project's sandbox.writable names
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"verify:\n  build: {json.dumps(look)}\ngit:\n  keep_worktrees: {json.dumps(keep)}\n"
+        f"sandbox:\n  writable: [{json.dumps(str(seen.parent))}]\n"
     )
     (root / ".ai-sdlc" / "scripted.yaml").write_text(
         "rules:\n  - phase: implement\n"
@@ -88,7 +90,7 @@ def test_a_story_beside_a_committed_backlog_runs_in_a_worktree_without_it(
 ) -> None:
     project = make_repo(tmp_path)
     root = project.root
-    seen = tmp_path / "seen.log"
+    seen = tmp_path / "records" / "seen.log"
     configure(root, seen)
     ids = committed_backlog(project, 3)
     fork = git(root, "rev-parse", "main").strip()
@@ -127,7 +129,7 @@ def test_a_story_beside_a_committed_backlog_runs_in_a_worktree_without_it(
 def test_the_next_story_starts_sparse_too_and_a_done_worktree_is_removed(tmp_path: Path) -> None:
     project = make_repo(tmp_path)
     root = project.root
-    seen = tmp_path / "seen.log"
+    seen = tmp_path / "records" / "seen.log"
     configure(root, seen, keep=False)
     ids = committed_backlog(project, 2)
 
@@ -153,7 +155,7 @@ def test_an_older_full_worktree_leaves_the_backlog_out_when_its_story_resumes(
 ) -> None:
     project = make_repo(tmp_path)
     root = project.root
-    configure(root, tmp_path / "seen.log")
+    configure(root, tmp_path / "records" / "seen.log")
     ids = committed_backlog(project, 2)
     fork = git(root, "rev-parse", "main").strip()
     branch, folder = location(root, ids[0])
@@ -182,7 +184,7 @@ def test_a_project_in_a_subfolder_keeps_its_folder_and_leaves_only_its_backlog_o
     git(mono, "init", "-q", "-b", "main")
     StoryStore(mono / "app").init()
     root = mono / "app"
-    configure(root, tmp_path / "seen.log")
+    configure(root, tmp_path / "records" / "seen.log")
     sid = add(root, "Story in a subfolder")
     git(mono, "add", "-A")
     git(mono, "commit", "-q", "-m", "monorepo with a committed backlog")
@@ -237,7 +239,7 @@ def test_a_failed_attempt_beside_a_committed_backlog_is_saved_and_rolled_back(
 ) -> None:
     project = make_repo(tmp_path)
     root = project.root
-    configure(root, tmp_path / "seen.log")
+    configure(root, tmp_path / "records" / "seen.log")
     check = shlex.join([sys.executable, "-c", CHECK])
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"verify:\n  build: {json.dumps(check)}\n  baseline: false\ngit:\n  keep_worktrees: true\n"

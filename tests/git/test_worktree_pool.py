@@ -22,12 +22,15 @@ __all__ = ["git_env"]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
 
-def configure(root: Path, *, keep: bool, setup: str = "") -> None:
+def configure(root: Path, *, keep: bool, setup: str = "", records: Path | None = None) -> None:
     """The scripted agent's implementation writes a new file; done worktrees kept or not;
-    `setup`: a `worktree.setup` command."""
+    `setup`: a `worktree.setup` command; `records`: a folder it may write (sandbox.writable)."""
     text = f"git:\n  keep_worktrees: {json.dumps(keep)}\nverify:\n  none: true\n"
     if setup:
         text += f"worktree:\n  setup: {json.dumps([setup])}\n"
+    if records is not None:
+        records.mkdir(exist_ok=True)
+        text += f"sandbox:\n  writable: [{json.dumps(str(records))}]\n"
     (root / ".ai-sdlc" / "config.yaml").write_text(text)
     (root / ".ai-sdlc" / "scripted.yaml").write_text(
         "rules:\n  - phase: implement\n"
@@ -185,15 +188,16 @@ MAKE_ENV = (
 def test_a_reused_worktree_gets_its_environment_made_again(tmp_path: Path) -> None:
     project, (first, second), base = setup(tmp_path)
     root = project.root
-    counter = tmp_path / "setups.log"
+    records = tmp_path / "records"  # the setup's counter, beside the project
+    counter = records / "setups.log"
     command = shlex.join([sys.executable, "-c", MAKE_ENV, str(counter)])
-    configure(root, keep=False, setup=command)
+    configure(root, keep=False, setup=command, records=records)
     run_done(root, first)
     [slot] = pooled(root)
     assert (slot / "build" / "env.txt").read_text() == "made by setup"
     (slot / "build" / "env.txt").write_text("the first story's environment")
     untouched = (slot / "README.md").stat().st_ino
-    configure(root, keep=True, setup=command)
+    configure(root, keep=True, setup=command, records=records)
 
     run_done(root, second)
 

@@ -25,7 +25,7 @@ pytestmark = [
 def test_doctor_shows_the_private_homes_and_caches(tmp_path: Path) -> None:
     root = make_repo(tmp_path, remote=False).root
     state = tmp_path / "state"
-    env = {"AI_SDLC_STATE_HOME": str(state), "AI_SDLC_SANDBOX__WRITABLE": "[]"}
+    env = {"AI_SDLC_STATE_HOME": str(state)}
     data = json.loads(run_cli(root, "doctor", "--json", env=env).stdout)["sandbox"]
     assert data["private_homes"] == str(state / "homes")
     assert data["private_caches"] == str(state / "caches")

@@ -37,7 +37,6 @@ def setup(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
     git(root, "commit", "-q", "-m", "config")
     env = {
         "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
-        "AI_SDLC_SANDBOX__WRITABLE": "[]",  # the default sandbox (the suite widens it)
     }
     assert run_cli(root, "add", "Add multiply", env=env).returncode == 0
     first = run_cli(root, "run", SID, "--step", "refine", env=env)

@@ -124,11 +124,6 @@ def project(tmp_path: Path, mode: str) -> tuple[Path, Path]:
     return root, reports
 
 
-def narrow(reports: Path, *more: Path) -> dict[str, str]:
-    """The project's own writable list, not the suite's temp-root widening (conftest)."""
-    return {"AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(p) for p in (reports, *more)])}
-
-
 def alive(pid: int) -> bool:
     """True while `pid` runs (a zombie has ended: only its parent has not reaped it)."""
     try:
@@ -195,7 +190,7 @@ def test_a_detached_grandchild_cannot_kill_its_launcher_nor_outlive_the_run(
 ) -> None:
     root, reports = project(tmp_path, "kill-launcher")
     try:
-        result = run_cli(root, "run", SID, env=narrow(reports))
+        result = run_cli(root, "run", SID)
         survivor = json.loads((reports / "survivor.json").read_text())
         # The launcher is outside the grandchild's Landlock domain: the signal is refused.
         assert survivor["kill"].startswith("denied"), survivor
@@ -210,8 +205,8 @@ def test_a_detached_grandchild_cannot_kill_its_launcher_nor_outlive_the_run(
 
 
 def test_a_baseline_whose_test_step_was_killed_is_not_verified(tmp_path: Path) -> None:
-    root, reports = project(tmp_path, "self-kill")
-    result = run_cli(root, "run", SID, env=narrow(reports))
+    root, _ = project(tmp_path, "self-kill")
+    result = run_cli(root, "run", SID)
     assert result.returncode == 3, result.output
     assert "base verified" not in result.stderr
     text = " ".join(result.stderr.split())
@@ -227,7 +222,7 @@ def test_a_launcher_killed_from_outside_is_a_failed_step_that_leaves_nothing(
     can. The verify command (PR_SET_PDEATHSIG) and what it started in its session die with it,
     and the killed step is not a verified base."""
     root, reports = project(tmp_path, "wait-for-kill")
-    env = cli_environment(narrow(reports))
+    env = cli_environment()
     run = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), "run", SID],
         env=env,
@@ -276,7 +271,7 @@ def test_a_launcher_rewritten_on_disk_changes_nothing_that_runs(tmp_path: Path) 
     # The site folder is writable as a user makes it so: in the project's reviewed list.
     widened = run_cli(root, "config", "sandbox.writable", json.dumps([str(reports), str(site)]))
     assert widened.returncode == 0, widened.output
-    env = cli_environment(narrow(reports, site))
+    env = cli_environment()
     # verify commands get an allow-list (sandbox/childenv): the script's settings go through
     # verify.env, as a project's would.
     hostile = {"HOSTILE_SITE": str(site), "HOSTILE_TARGET": str(target)}

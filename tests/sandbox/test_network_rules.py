@@ -132,7 +132,6 @@ def project(tmp_path: Path, api: Server, other: Server, verify: str) -> tuple[Pa
 def env_for(reports: Path, api: Server, **more: str) -> dict[str, str]:
     return {
         "AI_SDLC_PROVIDER": "command",
-        "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(reports)]),  # the suite widens it
         "OPENAI_BASE_URL": api.url,
         "OPENAI_API_KEY": "sk-test-fake-key-123",
         **more,

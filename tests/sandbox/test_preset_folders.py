@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc.providers.command_presets import PRESETS
 from ai_sdlc.sandbox import landlock
 from tests.conftest import run_cli
 from tests.support.attack_support import (
@@ -140,7 +141,6 @@ def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(
         "AI_SDLC_PROVIDER": "command",
         "HOME": str(home),
         "AI_SDLC_STATE_HOME": str(state),
-        "AI_SDLC_SANDBOX__WRITABLE": "[]",  # the default sandbox (the suite widens it)
     }
     assert run_cli(root, "add", "Add multiply", env=env).returncode == 0
     sums = home_sums(home, state)
@@ -157,3 +157,20 @@ def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(
     # Nothing landed in the user's home, and the user's git is as it was.
     assert home_sums(home, state) == sums
     assert len(plain_git_everywhere(root)) == 2
+
+
+def test_every_path_a_preset_hands_its_cli_is_one_of_those_folders() -> None:
+    """The e2e test above writes into `{output_dir}` and beside `{prompt_file}`; every file or
+    folder a preset's command lines name (Aider's five history and settings files) is in one
+    of them or in the worktree, never a place of the user's (`~/.aider…`) or the system temp
+    folder."""
+    private = ("{output_dir}/", "{prompt_file}", "{workspace}")
+    named: list[str] = []
+    for name, preset in PRESETS.items():
+        for template in (preset.template, preset.read_only_template, preset.confined_template):
+            for token in template or ():
+                value = token.partition("=")[2] if token.startswith("-") else token
+                if "/" in value or value.startswith(("~", "{prompt_file}", "{output_dir}")):
+                    assert value.startswith(private), (name, token)
+                    named.append(value)
+    assert "{output_dir}/chat-history.md" in named and "{prompt_file}" in named

@@ -208,11 +208,9 @@ def project(tmp_path: Path, *, template: list[str] | None = None) -> tuple[Path,
 
 
 def run(root: Path, *args: str, **env: str) -> CliResult:
-    """`ai-sdlc` with the configured command agent (the suite's default is `scripted`) and the
-    project's own `sandbox.writable` (the suite widens it to the temp root through the
-    environment, see conftest: replaced here by the project file's list)."""
-    narrow = {"AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(root.parent / "reports")])}
-    return run_cli(root, *args, env={"AI_SDLC_PROVIDER": "command", **narrow, **env})
+    """`ai-sdlc` with the configured command agent (the suite's default is `scripted`); the
+    sandbox is the project's own (its `sandbox.writable` names the reports folder)."""
+    return run_cli(root, *args, env={"AI_SDLC_PROVIDER": "command", **env})
 
 
 def attempts(reports: Path) -> list[dict[str, Any]]:
@@ -403,7 +401,7 @@ def test_doctor_shows_the_sandbox_in_force_and_its_absence(tmp_path: Path) -> No
     assert data["in_force"] is bool(ABI)
     assert data["writable"][:2] == ["<worktree>", "<private temp folder>"]
     assert run(root, "config", "sandbox.writable", json.dumps([str(tmp_path)])).returncode == 0
-    wide = run(root, "doctor", AI_SDLC_SANDBOX__WRITABLE=json.dumps([str(tmp_path)]))
+    wide = run(root, "doctor")
     assert f"warning: sandbox.writable {str(tmp_path)!r} holds this project" in wide.stderr
     assert run(root, "config", "sandbox.writable", json.dumps([str(reports)])).returncode == 0
     off = run(root, "doctor", AI_SDLC_SANDBOX="off")
@@ -442,7 +440,7 @@ def test_outside_git_the_project_folder_is_the_workspace_and_the_rest_is_read_on
     )
     line = shlex.join([sys.executable, "-c", code, str(outside)])
     assert run_cli(root, "config", "verify.test", line).returncode == 0
-    result = run_cli(root, "run", SID, env={"AI_SDLC_SANDBOX__WRITABLE": "[]"})
+    result = run_cli(root, "run", SID)
     assert result.returncode == 5, result.output
     assert "outside: Permission denied" in result.stderr
     assert not outside.exists()

@@ -209,7 +209,7 @@ def test_the_agent_loops_run_command_is_confined(tmp_path: Path) -> None:
 def test_sandbox_policy_for_a_worktree_inside_the_checkout(tmp_path: Path) -> None:
     """The API other parts (worktree set-up commands) use: the worktree and the configured
     folders writable, the checkout and its `.ai-sdlc/` not. (The config is read without the
-    environment: the suite widens the sandbox through it, see conftest.)"""
+    environment: the project's file alone decides here.)"""
     root = tmp_path / "proj"
     StoryStore(root).init()
     extra = tmp_path / "m2"

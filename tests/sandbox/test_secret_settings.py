@@ -70,7 +70,6 @@ def project(tmp_path: Path, extra: str = "") -> tuple[Path, Path, dict[str, str]
     git(root, "commit", "-q", "-m", "config")
     env = {
         "HOME": str(home),
-        "AI_SDLC_SANDBOX__WRITABLE": json.dumps([str(reports)]),  # the suite widens it
         "GH_TOKEN": "ghp_passedOnPurpose1234567890",
         "NPM_TOKEN": "npm_notPassed1234567890",
         "MY_SETTING": "not-on-the-allow-list",

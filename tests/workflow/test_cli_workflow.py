@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SANDBOX_WIDENED, CliRunner, cli_environment
+from tests.conftest import CliRunner, cli_environment
+from tests.support.records import records_folder
 
 PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
 FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
@@ -393,8 +394,10 @@ GATED = (
 
 
 def gated_build(project: Path) -> tuple[str, Path, Path]:
-    """(verify.build command, its pid file, the file that releases it); outside the project."""
-    started, release = project.parent / "build-started", project.parent / "build-release"
+    """(verify.build command, its pid file, the file that releases it); outside the project,
+    the pid file in its records folder (the project's sandbox.writable names it)."""
+    records = records_folder(project)
+    started, release = records / "build-started", records / "build-release"
     return shlex.join([sys.executable, "-c", GATED, str(started), str(release)]), started, release
 
 
@@ -412,7 +415,7 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
     cli("config", "verify.build", gated)
     cli("add", "Add multiply")
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AI_SDLC_")}
-    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1", **SANDBOX_WIDENED})
+    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
     first = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
         stdout=subprocess.PIPE,

@@ -20,6 +20,7 @@ from ai_sdlc.errors import AiSdlcError, InvalidInputError
 from ai_sdlc.store import StoryStore
 from tests.conftest import run_cli
 from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     frontmatter,
     start_cli,
@@ -145,7 +146,7 @@ def test_the_daemon_runs_a_story_moved_to_ready_and_stops_on_a_signal(
 
 def test_ctrl_c_during_a_phase_rolls_it_back_and_run_continue_finishes(tmp_path: Path) -> None:
     root = project(tmp_path, 1)
-    marker = tmp_path / "verify.pid"
+    marker = records_path(root) / "verify.pid"
     hang = (
         "import os, pathlib, sys, time\n"
         f"m = pathlib.Path({str(marker)!r})\n"
@@ -156,6 +157,7 @@ def test_ctrl_c_during_a_phase_rolls_it_back_and_run_continue_finishes(tmp_path:
     script = tmp_path / "verify.py"
     script.write_text(hang)
     (root / ".ai-sdlc" / "config.yaml").write_text(f"verify:\n  test: {sys.executable} {script}\n")
+    records_folder(root)  # the verification's pid marker
     set_status(root, "S-0001", "ready")
     proc = start_watch(root, "--poll", "0.1")
     deadline = time.monotonic() + GUARD

@@ -40,6 +40,8 @@ def configure(root: Path, log: Path, behaviour: str, *, setup: str | None = RECI
     )
     if setup is not None:
         text += f"worktree:\n  setup: {setup}\n"
+    log.parent.mkdir(exist_ok=True)  # the agent's call log: a folder the project's list names
+    text += f"sandbox:\n  writable: [{json.dumps(str(log.parent))}]\n"
     (root / ".ai-sdlc" / "config.yaml").write_text(text)
 
 
@@ -76,7 +78,7 @@ def test_the_main_venv_really_points_at_the_main_checkout(tmp_path: Path) -> Non
 @pytest.mark.parametrize("verify", [VERIFY, ".venv/bin/pytest -q -p no:cacheprovider"])
 def test_1_an_honest_agent_adding_a_module_reaches_done(tmp_path: Path, verify: str) -> None:
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     pytest_script(root)
     configure(root, log, "honest-py")
     config = root / ".ai-sdlc" / "config.yaml"
@@ -101,7 +103,7 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
     tmp_path: Path,
 ) -> None:
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py")
     sid = repo.story("Refactor add")
     result = run_cli(root, "run", sid, env=ENV)
@@ -120,7 +122,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     tmp_path: Path,
 ) -> None:
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", setup=None)
     sid = repo.story("Refactor add")
     result = run_cli(root, "run", sid, env=ENV)
@@ -146,7 +148,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
 def test_4_doctor_names_the_problem_and_the_fix_then_says_ok(tmp_path: Path) -> None:
     repo = calc_project(tmp_path)
     root = repo.root
-    configure(root, tmp_path / "agent.log", "honest-py", setup=None)
+    configure(root, tmp_path / "records" / "agent.log", "honest-py", setup=None)
     before = run_cli(root, "doctor")
     assert before.returncode == 3, before.output
     text = " ".join(before.output.split())
@@ -164,8 +166,8 @@ def test_setup_runs_once_and_again_when_its_inputs_change(tmp_path: Path) -> Non
     """The setup's hash lives in the worktree's git folder; an attempt that changes an input
     (requirements.txt) gets the setup again before its verification."""
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
-    counter = tmp_path / "setups.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
+    counter = tmp_path / "records" / "setups.log"
     counting = json.dumps(
         [
             "ai-sdlc worktrees venv",
@@ -202,7 +204,7 @@ def test_setup_runs_once_and_again_when_its_inputs_change(tmp_path: Path) -> Non
 
 def test_a_failing_setup_stops_the_run_as_a_setup_problem_not_an_attempt(tmp_path: Path) -> None:
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     failing = json.dumps([f"{sys.executable} -c \"import sys; sys.exit('no such package: nope')\""])
     configure(root, log, "honest-py", setup=failing)
     sid = repo.story("Add mul")
@@ -224,11 +226,11 @@ def test_a_relative_verify_program_missing_from_the_worktree_runs_from_the_proje
     (here a venv without the project installed, so the guard has nothing to object to), in the
     worktree; once the worktree has its own, that one runs."""
     repo = make_repo(tmp_path, remote=False)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True)
     with open(root / ".gitignore", "a") as handle:
         handle.write(".venv/\n")
-    seen = tmp_path / "seen.txt"
+    seen = tmp_path / "records" / "seen.txt"
     (root / "check.py").write_text(
         f"import os, sys\nopen({str(seen)!r}, 'a').write(f'{{sys.prefix}} {{os.getcwd()}}\\n')\n"
     )
@@ -258,7 +260,7 @@ def test_the_venv_command_outside_a_setup_says_what_it_is_for(tmp_path: Path) ->
 
 def test_changing_worktrees_dir_never_strands_a_story_worktree(tmp_path: Path) -> None:
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "honest-py")
     sid = repo.story("Add mul")
     first = run_cli(root, "run", sid, "--step", "refine", env=ENV)
@@ -370,14 +372,16 @@ def node_project(tmp_path: Path, lock: str, log: Path, behaviour: str, setup: st
         "limits:\n  implementation_retries: 1\n"
         f"git:\n  worktrees_dir: {tmp_path / 'worktrees'}\n"
         f"worktree:\n  setup: {setup}\n"
+        f"sandbox:\n  writable: [{json.dumps(str(log.parent))}]\n"  # the agent's call log
     )
+    log.parent.mkdir(exist_ok=True)
     return repo
 
 
 def test_node_an_honest_story_outside_the_project_reaches_done(
     tmp_path: Path, npm_lock: str
 ) -> None:
-    log = tmp_path / "agent.log"
+    log = tmp_path / "records" / "agent.log"
     repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
     sid = repo.story("Add mul")
     result = run_cli(repo.root, "run", sid, env=ENV)
@@ -394,7 +398,7 @@ def test_node_an_honest_story_outside_the_project_reaches_done(
 def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
     tmp_path: Path, npm_lock: str
 ) -> None:
-    log = tmp_path / "agent.log"
+    log = tmp_path / "records" / "agent.log"
     repo = node_project(tmp_path, npm_lock, log, "break-js", '["npm ci --no-audit --no-fund"]')
     sid = repo.story("Refactor add")
     result = run_cli(repo.root, "run", sid, env=ENV)
@@ -406,7 +410,7 @@ def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
     # The same project without the setup: outside the project, `is-number` is found nowhere.
     other = tmp_path / "second"
     other.mkdir()
-    bare = node_project(other, npm_lock, other / "agent.log", "honest-js", "[]")
+    bare = node_project(other, npm_lock, other / "records" / "agent.log", "honest-js", "[]")
     sid = bare.story("Add mul")
     result = run_cli(bare.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
@@ -421,7 +425,7 @@ def test_node_an_agent_weakening_or_deleting_the_failing_test_is_never_done(
     """test/mul.test.js written first (failing: no mul.js at the base); a wrong mul.js with the
     test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still refused:
     the base's version of the test fails against it. Both attempts are counted."""
-    log = tmp_path / "agent.log"
+    log = tmp_path / "records" / "agent.log"
     repo = node_project(tmp_path, npm_lock, log, behaviour, '["npm ci --no-audit --no-fund"]')
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
@@ -456,12 +460,14 @@ def plain_project(tmp_path: Path, log: Path, behaviour: str, worktree: str) -> R
         f"verify:\n  test: {verify}\n"
         "limits:\n  implementation_retries: 1\n"
         f"worktree:\n{worktree}"
+        f"sandbox:\n  writable: [{json.dumps(str(log.parent))}]\n"  # the agent's call log
     )
+    log.parent.mkdir(exist_ok=True)
     return repo
 
 
 def test_a_setup_that_outlives_its_time_limit_is_killed_and_stops_the_run(tmp_path: Path) -> None:
-    log = tmp_path / "agent.log"
+    log = tmp_path / "records" / "agent.log"
     sleeper = json.dumps([f'{sys.executable} -c "import time; time.sleep(60)"'])
     repo = plain_project(tmp_path, log, "honest-py", f"  setup: {sleeper}\n  setup_timeout: 0.5\n")
     sid = repo.story("Anything")
@@ -475,7 +481,7 @@ def test_a_setup_that_outlives_its_time_limit_is_killed_and_stops_the_run(tmp_pa
 def test_a_setup_broken_by_an_attempt_fails_that_attempt_and_is_counted(tmp_path: Path) -> None:
     """The setup passed on the checked-out worktree; the attempt broke its input: that is the
     attempt's failure (an implementation retry with the setup's output), not a setup problem."""
-    log = tmp_path / "agent.log"
+    log = tmp_path / "records" / "agent.log"
     picky = json.dumps(
         [
             f'{sys.executable} -c "import sys; '
@@ -512,7 +518,7 @@ def test_an_activated_main_venv_and_a_bare_pytest(tmp_path: Path) -> None:
     guard follows PATH to the main venv's pytest; with the setup, verification in the worktree
     runs with the worktree's venv activated instead."""
     repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "agent.log"
+    root, log = repo.root, tmp_path / "records" / "agent.log"
     bin_dir = root / ".venv" / "bin"
     pytest_script(root)
     configure(root, log, "honest-py", setup=None)
@@ -546,8 +552,8 @@ def _landlock_abi() -> int:
 @pytest.mark.skipif(_landlock_abi() == 0, reason="this kernel has no usable Landlock")
 def test_setup_commands_run_in_the_sandbox(tmp_path: Path) -> None:
     """A setup command writes its worktree (and the tools' caches), never the main checkout
-    (the suite's widened `sandbox.writable` narrowed back to the default)."""
-    log = tmp_path / "agent.log"
+    (the default sandbox)."""
+    log = tmp_path / "records" / "agent.log"
     repo = make_repo(tmp_path, remote=False)
     escaped = repo.root / "escaped.txt"
     writer = json.dumps(
@@ -563,7 +569,7 @@ def test_setup_commands_run_in_the_sandbox(tmp_path: Path) -> None:
         f"worktree:\n  setup: {writer}\n"
     )
     sid = repo.story("Anything")
-    result = run_cli(repo.root, "run", sid, env={**ENV, "AI_SDLC_SANDBOX__WRITABLE": "[]"})
+    result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
     assert "worktree setup failed" in result.stderr
     assert "PermissionError" in result.stderr or "Permission denied" in result.stderr
@@ -576,7 +582,7 @@ def test_setup_commands_run_in_the_sandbox(tmp_path: Path) -> None:
 def test_a_setup_that_leaves_files_git_would_commit_is_refused(tmp_path: Path) -> None:
     """Its output would be taken for the agent's work (a read-only phase's violation, or files
     committed with the first attempt): the run stops before any agent."""
-    log = tmp_path / "agent.log"
+    log = tmp_path / "records" / "agent.log"
     messy = json.dumps([f"{sys.executable} -c \"open('generated.txt', 'w').write('x')\""])
     repo = plain_project(tmp_path, log, "note", f"  setup: {messy}\n")
     sid = repo.story("Anything")

@@ -38,6 +38,9 @@ Rules the table does not show:
   names the variable).
 - Guardrails (marked **G**) may be made stricter by the user's file or the environment, never
   looser: a lower limit, a budget where there was none, a gate or the sandbox switched on.
+  A list guardrail is looser with one more entry (a folder `sandbox.writable` adds, a step
+  `sandbox.network` opens, a variable `sandbox.pass_env` passes on, a trusted bot) and, for
+  `sandbox.deny_read`, with one fewer; naming fewer (or denying more) is stricter.
 - Guardrail settings changed by hand (every key under `limits`, `verify`, `gates`, `sandbox`,
   `worktree`, and `git.worktrees`) stop the next run until a person confirms them:
   `ai-sdlc config --accept` (`ai-sdlc config KEY VALUE` accepts the key it sets).

@@ -28,7 +28,9 @@ OPEN_SECTIONS = ("resilience",)
 
 #: Settings an environment variable may make stricter but never looser: the recovery limits, the
 #: phase timeout and the budgets (lower is stricter; null means no budget), the stage gates and
-#: the sandbox switches (true is stricter), `pr.trusted_bots` (fewer bots is stricter). A
+#: the sandbox switches (true is stricter), the list guardrails (`sandbox.writable`,
+#: `sandbox.network`, `sandbox.pass_env`, `pr.trusted_bots`: fewer entries is stricter;
+#: `sandbox.deny_read`: more is stricter; `layers._widened`). A
 #: cloned repository or a CI variable must not switch a guardrail off. Marked `guard="strict"`
 #: on the models (`sections`).
 GUARDRAILS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if s.guard == "strict")

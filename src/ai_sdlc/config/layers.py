@@ -65,25 +65,33 @@ def _env_names(environ: Mapping[str, str]) -> dict[str, str]:
     return names
 
 
-#: List guardrails an added item widens (more network, more secrets passed on), and those a
-#: removed item widens (fewer paths kept from reading).
-_WIDER_WHEN_ADDED = ("sandbox.network", "sandbox.pass_env")
-_WIDER_WHEN_REMOVED = ("sandbox.deny_read",)
-
-
 def _looser(dotted: str, project: Any, wanted: Any) -> bool:
     """True when `wanted` would make the guardrail `dotted` less strict than `project`."""
-    if dotted in _WIDER_WHEN_ADDED:
-        return bool(set(wanted or ()) - set(project or ()))
-    if dotted in _WIDER_WHEN_REMOVED:
-        return bool(set(project or ()) - set(wanted or ()))
+    if isinstance(wanted, list) or isinstance(project, list):
+        return _widened(dotted, project, wanted)
     if dotted.startswith(("gates.", "sandbox.")):
         return bool(project) and not wanted
-    if dotted == "pr.trusted_bots":  # a bot the project did not name is one more trusted voice
-        return bool(_bots(wanted) - _bots(project))
     if wanted is None:  # no limit at all
         return project is not None
     return project is not None and wanted > project
+
+
+def _widened(dotted: str, project: Any, wanted: Any) -> bool:
+    """One rule for every list-valued guardrail. An allow-list (`sandbox.writable`,
+    `sandbox.network`, `sandbox.pass_env`, `pr.trusted_bots`) is widened by an entry the
+    project's list lacks; a deny-list (a key named `deny_*`: `sandbox.deny_read`) by leaving
+    out an entry the project's list has. Order and repeats do not matter; fewer allowed (or
+    more denied) narrows, which is always taken."""
+    same = _bots if dotted == "pr.trusted_bots" else _items
+    have, want = same(project), same(wanted)
+    if dotted.rsplit(".", 1)[-1].startswith("deny"):
+        return bool(have - want)
+    return bool(want - have)
+
+
+def _items(value: Any) -> set[str]:
+    """A list guardrail's entries as compared (text as written)."""
+    return {str(x) for x in value} if isinstance(value, list) else set()
 
 
 def _bots(value: Any) -> set[str]:

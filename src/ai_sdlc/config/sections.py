@@ -372,9 +372,11 @@ class SandboxSection(_Section):
     writable: Annotated[
         list[str],
         key(
-            'more folders they may write, e.g. ["~/.gradle", "~/.cargo"]',
+            'more folders they may write, e.g. ["~/.gradle", "~/.cargo"]; only from this file: '
+            "the environment or the user's file may not widen it",
             check="nonblank_items",
             expected='a list of folders, e.g. ["~/.m2"]',
+            guard="strict",
         ),
     ] = msgspec.field(default_factory=list)
     deny_read: Annotated[

@@ -154,9 +154,8 @@ class Project:
             "PATH": f"{self.bin}{os.pathsep}{exe.parent}{os.pathsep}{os.environ['PATH']}",
             "FAKE_GH_LOG": str(tmp_path / "gh.log"),
             "AI_SDLC_PROVIDER": "",
-            # Exactly the sandbox a user gets: no widening (the suite's is undone), the CLI's
+            # Exactly the sandbox a user gets (no sandbox.writable anywhere), the CLI's
             # state in ai-sdlc's private homes under this test's own state folder.
-            "AI_SDLC_SANDBOX__WRITABLE": "[]",
             "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
         }
         if cli == "codex":
@@ -192,7 +191,9 @@ class Project:
         assert done.returncode == 0, done.output
 
     def run(self, *args: str) -> CliResult:
-        return run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=600)
+        result = run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=600)
+        assert "sandbox widened" not in result.stderr, result.stderr  # the user's defaults
+        return result
 
     def fm(self) -> dict[str, Any]:
         return dict(StoryStore(self.root).get(self.sid).frontmatter)

@@ -45,9 +45,8 @@ class RealProject:
             "PATH": os.pathsep.join([str(bin_dir), str(tool_bin.parent), os.environ["PATH"]]),
             "FAKE_GH_LOG": str(tmp_path / "gh.log"),
             "AI_SDLC_PROVIDER": "",
-            # Exactly the sandbox a user gets: no widening (the suite's is undone), the CLI's
+            # Exactly the sandbox a user gets (no sandbox.writable anywhere), the CLI's
             # state in ai-sdlc's private homes under this test's own state folder.
-            "AI_SDLC_SANDBOX__WRITABLE": "[]",
             "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
             **env,
         }
@@ -58,7 +57,9 @@ class RealProject:
         self.sid = self.repo.story(TITLE)
 
     def run(self, *args: str, timeout: float = 180) -> CliResult:
-        return run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=timeout)
+        result = run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=timeout)
+        assert "sandbox widened" not in result.stderr, result.stderr  # the user's defaults
+        return result
 
     def story(self) -> dict[str, Any]:
         return dict(StoryStore(self.root).get(self.sid).frontmatter)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import run_cli
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     frontmatter,
     make_project,
@@ -78,7 +79,8 @@ def _agent_project(
     root = tmp_path / "p"
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
-    count, prompts = tmp_path / "count", tmp_path / "prompts"
+    records = records_path(root)  # the agent's call counter and the prompts it was given
+    count, prompts = records / "count", records / "prompts"
     agent = [sys.executable, str(script), str(count), str(prompts), "{phase}"]
     agent += [str(write_until), str(fail_until), "--prompt-file", "{prompt_file}"]
     config = f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
@@ -87,6 +89,7 @@ def _agent_project(
         check.write_text(VERIFY)
         config += f"verify:\n  test: {json.dumps(f'{sys.executable} {check}')}\n"
     make_project(root, titles, config + extra)
+    records_folder(root)
     return root, count, prompts
 
 

@@ -23,6 +23,7 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.support.fakes.agent_clis import install_agent
 from tests.support.git_support import git, git_env, make_repo
+from tests.support.records import records_folder, records_path
 
 __all__ = ["git_env"]
 
@@ -58,13 +59,13 @@ class Project:
         self, tmp_path: Path, plan: dict[str, list[dict[str, Any]]], extra: str = ""
     ) -> None:
         self.root = make_repo(tmp_path, remote=False).root
-        self.calls = tmp_path / "calls"
+        self.calls = records_path(self.root) / "calls"
         agent, plan_file = tmp_path / "agent.py", tmp_path / "plan.json"
         agent.write_text(AGENT)
         plan_file.write_text(json.dumps(plan))
         template = [sys.executable, str(agent), str(plan_file), str(self.calls)]
         template += ["{phase}", "{prompt_file}"]
-        self.verified = tmp_path / "verified.log"  # one line per verification
+        self.verified = records_path(self.root) / "verified.log"  # one line per verification
         count = f"open({str(self.verified)!r}, 'a').write('ran\\n')"
         test = shlex.join([sys.executable, "-c", count])
         (self.root / ".ai-sdlc" / "config.yaml").write_text(
@@ -73,6 +74,7 @@ class Project:
             "limits:\n  implementation_retries: 1\n  refinement_iterations: 1\n"
             "  review_rejections: 1\n" + extra
         )
+        records_folder(self.root)  # the agent's calls, the verifications
         self.sid = StoryStore(self.root).add("Add multiplication").id
 
     def run(self) -> CliResult:

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import cli_environment, run_cli
 from tests.support.fakes.callers import CALLER
 from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import only_run, run_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
@@ -82,13 +83,13 @@ def test_workers_end_when_their_coordinator_is_killed(tmp_path: Path) -> None:
     root = repo.root
     for n in range(3):
         repo.story(f"Story {n + 1}")
-    markers = tmp_path / "markers"
-    markers.mkdir()
     script = tmp_path / "slow_verify.py"
     script.write_text(SLOW_VERIFY)
+    markers = records_path(root)
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"verify:\n  test: {sys.executable} {script} {markers}\n  max_parallel: 3\n"
     )
+    records_folder(root)  # the verify commands' pid markers
     coordinator = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), "run", "--auto", "-j", "3"],
         stdout=subprocess.DEVNULL,

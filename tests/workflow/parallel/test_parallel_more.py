@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import cli_environment, run_cli
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     frontmatter,
     only_run,
@@ -105,13 +106,13 @@ def test_ctrl_c_during_a_parallel_run_leaves_nothing_running_and_resumes(tmp_pat
     root = repo.root
     for n in range(2):
         repo.story(f"Story {n + 1}")
-    markers = tmp_path / "markers"
-    markers.mkdir()
     script = tmp_path / "hang.py"
     script.write_text(HANG)
+    markers = records_path(root)
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"verify:\n  test: {sys.executable} {script} {markers}\n"
     )
+    records_folder(root)  # the verify commands' pid markers
     proc = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(root), "run", "--auto", "-j", "2"],
         stdout=subprocess.PIPE,

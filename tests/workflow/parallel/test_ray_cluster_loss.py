@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import cli_environment, run_cli
 from tests.support.fakes.callers import CALLER
 from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     RAY_ENV,
     frontmatter,
@@ -86,13 +87,13 @@ def test_losing_the_cluster_halts_the_run_resumably_and_resume_finishes_it(
     tmp_path: Path, own_cluster: tuple[str, int]
 ) -> None:
     address, cluster_sid = own_cluster
-    marks = tmp_path / "marks"
-    marks.mkdir()
     blocker = tmp_path / "blocker.py"
     blocker.write_text(BLOCKER)
     repo = make_repo(tmp_path)
     ids = [repo.story("Story 1"), repo.story("Story 2")]
+    marks = records_path(repo.root)  # the project's records folder
     write_config(repo.root, f'verify:\n  test: "{sys.executable} {blocker} {marks}"\n')
+    records_folder(repo.root)
     (repo.root / ".ai-sdlc" / "scripted.yaml").write_text("rules: []\n")
     env = cli_environment(
         {

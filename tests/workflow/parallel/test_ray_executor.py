@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.support.fakes.callers import CALLER
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     ENDLESS_RETRIES,
     RAY_ENV,
@@ -241,12 +242,12 @@ if "S-0001" in os.getcwd() and not (marks / "pid").exists():
 def test_a_worker_killed_mid_implement_is_retried_and_counted_once(
     tmp_path: Path, cluster: str
 ) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
+    marks = records_path(tmp_path / "proj")  # the project's records folder
     script = tmp_path / "verify_sleeper.py"
     script.write_text(SLEEPER)
     config = f'verify:\n  test: "{sys.executable} {script} {marks}"\n'
     root = project(tmp_path, 2, config)
+    assert records_folder(root) == marks
     killed: list[int] = []
 
     def killer() -> None:
@@ -426,13 +427,14 @@ def test_a_committed_backlog_stays_out_of_the_workers_worktrees(
 ) -> None:
     """Issue 26: a worker's story worktree (in its clone) leaves the committed `.ai-sdlc/`
     out too, and the branch it pushes keeps every story file of the backlog unchanged."""
-    seen = tmp_path / "seen.log"
+    seen = records_path(tmp_path / "proj") / "seen.log"
     look = (
         "import json, os, sys; "
         "open(sys.argv[1], 'a').write(json.dumps(sorted(os.listdir('.'))) + '\\n')"
     )
     command = json.dumps(f"{sys.executable} -c {json.dumps(look)} {seen}")
     root = project(tmp_path, 2, f"verify:\n  build: {command}\n")
+    assert records_folder(root) == seen.parent
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "backlog")
     git(root, "push", "-q", "origin", "main")

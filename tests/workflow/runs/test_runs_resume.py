@@ -15,6 +15,7 @@ import pytest
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import run_cli
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     frontmatter,
     make_project,
@@ -50,8 +51,9 @@ if n == hang_on:
 def slow_verify_config(tmp_path: Path, hang_on: int) -> tuple[str, Path]:
     script = tmp_path / "slow_verify.py"
     script.write_text(SLOW_VERIFY)
-    marker = tmp_path / "hanging.pid"
-    argv = [sys.executable, str(script), str(tmp_path / "count"), str(hang_on), str(marker)]
+    records = records_path(tmp_path / "p")  # the project's: the counter and the pid marker
+    marker = records / "hanging.pid"
+    argv = [sys.executable, str(script), str(records / "count"), str(hang_on), str(marker)]
     return f"verify:\n  build: {json.dumps(shlex.join(argv))}\n", marker
 
 
@@ -104,6 +106,7 @@ def test_sigkill_mid_phase_then_continue(tmp_path: Path) -> None:
     # S-0001 verifies once (review reuses its implement verdict); the 2nd run is S-0002's.
     config, marker = slow_verify_config(tmp_path, hang_on=2)
     make_project(root, ["A", "B", "C"], config)
+    records_folder(root)
     proc = start_cli(root, "run", "--auto")
     hanging = host_pid(wait_for_pid(marker), str(marker))  # its own pid is its namespace's
     try:
@@ -144,6 +147,7 @@ def test_ctrl_c_halts_gracefully_and_resume_completes(tmp_path: Path) -> None:
     root = tmp_path / "p"
     config, marker = slow_verify_config(tmp_path, hang_on=1)  # S-0001's implement verification
     make_project(root, ["A", "B"], config)
+    records_folder(root)
     proc = start_cli(root, "run", "--auto")
     # The verification is running: the run is mid-implement (its own pid is its namespace's).
     hanging = host_pid(wait_for_pid(marker), str(marker))

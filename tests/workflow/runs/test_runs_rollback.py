@@ -13,6 +13,7 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.state.checkpoint import Checkpoints
 from ai_sdlc.workflow.state.transitions import StoryState
 from tests.conftest import run_cli
+from tests.support.records import records_folder, records_path
 from tests.support.runs_support import frontmatter, make_project, story_events
 
 AGENT = r"""
@@ -45,13 +46,14 @@ PLAN = "# Plan\n\n1. Do the thing.\n"
 def _prepare(root: Path, tmp_path: Path) -> StoryStore:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    template = [sys.executable, str(agent), "{phase}", str(tmp_path / "calls")]
+    template = [sys.executable, str(agent), "{phase}", str(records_path(root) / "calls")]
     store = make_project(
         root,
         ["Crashy"],
         f"ai:\n  command:\n    template: {json.dumps(template)}\n"
         "resilience:\n  policies:\n    llm:\n      initial_delay: 0.01\n      max_delay: 0.05\n",
     )
+    records_folder(root)  # the agent's calls
     store.write_artifact("S-0001", "research.md", "# Research\n")
     store.write_artifact("S-0001", "plan.md", PLAN)
     with store.edit("S-0001") as story:

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import CliResult, allow_unverified, run_cli
 from tests.support.paths import FAKES
+from tests.support.records import records_folder, records_path
 from tests.support.waits import pids_holding, wait_until_gone
 
 pytestmark = pytest.mark.e2e
@@ -69,7 +70,7 @@ def use_verify(root: Path, tmp_path: Path, action: str = "fail", *extra: str) ->
     """Configure `verify.test` as the counting script; returns its counter file."""
     script = tmp_path / "verify_cmd.py"
     script.write_text(VERIFY_SCRIPT)
-    counter = tmp_path / "verifications.txt"
+    counter = records_folder(root) / "verifications.txt"
     command = shlex.join([sys.executable, str(script), str(counter), action, *extra])
     result = run_cli(root, "config", "verify.test", command)
     assert result.returncode == 0, result.output
@@ -191,7 +192,7 @@ def test_2_runs_killed_mid_verification_are_counted_until_the_limit(tmp_path: Pa
 # --- (3) a timing-out agent -------------------------------------------------------------------
 def test_3_phase_timeouts_are_retried_counted_and_exit_4(tmp_path: Path) -> None:
     root = new_project(tmp_path)
-    pids = tmp_path / "agent-pids.json"
+    pids = records_path(root) / "agent-pids.json"
     template = [*AGENT, "hang", str(pids)]
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
@@ -200,6 +201,7 @@ def test_3_phase_timeouts_are_retried_counted_and_exit_4(tmp_path: Path) -> None
         "      initial_delay: 0.01\n      max_delay: 0.05\n"
     )
     allow_unverified(root)
+    records_folder(root)  # the agents' pids
     env = {"AI_SDLC_PROVIDER": "command"}
     first = run_cli(root, "run", SID, env=env)
     assert first.returncode == 4, first.output
