@@ -19,6 +19,7 @@ import os
 import shlex
 import signal
 import sys
+from errno import EBUSY, EROFS
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.conftest import CliResult, run_cli
 from tests.support.attack_support import (
     home_sums,
     make_home,
+    mount_namespace_here,
     processes_naming,
     users_git,
     users_git_on_a_terminal,
@@ -192,6 +194,9 @@ def test_a_child_taking_over_the_worktrees_git_metadata_is_counted_and_undone(
         reason = str(failure.get("feedback") or "")
         assert "worktree's .git" in reason or "nested git repository" in reason, failure
     assert (project.state / "attacked").exists()  # the child did attack
+    if mount_namespace_here():  # the pointer was read-only to it: written, renamed over
+        refused = (project.state / "pointer-refused").read_text().splitlines()
+        assert refused and all(r == f"write {EROFS} rename {EBUSY}" for r in refused), refused
     (tree,) = project.worktrees()  # the blocked story's worktree is kept
     assert_git_metadata_is_ours(project, tree)
     # Nothing the child planted was committed to the story branch.
@@ -227,7 +232,12 @@ def test_a_setup_command_taking_over_the_git_metadata_is_counted_and_undone(
     assert result.returncode == 0, result.output
     (failure,) = project.failures()  # the setup ran once, when the worktree was made
     assert failure["outcome"] == "git_metadata_changed", failure
-    assert "the worktree's .git pointer was rewritten" in str(failure["feedback"]), failure
+    if mount_namespace_here():  # read-only to the setup command: it could not rewrite it
+        refused = (project.state / "pointer-refused").read_text()
+        assert refused == f"write {EROFS} rename {EBUSY}\n", refused
+        assert "pointer" not in str(failure["feedback"]), failure
+    else:  # put back after it, and counted
+        assert "the worktree's .git pointer was rewritten" in str(failure["feedback"]), failure
     assert "nested git repository build/nest/.git" in str(failure["feedback"]), failure
     fm = project.frontmatter()
     assert (fm["status"], fm.get("total_recovery_attempts")) == ("done", 1), fm

@@ -10,6 +10,7 @@ attempts'), with nothing outside the worktree changed (checksummed)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -22,6 +23,7 @@ import pytest
 from ai_sdlc.sandbox import landlock
 from tests.conftest import CliResult, run_cli
 from tests.sandbox.test_sandbox import outside_worktree
+from tests.support.attack_support import mount_namespace_here
 from tests.support.git_support import git, git_env  # noqa: F401 (fixture)
 from tests.support.paths import FAKES
 from tests.support.worktree_env_support import calc_project
@@ -176,9 +178,15 @@ def test_a_worktree_git_file_naming_the_main_checkout_steers_no_write_of_ai_sdlc
     assert not (root / "ai-sdlc-setup.json").exists()
     assert outside_worktree(root) == before
     assert_blocked_at_10(root, "S-0001")
-    # Each rewrite is a counted failed attempt as soon as the agent is done (issue 32): only
-    # the untouched base was verified.
-    assert verifications(reports) == 1
+    if mount_namespace_here():
+        # The pointer is read-only to the agent: every rewrite refused (each attempt then fails
+        # on its merits: its work does not make the failing test pass).
+        refused = (reports / "dot-git-refused").read_text().split()
+        assert refused[1::2] and set(refused[1::2]) == {str(errno.EROFS)}, refused
+    else:
+        # Each rewrite is a counted failed attempt as soon as the agent is done (issue 32):
+        # only the untouched base was verified.
+        assert verifications(reports) == 1
 
 
 @pytest.mark.parametrize("mode", ["venv-pth", "pyc"])

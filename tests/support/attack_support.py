@@ -259,3 +259,20 @@ def listening() -> Iterator[Listener]:
         yield server
     finally:
         server.close()
+
+
+def mount_namespace_here() -> bool:
+    """A sandboxed child gets a PID and mount namespace of its own on this machine (then the
+    worktree's `.git` pointer is read-only to it); else only the check after it holds."""
+    import subprocess
+    import sys
+
+    from ai_sdlc.sandbox.backend import LandlockBackend
+    from ai_sdlc.sandbox.policy import SandboxPolicy
+
+    code = "import os; print(os.getpid())"
+    launch = SandboxPolicy(LandlockBackend(), ()).launch(
+        [sys.executable, "-I", "-S", "-c", code], env={}
+    )
+    done = subprocess.run(launch.argv, env=launch.env, capture_output=True, check=False)
+    return done.stdout.split() == [b"2"]

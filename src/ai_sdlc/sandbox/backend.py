@@ -87,10 +87,12 @@ class Backend(Protocol):
         deny_read: Sequence[str] = (),
         connect_ports: Sequence[int] | None = None,
         pidns: bool = False,
+        read_only: Sequence[str] = (),
     ) -> list[str]:
         """The argument list that runs `argv` writing only beneath `writable`, reading
         nothing of `deny_read`, connecting over TCP only to `connect_ports` (None: any).
-        `pidns`: in a PID namespace of its own where possible. `argv[0]` is the resolved
+        `pidns`: in a PID namespace of its own where possible, with `read_only` (paths inside
+        `writable`) bound read-only in its mount namespace. `argv[0]` is the resolved
         executable, `argv[1:]` the original argument list (its own argv[0] first).
         `lifeline`: an inherited pipe end that reads end-of-file when the process that
         started the child dies (the launcher then ends the child's whole tree)."""
@@ -114,6 +116,7 @@ class LandlockBackend:
         deny_read: Sequence[str] = (),
         connect_ports: Sequence[int] | None = None,
         pidns: bool = False,
+        read_only: Sequence[str] = (),
     ) -> list[str]:
         if LAUNCH_CODE is None:
             raise RuntimeError(f"the sandbox launcher cannot be read ({LAUNCHER})")
@@ -122,6 +125,8 @@ class LandlockBackend:
             launcher += ["--lifeline", str(lifeline)]
         for path in writable:
             launcher += ["--rw", path]
+        for path in read_only:
+            launcher += ["--ro", path]
         for path in deny_read:
             launcher += ["--deny", path]
         if connect_ports is not None:
@@ -168,6 +173,7 @@ class Unavailable:
         deny_read: Sequence[str] = (),
         connect_ports: Sequence[int] | None = None,
         pidns: bool = False,
+        read_only: Sequence[str] = (),
     ) -> list[str]:
         raise RuntimeError(f"no sandbox backend: {self.reason}")
 

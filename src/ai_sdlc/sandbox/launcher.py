@@ -1,7 +1,9 @@
 """The sandbox launcher: stay outside the sandbox, restrict only the command it starts.
 
-Run as `python -I -S -c <this source> [--lifeline FD] [--rw PATH]... [--deny PATH]...
-[--tcp PORTS] [--pidns] -- EXECUTABLE ARGV0 [ARG]...` (`--deny`: a path no read may reach;
+Run as `python -I -S -c <this source> [--lifeline FD] [--rw PATH]... [--ro PATH]...
+[--deny PATH]... [--tcp PORTS] [--pidns] -- EXECUTABLE ARGV0 [ARG]...` (`--ro`: a path inside a
+writable one that the command may not change, bound read-only where `--pidns` gives it a mount
+namespace; `--deny`: a path no read may reach;
 `--tcp`: the only TCP ports the command may connect to, comma-separated, "" for none, without
 it the network is open; `--pidns`: run the command in a PID namespace of its own where the
 kernel allows, see `pidns`) (`-I -S`: no site-packages, no environment-driven imports, ~25 ms).
@@ -69,6 +71,7 @@ class Rules:
         self.connect_ports: list[int] | None = None
         self.pidns = False
         self.lifeline: int | None = None
+        self.read_only: list[str] = []
 
 
 def parse(args: list[str]) -> tuple[Rules, str, list[str]]:
@@ -81,11 +84,13 @@ def parse(args: list[str]) -> tuple[Rules, str, list[str]]:
             rules.pidns = True
             i += 1
             continue
-        if flag not in ("--rw", "--deny", "--tcp", "--lifeline") or i + 1 >= len(args):
+        if flag not in ("--rw", "--ro", "--deny", "--tcp", "--lifeline") or i + 1 >= len(args):
             raise ValueError(f"unexpected launcher argument {flag!r}")
         value = args[i + 1]
         if flag == "--rw":
             rules.writable.append(value)
+        elif flag == "--ro":
+            rules.read_only.append(value)
         elif flag == "--deny":
             rules.deny_read.append(value)
         elif flag == "--lifeline":
@@ -186,9 +191,19 @@ def _run_isolated(rules: Rules, executable: str, argv: list[str]) -> None:
             os.close(lifeline)
         # A /proc that cannot be mounted (a container's masked one, in a user namespace) leaves
         # the old one: the namespace still ends what the command leaves, and doctor's probe
-        # shows that /proc is not the namespace's.
+        # shows that /proc is not the namespace's. Nothing is mounted unless mounts are private
+        # (a bind would reach the host). The read-only paths (the worktree's `.git` pointer)
+        # are a second wall: ai-sdlc checks and puts them back after every child anyway.
+        private = False
         with _suppress(OSError):
-            pidns.mount_proc()
+            pidns.make_private()
+            private = True
+        if private:
+            with _suppress(OSError):
+                pidns.mount_proc()
+            for path in rules.read_only:
+                with _suppress(OSError):
+                    pidns.bind_read_only(path)
         pid = os.fork()
         if pid == 0:  # only the command restricts itself: this init stays out of its domain
             os.close(reported)

@@ -27,8 +27,16 @@ _CLONE_NEWPID = 0x20000000
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_NOEXEC = 8
+_MS_RDONLY = 1
+_MS_REMOUNT = 32
+_MS_BIND = 4096
 _MS_REC = 0x4000
 _MS_PRIVATE = 1 << 18
+_MS_RELATIME = 1 << 21
+#: `statvfs` flags a read-only remount of a bind must keep: in a user namespace the kernel
+#: refuses to clear the locked ones (nosuid, nodev, noexec, the atime mode) of the mount below.
+_KEPT = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | 1024 | 2048  # noatime, nodiratime
+_ST_RELATIME = 4096
 
 
 def _libc() -> ctypes.CDLL:
@@ -51,13 +59,36 @@ def enter() -> bool:
     return True
 
 
-def mount_proc() -> None:
-    """In the namespace's first process: keep mounts private, then mount a `/proc` that shows
-    this namespace only (OSError when refused)."""
-    libc = _libc()
-    if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+def make_private() -> None:
+    """In the namespace's first process: no mount made here reaches the host's mount table
+    (OSError when refused: then nothing may be mounted)."""
+    if _libc().mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"cannot make mounts private: {os.strerror(err)}")
+
+
+def bind_read_only(path: str) -> None:
+    """After `make_private`: `path` (a file or folder) read-only in this mount namespace: a
+    write is refused (EROFS), and so are a rename over it and its removal (EBUSY: a mount
+    point). OSError when refused."""
+    libc = _libc()
+    name = os.fsencode(path)
+    if libc.mount(name, name, None, _MS_BIND, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot bind {path}: {os.strerror(err)}")
+    found = os.statvfs(path).f_flag
+    flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | (found & _KEPT)
+    if found & _ST_RELATIME:
+        flags |= _MS_RELATIME
+    if libc.mount(None, name, None, flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot make {path} read-only: {os.strerror(err)}")
+
+
+def mount_proc() -> None:
+    """After `make_private`: mount a `/proc` that shows this namespace only (OSError when
+    refused)."""
+    libc = _libc()
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     if libc.mount(b"proc", b"/proc", b"proc", flags, None) != 0:
         err = ctypes.get_errno()

@@ -105,6 +105,9 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
     pass_env: tuple[str, ...] = ()
     #: Run each child in a PID namespace of its own (no `/proc/<ancestor>/environ`).
     pidns: bool = True
+    #: Paths inside the writable roots no child may change (the worktree's `.git` pointer):
+    #: bound read-only in the child's mount namespace, where it has one (`pidns`).
+    read_only: tuple[str, ...] = ()
 
     def for_step(self, step: str) -> SandboxPolicy:
         """This policy for one kind of step (`NETWORK_STEPS`): no TCP at all unless
@@ -143,6 +146,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 deny_read=self.deny_read,
                 connect_ports=self.connect_ports,
                 pidns=self.pidns,
+                read_only=self.read_only,
             )
         except BaseException:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -322,6 +326,7 @@ class Sandbox(msgspec.Struct, frozen=True):
             network=self.settings.network,
             net_rules=self.net_rules,
             pass_env=self.settings.pass_env,
+            read_only=git_pointer(workspace),
         )
 
     def private_deny(self) -> tuple[str, ...]:
@@ -440,3 +445,19 @@ def sandbox_policy_for(
     policy = sandbox.policy_for(workspace)
     sandbox.check_links(workspace)
     return policy
+
+
+def git_pointer(workspace: Path) -> tuple[str, ...]:
+    """The `.git` file of the git worktree holding `workspace` (it names the worktree's git
+    folder in the main repository), as a one-item tuple; () in a main checkout (`.git` is a
+    folder outside every writable root there) or outside git."""
+    folder = Path(os.path.realpath(workspace))
+    for candidate in (folder, *folder.parents):
+        entry = candidate / ".git"
+        if entry.is_symlink():
+            return ()
+        if entry.is_file():
+            return (str(entry),)
+        if entry.exists():
+            return ()
+    return ()

@@ -114,7 +114,22 @@ def attack(state: Path, attacks: list[str]) -> None:
         target = evil_git_dir(state)
         if "pointer" in attacks:
             (here / ".gitattributes").write_text("* diff=evil filter=evil\n")
-        (here / ".git").write_text(f"gitdir: {target}\n")
+        pointer = here / ".git"
+        refused = []
+        try:  # in a mount namespace of its own the pointer is read-only: EROFS
+            pointer.write_text(f"gitdir: {target}\n")
+        except OSError as exc:
+            refused.append(f"write {exc.errno}")
+            swap = here / ".git-swap"
+            swap.write_text(f"gitdir: {target}\n")
+            try:  # a rename over it, then (EBUSY: a mount point)
+                os.replace(swap, pointer)
+            except OSError as again:
+                refused.append(f"rename {again.errno}")
+                swap.unlink()
+        if refused:
+            with (state / "pointer-refused").open("a") as log:
+                log.write(" ".join(refused) + "\n")
     if "empty" in attacks:
         git("init", "-q", str(here / "sub"))
     if "nested" in attacks:

@@ -113,8 +113,12 @@ if role == "agent" and working and mode == "all":
     append("work.txt", phase + "\n")()
 elif role == "agent" and working and mode == "dot-git":
     append("work.txt", phase + "\n")()
-    with open(".git", "w") as fh:
-        fh.write(f"gitdir: {root}\n")
+    try:
+        with open(".git", "w") as fh:
+            fh.write(f"gitdir: {root}\n")
+    except OSError as exc:  # read-only where the child has a mount namespace of its own
+        with open(os.path.join(reports, "dot-git-refused"), "a") as fh:
+            fh.write(f"{phase} {exc.errno}\n")
 elif role == "agent" and working and mode == "pyc":
     import py_compile
 
