@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,10 @@ import pytest
 from ai_sdlc.sandbox import landlock
 from tests.conftest import run_cli
 from tests.support.attack_support import (
+    Listener,
     assert_counted_honestly,
     home_sums,
+    listening,
     make_home,
     processes_naming,
 )
@@ -57,39 +57,10 @@ ENV = {
 }
 
 
-class Listener:
-    """A TCP server on 127.0.0.1 that keeps every byte any connection sends it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.received: list[bytes] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                chunks = []
-                while data := conn.recv(65536):
-                    chunks.append(data)
-                self.received.append(b"".join(chunks))
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
-    server = Listener()
-    yield server
-    server.close()
+    with listening() as server:
+        yield server
 
 
 def thief_project(tmp_path: Path, port: int) -> tuple[Path, Path, Path]:

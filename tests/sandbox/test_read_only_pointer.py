@@ -19,6 +19,7 @@ from ai_sdlc.sandbox import landlock
 from ai_sdlc.sandbox.backend import LandlockBackend
 from ai_sdlc.sandbox.policy import SandboxPolicy, git_pointer
 from ai_sdlc.spawn import start_session
+from tests.support.attack_support import mount_namespace_here
 from tests.support.git_support import git, git_env, make_repo
 
 __all__ = ["git_env"]
@@ -72,11 +73,7 @@ def test_a_child_cannot_change_the_pointer_but_can_write_the_rest(tmp_path: Path
     _root, tree = worktree(tmp_path)
     before = (tree / ".git").read_text()
     policy = SandboxPolicy(LandlockBackend(), (str(tree),), read_only=git_pointer(tree))
-    probe = SandboxPolicy(LandlockBackend(), ())
-    launch = probe.launch([sys.executable, "-I", "-S", "-c", "import os; print(os.getpid())"],
-                          env={})  # fmt: skip
-    in_namespace = subprocess.run(launch.argv, env=launch.env, capture_output=True, check=False)
-    if in_namespace.stdout.split() != [b"2"]:
+    if not mount_namespace_here():
         pytest.skip("no PID (and mount) namespace for a child here: the check after it stays")
     proc = start_session(
         [sys.executable, "-c", TRY], sandbox=policy, cwd=str(tree), stdout=subprocess.PIPE

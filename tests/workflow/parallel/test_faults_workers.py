@@ -19,6 +19,7 @@ from tests.support.fakes.callers import CALLER
 from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.support.records import records_folder, records_path
 from tests.support.runs_support import only_run, run_events
+from tests.support.waits import pids_holding
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
@@ -51,13 +52,6 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 def started(markers: Path, count: int, proc: subprocess.Popen[str]) -> list[int]:
     """The pids of the `count` verification commands and their workers, once all have started."""
     deadline = time.monotonic() + DEADLINE
@@ -66,12 +60,7 @@ def started(markers: Path, count: int, proc: subprocess.Popen[str]) -> list[int]
         if len(texts) == count and all(len(t) == 2 for t in texts):
             # The commands' own pids as this side sees them (each runs in a PID namespace of
             # its own, where its pid means nothing here), found by their argument.
-            commands = [
-                int(n)
-                for n in os.listdir("/proc")
-                if n.isdigit() and str(markers).encode() in _cmdline(int(n))
-            ]
-            return [int(t[1]) for t in texts] + commands
+            return [int(t[1]) for t in texts] + pids_holding(str(markers))
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"the verifications never all started: {proc.communicate()}")
