@@ -230,3 +230,64 @@ def test_through_a_folder_link_a_child_finds_the_bytecode_and_can_write_nothing(
         assert result.passed, result.failure_output
         assert "REFUSED" in result.steps[0].output
     assert {p.name: p.read_bytes() for p in pycache.iterdir()} == before
+
+
+#: Compiles a module of the work folder, then tries to leave a file in the bytecode folder.
+LEAVE = (
+    "import os, sys\n"
+    "sys.path.insert(0, '.')\n"
+    "import fresh_mod\n"
+    "prefix = os.environ['PYTHONPYCACHEPREFIX']\n"
+    "print('PREFIX', prefix)\n"
+    "try:\n"
+    "    open(os.path.join(prefix, 'left.pyc'), 'wb').close()\n"
+    "    print('WROTE')\n"
+    "except PermissionError:\n"
+    "    print('REFUSED')\n"
+)
+
+
+@needs_landlock
+def test_the_verifications_of_a_session_share_one_folder_no_child_can_write(
+    tmp_path: Path,
+) -> None:
+    """Two verifications with the same `Seeds`: the same folder, built once; neither child can
+    leave anything in it, not even the bytecode of the module it compiled, so nothing one
+    verification leaves stands for a source in the next."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "fresh_mod.py").write_text("VALUE = 3\n")
+    policy = SandboxPolicy(LandlockBackend(), (str(work),))
+    seeds = bytecode.Seeds()
+    seen = []
+    for _ in range(2):
+        command = shlex.join([sys.executable, "-c", LEAVE])
+        env = default_environment()
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        result = run_commands(
+            [("test", command)], cwd=work, timeout=60, env=env, sandbox=policy, seeds=seeds
+        )
+        assert result.passed, result.failure_output
+        assert "REFUSED" in result.steps[0].output
+        seen += [
+            x.split()[1] for x in result.steps[0].output.splitlines() if x.startswith("PREFIX")
+        ]
+    assert len(seen) == 2 and seen[0] == seen[1]
+    prefix = Path(seen[0])
+    assert not (prefix / "left.pyc").exists()
+    assert not list(prefix.rglob("fresh_mod*"))
+    assert not (work / "__pycache__").exists()
+
+
+def test_a_session_folder_is_built_again_when_a_link_would_lead_into_a_writable_root(
+    tmp_path: Path, leaf: Path
+) -> None:
+    """A later verification whose children may write the folder a link leads to gets a folder
+    of its own, without that link."""
+    seeds = bytecode.Seeds()
+    first = seeds.prefix([str(tmp_path / "work")])
+    assert (Path(first) / str(leaf).lstrip(os.sep)).is_symlink()
+    assert seeds.prefix([str(tmp_path / "work")]) == first
+    second = seeds.prefix([str(tmp_path / "work"), str(leaf)])
+    assert second != first
+    assert not (Path(second) / str(leaf).lstrip(os.sep)).exists()

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,34 +29,67 @@ from pathlib import Path
 MAX_LINKS = 4000
 
 
+class Seeds:
+    """The folder of seeded bytecode every verification of one session shares.
+
+    Built once, at the first verification, and read-only to every child: the children's
+    bytecode goes nowhere (Python compiles in memory what it cannot write), so nothing a
+    verification leaves there can stand for another's source. A folder built per
+    verification cost its links and their removal each time (0.5–1 s of system time per
+    verification on a busy ext4 disk). Reused only while none of its links leads into the
+    writable roots of the verification at hand; else a new one is built. Each folder is
+    removed when the session's object goes, or at exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: list[tempfile.TemporaryDirectory[str]] = []
+        self._targets: tuple[str, ...] = ()
+
+    def prefix(self, writable: Iterable[str]) -> str:
+        """The folder to name in `PYTHONPYCACHEPREFIX` for children that may write `writable`."""
+        roots = tuple(_real(root) for root in writable if root)
+        with self._lock:
+            if not self._folders or not all(_protected(t, roots) for t in self._targets):
+                folder = tempfile.TemporaryDirectory(prefix="ai-sdlc-bytecode-")
+                self._targets = tuple(_seed(Path(folder.name), roots))
+                self._folders.append(folder)
+            return self._folders[-1].name
+
+
 def seed(prefix: Path, writable: Iterable[str]) -> int:
     """Link the protected bytecode of this process's imported modules into `prefix`, laid out
-    as Python looks for it there; return how many links were made.
+    as Python looks for it there; return how many links were made."""
+    return len(_seed(prefix, tuple(_real(root) for root in writable if root)))
+
+
+def _seed(prefix: Path, roots: tuple[str, ...]) -> list[str]:
+    """Seed `prefix`; return what its links lead to.
 
     A folder no other seeded folder lies below gets one link to its whole `__pycache__` when
     every entry there is a plain file with no other name: each link is a new inode, and
-    thousands of them per verification cost more than the compiling they save. Any other
-    folder gets a folder of its own in `prefix` with one link per file."""
-    roots = tuple(_real(root) for root in writable if root)
+    thousands of them cost more than the compiling they save. Any other folder gets a folder of
+    its own in `prefix` with one link per file."""
     wanted: dict[str, list[str]] = {}
     for source, cached in _imported():
         if _protected(source, roots) and _protected(cached, roots) and not os.path.islink(source):
             wanted.setdefault(os.path.dirname(source), []).append(cached)
     holding = {os.path.dirname(folder) for folder in wanted}  # a seeded folder lies below
     holding |= {up for folder in holding for up in _ancestors(folder)}
-    linked = 0
+    targets: list[str] = []
     for folder, files in sorted(wanted.items()):
-        if linked >= MAX_LINKS:
+        if len(targets) >= MAX_LINKS:
             break
         target = prefix / folder.lstrip(os.sep)
         pycache = os.path.join(folder, "__pycache__")
         if folder not in holding and _plain_files_only(pycache):
-            linked += _link(pycache, target)
+            if _link(pycache, target):
+                targets.append(pycache)
             continue
         for cached in files:
-            if linked < MAX_LINKS and _single_name(cached):
-                linked += _link(cached, target / os.path.basename(cached))
-    return linked
+            name = target / os.path.basename(cached)
+            if len(targets) < MAX_LINKS and _single_name(cached) and _link(cached, name):
+                targets.append(cached)
+    return targets
 
 
 def _link(real: str, name: Path) -> bool:
