@@ -158,17 +158,31 @@ class Project:
             # state in ai-sdlc's private homes under this test's own state folder.
             "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
         }
+        model = "null"
         if cli == "codex":
             self._codex()
         else:
             self.env["OPENAI_API_KEY"] = "sk-test-aider"
             self.env["OPENAI_API_BASE"] = server.openai_base_url
-            self.config("ai.model", "openai/gpt-fake")
-        self.config("ai.command.preset", cli)
-        # ai-sdlc's own retries (Codex's failed turns): room for the tests' faults, no waiting
-        for key, value in (("max_attempts", "5"), ("initial_delay", "0.05"), ("max_delay", "0.2")):
-            self.config(f"resilience.policies.llm.{key}", value)
+            model = "openai/gpt-fake"
+        self._configure(model)
         self.sid = self.repo.story("Multiply numbers")
+
+    def _configure(self, model: str) -> None:
+        """The model and preset, and room for the tests' faults in ai-sdlc's own retries
+        (Codex's failed turns) with no waiting: written into the project's config file by
+        hand, as a user would, in one write (each `ai-sdlc config` call is a YAML round trip)."""
+        path = self.root / ".ai-sdlc" / "config.yaml"
+        text = path.read_text()
+        assert "\n  model: null\n" in text and "\nresilience:" not in text, text
+        text = text.replace(
+            "\n  model: null\n", f"\n  model: {model}\n  command:\n    preset: {self.cli}\n", 1
+        )
+        text += (
+            "\nresilience:\n  policies:\n    llm:\n"
+            "      max_attempts: 5\n      initial_delay: 0.05\n      max_delay: 0.2\n"
+        )
+        path.write_text(text)
 
     def _codex(self) -> None:
         """The user's CODEX_HOME in the test's folder: a provider of their own at the fake
