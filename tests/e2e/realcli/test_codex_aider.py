@@ -1,6 +1,7 @@
 """Issue 27 for the real Codex CLI (0.169) and Aider (0.86): installed from their registries
 (`tests/e2e/realcli/install.py`), each driven by the real `ai-sdlc` CLI through a story in a real
-src-layout project with its own venv and a bare origin, against a fake OpenAI on 127.0.0.1
+src-layout project with its own venv and a bare origin (a light project without a venv for the
+tests that stop in refine), against a fake OpenAI on 127.0.0.1
 (Responses API for Codex, Chat Completions for Aider) that scripts every phase and injects
 faults. Run in their own xdist group: the tools are installed once per cache folder."""
 
@@ -18,6 +19,7 @@ from tests.e2e.realcli.codex_aider_support import (
     TOKENS_IN,
     TOKENS_OUT,
     Project,
+    build_light_template,
     build_template,
     refusal,
 )
@@ -47,6 +49,18 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
         patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
         return build_template(folder)
+
+
+@pytest.fixture(scope="module")
+def light(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project of the tests that stop in refine: no worktree venv, no pytest baseline."""
+    folder = tmp_path_factory.mktemp("realcli-light")
+    gitconfig = folder / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = T\n\temail = t@example.com\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        return build_light_template(folder)
 
 
 @pytest.fixture
@@ -126,11 +140,11 @@ def test_a_story_goes_from_backlog_to_done_through_faults_a_refused_write_and_a_
 
 @pytest.mark.parametrize("cli", CLIS)
 def test_the_global_limit_stops_the_session_midway(
-    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+    light: Path, tmp_path: Path, server: OpenAiServer, cli: str
 ) -> None:
     """The server refuses every call; with `limits.global_recovery: 3` the story blocks at
     the third counted retry and the CLI is stopped there: the server saw exactly 3 calls."""
-    p = project(template, tmp_path, cli, server)
+    p = project(light, tmp_path, cli, server)
     p.config("limits.global_recovery", "3")
     p.model.fail(*[refusal(503)] * 20)
 
@@ -146,14 +160,13 @@ def test_the_global_limit_stops_the_session_midway(
 
 @pytest.mark.xdist_group("realcli-aider")
 def test_a_write_a_read_only_template_lets_through_is_counted_and_undone(
-    template: Path, tmp_path: Path, server: OpenAiServer
+    light: Path, tmp_path: Path, server: OpenAiServer
 ) -> None:
     """Aider's read-only template without --dry-run (a user's own): the write happens, and
     ai-sdlc's read-only check reverts it and counts the attempt."""
-    p = project(template, tmp_path, "aider", server)
-    p.config("ai.command.template", json.dumps(list(PRESETS["aider"].template)))
-    p.config("ai.command.read_only_template", json.dumps(list(PRESETS["aider"].template)))
-    p.config("ai.command.output", "aider")
+    p = project(light, tmp_path, "aider", server)
+    edit = json.dumps(list(PRESETS["aider"].template))
+    p.command(template=edit, read_only_template=edit, output="aider")
     p.model.writes["refine"] = {"src/calc/hack.py": "HACKED = True\n"}
 
     result = p.run("--step", "refine")
@@ -167,11 +180,11 @@ def test_a_write_a_read_only_template_lets_through_is_counted_and_undone(
 
 @pytest.mark.parametrize("cli", CLIS)
 def test_an_auth_failure_is_exit_4_with_the_clis_own_words(
-    template: Path, tmp_path: Path, server: OpenAiServer, cli: str
+    light: Path, tmp_path: Path, server: OpenAiServer, cli: str
 ) -> None:
     """401: never retried, exit 4, the CLI's message without terminal escapes (Aider exits 0
     after printing `litellm.AuthenticationError`: still a failure)."""
-    p = project(template, tmp_path, cli, server)
+    p = project(light, tmp_path, cli, server)
     p.model.fail(*[refusal(401)] * 5)
 
     result = p.run("--step", "refine")
