@@ -33,8 +33,9 @@ pytestmark = [
     pytest.mark.realcli,
     pytest.mark.slow,
 ]
-#: Two xdist groups: a Gemini CLI start takes 5-10 s of a loaded machine, six per story, so
-#: one group would be the suite's tail; each test of a group runs on one worker, in order.
+#: Two xdist groups: a Gemini CLI start takes 5-10 s of a loaded machine and its backoff waits
+#: 5 s and 10 s of real time, so one group would be the suite's tail; each test of a group
+#: runs on one worker, in order.
 FIRST = pytest.mark.xdist_group("realcli-gemini-1")
 SECOND = pytest.mark.xdist_group("realcli-gemini-2")
 
@@ -106,38 +107,19 @@ def recoveries(fm: dict[str, Any]) -> dict[str, int]:
 
 
 @FIRST
-def test_backlog_to_done_with_a_commit(tmp_path: Path, gemini: Path, server: GeminiServer) -> None:
-    proj = project(tmp_path, gemini, server)
-
-    result = proj.run()
-
-    assert result.returncode == 0, result.output
-    fm = proj.story()
-    assert fm["status"] == "done"
-    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"]
-    assert proj.committed("hello.py") == HELLO
-    assert server.phases() == ["refine", "research", "plan", "implement", "implement", "review"]
-    assert recoveries(fm) == {}
-    # usage is Gemini CLI's own report (its result stats), not an estimate
-    assert fm["usage"]["input_tokens"] == 6 * INPUT_TOKENS
-    assert fm["usage"]["output_tokens"] == 6 * OUTPUT_TOKENS
-    # the answer is the model's words only: the implement text before its tool call is not
-    assert (
-        "Writing hello.py"
-        not in (proj.root / ".ai-sdlc" / "stories" / proj.sid / "plan.md").read_text()
-    )
-    # Gemini CLI kept its state in ai-sdlc's private home (with copies of the user's settings
-    # and trusted folders); the user's GEMINI_CLI_HOME holds only what the user wrote
-    mine = tmp_path / "gemini-home" / ".gemini"
-    assert sorted(p.name for p in mine.iterdir()) == ["settings.json", "trustedFolders.json"]
-    private = list((tmp_path / "state" / "homes").glob("*/gemini/.gemini"))
-    assert private and all((p / "trustedFolders.json").is_file() for p in private)
-
-
-@SECOND
-def test_a_rejected_review_is_reworked_then_approved(
+def test_backlog_to_done_through_faults_a_refused_write_and_a_rework(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
+    """One story, backlog to done with a commit, asserted each way it can fail.
+
+    Refine first meets a 429 and a 500: each retry Gemini CLI logs ("Attempt 1 failed with
+    status 429. Retrying with backoff...") is one `api_retry` (its backoff starts at 5 s and
+    doubles). Research's model writes a file: the read-only phase's headless `default`
+    approval mode answers the write with an error, nothing is written or counted. The first
+    review is REJECTED: rework adds the docstring, the second review approves."""
+    server.fail(429)
+    server.fail(500)
+    server.play("research", [write("notes.py", "x = 1\n"), Turn("## Findings\n\nNothing.")])
     server.play(
         "review",
         [Turn("The module has no docstring.\n\nDECISION: REJECTED")],
@@ -151,28 +133,45 @@ def test_a_rejected_review_is_reworked_then_approved(
     assert result.returncode == 0, result.output
     fm = proj.story()
     assert fm["status"] == "done"
-    assert recoveries(fm) == {"rework": 1}
+    # one commit per passing attempt (implement, then rework), nothing else
+    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"] * 2
     assert proj.committed("hello.py") == HELLO_DOC
-    assert server.phases()[-4:] == ["review", "rework", "rework", "review"]
-
-
-@SECOND
-def test_api_faults_are_counted_one_for_one(
-    tmp_path: Path, gemini: Path, server: GeminiServer
-) -> None:
-    """Each retry Gemini CLI logs ("Attempt 1 failed with status 429. Retrying with
-    backoff...") is one `api_retry` (two here: its backoff starts at 5 s and doubles)."""
-    server.fail(429)
-    server.fail(500)
-    proj = project(tmp_path, gemini, server)
-
-    result = proj.run()
-
-    assert result.returncode == 0, result.output
-    fm = proj.story()
-    assert fm["status"] == "done"
+    assert server.phases() == [
+        "refine",
+        "research",
+        "research",
+        "plan",
+        "implement",
+        "implement",
+        "review",
+        "rework",
+        "rework",
+        "review",
+    ]
+    # the faults, one for one, and the rework: nothing else counted (a write let through in
+    # research would have been a counted read-only violation)
     assert server.refused() == 2
-    assert recoveries(fm) == {"api_retry": 2}
+    assert recoveries(fm) == {"api_retry": 2, "rework": 1}
+    assert fm["total_recovery_attempts"] == 3
+    # the refused write: Gemini CLI answered the model's write with an error, never committed
+    assert "notes.py" not in proj.committed_files()
+    research = [b for b in server.bodies if "## Your task (research)" in json.dumps(b)]
+    answered = json.dumps(research[-1]["contents"])
+    assert "functionResponse" in answered and "error" in answered
+    # usage is Gemini CLI's own report (its result stats), not an estimate
+    assert fm["usage"]["input_tokens"] == 10 * INPUT_TOKENS
+    assert fm["usage"]["output_tokens"] == 10 * OUTPUT_TOKENS
+    # the answer is the model's words only: the implement text before its tool call is not
+    assert (
+        "Writing hello.py"
+        not in (proj.root / ".ai-sdlc" / "stories" / proj.sid / "plan.md").read_text()
+    )
+    # Gemini CLI kept its state in ai-sdlc's private home (with copies of the user's settings
+    # and trusted folders); the user's GEMINI_CLI_HOME holds only what the user wrote
+    mine = tmp_path / "gemini-home" / ".gemini"
+    assert sorted(p.name for p in mine.iterdir()) == ["settings.json", "trustedFolders.json"]
+    private = list((tmp_path / "state" / "homes").glob("*/gemini/.gemini"))
+    assert private and all((p / "trustedFolders.json").is_file() for p in private)
 
 
 @FIRST
@@ -198,16 +197,18 @@ def test_refusals_with_retry_info_are_counted_one_for_one(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
     """A refusal carrying the API's google.rpc.RetryInfo is logged over several lines
-    ("Attempt 1 failed: <message>" ... "Retrying after 5882ms..."): each is one `api_retry`."""
+    ("Attempt 1 failed: <message>" ... "Retrying after 5882ms..."): each is one `api_retry`,
+    and the phase goes on (one step is enough: the counting is the promise)."""
     server.retry_delay = "0.1s"
     server.fail(429, times=2)
     proj = project(tmp_path, gemini, server)
 
-    result = proj.run()
+    result = proj.run("--step", "refine")
 
     assert result.returncode == 0, result.output
     fm = proj.story()
-    assert fm["status"] == "done"
+    assert fm["status"] not in ("blocked", "backlog"), fm
+    assert server.phases() == ["refine"]  # answered after the retries
     assert server.refused() == 2
     assert recoveries(fm) == {"api_retry": 2}
     counted = [e for e in proj.events() if e.get("action") == "recovery"]
@@ -230,26 +231,6 @@ def test_the_global_limit_stops_retry_info_retries_mid_way(
     assert recoveries(fm) == {"api_retry": 2}
     # counted as Gemini CLI logged each: stopped at the second, no call after
     assert server.refused() == 2 and len(server.calls) == 2
-
-
-@FIRST
-def test_a_write_in_a_read_only_phase_is_refused(
-    tmp_path: Path, gemini: Path, server: GeminiServer
-) -> None:
-    server.play("research", [write("notes.py", "x = 1\n"), Turn("## Findings\n\nNothing.")])
-    proj = project(tmp_path, gemini, server)
-
-    result = proj.run()
-
-    assert result.returncode == 0, result.output
-    fm = proj.story()
-    assert fm["status"] == "done"
-    assert recoveries(fm) == {}
-    assert "notes.py" not in proj.committed_files()
-    # Gemini CLI answered the model's write with an error (headless `default` approval mode)
-    research = [b for b in server.bodies if "## Your task (research)" in json.dumps(b)]
-    answered = json.dumps(research[-1]["contents"])
-    assert "functionResponse" in answered and "error" in answered
 
 
 @SECOND
@@ -286,7 +267,8 @@ def test_worktrees_outside_the_trusted_project_get_a_hint_naming_their_folder(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
     """git.worktrees_dir outside the project: the trusted project's trust does not reach the
-    story worktree. The hint names the folder to trust; trusting it as told is enough."""
+    story worktree. The hint names the folder to trust; trusting it as told is enough (the
+    next run's refine runs there)."""
     outside = tmp_path / "worktrees"
     proj = project(tmp_path, gemini, server, f"git:\n  worktrees_dir: {outside}\n")
 
@@ -299,11 +281,12 @@ def test_worktrees_outside_the_trusted_project_get_a_hint_naming_their_folder(
     trust = tmp_path / "gemini-home" / ".gemini" / "trustedFolders.json"
     trust.write_text(json.dumps({str(proj.root): "TRUST_FOLDER", str(outside): "TRUST_FOLDER"}))
 
-    again = proj.run()
+    again = proj.run("--step", "refine")
 
     assert again.returncode == 0, again.output
-    assert proj.story()["status"] == "done"
-    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"]
+    assert server.phases() == ["refine"]  # Gemini CLI ran in the worktree it was told to trust
+    worktree = Path(str(proj.story()["worktree_path"]))
+    assert (worktree if worktree.is_absolute() else proj.root / worktree).parent == outside
 
 
 @SECOND

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,10 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.e2e.realcli.install import tool_path
 from tests.e2e.realcli.openai_server import OpenAiServer, last_tool_output, request_text
+from tests.e2e.realcli.project import CHECK
 from tests.support.fakes.api_server import Call, HttpError, RecordedRequest, Reply, Step
 from tests.support.fakes.gh_support import install_gh
-from tests.support.git_support import Repo, git
+from tests.support.git_support import Repo, git, make_repo
 from tests.support.worktree_env_support import VERIFY, calc_project, copy_project
 
 _TASK = re.compile(r"## Your task \((\w+)\)")
@@ -129,6 +132,20 @@ def build_template(folder: Path) -> Path:
     return root
 
 
+def build_light_template(folder: Path) -> Path:
+    """A project for the tests that stop in refine (faults, limits, read-only checks): no
+    venv for each worktree to set up, and a verify command that needs none (`project.CHECK`,
+    failing at the base naming its test, as `calc`'s `test_mul` does), written by hand as a
+    user of such a project would. Copied per test like `build_template`'s."""
+    root = make_repo(folder, remote=False).root
+    test = shlex.join([sys.executable, "-c", CHECK])
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        "ai:\n  provider: command\n  model: null\n\n"
+        f"verify:\n  test: {json.dumps(test)}\n\nlimits:\n  implementation_retries: 2\n"
+    )
+    return root
+
+
 class Project:
     """A copy of the template, driven by one real CLI against its own fake OpenAI."""
 
@@ -158,17 +175,31 @@ class Project:
             # state in ai-sdlc's private homes under this test's own state folder.
             "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
         }
+        model = "null"
         if cli == "codex":
             self._codex()
         else:
             self.env["OPENAI_API_KEY"] = "sk-test-aider"
             self.env["OPENAI_API_BASE"] = server.openai_base_url
-            self.config("ai.model", "openai/gpt-fake")
-        self.config("ai.command.preset", cli)
-        # ai-sdlc's own retries (Codex's failed turns): room for the tests' faults, no waiting
-        for key, value in (("max_attempts", "5"), ("initial_delay", "0.05"), ("max_delay", "0.2")):
-            self.config(f"resilience.policies.llm.{key}", value)
+            model = "openai/gpt-fake"
+        self._configure(model)
         self.sid = self.repo.story("Multiply numbers")
+
+    def _configure(self, model: str) -> None:
+        """The model and preset, and room for the tests' faults in ai-sdlc's own retries
+        (Codex's failed turns) with no waiting: written into the project's config file by
+        hand, as a user would, in one write (each `ai-sdlc config` call is a YAML round trip)."""
+        path = self.root / ".ai-sdlc" / "config.yaml"
+        text = path.read_text()
+        assert "\n  model: null\n" in text and "\nresilience:" not in text, text
+        text = text.replace(
+            "\n  model: null\n", f"\n  model: {model}\n  command:\n    preset: {self.cli}\n", 1
+        )
+        text += (
+            "\nresilience:\n  policies:\n    llm:\n"
+            "      max_attempts: 5\n      initial_delay: 0.05\n      max_delay: 0.2\n"
+        )
+        path.write_text(text)
 
     def _codex(self) -> None:
         """The user's CODEX_HOME in the test's folder: a provider of their own at the fake
@@ -185,6 +216,16 @@ class Project:
         self.env["CODEX_HOME"] = str(codex_home)
         self.env["FAKE_OPENAI_KEY"] = "sk-test-codex"
         self.codex_home = codex_home
+
+    def command(self, **values: str) -> None:
+        """More `ai.command` keys (values as YAML), written into the config file by hand like
+        `_configure`'s."""
+        path = self.root / ".ai-sdlc" / "config.yaml"
+        marker = f"\n    preset: {self.cli}\n"
+        text = path.read_text()
+        assert marker in text, text
+        lines = "".join(f"    {key}: {value}\n" for key, value in values.items())
+        path.write_text(text.replace(marker, marker + lines, 1))
 
     def config(self, key: str, value: str) -> None:
         done = run_cli(self.root, "config", key, value)

@@ -29,6 +29,8 @@ CHECK = (
     "ok or print('FAILED test_hello.py::test_greet'); sys.exit(0 if ok else 1)"
 )
 ANSI = "\x1b["
+#: The flags a researched and planned story has set.
+PLANNED = ("research_complete", "plan_complete")
 
 
 class RealProject:
@@ -55,6 +57,21 @@ class RealProject:
             f"verify:\n  test: {json.dumps(test)}\n{config}"
         )
         self.sid = self.repo.story(TITLE)
+
+    def start_at(self, phase: str) -> None:
+        """The story as a user leaves it by editing its frontmatter by hand: refined (`ready`),
+        and for "implement" researched and planned too, so a run starts at `phase` where the
+        earlier phases are not what a test is about."""
+        assert phase in ("research", "implement"), phase
+        edits = [("status: backlog", "status: ready")]
+        if phase == "implement":
+            edits += [(f"{flag}: false", f"{flag}: true") for flag in PLANNED]
+        path = self.root / ".ai-sdlc" / "stories" / self.sid / "story.md"
+        text = path.read_text()
+        for old, new in edits:
+            assert f"\n{old}\n" in text, (old, text)
+            text = text.replace(f"\n{old}\n", f"\n{new}\n", 1)
+        path.write_text(text)
 
     def run(self, *args: str, timeout: float = 180) -> CliResult:
         result = run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=timeout)
