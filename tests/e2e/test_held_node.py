@@ -6,25 +6,33 @@ importing `../mul.mjs`); a node:test project with nothing to install. An agent t
 the base's 1 + 1 kept), that patches uvu's assert inside the worktree's `node_modules`, or that
 renames the package after the runner, never reaches done and each attempt is counted, the
 reason naming the file; an honest agent still is done. uvu stops at the missing module before
-it counts anything, so the base is counted with the new test set aside, and the run says so."""
+it counts anything, so the base is counted with the new test set aside, and the run says so.
+
+Each layout's project is built once per module and its honest row run once, its baseline then
+reused by every held row's own copy (tests/support/judge_rows_other.py); one held row counts
+both attempts, the others their one."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support.git_support import git_env, make_repo
-from tests.support.held_support import HeldStory
+from tests.support.git_support import git_env
 from tests.support.js_runners import runners
+from tests.support.judge_rows_other import Layout
 from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, Row, ids, rows
 
 __all__ = ["git_env"]
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
+#: The held row whose run counts both attempts (what is counted does not depend on the
+#: layout or the game: every other row stops after its one attempt).
+TWO_ATTEMPTS = rows(NODE)[1]
 
 PACKAGE = {
     "name": "calcjs",
@@ -90,46 +98,32 @@ def uvu_lock(tmp_path_factory: pytest.TempPathFactory) -> str:
     return (folder / "package-lock.json").read_text()
 
 
-def uvu_story(tmp_path: Path, lock: str, behaviour: str, *, esm: bool = False) -> HeldStory:
+def uvu_project(lock: str, *, esm: bool = False) -> Callable[[Path], None]:
     """The uvu project (CommonJS, or ES modules: `.mjs` files) with `test/mul.test.*`
     written first."""
     suffix = "mjs" if esm else "js"
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
-    (root / "package.json").write_text(json.dumps(PACKAGE, indent=2) + "\n")
-    (root / "package-lock.json").write_text(lock)
-    add = "export default (a, b) => a + b;\n" if esm else "module.exports = (a, b) => a + b;\n"
-    (root / f"add.{suffix}").write_text(add)
-    (root / "test").mkdir()
-    (root / "test" / f"add.test.{suffix}").write_text(ESM_ADD_TEST if esm else ADD_TEST)
-    (root / "test" / f"mul.test.{suffix}").write_text(ESM_MUL_TEST if esm else MUL_TEST)
-    with open(root / ".gitignore", "a") as handle:
-        handle.write("node_modules/\n")
-    repo.commit_all("calcjs, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "npm test")
-    held.config("worktree.setup", '["npm ci --no-audit --no-fund"]')
-    held.config("limits.implementation_retries", "1")
-    return held
+
+    def build(root: Path) -> None:
+        (root / "package.json").write_text(json.dumps(PACKAGE, indent=2) + "\n")
+        (root / "package-lock.json").write_text(lock)
+        add = "export default (a, b) => a + b;\n" if esm else "module.exports = (a, b) => a + b;\n"
+        (root / f"add.{suffix}").write_text(add)
+        (root / "test").mkdir()
+        (root / "test" / f"add.test.{suffix}").write_text(ESM_ADD_TEST if esm else ADD_TEST)
+        (root / "test" / f"mul.test.{suffix}").write_text(ESM_MUL_TEST if esm else MUL_TEST)
+        with open(root / ".gitignore", "a") as handle:
+            handle.write("node_modules/\n")
+
+    return build
 
 
-def node_test_story(tmp_path: Path, behaviour: str) -> HeldStory:
+def node_test_project(root: Path) -> None:
     """A node:test project (nothing to install) with `test/mul.test.js` written first."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed")
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
     (root / "package.json").write_text(json.dumps(NT_PACKAGE, indent=2) + "\n")
     (root / "add.js").write_text("module.exports = (a, b) => a + b;\n")
     (root / "test").mkdir()
     (root / "test" / "add.test.js").write_text(NT_ADD_TEST)
     (root / "test" / "mul.test.js").write_text(NT_MUL_TEST)
-    repo.commit_all("calcnt, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "npm test")
-    held.config("worktree.setup", "[]")
-    held.config("limits.implementation_retries", "1")
-    return held
 
 
 JEST_ADD_TEST = "const add = require('../add.js');\ntest('add', () => expect(add(2, 3)).toBe(5));\n"
@@ -138,14 +132,12 @@ JEST_MUL_TEST = (
 )
 
 
-def jest_story(tmp_path: Path, behaviour: str) -> HeldStory:
+def jest_project(root: Path) -> None:
     """A Jest project whose `node_modules` (git-ignored) is the pinned runners' install
     (tests/support/js_runners.py), linked: the story's worktree, nested in the project, finds
     it above itself, as Node does for every worktree under `.ai-sdlc/worktrees/`; its
     `jest.setup.js` (a comment) runs before each test file."""
     modules = runners() / "node_modules"
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
     package = {
         "name": "calcj",
         "version": "1.0.0",
@@ -162,30 +154,74 @@ def jest_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("node_modules\n")
     (root / "node_modules").symlink_to(modules)
-    repo.commit_all("calcj, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "npm test")
-    held.config("worktree.setup", "[]")
-    held.config("limits.implementation_retries", "1")
-    return held
 
 
-def judged(held: HeldStory, row: Row) -> str:
-    """Run the story; assert the row's verdict; the run's stderr, one line per paragraph."""
-    result = held.run()
-    if row.said:
-        assert result.returncode == 5, result.output
-        held.assert_blocked_counted(row.said)
-    else:
+NPM_TEST: dict[str, object] = {"verify.test": "npm test", "worktree.setup": []}
+NPM_CI: dict[str, object] = {**NPM_TEST, "worktree.setup": ["npm ci --no-audit --no-fund"]}
+
+
+def needs_node() -> None:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed")
+
+
+def layout(
+    factory: pytest.TempPathFactory,
+    build: Callable[[Path], None],
+    settings: dict[str, object],
+    honest: str,
+    *,
+    from_refine: bool = False,
+) -> Layout:
+    """The layout's project, built once, its honest row run once (from refine to done where
+    `from_refine`, else from implement)."""
+    made = Layout(factory.mktemp("layout"), build, settings)
+    made.run_honest(factory.mktemp("honest"), honest, at_implement=not from_refine)
+    return made
+
+
+@pytest.fixture(scope="module")
+def uvu(uvu_lock: str, tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    return layout(tmp_path_factory, uvu_project(uvu_lock), NPM_CI, "honest-js", from_refine=True)
+
+
+@pytest.fixture(scope="module")
+def uvu_esm(uvu_lock: str, tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    return layout(tmp_path_factory, uvu_project(uvu_lock, esm=True), NPM_CI, "honest-mjs")
+
+
+@pytest.fixture(scope="module")
+def node_test(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    needs_node()
+    return layout(tmp_path_factory, node_test_project, NPM_TEST, "honest-js")
+
+
+@pytest.fixture(scope="module")
+def jest(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    return layout(tmp_path_factory, jest_project, NPM_TEST, "honest-js")
+
+
+def judged(made: Layout, tmp_path: Path, row: Row) -> str:
+    """The row's verdict, asserted: the honest row (run once by the layout) done; a held row
+    never done, each attempt counted: both (limits.implementation_retries: 1) for
+    `TWO_ATTEMPTS`, else its one (retries 0); the run's stderr, one line per paragraph."""
+    if not row.said:
+        held, result = made.run_honest(tmp_path, row.behaviour)
         assert result.returncode == 0, result.output
         held.assert_done()
+        return " ".join(result.stderr.split())
+    retries = 1 if row == TWO_ATTEMPTS else 0
+    held = made.story(tmp_path, row.behaviour, retries=retries)
+    result = held.run()
+    assert result.returncode == 5, result.output
+    held.assert_blocked(row.said, retries + 1)
     return " ".join(result.stderr.split())
 
 
 @pytest.mark.parametrize("row", rows(NODE), ids=ids(rows(NODE)))
-def test_verdict(tmp_path: Path, uvu_lock: str, row: Row) -> None:
+def test_verdict(tmp_path: Path, uvu: Layout, row: Row) -> None:
     """A row of the verdict table (tests/support/verdicts.py)."""
-    said = judged(uvu_story(tmp_path, uvu_lock, row.behaviour), row)
+    said = judged(uvu, tmp_path, row)
     if not row.said:
         assert (
             "base verified: 1 passed, 0 failed, 0 skipped with test/mul.test.js set aside (new "
@@ -194,26 +230,26 @@ def test_verdict(tmp_path: Path, uvu_lock: str, row: Row) -> None:
 
 
 @pytest.mark.parametrize("row", rows(NODE_ESM), ids=ids(rows(NODE_ESM)))
-def test_verdict_es_modules(tmp_path: Path, uvu_lock: str, row: Row) -> None:
+def test_verdict_es_modules(tmp_path: Path, uvu_esm: Layout, row: Row) -> None:
     """A row of the verdict table: the uvu project in ES modules, whose missing `../mul.mjs`
     Node names as `imported from` the test."""
-    said = judged(uvu_story(tmp_path, uvu_lock, row.behaviour, esm=True), row)
+    said = judged(uvu_esm, tmp_path, row)
     if not row.said:
         assert "with test/mul.test.mjs set aside" in said
         assert "mul.mjs' imported from" in said
 
 
 @pytest.mark.parametrize("row", rows(NODE_TEST), ids=ids(rows(NODE_TEST)))
-def test_verdict_node_test(tmp_path: Path, row: Row) -> None:
+def test_verdict_node_test(tmp_path: Path, node_test: Layout, row: Row) -> None:
     """A row of the verdict table: node:test runs each file in a process of its own, so the
     base counts the add test and names the failing mul test, nothing set aside."""
-    said = judged(node_test_story(tmp_path, row.behaviour), row)
+    said = judged(node_test, tmp_path, row)
     if not row.said:
         assert "base verified: 1 passed, 1 failed" in said
         assert "set aside" not in said
 
 
 @pytest.mark.parametrize("row", rows(JEST), ids=ids(rows(JEST)))
-def test_verdict_jest(tmp_path: Path, row: Row) -> None:
+def test_verdict_jest(tmp_path: Path, jest: Layout, row: Row) -> None:
     """A row of the verdict table: Jest compiles the tests with the project's Babel config."""
-    judged(jest_story(tmp_path, row.behaviour), row)
+    judged(jest, tmp_path, row)

@@ -1,0 +1,135 @@
+"""The verdict-table rows of one layout (tests/support/verdicts.py) on one project built once: a
+row's end-to-end run through the real CLI pays for its own story (worktree and its set-up, agent
+calls, verification, the judge), not for building the project, N `ai-sdlc config` calls and the
+base's verification again.
+
+`Layout` commits the project once per test module (`template`); its honest row runs first, once,
+refine to done, on a copy; the baseline that run cached in the project's
+`.ai-sdlc/state/baselines/` (keyed by base commit and verify commands: a copy has the same
+commits) goes into the template, so every other row's copy finds its base already verified,
+as a second story on the same base does. Each row gets its own copy of the project, its own
+config file written whole (as a user writes one by hand: a project's first run records its
+guardrails as accepted) and its own records folder; its story starts at implement (the
+frontmatter flags a user sets by hand), the earlier phases not being what a row is about."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ai_sdlc.store import StoryStore
+from tests.conftest import CliResult
+from tests.support.git_support import git, make_repo, own_git_config
+from tests.support.held_support import AGENT, ENV, HeldStory
+
+#: The flags of a story whose refinement, research and plan are done (hand-set by a user).
+AT_IMPLEMENT = {"status": "in-progress", "research_complete": True, "plan_complete": True}
+
+
+def config_text(log: Path, behaviour: str, settings: dict[str, object]) -> str:
+    """The project's whole config file: the held agent doing `behaviour` (logging to `log`, its
+    records folder named in `sandbox.writable`) and `settings` (dotted key → value). JSON is
+    YAML."""
+    template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}", "{prompt_file}"]
+    values: dict[str, object] = {
+        "ai.provider": "command",
+        "ai.command.template": template,
+        "sandbox.writable": [str(log.parent)],
+        **settings,
+    }
+    nested: dict[str, object] = {}
+    for dotted, value in values.items():
+        *parents, leaf = dotted.split(".")
+        node = nested
+        for name in parents:
+            child = node.setdefault(name, {})
+            assert isinstance(child, dict)
+            node = child
+        node[leaf] = value
+    return json.dumps(nested, indent=2) + "\n"
+
+
+class RowStory(HeldStory):
+    """A `HeldStory` whose project config was written whole (no `ai-sdlc config` call)."""
+
+    def __init__(
+        self, root: Path, log: Path, env: dict[str, str] | None, *, at_implement: bool
+    ) -> None:
+        self.root = root
+        self.log = log
+        self.env = {**ENV, **(env or {})}
+        store = StoryStore(root)
+        self.sid = store.add("Multiply").id
+        if at_implement:
+            with store.edit(self.sid) as story:
+                story.frontmatter.update(AT_IMPLEMENT)
+
+    def assert_blocked(self, said: str, attempts: int) -> None:
+        """Never done: every attempt (`attempts`: limits.implementation_retries + 1) failed,
+        each counted with a reason holding `said`; the reviewer never asked; nothing
+        committed."""
+        fm = self.fm()
+        assert fm["status"] == "blocked", fm
+        assert fm["recovery_breakdown"] == {"implementation_retry": attempts}
+        assert fm["total_recovery_attempts"] == attempts
+        reasons = [str(e.get("reason")) for e in self.recoveries()]
+        assert len(reasons) == attempts and all(said in r for r in reasons), reasons
+        assert self.calls().count("implement") + self.calls().count("rework") == attempts
+        assert "review" not in self.calls()
+        assert self.commits() == 0
+
+
+class Layout:
+    """One layout's project, committed once under `folder` by `build(root)`, with the config
+    `settings` (verify.test, worktree.setup ...) and the environment `env` of every run."""
+
+    def __init__(
+        self,
+        folder: Path,
+        build: Callable[[Path], None],
+        settings: dict[str, object],
+        env: Callable[[Path], dict[str, str]] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.settings = settings
+        self._env = env
+        with own_git_config(folder):
+            repo = make_repo(folder, remote=False)
+            build(repo.root)
+            repo.commit_all("the project, and a failing test for mul written first")
+        self.template = repo.root
+        self.honest: tuple[RowStory, CliResult] | None = None
+
+    def story(
+        self, tmp_path: Path, behaviour: str, *, retries: int = 0, at_implement: bool = True
+    ) -> RowStory:
+        """A copy of the project for one row: its config (limits.implementation_retries:
+        `retries`), its records folder, its story (at implement unless told otherwise)."""
+        root = tmp_path / "proj"
+        shutil.copytree(self.template, root, symlinks=True)
+        git(root, "update-index", "-q", "--refresh")
+        log = tmp_path / "records" / "agent.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        settings = {**self.settings, "limits.implementation_retries": retries}
+        (root / ".ai-sdlc" / "config.yaml").write_text(config_text(log, behaviour, settings))
+        env = self._env(tmp_path) if self._env is not None else None
+        return RowStory(root, log, env, at_implement=at_implement)
+
+    def run_honest(
+        self, tmp_path: Path, behaviour: str, *, at_implement: bool = False
+    ) -> tuple[RowStory, CliResult]:
+        """The honest row to done, once (from refine unless `at_implement`; a git identity of
+        its own in `tmp_path`); the baseline it cached then goes into the template for every
+        other row."""
+        if self.honest is None:
+            with own_git_config(tmp_path):
+                held = self.story(tmp_path, behaviour, retries=1, at_implement=at_implement)
+                result = held.run()
+            cached = held.root / ".ai-sdlc" / "state" / "baselines"
+            if cached.is_dir():
+                shutil.copytree(cached, self.template / ".ai-sdlc" / "state" / "baselines")
+            self.honest = (held, result)
+        return self.honest
