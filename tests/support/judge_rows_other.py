@@ -29,11 +29,13 @@ from tests.support.held_support import AGENT, ENV, HeldStory
 AT_IMPLEMENT = {"status": "in-progress", "research_complete": True, "plan_complete": True}
 
 
-def config_text(log: Path, behaviour: str, settings: dict[str, object]) -> str:
-    """The project's whole config file: the held agent doing `behaviour` (logging to `log`, its
-    records folder named in `sandbox.writable`) and `settings` (dotted key → value). JSON is
-    YAML."""
-    template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}", "{prompt_file}"]
+def config_text(
+    log: Path, behaviour: str, settings: dict[str, object], *, agent: Path = AGENT
+) -> str:
+    """The project's whole config file: the stand-in `agent` (the held agent unless told)
+    doing `behaviour` (logging to `log`, its records folder named in `sandbox.writable`) and
+    `settings` (dotted key → value). JSON is YAML."""
+    template = [sys.executable, str(agent), str(log), behaviour, "{phase}", "{prompt_file}"]
     values: dict[str, object] = {
         "ai.provider": "command",
         "ai.command.template": template,
@@ -52,6 +54,12 @@ def config_text(log: Path, behaviour: str, settings: dict[str, object]) -> str:
     return json.dumps(nested, indent=2) + "\n"
 
 
+def start_at_implement(root: Path, sid: str) -> None:
+    """The story's refinement, research and plan marked done, as a user sets them by hand."""
+    with StoryStore(root).edit(sid) as story:
+        story.frontmatter.update(AT_IMPLEMENT)
+
+
 class RowStory(HeldStory):
     """A `HeldStory` whose project config was written whole (no `ai-sdlc config` call)."""
 
@@ -61,11 +69,9 @@ class RowStory(HeldStory):
         self.root = root
         self.log = log
         self.env = {**ENV, **(env or {})}
-        store = StoryStore(root)
-        self.sid = store.add("Multiply").id
+        self.sid = StoryStore(root).add("Multiply").id
         if at_implement:
-            with store.edit(self.sid) as story:
-                story.frontmatter.update(AT_IMPLEMENT)
+            start_at_implement(root, self.sid)
 
     def assert_blocked(self, said: str, attempts: int) -> None:
         """Never done: every attempt (`attempts`: limits.implementation_retries + 1) failed,
