@@ -5,9 +5,9 @@
 implementation never reaches done, each attempt counted with the held file named; an honest
 agent still is done. Skipped, with the reason, where the toolchain is not installed.
 
-Each layout's project is built once per module and its honest row run once, its baseline then
-reused by every held row's own copy (tests/support/judge_rows_other.py); one held row counts
-both attempts, the others their one."""
+One test per layout runs its rows in turn: the project built once and its honest row run
+first, its baseline then reused by every held row's own copy
+(tests/support/judge_rows_other.py); one held row counts both attempts, the others their one."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.git_support import git_env
-from tests.support.judge_rows_other import Layout
-from tests.support.verdicts import GO, RUST, Row, rows
+from tests.support.judge_rows_other import Layout, judge_rows
+from tests.support.verdicts import GO, RUST, rows
 
 __all__ = ["git_env"]
 
@@ -67,44 +67,25 @@ def own_state_home(tmp_path: Path) -> dict[str, str]:
     return {"AI_SDLC_STATE_HOME": str(tmp_path / "state")}
 
 
-@pytest.fixture(scope="module")
-def go(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """The Go module, built once, its honest row run once from refine to done."""
-    if shutil.which("go") is None:
-        pytest.skip("go is not installed (apt-get install golang-go)")
-    made = Layout(tmp_path_factory.mktemp("go"), go_project, {"verify.test": "go test -v ./..."})
-    made.run_honest(tmp_path_factory.mktemp("honest-go"), "honest-go")
-    return made
-
-
-@pytest.fixture(scope="module")
-def rust(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    """The Rust crate, built once, its honest row run once from implement to done."""
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo is not installed")
-    settings: dict[str, object] = {"verify.test": "cargo test --offline"}
-    made = Layout(tmp_path_factory.mktemp("rust"), rust_project, settings, own_state_home)
-    made.run_honest(tmp_path_factory.mktemp("honest-rs"), "honest-rs", at_implement=True)
-    return made
-
-
-CASES = rows(GO) + rows(RUST)
 #: The held row whose run counts both attempts (what is counted does not depend on the
 #: layout or the game: every other row stops after its one attempt).
 TWO_ATTEMPTS = rows(GO)[1]
 
 
-@pytest.mark.parametrize("row", CASES, ids=[f"{r.layout[:4]}-{r.behaviour}" for r in CASES])
-def test_verdict(tmp_path: Path, request: pytest.FixtureRequest, row: Row) -> None:
-    """A row of the verdict table (tests/support/verdicts.py)."""
-    made: Layout = request.getfixturevalue("go" if row.layout == GO else "rust")
-    if not row.said:
-        held, result = made.run_honest(tmp_path, row.behaviour)
-        assert result.returncode == 0, result.output
-        held.assert_done()
-        return
-    retries = 1 if row == TWO_ATTEMPTS else 0
-    held = made.story(tmp_path, row.behaviour, retries=retries)
-    result = held.run()
-    assert result.returncode == 5, result.output
-    held.assert_blocked(row.said, retries + 1)
+def test_verdict_go(tmp_path: Path) -> None:
+    """The Go module's rows of the verdict table (tests/support/verdicts.py)."""
+    if shutil.which("go") is None:
+        pytest.skip("go is not installed (apt-get install golang-go)")
+    made = Layout(tmp_path / "layout", go_project, {"verify.test": "go test -v ./..."})
+    judge_rows(tmp_path, made, rows(GO), two_attempts=TWO_ATTEMPTS)
+
+
+def test_verdict_rust(tmp_path: Path) -> None:
+    """The Rust crate's rows of the verdict table, each run with a state home of its own."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed")
+    settings: dict[str, object] = {"verify.test": "cargo test --offline"}
+    made = Layout(
+        tmp_path / "layout", rust_project, settings, own_state_home, honest_at_implement=True
+    )
+    judge_rows(tmp_path, made, rows(RUST))

@@ -8,9 +8,9 @@ renames the package after the runner, never reaches done and each attempt is cou
 reason naming the file; an honest agent still is done. uvu stops at the missing module before
 it counts anything, so the base is counted with the new test set aside, and the run says so.
 
-Each layout's project is built once per module and its honest row run once, its baseline then
-reused by every held row's own copy (tests/support/judge_rows_other.py); one held row counts
-both attempts, the others their one."""
+One test per layout runs its rows in turn: the project built once and its honest row run
+first, its baseline then reused by every held row's own copy
+(tests/support/judge_rows_other.py); one held row counts both attempts, the others their one."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import pytest
 
 from tests.support.git_support import git_env
 from tests.support.js_runners import runners
-from tests.support.judge_rows_other import Layout
-from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, Row, ids, rows
+from tests.support.judge_rows_other import Layout, judge_rows
+from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, rows
 
 __all__ = ["git_env"]
 
@@ -166,90 +166,58 @@ def needs_node() -> None:
 
 
 def layout(
-    factory: pytest.TempPathFactory,
+    tmp_path: Path,
     build: Callable[[Path], None],
     settings: dict[str, object],
-    honest: str,
     *,
     from_refine: bool = False,
 ) -> Layout:
-    """The layout's project, built once, its honest row run once (from refine to done where
-    `from_refine`, else from implement)."""
-    made = Layout(factory.mktemp("layout"), build, settings)
-    made.run_honest(factory.mktemp("honest"), honest, at_implement=not from_refine)
-    return made
+    """The layout's project, built once; its honest row from refine (`from_refine`) or from
+    implement."""
+    return Layout(tmp_path / "layout", build, settings, honest_at_implement=not from_refine)
 
 
-@pytest.fixture(scope="module")
-def uvu(uvu_lock: str, tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    return layout(tmp_path_factory, uvu_project(uvu_lock), NPM_CI, "honest-js", from_refine=True)
+def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
+    """The uvu project's rows of the verdict table (tests/support/verdicts.py); uvu stops at
+    the missing module, so the base is counted with the new test set aside."""
 
-
-@pytest.fixture(scope="module")
-def uvu_esm(uvu_lock: str, tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    return layout(tmp_path_factory, uvu_project(uvu_lock, esm=True), NPM_CI, "honest-mjs")
-
-
-@pytest.fixture(scope="module")
-def node_test(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    needs_node()
-    return layout(tmp_path_factory, node_test_project, NPM_TEST, "honest-js")
-
-
-@pytest.fixture(scope="module")
-def jest(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    return layout(tmp_path_factory, jest_project, NPM_TEST, "honest-js")
-
-
-def judged(made: Layout, tmp_path: Path, row: Row) -> str:
-    """The row's verdict, asserted: the honest row (run once by the layout) done; a held row
-    never done, each attempt counted: both (limits.implementation_retries: 1) for
-    `TWO_ATTEMPTS`, else its one (retries 0); the run's stderr, one line per paragraph."""
-    if not row.said:
-        held, result = made.run_honest(tmp_path, row.behaviour)
-        assert result.returncode == 0, result.output
-        held.assert_done()
-        return " ".join(result.stderr.split())
-    retries = 1 if row == TWO_ATTEMPTS else 0
-    held = made.story(tmp_path, row.behaviour, retries=retries)
-    result = held.run()
-    assert result.returncode == 5, result.output
-    held.assert_blocked(row.said, retries + 1)
-    return " ".join(result.stderr.split())
-
-
-@pytest.mark.parametrize("row", rows(NODE), ids=ids(rows(NODE)))
-def test_verdict(tmp_path: Path, uvu: Layout, row: Row) -> None:
-    """A row of the verdict table (tests/support/verdicts.py)."""
-    said = judged(uvu, tmp_path, row)
-    if not row.said:
+    def said(text: str) -> None:
         assert (
             "base verified: 1 passed, 0 failed, 0 skipped with test/mul.test.js set aside (new "
             "tests that do not build at the base: Error: Cannot find module '../mul.js')"
-        ) in said
+        ) in text
+
+    made = layout(tmp_path, uvu_project(uvu_lock), NPM_CI, from_refine=True)
+    judge_rows(tmp_path, made, rows(NODE), two_attempts=TWO_ATTEMPTS, honest_said=said)
 
 
-@pytest.mark.parametrize("row", rows(NODE_ESM), ids=ids(rows(NODE_ESM)))
-def test_verdict_es_modules(tmp_path: Path, uvu_esm: Layout, row: Row) -> None:
-    """A row of the verdict table: the uvu project in ES modules, whose missing `../mul.mjs`
-    Node names as `imported from` the test."""
-    said = judged(uvu_esm, tmp_path, row)
-    if not row.said:
-        assert "with test/mul.test.mjs set aside" in said
-        assert "mul.mjs' imported from" in said
+def test_verdict_es_modules(tmp_path: Path, uvu_lock: str) -> None:
+    """The rows of the verdict table for the uvu project in ES modules, whose missing
+    `../mul.mjs` Node names as `imported from` the test."""
+
+    def said(text: str) -> None:
+        assert "with test/mul.test.mjs set aside" in text
+        assert "mul.mjs' imported from" in text
+
+    made = layout(tmp_path, uvu_project(uvu_lock, esm=True), NPM_CI)
+    judge_rows(tmp_path, made, rows(NODE_ESM), honest_said=said)
 
 
-@pytest.mark.parametrize("row", rows(NODE_TEST), ids=ids(rows(NODE_TEST)))
-def test_verdict_node_test(tmp_path: Path, node_test: Layout, row: Row) -> None:
-    """A row of the verdict table: node:test runs each file in a process of its own, so the
-    base counts the add test and names the failing mul test, nothing set aside."""
-    said = judged(node_test, tmp_path, row)
-    if not row.said:
-        assert "base verified: 1 passed, 1 failed" in said
-        assert "set aside" not in said
+def test_verdict_node_test(tmp_path: Path) -> None:
+    """The rows of the verdict table for node:test, which runs each file in a process of its
+    own: the base counts the add test and names the failing mul test, nothing set aside."""
+    needs_node()
+
+    def said(text: str) -> None:
+        assert "base verified: 1 passed, 1 failed" in text
+        assert "set aside" not in text
+
+    made = layout(tmp_path, node_test_project, NPM_TEST)
+    judge_rows(tmp_path, made, rows(NODE_TEST), honest_said=said)
 
 
-@pytest.mark.parametrize("row", rows(JEST), ids=ids(rows(JEST)))
-def test_verdict_jest(tmp_path: Path, jest: Layout, row: Row) -> None:
-    """A row of the verdict table: Jest compiles the tests with the project's Babel config."""
-    judged(jest, tmp_path, row)
+def test_verdict_jest(tmp_path: Path) -> None:
+    """The rows of the verdict table for Jest, which compiles the tests with the project's
+    Babel config."""
+    made = layout(tmp_path, jest_project, NPM_TEST)
+    judge_rows(tmp_path, made, rows(JEST))

@@ -19,11 +19,15 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult
 from tests.support.git_support import git, make_repo, own_git_config
 from tests.support.held_support import AGENT, ENV, HeldStory
+
+if TYPE_CHECKING:
+    from tests.support.verdicts import Row
 
 #: The flags of a story whose refinement, research and plan are done (hand-set by a user).
 AT_IMPLEMENT = {"status": "in-progress", "research_complete": True, "plan_complete": True}
@@ -90,7 +94,8 @@ class RowStory(HeldStory):
 
 class Layout:
     """One layout's project, committed once under `folder` by `build(root)`, with the config
-    `settings` (verify.test, worktree.setup ...) and the environment `env` of every run."""
+    `settings` (verify.test, worktree.setup ...) and the environment `env(row folder)` of
+    every run; its honest row from refine, or from implement (`honest_at_implement`)."""
 
     def __init__(
         self,
@@ -98,10 +103,14 @@ class Layout:
         build: Callable[[Path], None],
         settings: dict[str, object],
         env: Callable[[Path], dict[str, str]] | None = None,
+        *,
+        honest_at_implement: bool = False,
     ) -> None:
         self.folder = folder
         self.settings = settings
         self._env = env
+        self.honest_at_implement = honest_at_implement
+        folder.mkdir(parents=True, exist_ok=True)
         with own_git_config(folder):
             repo = make_repo(folder, remote=False)
             build(repo.root)
@@ -124,14 +133,13 @@ class Layout:
         env = self._env(tmp_path) if self._env is not None else None
         return RowStory(root, log, env, at_implement=at_implement)
 
-    def run_honest(
-        self, tmp_path: Path, behaviour: str, *, at_implement: bool = False
-    ) -> tuple[RowStory, CliResult]:
-        """The honest row to done, once (from refine unless `at_implement`; a git identity of
-        its own in `tmp_path`); the baseline it cached then goes into the template for every
-        other row."""
+    def run_honest(self, tmp_path: Path, behaviour: str) -> tuple[RowStory, CliResult]:
+        """The honest row to done, once (a git identity of its own in `tmp_path`); the
+        baseline it cached then goes into the template for every other row."""
         if self.honest is None:
+            tmp_path.mkdir(parents=True, exist_ok=True)
             with own_git_config(tmp_path):
+                at_implement = self.honest_at_implement
                 held = self.story(tmp_path, behaviour, retries=1, at_implement=at_implement)
                 result = held.run()
             cached = held.root / ".ai-sdlc" / "state" / "baselines"
@@ -139,3 +147,40 @@ class Layout:
                 shutil.copytree(cached, self.template / ".ai-sdlc" / "state" / "baselines")
             self.honest = (held, result)
         return self.honest
+
+
+def judge_rows(
+    tmp_path: Path,
+    made: Layout,
+    rows: list[Row],
+    *,
+    two_attempts: Row | None = None,
+    honest_said: Callable[[str], None] | None = None,
+) -> None:
+    """Every row of one layout in turn, in one test (so one process builds the project and
+    verifies its base once: xdist would spread parametrised rows over its workers, each
+    building it again), each in a folder of its own: the honest row first, to done (from
+    refine unless `made` says otherwise), its stderr (one line per paragraph) checked by
+    `honest_said`; each held row never done, each attempt counted with a reason naming the
+    held file: both for `two_attempts` (limits.implementation_retries: 1), else its one. A
+    row that fails does not hide the next: every failing row is reported, by name."""
+    assert rows and not rows[0].said, "the layout's honest row comes first"
+    failures: list[str] = []
+    for row in rows:
+        folder = tmp_path / row.behaviour
+        try:
+            if not row.said:
+                held, result = made.run_honest(folder, row.behaviour)
+                assert result.returncode == 0, result.output
+                held.assert_done()
+                if honest_said is not None:
+                    honest_said(" ".join(result.stderr.split()))
+                continue
+            retries = 1 if row == two_attempts else 0
+            held = made.story(folder, row.behaviour, retries=retries)
+            result = held.run()
+            assert result.returncode == 5, result.output
+            held.assert_blocked(row.said, retries + 1)
+        except AssertionError as exc:
+            failures.append(f"{row.behaviour} ({row.change}): {exc}")
+    assert not failures, "\n\n".join(failures)
