@@ -1,9 +1,8 @@
 """The verdict table of docs/verification.md (layout × what the agent does → verdict), produced
 by the end-to-end tests rather than written by hand: each row is one case of
-tests/e2e/test_held_*.py and test_safe_path.py, parametrised from `ROWS` (or run in turn by
-one test per layout), whose test asserts that verdict through the real CLI; `table()` renders
-them, tests/e2e/test_verdict_table.py compares the rendering with the docs, and
-`make verdict-docs` writes it there."""
+tests/e2e/test_held_*.py and test_safe_path.py, parametrised from `ROWS`, whose test asserts
+that verdict through the real CLI; `table()` renders them, tests/e2e/test_verdict_table.py
+compares the rendering with the docs, and `make verdict-docs` writes it there."""
 
 from __future__ import annotations
 
