@@ -3,8 +3,8 @@ row's end-to-end run through the real CLI pays for its own story (worktree and i
 calls, verification, the judge), not for building the project, N `ai-sdlc config` calls and the
 base's verification again.
 
-`Layout` commits the project once per test module (`template`); its honest row runs first, once,
-refine to done, on a copy; the baseline that run cached in the project's
+`Layout` commits the project once per test (`template`); its honest row runs first, on a copy,
+to done (from refine, or from implement); the baseline that run cached in the project's
 `.ai-sdlc/state/baselines/` (keyed by base commit and verify commands: a copy has the same
 commits) goes into the template, so every other row's copy finds its base already verified,
 as a second story on the same base does. Each row gets its own copy of the project, its own
@@ -116,7 +116,6 @@ class Layout:
             build(repo.root)
             repo.commit_all("the project, and a failing test for mul written first")
         self.template = repo.root
-        self.honest: tuple[RowStory, CliResult] | None = None
 
     def story(
         self, tmp_path: Path, behaviour: str, *, retries: int = 0, at_implement: bool = True
@@ -134,19 +133,15 @@ class Layout:
         return RowStory(root, log, env, at_implement=at_implement)
 
     def run_honest(self, tmp_path: Path, behaviour: str) -> tuple[RowStory, CliResult]:
-        """The honest row to done, once (a git identity of its own in `tmp_path`); the
-        baseline it cached then goes into the template for every other row."""
-        if self.honest is None:
-            tmp_path.mkdir(parents=True, exist_ok=True)
-            with own_git_config(tmp_path):
-                at_implement = self.honest_at_implement
-                held = self.story(tmp_path, behaviour, retries=1, at_implement=at_implement)
-                result = held.run()
-            cached = held.root / ".ai-sdlc" / "state" / "baselines"
-            if cached.is_dir():
-                shutil.copytree(cached, self.template / ".ai-sdlc" / "state" / "baselines")
-            self.honest = (held, result)
-        return self.honest
+        """The honest row, run to its end; the baseline it cached (a second story on the same
+        base finds it: the product's promise, asserted here) then goes into the template for
+        every other row."""
+        held = self.story(tmp_path, behaviour, retries=1, at_implement=self.honest_at_implement)
+        result = held.run()
+        cached = held.root / ".ai-sdlc" / "state" / "baselines"
+        assert cached.is_dir() and any(cached.iterdir()), result.output
+        shutil.copytree(cached, self.template / ".ai-sdlc" / "state" / "baselines")
+        return held, result
 
 
 def judge_rows(
