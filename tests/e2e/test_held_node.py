@@ -32,7 +32,7 @@ __all__ = ["git_env"]
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 #: The held row whose run counts both attempts (what is counted does not depend on the
 #: layout or the game: every other row stops after its one attempt).
-TWO_ATTEMPTS = rows(NODE)[1]
+TWO_ATTEMPTS = rows(NODE_TEST)[1]
 
 PACKAGE = {
     "name": "calcjs",
@@ -187,8 +187,8 @@ def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
             "tests that do not build at the base: Error: Cannot find module '../mul.js')"
         ) in text
 
-    made = layout(tmp_path, uvu_project(uvu_lock), NPM_CI, from_refine=True)
-    judge_rows(tmp_path, made, rows(NODE), two_attempts=TWO_ATTEMPTS, honest_said=said)
+    made = layout(tmp_path, uvu_project(uvu_lock), NPM_CI)
+    judge_rows(tmp_path, made, rows(NODE), honest_said=said)
 
 
 def test_verdict_es_modules(tmp_path: Path, uvu_lock: str) -> None:
@@ -212,8 +212,8 @@ def test_verdict_node_test(tmp_path: Path) -> None:
         assert "base verified: 1 passed, 1 failed" in text
         assert "set aside" not in text
 
-    made = layout(tmp_path, node_test_project, NPM_TEST)
-    judge_rows(tmp_path, made, rows(NODE_TEST), honest_said=said)
+    made = layout(tmp_path, node_test_project, NPM_TEST, from_refine=True)
+    judge_rows(tmp_path, made, rows(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
 
 
 def test_verdict_jest(tmp_path: Path) -> None:
