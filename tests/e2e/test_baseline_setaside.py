@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,9 @@ import pytest
 from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.support.git_support import Repo, git, git_env, make_repo
+from tests.support.judge_rows_other import config_text, start_at_implement
 from tests.support.paths import FAKES
-from tests.support.records import records_folder
+from tests.support.records import records_path
 
 __all__ = ["git_env"]
 
@@ -70,20 +70,19 @@ def rust_project(tmp_path: Path) -> tuple[Repo, str]:
 
 
 def configured(repo: Repo, tmp_path: Path, verify: str, behaviour: str) -> tuple[Repo, str]:
-    """Committed, `ai-sdlc init`, the agent and `verify.test` set; the story added."""
+    """Committed, its config written whole (the agent and `verify.test`); the story added, its
+    earlier phases marked done (the base's verification and the attempt are the promise)."""
     root = repo.root
     repo.commit_all("a failing test written first")
-    (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
-    assert run_cli(root, "init").returncode == 0
-    template = [sys.executable, str(AGENT), str(records_folder(root) / "agent.log"), behaviour]
-    for key, value in (
-        ("ai.provider", "command"),
-        ("ai.command.template", json.dumps([*template, "{phase}", "{prompt_file}"])),
-        ("verify.test", verify),
-    ):
-        done = run_cli(root, "config", key, value)
-        assert done.returncode == 0, done.output
-    return repo, repo.story("Multiply numbers")
+    log = records_path(root) / "agent.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, object] = {"verify.test": verify}
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        config_text(log, behaviour, settings, agent=AGENT)
+    )
+    sid = repo.story("Multiply numbers")
+    start_at_implement(root, sid)
+    return repo, sid
 
 
 def run(repo: Repo, sid: str) -> CliResult:

@@ -106,13 +106,18 @@ def test_a_misspelt_test_command_stops_before_any_agent_call_nothing_counted(
     assert run_cli(root, "init").returncode == 0
     log = tmp_path / "agent.log"
     template = [sys.executable, str(AGENT), str(log), "honest-py", "{phase}", "{prompt_file}"]
-    for key, value in (
-        ("ai.provider", "command"),
-        ("ai.command.template", json.dumps(template)),
-        ("verify.test", command),
-    ):
-        done = run_cli(root, "config", key, value)
-        assert done.returncode == 0, done.output
+    # The file `init` wrote, edited by hand (one write, not three `ai-sdlc config` calls).
+    config = root / ".ai-sdlc" / "config.yaml"
+    text = config.read_text()
+    agent = f"  provider: command\n  command:\n    template: {json.dumps(template)}\n"
+    edits = {
+        "  provider: null\n": agent,
+        "  test: null\n": f"  test: {json.dumps(command)}\n",
+    }
+    for before, after in edits.items():
+        assert text.count(before) == 1, text
+        text = text.replace(before, after)
+    config.write_text(text)
     sid = repo.story("Multiply numbers")
 
     result = run_cli(root, "run", sid, env={"AI_SDLC_PROVIDER": "command"}, timeout=300)

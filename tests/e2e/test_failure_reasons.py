@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,9 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import run_cli
 from tests.support.git_support import Repo, git_env, make_repo
 from tests.support.js_runners import runners
+from tests.support.judge_rows_other import config_text, start_at_implement
 from tests.support.paths import FAKES
-from tests.support.records import records_folder
+from tests.support.records import records_path
 
 __all__ = ["git_env"]
 
@@ -28,21 +28,21 @@ AGENT = FAKES / "project_agent.py"
 
 
 def blocked_by(repo: Repo, tmp_path: Path, verify: str, behaviour: str) -> str:
-    """Run the story with the agent `behaviour` to its block; the story's blocked reason."""
+    """Run the story (its config written whole, its earlier phases marked done, one attempt)
+    with the agent `behaviour` to its block; the story's blocked reason."""
     root = repo.root
-    (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
-    assert run_cli(root, "init").returncode == 0
-    template = [sys.executable, str(AGENT), str(records_folder(root) / "agent.log"), behaviour]
-    for key, value in (
-        ("ai.provider", "command"),
-        ("ai.command.template", json.dumps([*template, "{phase}", "{prompt_file}"])),
-        ("verify.test", verify),
-        ("worktree.setup", "[]"),
-        ("limits.implementation_retries", "1"),
-    ):
-        done = run_cli(root, "config", key, value)
-        assert done.returncode == 0, done.output
+    log = records_path(root) / "agent.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, object] = {
+        "verify.test": verify,
+        "worktree.setup": [],
+        "limits.implementation_retries": 0,
+    }
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        config_text(log, behaviour, settings, agent=AGENT)
+    )
     sid = repo.story("Change the numbers")
+    start_at_implement(root, sid)
     result = run_cli(root, "run", sid, env={"AI_SDLC_PROVIDER": "command"}, timeout=300)
     assert result.returncode == 5, result.output
     fm = StoryStore(root).get(sid).frontmatter

@@ -3,7 +3,11 @@
 (it does not compile at the base: the function is missing). A new `TestMain` that exits 0, or
 `autotests = false` in Cargo.toml (the integration tests never built), with a wrong
 implementation never reaches done, each attempt counted with the held file named; an honest
-agent still is done. Skipped, with the reason, where the toolchain is not installed."""
+agent still is done. Skipped, with the reason, where the toolchain is not installed.
+
+One test per layout runs its rows in turn: the project built once and its honest row run
+first, its baseline then reused by every held row's own copy
+(tests/support/judge_rows_other.py); one held row counts both attempts, the others their one."""
 
 from __future__ import annotations
 
@@ -12,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.git_support import git_env, make_repo
-from tests.support.held_support import HeldStory
-from tests.support.verdicts import GO, RUST, Row, rows
+from tests.support.git_support import git_env
+from tests.support.judge_rows_other import Layout, judge_rows
+from tests.support.verdicts import GO, RUST, rows
 
 __all__ = ["git_env"]
 
@@ -38,27 +42,14 @@ RS_LIB = (
 RS_MUL_TEST = "#[test]\nfn multiplies() {\n    assert_eq!(calc::mul(3, 4), 12);\n}\n"
 
 
-def go_story(tmp_path: Path, behaviour: str) -> HeldStory:
-    if shutil.which("go") is None:
-        pytest.skip("go is not installed (apt-get install golang-go)")
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
+def go_project(root: Path) -> None:
     (root / "go.mod").write_text("module example.com/calc\n\ngo 1.19\n")
     (root / "calc.go").write_text(GO_ADD)
     (root / "calc_test.go").write_text(GO_ADD_TEST)
     (root / "mul_test.go").write_text(GO_MUL_TEST)
-    repo.commit_all("calc, and a failing test for Mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "go test -v ./...")
-    held.config("limits.implementation_retries", "1")
-    return held
 
 
-def rust_story(tmp_path: Path, behaviour: str) -> HeldStory:
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo is not installed")
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
+def rust_project(root: Path) -> None:
     (root / "Cargo.toml").write_text(
         '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n'
     )
@@ -68,26 +59,33 @@ def rust_story(tmp_path: Path, behaviour: str) -> HeldStory:
     (root / "tests" / "mul.rs").write_text(RS_MUL_TEST)
     with open(root / ".gitignore", "a") as handle:
         handle.write("target/\nCargo.lock\n")
-    repo.commit_all("calc, and a failing test for mul written first")
-    # A state home of the test's own: the agent may write into the caches every story shares.
-    state = {"AI_SDLC_STATE_HOME": str(tmp_path / "state")}
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour, env=state)
-    held.config("verify.test", "cargo test --offline")
-    held.config("limits.implementation_retries", "1")
-    return held
 
 
-CASES = rows(GO) + rows(RUST)
+def own_state_home(tmp_path: Path) -> dict[str, str]:
+    """A state home of the row's own: the agent may write into the caches every story shares
+    (cargohome-rs), which no other row may then find."""
+    return {"AI_SDLC_STATE_HOME": str(tmp_path / "state")}
 
 
-@pytest.mark.parametrize("row", CASES, ids=[f"{r.layout[:4]}-{r.behaviour}" for r in CASES])
-def test_verdict(tmp_path: Path, row: Row) -> None:
-    """A row of the verdict table (tests/support/verdicts.py)."""
-    held = (go_story if row.layout == GO else rust_story)(tmp_path, row.behaviour)
-    result = held.run()
-    if row.said:
-        assert result.returncode == 5, result.output
-        held.assert_blocked_counted(row.said)
-    else:
-        assert result.returncode == 0, result.output
-        held.assert_done()
+#: The held row whose run counts both attempts (what is counted does not depend on the
+#: layout or the game: every other row stops after its one attempt).
+TWO_ATTEMPTS = rows(GO)[1]
+
+
+def test_verdict_go(tmp_path: Path) -> None:
+    """The Go module's rows of the verdict table (tests/support/verdicts.py)."""
+    if shutil.which("go") is None:
+        pytest.skip("go is not installed (apt-get install golang-go)")
+    made = Layout(tmp_path / "layout", go_project, {"verify.test": "go test -v ./..."})
+    judge_rows(tmp_path, made, rows(GO), two_attempts=TWO_ATTEMPTS)
+
+
+def test_verdict_rust(tmp_path: Path) -> None:
+    """The Rust crate's rows of the verdict table, each run with a state home of its own."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed")
+    settings: dict[str, object] = {"verify.test": "cargo test --offline"}
+    made = Layout(
+        tmp_path / "layout", rust_project, settings, own_state_home, honest_at_implement=True
+    )
+    judge_rows(tmp_path, made, rows(RUST))

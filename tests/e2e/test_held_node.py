@@ -6,25 +6,33 @@ importing `../mul.mjs`); a node:test project with nothing to install. An agent t
 the base's 1 + 1 kept), that patches uvu's assert inside the worktree's `node_modules`, or that
 renames the package after the runner, never reaches done and each attempt is counted, the
 reason naming the file; an honest agent still is done. uvu stops at the missing module before
-it counts anything, so the base is counted with the new test set aside, and the run says so."""
+it counts anything, so the base is counted with the new test set aside, and the run says so.
+
+One test per layout runs its rows in turn: the project built once and its honest row run
+first, its baseline then reused by every held row's own copy
+(tests/support/judge_rows_other.py); one held row counts both attempts, the others their one."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support.git_support import git_env, make_repo
-from tests.support.held_support import HeldStory
+from tests.support.git_support import git_env
 from tests.support.js_runners import runners
-from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, Row, ids, rows
+from tests.support.judge_rows_other import Layout, judge_rows
+from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, rows
 
 __all__ = ["git_env"]
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
+#: The held row whose run counts both attempts (what is counted does not depend on the
+#: layout or the game: every other row stops after its one attempt).
+TWO_ATTEMPTS = rows(NODE_TEST)[1]
 
 PACKAGE = {
     "name": "calcjs",
@@ -90,46 +98,32 @@ def uvu_lock(tmp_path_factory: pytest.TempPathFactory) -> str:
     return (folder / "package-lock.json").read_text()
 
 
-def uvu_story(tmp_path: Path, lock: str, behaviour: str, *, esm: bool = False) -> HeldStory:
+def uvu_project(lock: str, *, esm: bool = False) -> Callable[[Path], None]:
     """The uvu project (CommonJS, or ES modules: `.mjs` files) with `test/mul.test.*`
     written first."""
     suffix = "mjs" if esm else "js"
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
-    (root / "package.json").write_text(json.dumps(PACKAGE, indent=2) + "\n")
-    (root / "package-lock.json").write_text(lock)
-    add = "export default (a, b) => a + b;\n" if esm else "module.exports = (a, b) => a + b;\n"
-    (root / f"add.{suffix}").write_text(add)
-    (root / "test").mkdir()
-    (root / "test" / f"add.test.{suffix}").write_text(ESM_ADD_TEST if esm else ADD_TEST)
-    (root / "test" / f"mul.test.{suffix}").write_text(ESM_MUL_TEST if esm else MUL_TEST)
-    with open(root / ".gitignore", "a") as handle:
-        handle.write("node_modules/\n")
-    repo.commit_all("calcjs, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "npm test")
-    held.config("worktree.setup", '["npm ci --no-audit --no-fund"]')
-    held.config("limits.implementation_retries", "1")
-    return held
+
+    def build(root: Path) -> None:
+        (root / "package.json").write_text(json.dumps(PACKAGE, indent=2) + "\n")
+        (root / "package-lock.json").write_text(lock)
+        add = "export default (a, b) => a + b;\n" if esm else "module.exports = (a, b) => a + b;\n"
+        (root / f"add.{suffix}").write_text(add)
+        (root / "test").mkdir()
+        (root / "test" / f"add.test.{suffix}").write_text(ESM_ADD_TEST if esm else ADD_TEST)
+        (root / "test" / f"mul.test.{suffix}").write_text(ESM_MUL_TEST if esm else MUL_TEST)
+        with open(root / ".gitignore", "a") as handle:
+            handle.write("node_modules/\n")
+
+    return build
 
 
-def node_test_story(tmp_path: Path, behaviour: str) -> HeldStory:
+def node_test_project(root: Path) -> None:
     """A node:test project (nothing to install) with `test/mul.test.js` written first."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed")
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
     (root / "package.json").write_text(json.dumps(NT_PACKAGE, indent=2) + "\n")
     (root / "add.js").write_text("module.exports = (a, b) => a + b;\n")
     (root / "test").mkdir()
     (root / "test" / "add.test.js").write_text(NT_ADD_TEST)
     (root / "test" / "mul.test.js").write_text(NT_MUL_TEST)
-    repo.commit_all("calcnt, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "npm test")
-    held.config("worktree.setup", "[]")
-    held.config("limits.implementation_retries", "1")
-    return held
 
 
 JEST_ADD_TEST = "const add = require('../add.js');\ntest('add', () => expect(add(2, 3)).toBe(5));\n"
@@ -138,14 +132,12 @@ JEST_MUL_TEST = (
 )
 
 
-def jest_story(tmp_path: Path, behaviour: str) -> HeldStory:
+def jest_project(root: Path) -> None:
     """A Jest project whose `node_modules` (git-ignored) is the pinned runners' install
     (tests/support/js_runners.py), linked: the story's worktree, nested in the project, finds
     it above itself, as Node does for every worktree under `.ai-sdlc/worktrees/`; its
     `jest.setup.js` (a comment) runs before each test file."""
     modules = runners() / "node_modules"
-    repo = make_repo(tmp_path, remote=False)
-    root = repo.root
     package = {
         "name": "calcj",
         "version": "1.0.0",
@@ -162,58 +154,70 @@ def jest_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("node_modules\n")
     (root / "node_modules").symlink_to(modules)
-    repo.commit_all("calcj, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", "npm test")
-    held.config("worktree.setup", "[]")
-    held.config("limits.implementation_retries", "1")
-    return held
 
 
-def judged(held: HeldStory, row: Row) -> str:
-    """Run the story; assert the row's verdict; the run's stderr, one line per paragraph."""
-    result = held.run()
-    if row.said:
-        assert result.returncode == 5, result.output
-        held.assert_blocked_counted(row.said)
-    else:
-        assert result.returncode == 0, result.output
-        held.assert_done()
-    return " ".join(result.stderr.split())
+NPM_TEST: dict[str, object] = {"verify.test": "npm test", "worktree.setup": []}
+NPM_CI: dict[str, object] = {**NPM_TEST, "worktree.setup": ["npm ci --no-audit --no-fund"]}
 
 
-@pytest.mark.parametrize("row", rows(NODE), ids=ids(rows(NODE)))
-def test_verdict(tmp_path: Path, uvu_lock: str, row: Row) -> None:
-    """A row of the verdict table (tests/support/verdicts.py)."""
-    said = judged(uvu_story(tmp_path, uvu_lock, row.behaviour), row)
-    if not row.said:
+def needs_node() -> None:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed")
+
+
+def layout(
+    tmp_path: Path,
+    build: Callable[[Path], None],
+    settings: dict[str, object],
+    *,
+    from_refine: bool = False,
+) -> Layout:
+    """The layout's project, built once; its honest row from refine (`from_refine`) or from
+    implement."""
+    return Layout(tmp_path / "layout", build, settings, honest_at_implement=not from_refine)
+
+
+def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
+    """The uvu project's rows of the verdict table (tests/support/verdicts.py); uvu stops at
+    the missing module, so the base is counted with the new test set aside."""
+
+    def said(text: str) -> None:
         assert (
             "base verified: 1 passed, 0 failed, 0 skipped with test/mul.test.js set aside (new "
             "tests that do not build at the base: Error: Cannot find module '../mul.js')"
-        ) in said
+        ) in text
+
+    made = layout(tmp_path, uvu_project(uvu_lock), NPM_CI)
+    judge_rows(tmp_path, made, rows(NODE), honest_said=said)
 
 
-@pytest.mark.parametrize("row", rows(NODE_ESM), ids=ids(rows(NODE_ESM)))
-def test_verdict_es_modules(tmp_path: Path, uvu_lock: str, row: Row) -> None:
-    """A row of the verdict table: the uvu project in ES modules, whose missing `../mul.mjs`
-    Node names as `imported from` the test."""
-    said = judged(uvu_story(tmp_path, uvu_lock, row.behaviour, esm=True), row)
-    if not row.said:
-        assert "with test/mul.test.mjs set aside" in said
-        assert "mul.mjs' imported from" in said
+def test_verdict_es_modules(tmp_path: Path, uvu_lock: str) -> None:
+    """The rows of the verdict table for the uvu project in ES modules, whose missing
+    `../mul.mjs` Node names as `imported from` the test."""
+
+    def said(text: str) -> None:
+        assert "with test/mul.test.mjs set aside" in text
+        assert "mul.mjs' imported from" in text
+
+    made = layout(tmp_path, uvu_project(uvu_lock, esm=True), NPM_CI)
+    judge_rows(tmp_path, made, rows(NODE_ESM), honest_said=said)
 
 
-@pytest.mark.parametrize("row", rows(NODE_TEST), ids=ids(rows(NODE_TEST)))
-def test_verdict_node_test(tmp_path: Path, row: Row) -> None:
-    """A row of the verdict table: node:test runs each file in a process of its own, so the
-    base counts the add test and names the failing mul test, nothing set aside."""
-    said = judged(node_test_story(tmp_path, row.behaviour), row)
-    if not row.said:
-        assert "base verified: 1 passed, 1 failed" in said
-        assert "set aside" not in said
+def test_verdict_node_test(tmp_path: Path) -> None:
+    """The rows of the verdict table for node:test, which runs each file in a process of its
+    own: the base counts the add test and names the failing mul test, nothing set aside."""
+    needs_node()
+
+    def said(text: str) -> None:
+        assert "base verified: 1 passed, 1 failed" in text
+        assert "set aside" not in text
+
+    made = layout(tmp_path, node_test_project, NPM_TEST, from_refine=True)
+    judge_rows(tmp_path, made, rows(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
 
 
-@pytest.mark.parametrize("row", rows(JEST), ids=ids(rows(JEST)))
-def test_verdict_jest(tmp_path: Path, row: Row) -> None:
-    """A row of the verdict table: Jest compiles the tests with the project's Babel config."""
-    judged(jest_story(tmp_path, row.behaviour), row)
+def test_verdict_jest(tmp_path: Path) -> None:
+    """The rows of the verdict table for Jest, which compiles the tests with the project's
+    Babel config."""
+    made = layout(tmp_path, jest_project, NPM_TEST)
+    judge_rows(tmp_path, made, rows(JEST))
