@@ -87,8 +87,15 @@ def _verify(root: Path, addopts: str, command: str = COMMAND) -> VerificationRes
     return run_commands([("test", command)], cwd=root, timeout=120, env=env)
 
 
-HARMLESS = ["-rs", "-rA -v", "-qq --no-summary", "--tb=no -rN", "-p no:terminal", "-vv --tb=line"]
-SELECTING = ["-x", "--maxfail=1 -k bad", "--deselect tests/test_a.py::test_bad", "tests/test_b.py"]
+#: The text pytest prints, from none to all of it: no terminal at all; as little as the options
+#: allow (no summary, no traceback, no short report); everything (every report character, the
+#: skips of `-rs` among them, very verbose, one-line tracebacks). `-r` keeps only its last value
+#: and `-v`/`-q` cancel out, so each run holds options that pull the same way.
+HARMLESS = ["-p no:terminal", "-qq --no-summary --tb=no -rN", "-rA -vv --tb=line"]
+#: Every option that would choose or stop the run, in one run: each alone changes the verdict
+#: (`-x` and `--maxfail=1` stop after test_bad, `-k bad` runs only it, `--deselect` drops it, a
+#: path runs only test_b.py), so the verdict stays the plain one only if all are left out.
+SELECTING = ["-x --maxfail=1 -k bad --deselect tests/test_a.py::test_bad tests/test_b.py"]
 
 
 @pytest.fixture(scope="module")
