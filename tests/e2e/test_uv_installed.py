@@ -121,14 +121,23 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
-    """(venv, home, project root, reports): ai-sdlc installed by uv, a project with the
-    patching script as its command agent and verify.test."""
-    home, _ = make_home(tmp_path / "home")  # fake keys, tool folders, ai-sdlc's state
-    venv = install_with_uv(home, tmp_path)
+@pytest.fixture(scope="module")
+def uv_installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(venv, home): ai-sdlc installed by uv once for the module (no test can change it: that
+    is what they check), under a HOME holding fake keys, tool folders and ai-sdlc's state."""
+    folder = tmp_path_factory.mktemp("uv")
+    home, _ = make_home(folder / "home")
+    venv = install_with_uv(home, folder)
     installed = next(venv.glob("lib/python*/site-packages/ai_sdlc/sandbox/landlock.py"))
     assert os.stat(installed).st_nlink > 1  # uv hard-linked it from its cache
+    return venv, home
+
+
+@pytest.fixture
+def installed(uv_installed: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """(venv, home, project root, reports): ai-sdlc installed by uv, a project of the test's own
+    with the patching script as its command agent and verify.test."""
+    venv, home = uv_installed
     root = make_repo(tmp_path, remote=False).root
     script = tmp_path / "patch.py"
     script.write_text(PATCH)
