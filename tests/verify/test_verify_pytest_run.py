@@ -99,9 +99,16 @@ SELECTING = ["-x --maxfail=1 -k bad --deselect tests/test_a.py::test_bad tests/t
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> VerificationResult:
+def plain_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project of the `plain` verdict (pytest runs in it write nothing the next run reads:
+    no cache provider, bytecode in the judge's own folder)."""
+    return _project(tmp_path_factory.mktemp("plain"), TESTS)
+
+
+@pytest.fixture(scope="module")
+def plain(plain_project: Path) -> VerificationResult:
     """The verdict without any PYTEST_ADDOPTS: the one every other must equal."""
-    verdict = _verify(_project(tmp_path_factory.mktemp("plain"), TESTS), "")
+    verdict = _verify(plain_project, "")
     assert not verdict.passed
     assert verdict.failing == (
         "tests/test_a.py::test_bad",
@@ -130,17 +137,17 @@ def test_the_verdict_is_the_same_whatever_pytest_addopts_says(
 
 
 def test_two_runs_of_one_failure_have_one_signature(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    plain: VerificationResult, plain_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The judge's report path (random, and not under /tmp with another TMPDIR) never reaches
-    the output, so the same failure twice is seen as the same."""
+    the output, so the same failure twice is seen as the same: the plain run's report was
+    under the default temporary folder, this one's is under another."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
     (tmp_path / "elsewhere").mkdir()
-    root = _project(tmp_path, TESTS)
 
-    first, second = _verify(root, ""), _verify(root, "")
+    second = _verify(plain_project, "")
 
-    assert first.signature == second.signature != ""
+    assert plain.signature == second.signature != ""
 
 
 def test_a_collection_error_names_the_module_and_its_error(tmp_path: Path) -> None:
