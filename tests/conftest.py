@@ -2,7 +2,8 @@
 
 `run_cli` calls `ai_sdlc.cli.app.main()` in this process, exactly as the console script does
 (same argv, environment, exit codes, stdout/stderr split, error mapping), with the process-wide
-state it touches saved and restored around the call. `run_cli(..., subprocess=True)` (or
+state it touches saved and restored around the call (`run_cli_in` makes the same call typed in
+a folder, without `--project`). `run_cli(..., subprocess=True)` (or
 `run_cli_process`) starts a real `python -m ai_sdlc` instead: for tests where a real process
 matters (concurrent invocations, locks held by another process, signals, crashes, start-up).
 """
@@ -105,6 +106,15 @@ def run_cli_process(
         stdin=None if input is not None else _subprocess.DEVNULL,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_cli_in(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> CliResult:
+    """`ai-sdlc <args>` typed in the folder `cwd` (no `--project`: the project is found from
+    there, as in a user's shell), in-process; `cli_environment(env)` is the whole environment."""
+    with contextlib.chdir(cwd):
+        return _run_in_process(list(args), cli_environment(env), "", timeout)
 
 
 def _reuse_built_commands() -> None:

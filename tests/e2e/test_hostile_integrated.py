@@ -5,8 +5,11 @@ and the user's state folder in a `$HOME` of the test's own.
 
 Each attack is the script tests/support/fakes/hostile_integrated.py; see its docstring for the
 modes.
-The story must end blocked at exactly 10 after at most 11 verifications (the base's and ten
-attempts'), with nothing outside the worktree changed (checksummed)."""
+The story must end blocked at exactly the project's global recovery limit after at most one
+verification more (the base's and each attempt's), with nothing outside the worktree changed
+(checksummed). The project lowers the limit to LIMIT, as a user may: the count is exact whatever
+the limit (the default of 10 is pinned by the ledger's tests and the demo), and three attempts
+instead of ten keep each run short."""
 
 from __future__ import annotations
 
@@ -40,11 +43,12 @@ pytestmark = [
 ]
 HOSTILE = FAKES / "hostile_integrated.py"
 PYTEST = ".venv/bin/python -m pytest -q -p no:cacheprovider"
-LIMIT_10 = "Global recovery limit exceeded (10/10)"
+LIMIT = 3
+AT_LIMIT = f"Global recovery limit exceeded ({LIMIT}/{LIMIT})"
 
 
 def hostile_project(
-    tmp_path: Path, mode: str, *, verify: str | None = None, retries: int = 10
+    tmp_path: Path, mode: str, *, verify: str | None = None, retries: int = LIMIT
 ) -> tuple[Path, Path]:
     """The calc project, the hostile script as command agent, verify.test (run by the
     worktree's venv) and second setup step; REPORTS the one extra writable folder."""
@@ -63,7 +67,7 @@ def hostile_project(
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
         f"verify:\n  test: {json.dumps(verify)}\n"
-        f"limits:\n  implementation_retries: {retries}\n"
+        f"limits:\n  global_recovery: {LIMIT}\n  implementation_retries: {retries}\n"
         f"worktree:\n  setup: {json.dumps(setup)}\n"
         f"sandbox:\n  writable: [{json.dumps(str(reports))}]\n"
     )
@@ -123,10 +127,10 @@ def verifications(reports: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def assert_blocked_at_10(root: Path, sid: str) -> None:
+def assert_blocked_at_the_limit(root: Path, sid: str) -> None:
     fm = frontmatter(root, sid)
     assert fm["status"] == "blocked", fm
-    assert fm["total_recovery_attempts"] == 10, fm
+    assert fm["total_recovery_attempts"] == LIMIT, fm
 
 
 def test_every_write_of_agents_setup_and_verify_in_parallel_workers_is_denied(
@@ -135,7 +139,8 @@ def test_every_write_of_agents_setup_and_verify_in_parallel_workers_is_denied(
     """`run --auto --jobs 2`, two stories: from each worker's agent, setup step and verify
     command, the user's state folder, `git update-ref` (the ledger ref, a branch), the ledger,
     the config, the main checkout and its venv, and moving the worktree away are all denied;
-    each story blocks at exactly 10 after at most 11 verifications; nothing outside changed."""
+    each story blocks at exactly the limit after at most one verification more; nothing outside
+    changed."""
     root, reports = hostile_project(tmp_path, "all")
     for title in ("Add multiply", "Add divide"):
         assert run(root, "add", title).returncode == 0
@@ -143,7 +148,7 @@ def test_every_write_of_agents_setup_and_verify_in_parallel_workers_is_denied(
     state_home = tmp_path / "home" / ".local" / "state"
     result = run(root, "run", "--auto", "--jobs", "2")
     assert result.returncode == 6, result.output  # halted: every story was escalated
-    assert result.output.count(LIMIT_10) >= 2, result.output
+    assert result.output.count(AT_LIMIT) >= 2, result.output
     tried = [
         json.loads(line)
         for name in ("agent", "setup", "verify")
@@ -154,11 +159,11 @@ def test_every_write_of_agents_setup_and_verify_in_parallel_workers_is_denied(
     escaped = [r for r in tried if not r["outcome"].startswith("denied")]
     assert not escaped, escaped
     for sid in ("S-0001", "S-0002"):
-        assert_blocked_at_10(root, sid)
-        assert implement_attempts(root, sid) == 10
-    # Ten attempts' each, and the base's (both stories start from the same commit, whose
-    # verdict the judge keeps: verified once, or by both workers at the same moment).
-    assert 21 <= verifications(reports) <= 22
+        assert_blocked_at_the_limit(root, sid)
+        assert implement_attempts(root, sid) == LIMIT
+    # Each attempt's, and the base's (both stories start from the same commit, whose verdict
+    # the judge keeps: verified once, or by both workers at the same moment).
+    assert 2 * LIMIT + 1 <= verifications(reports) <= 2 * LIMIT + 2
     assert outside_worktree(root) == before
     assert not list(state_home.rglob("planted"))
 
@@ -174,10 +179,10 @@ def test_a_worktree_git_file_naming_the_main_checkout_steers_no_write_of_ai_sdlc
     before = outside_worktree(root)
     result = run(root, "run", "S-0001")
     assert result.returncode == 5, result.output
-    assert LIMIT_10 in " ".join(result.output.split())
+    assert AT_LIMIT in " ".join(result.output.split())
     assert not (root / "ai-sdlc-setup.json").exists()
     assert outside_worktree(root) == before
-    assert_blocked_at_10(root, "S-0001")
+    assert_blocked_at_the_limit(root, "S-0001")
     if mount_namespace_here():
         # The pointer is read-only to the agent: every rewrite refused (each attempt then fails
         # on its merits: its work does not make the failing test pass).
@@ -199,8 +204,8 @@ def test_code_planted_in_git_ignored_files_cannot_pass_broken_code(
     source's mtime and size (pyc). Before, the tests passed and the story was done. Now an
     attempt that changes what the setup made fails (the environment guard), and verification
     keeps its bytecode in a folder of its own: the real tests judge the worktree's code and
-    fail, every attempt (two here: a real pytest run per attempt is slow; the count to 10 is
-    the other tests')."""
+    fail, every attempt (two here: a real pytest run per attempt is slow; the count to the
+    limit is the other tests')."""
     root, _ = hostile_project(tmp_path, mode, verify=PYTEST, retries=1)
     assert run(root, "add", "Add multiply").returncode == 0
     result = run(root, "run", "S-0001")

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc import DISTRIBUTION, __version__
-from tests.support.paths import ROOT
+from tests.support.wheel_support import built_wheel
 
-pytestmark = pytest.mark.slow
+#: On the worker of test_uv_installed.py, which installs the same wheel.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("uv-install")]
 
 
 def sh(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -54,9 +55,7 @@ def user_env(home: Path) -> dict[str, str]:
 
 
 def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
-    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT, cwd=tmp_path)
-    (wheel,) = dist.glob("*.whl")
+    wheel = built_wheel()  # `pip wheel --no-deps` of this checkout, built once per process
     assert wheel.name == f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert "ai_sdlc/py.typed" in names  # PEP 561: users' type checkers read our hints

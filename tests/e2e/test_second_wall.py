@@ -1,6 +1,7 @@
 """Issue 32's second wall, cases 1-4, 6 and 7 at once, through the real CLI in a real process:
 a hostile `command` agent or a hostile `verify.test` (tests/support/fakes/second_wall.py),
-itself or from a detached (`setsid` double-forked) grandchild, under a throwaway HOME holding
+itself and then from a detached (`setsid` double-forked) grandchild in the same run (the
+records say who tried what), under a throwaway HOME holding
 fake keys and real-looking tool folders, with secrets in ai-sdlc's environment and a TCP
 listener on 127.0.0.1.
 
@@ -110,13 +111,14 @@ class Attacked:
         return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
-@pytest.mark.parametrize("where", ["direct", "grandchild"])
 @pytest.mark.parametrize("attacker", ["agent", "verify"])
 def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_later(
-    tmp_path: Path, attacker: str, where: str
+    tmp_path: Path, attacker: str
 ) -> None:
+    """The child attacks, then a detached grandchild of it attacks again (`both`): one run
+    proves every case for each of them, each judged on its own records."""
     with listening() as listener:
-        project = Attacked(tmp_path, attacker, where, listener.port)
+        project = Attacked(tmp_path, attacker, "both", listener.port)
         before = home_sums(project.home, project.home_state)
         try:
             result = project.cli("run", SID, process=True)
@@ -125,43 +127,20 @@ def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_late
             kill_all(processes_naming(tmp_path))
     assert result.returncode == 0, result.output
     assert "Traceback" not in result.output
-    who = attacker if where == "direct" else f"{attacker}-grandchild"
+    everyone = (attacker, f"{attacker}-grandchild")
     tried = [r for case in (1, 3, 4, 6) for r in project.records(case)]
-    assert {r["who"] for r in tried} == {who}, tried
-
-    # 1: ai-sdlc's installed code and its uv-cached copy are not writable.
-    case1 = project.records(1)
-    assert len({r["attack"] for r in case1}) == 2, case1
-    assert all(r["outcome"].startswith("denied") for r in case1), case1
-    # 3: the user's tool folders, caches, logins and shell start-up are not writable.
-    case3 = project.records(3)
-    tools = {r["attack"] for r in case3 if not r["attack"].startswith("state: ")}
-    assert len(tools) == 12, tools
-    state = {r["attack"] for r in case3 if r["attack"].startswith("state: ")}
-    assert {"state: another workspace's home", "state: a new file"} < state, state
-    assert len(state) > 3, state  # files of ai-sdlc's own state were tried too
-    assert [r for r in case3 if not r["outcome"].startswith("denied")] == []
-    # 4: no signal reaches the launcher or ai-sdlc; nothing left behind outlives the run.
-    signals = [r for r in project.records(4) if r["attack"] != "left behind"]
-    assert signals and all(r["outcome"] != "done" for r in signals), signals
-    assert any(r["attack"] == "left behind" for r in project.records(4))
+    assert {r["who"] for r in tried} == set(everyone), tried
+    for who in everyone:
+        assert_every_attack_failed(project, who, attacker)
     assert left == [], left
-    # 6: no key file, no other process's environment, no secret of ai-sdlc's, no TCP.
-    case6 = project.records(6)
-    reads = [r for r in case6 if r["attack"].startswith("read ")]
-    assert reads and all(r["outcome"].startswith("denied") for r in reads), reads
-    loot = "\n".join(x for r in case6 if r["attack"] == "loot" for x in r["outcome"])
-    assert [m for m in STOLEN_MARKS if m in loot] == []
-    own = [r["outcome"] for r in case6 if r["attack"] == "secrets in its environment"]
-    assert own and all(o == (["OPENAI_API_KEY"] if attacker == "agent" else []) for o in own)
-    tcp = [r for r in case6 if r["attack"] == "tcp to 127.0.0.1"]
-    assert tcp and all(r["outcome"].startswith("denied") for r in tcp), tcp
     assert listener.received == []
-    # 2: the takeover happened, was counted, and is undone.
+    # 2: the takeover happened (in the child and in its grandchild), was counted, is undone.
     case2 = project.records(2)
-    assert [r["outcome"] for r in case2 if r["attack"].startswith("pointer")] == ["done"] * 2
+    for who in everyone:
+        pointer = [r for r in case2 if r["who"] == who and r["attack"].startswith("pointer")]
+        assert [r["outcome"] for r in pointer] == ["done"] * 2, (who, case2)
     lowered = [r for r in case2 if r["attack"].startswith("lower the count")]
-    assert len(lowered) == 4 and all(r["outcome"].startswith("denied") for r in lowered), lowered
+    assert len(lowered) == 8 and all(r["outcome"].startswith("denied") for r in lowered), lowered
     counted = failed_phases(project.root, SID)
     assert any(f["outcome"] == "git_metadata_changed" for f in counted), counted
     trees = worktrees(project.root)
@@ -188,3 +167,38 @@ def test_every_attack_of_a_hostile_child_fails_and_leaves_nothing_that_runs_late
     fm = assert_counted_honestly(project.root, SID)
     assert fm["status"] == "done", fm
     assert fm["total_recovery_attempts"] == len(counted) >= 1, (fm, counted)
+
+
+def assert_every_attack_failed(project: Attacked, who: str, attacker: str) -> None:
+    """Cases 1, 3, 4 and 6 as `who` (the child or its grandchild) tried them: all denied."""
+
+    def mine(case: int) -> list[dict[str, Any]]:
+        return [r for r in project.records(case) if r["who"] == who]
+
+    # 1: ai-sdlc's installed code and its uv-cached copy are not writable.
+    case1 = mine(1)
+    assert len({r["attack"] for r in case1}) == 2, case1
+    assert all(r["outcome"].startswith("denied") for r in case1), case1
+    # 3: the user's tool folders, caches, logins and shell start-up are not writable.
+    case3 = mine(3)
+    tools = {r["attack"] for r in case3 if not r["attack"].startswith("state: ")}
+    assert len(tools) == 12, tools
+    state = {r["attack"] for r in case3 if r["attack"].startswith("state: ")}
+    assert {"state: another workspace's home", "state: a new file"} < state, state
+    assert len(state) > 3, state  # files of ai-sdlc's own state were tried too
+    assert [r for r in case3 if not r["outcome"].startswith("denied")] == []
+    # 4: no signal reaches the launcher or ai-sdlc; what it leaves behind is checked by the
+    # caller (no process of the run outlives it).
+    signals = [r for r in mine(4) if r["attack"] != "left behind"]
+    assert signals and all(r["outcome"] != "done" for r in signals), signals
+    assert any(r["attack"] == "left behind" for r in mine(4))
+    # 6: no key file, no other process's environment, no secret of ai-sdlc's, no TCP.
+    case6 = mine(6)
+    reads = [r for r in case6 if r["attack"].startswith("read ")]
+    assert reads and all(r["outcome"].startswith("denied") for r in reads), reads
+    loot = "\n".join(x for r in case6 if r["attack"] == "loot" for x in r["outcome"])
+    assert [m for m in STOLEN_MARKS if m in loot] == []
+    own = [r["outcome"] for r in case6 if r["attack"] == "secrets in its environment"]
+    assert own and all(o == (["OPENAI_API_KEY"] if attacker == "agent" else []) for o in own)
+    tcp = [r for r in case6 if r["attack"] == "tcp to 127.0.0.1"]
+    assert tcp and all(r["outcome"].startswith("denied") for r in tcp), tcp

@@ -1,7 +1,12 @@
 """The README's tutorial, start to end, typed as written (issue 36 item 1): every shell line of
 its fenced blocks, in order, in a new git project whose tests pass, with the offline scripted
 provider. Step 7 stacks a story on two done-but-unmerged stories: it must run to done with
-both of their branches in its own."""
+both of their branches in its own.
+
+Every `ai-sdlc run` is a real process (agents, verification, worktrees and parallel workers
+are children of it); the bookkeeping commands between them (`init`, `config`, `add`, `status`,
+`show`, `log`, `doctor`, `runs`, `report`, `archive`, a dry run) call the same `main()` in this
+process, in the project folder and the same environment, without an interpreter start each."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.store import StoryStore
-from tests.conftest import CliResult, cli_environment
+from tests.conftest import CliResult, cli_environment, run_cli_in
 from tests.support.git_support import git, git_env
 from tests.test_docs import README, section
 
@@ -74,16 +79,19 @@ def test_the_tutorial_runs_start_to_end_as_written(tmp_path: Path) -> None:
             continue
         assert command[0] == "ai-sdlc", command
         # Typed in the project folder, as the tutorial's reader does (no --project).
-        done = subprocess.run(
-            command,
-            cwd=project,
-            env=cli_environment(env),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
-        result = CliResult(done.returncode, done.stdout, done.stderr)
+        if command[1] == "run" and "--dry-run" not in command:
+            done = subprocess.run(
+                command,
+                cwd=project,
+                env=cli_environment(env),
+                capture_output=True,
+                text=True,
+                timeout=600,
+                stdin=subprocess.DEVNULL,
+            )
+            result = CliResult(done.returncode, done.stdout, done.stderr)
+        else:
+            result = run_cli_in(project, *command[1:], env=env)
         assert result.returncode == 0, (command, result.output)
         assert "no longer merges cleanly" not in result.output, (command, result.output)
         assert "cannot start" not in result.output, (command, result.output)

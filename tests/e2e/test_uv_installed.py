@@ -1,7 +1,7 @@
 """Issue 32, case 1, through the real CLI installed the way uv installs it.
 
-ai-sdlc is installed by the real uv (`uv venv` + `uv pip install` of this checkout, uv's default
-link mode: every file a hard link to its copy in `~/.cache/uv`) under a throwaway HOME. The
+ai-sdlc is installed by the real uv (`uv venv` + `uv pip install` of this checkout's wheel, uv's
+default link mode: every file a hard link to its copy in `~/.cache/uv`) under a throwaway HOME. The
 baseline's verify command (and a detached grandchild of it, and the agent) try to patch the
 cached copy of `ai_sdlc/sandbox/landlock.py`, the same inode the launcher imports for every
 child: denied, because `~/.cache` is no longer writable (children get ai-sdlc's own caches).
@@ -33,6 +33,7 @@ from tests.support.attack_support import (
     processes_naming,
 )
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
+from tests.support.wheel_support import built_wheel
 
 try:
     ABI = landlock.abi_version()
@@ -46,7 +47,6 @@ pytestmark = [
     pytest.mark.xdist_group("uv-install"),
 ]
 SID = "S-0001"
-CHECKOUT = Path(__file__).resolve().parents[2]
 
 #: `patch.py ROLE PHASE REPORTS`: append to every cached copy of ai-sdlc's landlock.py under
 #: ~/.cache/uv (the sandbox switched off) and of its `__init__.py` (a payload for the user's
@@ -100,7 +100,8 @@ elif role == "verify":
 
 
 def install_with_uv(home: Path, folder: Path) -> Path:
-    """ai-sdlc installed by uv from this checkout, its cache in `home`'s ~/.cache/uv."""
+    """ai-sdlc installed by uv from this checkout's wheel (built once per process, as
+    test_install.py installs it with pip), its cache in `home`'s ~/.cache/uv."""
     uv = str(tool_path("uv"))
     env = {**os.environ, "HOME": str(home), "UV_CACHE_DIR": str(home / ".cache" / "uv")}
     env.pop("UV_LINK_MODE", None)  # uv's default: hard links on Linux
@@ -108,7 +109,7 @@ def install_with_uv(home: Path, folder: Path) -> Path:
     base = os.path.realpath(sys.executable)
     for argv in (
         [uv, "venv", "-q", "--python", base, str(venv)],
-        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(CHECKOUT)],
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(built_wheel())],
     ):
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         if done.returncode and "error sending request" in done.stderr:
@@ -121,14 +122,23 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def installed(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
-    """(venv, home, project root, reports): ai-sdlc installed by uv, a project with the
-    patching script as its command agent and verify.test."""
-    home, _ = make_home(tmp_path / "home")  # fake keys, tool folders, ai-sdlc's state
-    venv = install_with_uv(home, tmp_path)
+@pytest.fixture(scope="module")
+def uv_installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(venv, home): ai-sdlc installed by uv once for the module (no test can change it: that
+    is what they check), under a HOME holding fake keys, tool folders and ai-sdlc's state."""
+    folder = tmp_path_factory.mktemp("uv")
+    home, _ = make_home(folder / "home")
+    venv = install_with_uv(home, folder)
     installed = next(venv.glob("lib/python*/site-packages/ai_sdlc/sandbox/landlock.py"))
     assert os.stat(installed).st_nlink > 1  # uv hard-linked it from its cache
+    return venv, home
+
+
+@pytest.fixture
+def installed(uv_installed: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """(venv, home, project root, reports): ai-sdlc installed by uv, a project of the test's own
+    with the patching script as its command agent and verify.test."""
+    venv, home = uv_installed
     root = make_repo(tmp_path, remote=False).root
     script = tmp_path / "patch.py"
     script.write_text(PATCH)

@@ -30,6 +30,33 @@ needs_browser = pytest.mark.skipif(
     reason="no chromium binary on PATH (install Debian's 'chromium' package; .ci/run does)",
 )
 
+
+@pytest.fixture(scope="module")
+def auto_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(project, report): `run --auto` over three stories (S-0002 blocked at the recovery limit,
+    the rest done) and its `report --html`, made once; the tests only read them."""
+    folder = tmp_path_factory.mktemp("auto")
+    root = report_project(folder / "p")
+    ran = run_cli(root, "run", "--auto")
+    assert ran.returncode == 5, ran.output  # S-0002 blocked at the recovery limit, the rest done
+    out = folder / "report.html"
+    result = run_cli(root, "report", "--html", str(out))
+    assert result.returncode == 0, result.output
+    return root, out
+
+
+@pytest.fixture(scope="module")
+def resumed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of a resumed run with a long title, a skipped story and one still blocked,
+    made once; the tests lay out copies of it."""
+    folder = tmp_path_factory.mktemp("resumed")
+    root = folder / "p"
+    halted_and_resumed(root)
+    out = folder / "report.html"
+    assert run_cli(root, "report", "--html", str(out)).returncode == 0
+    return out
+
+
 #: Console messages (console.* calls, uncaught errors, CSP refusals) as Chromium logs them.
 CONSOLE = re.compile(r":CONSOLE[^\]]*\] (.*)")
 
@@ -70,14 +97,9 @@ def open_in_chromium(
 
 @needs_browser
 def test_the_report_renders_in_chromium_without_errors_showing_every_story(
-    tmp_path: Path,
+    auto_report: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    root = report_project(tmp_path / "p")
-    ran = run_cli(root, "run", "--auto")
-    assert ran.returncode == 5, ran.output  # S-0002 blocked at the recovery limit, the rest done
-    out = tmp_path / "report.html"
-    result = run_cli(root, "report", "--html", str(out))
-    assert result.returncode == 0, result.output
+    root, out = auto_report
     stories = only_run(root)["stories"]
     assert {s["story_id"]: s["status"] for s in stories} == {
         "S-0001": "done",
@@ -101,13 +123,12 @@ def test_the_report_renders_in_chromium_without_errors_showing_every_story(
 
 
 @needs_browser
-def test_the_browser_check_sees_a_script_error_and_a_blocked_fetch(tmp_path: Path) -> None:
+def test_the_browser_check_sees_a_script_error_and_a_blocked_fetch(
+    auto_report: tuple[Path, Path], tmp_path: Path
+) -> None:
     """The check above can fail: a page with a script error and a fetch its policy refuses
     (the report's own policy) is caught by both the console log and the page's error hook."""
-    root = report_project(tmp_path / "p")
-    run_cli(root, "run", "--auto")
-    out = tmp_path / "report.html"
-    assert run_cli(root, "report", "--html", str(out)).returncode == 0
+    _, out = auto_report
     page = out.read_text(encoding="utf-8")
     broken = page.replace(
         "</main>", '</main><img src="https://example.invalid/x.png"><script>nope();</script>'
@@ -155,16 +176,12 @@ def measured(page: Path, tmp: Path, name: str, width: int, css: str = "") -> dic
 
 @needs_browser
 @pytest.mark.parametrize("width", [1280, 800])
-def test_layout_fixes_hold_in_chromium(tmp_path: Path, width: int) -> None:
+def test_layout_fixes_hold_in_chromium(resumed_report: Path, tmp_path: Path, width: int) -> None:
     """A resumed run with a long title, a skipped story and a story still blocked, laid out by
     Chromium: no label or note overflows its box or runs into the bars, the whole title is in
     the label and its tooltip, the skipped row says why, the idle gap is drawn, the banner shows,
     and nothing makes the page scroll sideways."""
-    root = tmp_path / "p"
-    halted_and_resumed(root)
-    out = tmp_path / "report.html"
-    assert run_cli(root, "report", "--html", str(out)).returncode == 0
-    m = measured(out, tmp_path, "fixed", width)
+    m = measured(resumed_report, tmp_path, "fixed", width)
 
     assert [r["story"] for r in m["rows"]] == ["S-0001", "S-0002", "S-0003", "S-0004"]
     for row in m["rows"]:
@@ -186,15 +203,11 @@ def test_layout_fixes_hold_in_chromium(tmp_path: Path, width: int) -> None:
 
 
 @needs_browser
-def test_the_layout_check_sees_a_title_that_overflows(tmp_path: Path) -> None:
+def test_the_layout_check_sees_a_title_that_overflows(resumed_report: Path, tmp_path: Path) -> None:
     """The check above can fail: the labels without wrapping (as a title on one line) overflow,
     and the browser's numbers say so."""
-    root = tmp_path / "p"
-    halted_and_resumed(root)
-    out = tmp_path / "report.html"
-    assert run_cli(root, "report", "--html", str(out)).returncode == 0
     css = ".tl-label{white-space:nowrap;display:block}"
-    m = measured(out, tmp_path, "nowrap", 1280, css)
+    m = measured(resumed_report, tmp_path, "nowrap", 1280, css)
     label = m["rows"][0]["label"]
     assert label["sw"] > label["cw"], label
 

@@ -313,7 +313,7 @@ def project_with(root: Path, story_id: str) -> Any:
     return make_project(root, [story_id])
 
 
-@settings(max_examples=examples(60, fuzz_base=150))
+@settings(max_examples=examples(30, fuzz_base=150))
 @given(story_id=st.sampled_from(STORY_IDS), ops=st.lists(edit, min_size=1, max_size=5))
 def test_random_edits_reparse_and_leave_other_lines_identical(
     story_id: str, ops: list[tuple[Any, ...]]
@@ -399,7 +399,7 @@ def assert_loaders_agree(text: str) -> None:
     assert strict_equal(fast, ruamel_plain(text)), text
 
 
-@settings(max_examples=examples(50, fuzz_base=100))
+@settings(max_examples=examples(25, fuzz_base=100))
 @given(
     value=st.dictionaries(st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True), values),
     flow=st.sampled_from([False, True, None]),
@@ -471,7 +471,7 @@ plain_tokens = st.one_of(
 )
 
 
-@settings(max_examples=examples(300))
+@settings(max_examples=examples(150, fuzz_base=300))
 @given(token=plain_tokens)
 def test_fast_loader_equals_ruamel_on_plain_scalars(token: str) -> None:
     text = f"k: {token}\nother: 1\n"
@@ -487,7 +487,7 @@ def test_fast_loader_equals_ruamel_on_plain_scalars(token: str) -> None:
     assert strict_equal(fast, reference), (text, fast, reference)
 
 
-@settings(max_examples=examples(200))
+@settings(max_examples=examples(100, fuzz_base=200))
 @given(value=values)
 def test_rendered_values_load_back_to_the_same_value(value: Any) -> None:
     text = render.inline(value)

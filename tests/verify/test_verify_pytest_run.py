@@ -87,14 +87,28 @@ def _verify(root: Path, addopts: str, command: str = COMMAND) -> VerificationRes
     return run_commands([("test", command)], cwd=root, timeout=120, env=env)
 
 
-HARMLESS = ["-rs", "-rA -v", "-qq --no-summary", "--tb=no -rN", "-p no:terminal", "-vv --tb=line"]
-SELECTING = ["-x", "--maxfail=1 -k bad", "--deselect tests/test_a.py::test_bad", "tests/test_b.py"]
+#: The text pytest prints, from none to all of it: no terminal at all; as little as the options
+#: allow (no summary, no traceback, no short report); everything (every report character, the
+#: skips of `-rs` among them, very verbose, one-line tracebacks). `-r` keeps only its last value
+#: and `-v`/`-q` cancel out, so each run holds options that pull the same way.
+HARMLESS = ["-p no:terminal", "-qq --no-summary --tb=no -rN", "-rA -vv --tb=line"]
+#: Every option that would choose or stop the run, in one run: each alone changes the verdict
+#: (`-x` and `--maxfail=1` stop after test_bad, `-k bad` runs only it, `--deselect` drops it, a
+#: path runs only test_b.py), so the verdict stays the plain one only if all are left out.
+SELECTING = ["-x --maxfail=1 -k bad --deselect tests/test_a.py::test_bad tests/test_b.py"]
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> VerificationResult:
+def plain_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project of the `plain` verdict (pytest runs in it write nothing the next run reads:
+    no cache provider, bytecode in the judge's own folder)."""
+    return _project(tmp_path_factory.mktemp("plain"), TESTS)
+
+
+@pytest.fixture(scope="module")
+def plain(plain_project: Path) -> VerificationResult:
     """The verdict without any PYTEST_ADDOPTS: the one every other must equal."""
-    verdict = _verify(_project(tmp_path_factory.mktemp("plain"), TESTS), "")
+    verdict = _verify(plain_project, "")
     assert not verdict.passed
     assert verdict.failing == (
         "tests/test_a.py::test_bad",
@@ -123,17 +137,17 @@ def test_the_verdict_is_the_same_whatever_pytest_addopts_says(
 
 
 def test_two_runs_of_one_failure_have_one_signature(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    plain: VerificationResult, plain_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The judge's report path (random, and not under /tmp with another TMPDIR) never reaches
-    the output, so the same failure twice is seen as the same."""
+    the output, so the same failure twice is seen as the same: the plain run's report was
+    under the default temporary folder, this one's is under another."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
     (tmp_path / "elsewhere").mkdir()
-    root = _project(tmp_path, TESTS)
 
-    first, second = _verify(root, ""), _verify(root, "")
+    second = _verify(plain_project, "")
 
-    assert first.signature == second.signature != ""
+    assert plain.signature == second.signature != ""
 
 
 def test_a_collection_error_names_the_module_and_its_error(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@
   second_wall.py verify STATE
 
 STATE/attacker names the role that attacks (`agent` or `verify`; the other behaves), and
-STATE/where who makes the attacks: `direct` (the child itself) or `grandchild` (a `setsid`
-double-forked grandchild, which the child waits for on a pipe: end of file, it is done). Each
+STATE/where who makes the attacks: `direct` (the child itself), `grandchild` (a `setsid`
+double-forked grandchild, which the child waits for on a pipe: end of file, it is done) or
+`both` (the child, then its grandchild; each keeps its own case 2 count). Each
 attempt is one JSON line {case, attack, who, outcome} appended to STATE/records.jsonl before
 the next one starts (a step killed half-way still leaves what it tried).
 
@@ -15,7 +16,8 @@ the next one starts (a step killed half-way still leaves what it tried).
           `ai_sdlc/sandbox/landlock.py` (STATE/site) for writing (nothing is written to it)
   case 2  the worktree's `.git` pointer redirected to a git folder whose config runs
           programs, and nested repositories (`tests/support/fakes/hostile_gitmeta.py`): in the
-          first two implement calls of the agent, the first two calls of the verify command;
+          first two implement calls of the agent, the first two calls of the verify command
+          (each for the child and for its grandchild);
           then the count lowered in the story file and the ledger (what the payload did)
   case 3  plant a command in the user's tool folders and caches, overwrite their logins;
           write ai-sdlc's own state beside the private homes (ledger copies, accepted
@@ -108,7 +110,7 @@ class Attacker:
         self.record(1, "installed landlock.py", outcome)
 
     def case2(self) -> None:
-        counter = self.state / f"case2-{self.role}"
+        counter = self.state / f"case2-{self.who}"
         calls = len(counter.read_text()) if counter.exists() else 0
         if calls >= 2 or (self.role == "agent" and self.phase not in ("implement", "rework")):
             return
@@ -227,10 +229,11 @@ def main() -> int:
     phase, state = (sys.argv[2], Path(sys.argv[3])) if role == "agent" else ("", Path(sys.argv[2]))
     if (state / "attacker").read_text().strip() == role:
         attacker = Attacker(role, phase, state)
-        if (state / "where").read_text().strip() == "grandchild":
-            in_grandchild(attacker)
-        else:
+        where = (state / "where").read_text().strip()
+        if where != "grandchild":
             attacker.all()
+        if where != "direct":
+            in_grandchild(attacker)
     if role == "verify":
         calls = state / "verify-calls"
         with calls.open("a") as fh:
