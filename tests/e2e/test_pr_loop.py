@@ -267,21 +267,3 @@ def test_rounds_merge_the_base_as_it_moved_locally_then_on_origin(loop: Loop) ->
     git(origin, "merge-base", "--is-ancestor", after, latest)
     assert git(origin, "show", f"{latest}:CHANGELOG") == "from a colleague\n"
     assert git(root, "rev-parse", "main").strip() == main  # the checkout's base untouched
-
-
-def test_run_auto_looks_at_each_pr_once(loop: Loop) -> None:
-    second = loop.add("Greet twice")
-    assert loop.run().returncode == IN_REVIEW
-    assert loop.run(story=second).returncode == IN_REVIEW
-    pr = loop.github.pull(1)
-    loop.github.review(pr, "alice", "CHANGES_REQUESTED", "Again.")
-    looks = len(loop.github.calls("PullRequestFeedback"))
-
-    result = run_cli(loop.repo.root, "run", "--auto", env=loop.env, timeout=180)
-
-    assert result.returncode == IN_REVIEW, result.output
-    assert loop.fm()["status"] == "in-review" and loop.fm()["pr_round"] == 1
-    assert loop.fm(second)["status"] == "in-review"
-    assert loop.fm(second).get("total_recovery_attempts", 0) == 0
-    # the first: a look, then one more after its round's push; the second: one look
-    assert len(loop.github.calls("PullRequestFeedback")) - looks == 3
