@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
 from tests.git.test_stacked_branches import ONE, TWO, Project, _files
+from tests.support.fakes.gh_support import gh_calls
 from tests.support.git_support import git, git_env
 
 __all__ = ["git_env"]
@@ -137,6 +139,29 @@ def test_a_sibling_merged_first_shows_conflicts_everywhere_until_run_resolves_th
     assert json.loads(p.cli("show", two, "--json").stdout)["conflicts"] == []
     data = {w["story"]: w for w in json.loads(p.cli("worktrees", "--json").stdout)["worktrees"]}
     assert data[two]["conflicts"] == []
+
+    # Its PR merged (e.g. squash-merged), then `main` moved on: the branch conflicts again,
+    # but a done story whose PR is no longer open is not reopened, and nothing is counted.
+    (p.root / "shared.txt").write_text("main moved on\n")
+    git(p.root, "add", "shared.txt")
+    git(p.root, "commit", "-q", "-m", "main moves on")
+    conflict = ["git", "merge-tree", "--write-tree", "main", branch]
+    assert subprocess.run(conflict, cwd=p.root, capture_output=True, check=False).returncode == 1
+    state = Path(str(p.gh_log) + ".state.json")
+    gh_state = json.loads(state.read_text())
+    for pr in gh_state["prs"]:
+        if pr["head"] == branch:
+            pr["state"] = "MERGED"
+    state.write_text(json.dumps(gh_state))
+
+    again = p.cli("run", two)
+
+    assert again.returncode == 0, again.output
+    fm = p.fm(two)
+    assert fm["status"] == "done"
+    assert fm["total_recovery_attempts"] == 1  # as before
+    lists = [c for c in gh_calls(p.gh_log) if c[:2] == ["pr", "list"]]
+    assert lists and lists[-1][lists[-1].index("--head") + 1] == branch
 
 
 def test_without_git_or_story_branches_status_runs_no_git_and_a_git_failure_shows_nothing(

@@ -8,7 +8,8 @@ a real repository with a bare `origin`, the stand-in `gh` and the scripted provi
   when it runs again.
 - A story branch that no longer merges cleanly (a sibling merged first) shows `conflicts` in
   `worktrees`, and `run` sends it back as a counted rework that resolves it: pinned in
-  `tests/git/test_sibling_conflicts.py`, with the board's view of it.
+  `tests/git/test_sibling_conflicts.py`, with the board's view of it and a done story whose
+  pull request is no longer open (not reopened when its branch conflicts again).
 """
 
 from __future__ import annotations
@@ -203,36 +204,3 @@ def test_a_branch_cut_before_the_code_it_needs_is_brought_up_to_date(tmp_path: P
     assert git(p.origin, "rev-parse", f"refs/heads/{branch}").strip() == (
         git(p.root, "rev-parse", branch).strip()
     )
-
-
-def test_a_done_story_whose_pull_request_is_no_longer_open_is_not_reopened(
-    tmp_path: Path,
-) -> None:
-    """Its branch conflicts with `main` (e.g. squash-merged, then `main` moved on), but its
-    pull request is merged: nothing to bring up to date, nothing counted."""
-    p = Project(tmp_path)
-    one = p.add("Say one")
-    two = p.add("Say two")
-    said_one, said_two = _files("shared.txt", ONE), _files("shared.txt", TWO)
-    p.rules(
-        f"rules:\n  - phase: implement\n    story: {one}\n{said_one}"
-        f"  - phase: implement\n    story: {two}\n{said_two}"
-    )
-    assert p.cli("run", one).returncode == 0
-    assert p.cli("run", two).returncode == 0
-    p.merge_into_main(one)
-    state = Path(str(p.gh_log) + ".state.json")
-    data = json.loads(state.read_text())
-    for pr in data["prs"]:
-        if pr["head"] == p.branch(two):
-            pr["state"] = "MERGED"
-    state.write_text(json.dumps(data))
-
-    result = p.cli("run", two)
-
-    assert result.returncode == 0, result.output
-    fm = p.fm(two)
-    assert fm["status"] == "done"
-    assert fm.get("total_recovery_attempts", 0) == 0
-    lists = [c for c in gh_calls(p.gh_log) if c[:2] == ["pr", "list"]]
-    assert lists and lists[-1][lists[-1].index("--head") + 1] == p.branch(two)
