@@ -1,7 +1,8 @@
-"""`watch` following the PRs of three stories in review: the real runs (`Session.run_many`, as
+"""`watch` following the PRs of two stories in review: the real runs (`Session.run_many`, as
 `ai-sdlc watch` composes them), the real `gh`, the fake GitHub API counting the calls. The clock
 and the wait for file changes are injected: each wait must end by the next PR look, and each
-interval makes one look per PR (one GraphQL query each), plus one after a round's push."""
+interval makes one look per PR (one GraphQL query each), plus one after a round's push.
+`run --auto` then does the same in one pass."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ai_sdlc.errors import ExitCode
 from ai_sdlc.store import StoryStore
 from ai_sdlc.workflow.session import Session
 from ai_sdlc.workflow.watch import Watch
+from tests.conftest import run_cli
 from tests.support.git_support import git_env
 from tests.support.pr_support import Loop, loop
 
@@ -48,8 +50,8 @@ class Ticks:
         pass
 
 
-def test_watch_picks_up_feedback_within_one_interval_with_one_query_per_pr(loop: Loop) -> None:
-    stories = [loop.story, loop.add("Greet twice"), loop.add("Greet thrice")]
+def test_watch_and_run_auto_pick_up_feedback_with_one_query_per_pr(loop: Loop) -> None:
+    stories = [loop.story, loop.add("Greet twice")]
     for sid in stories:
         assert loop.run(story=sid).returncode == ExitCode.IN_REVIEW
         assert loop.fm(sid)["status"] == "in-review"
@@ -111,13 +113,25 @@ def test_watch_picks_up_feedback_within_one_interval_with_one_query_per_pr(loop:
     # Every wait ended by the next PR look (one interval after the last).
     assert changes.timeouts[:3] == [interval, interval, interval]
     first, second, third = per_interval
-    assert first == {1: 1, 2: 1, 3: 1} and others[0] == []
+    assert first == {1: 1, 2: 1} and others[0] == []
     # The feedback given during the first interval is acted on at the next look: one round,
     # and one more look after its push (the threads answered).
-    assert second == {1: 1, 2: 2, 3: 1}
+    assert second == {1: 1, 2: 2}
     assert loop.fm(stories[1])["pr_round"] == 1
     assert loop.fm(stories[1])["status"] == "in-review"
     assert "AddThreadReply" in others[1] and "ResolveThread" in others[1]
-    assert third == {1: 1, 2: 1, 3: 1} and others[2] == []
-    for sid in (stories[0], stories[2]):
-        assert loop.fm(sid).get("total_recovery_attempts", 0) == 0
+    assert third == {1: 1, 2: 1} and others[2] == []
+    assert loop.fm(stories[0]).get("total_recovery_attempts", 0) == 0
+
+    # `run --auto` (one pass, as cron runs it) looks at each PR once too: the first, with new
+    # feedback, a look and one more after its round's push; the second, nothing new, one look.
+    github.review(github.pull(numbers[stories[0]]), "alice", "CHANGES_REQUESTED", "Again.")
+    before = len(github.calls("PullRequestFeedback"))
+
+    auto = run_cli(loop.repo.root, "run", "--auto", env=loop.env, timeout=180)
+
+    assert auto.returncode == ExitCode.IN_REVIEW, auto.output
+    assert loop.fm(stories[0])["status"] == "in-review" and loop.fm(stories[0])["pr_round"] == 1
+    assert loop.fm(stories[1])["status"] == "in-review" and loop.fm(stories[1])["pr_round"] == 1
+    assert loop.fm(stories[1])["total_recovery_attempts"] == 1  # not reworked again
+    assert len(github.calls("PullRequestFeedback")) - before == 3

@@ -27,16 +27,25 @@ def _line(text: str, sid: str) -> str:
 def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_out(
     tmp_path: Path,
 ) -> None:
+    """S-0003 depends on both from the start. S-0004 got its branch (stacked on its one
+    dependency) before a second dependency, which conflicts with the first, was added: it is
+    held the same way, no merge attempted, nothing counted."""
     p = Project(tmp_path)
     one = p.add("Write one")
     two = p.add("Write two")
     three = p.add("Build on both", one, two)
+    four = p.add("Build on it", one)
     p.rules(
         f"rules:\n  - phase: implement\n    story: {one}\n{_files('shared.txt', ONE)}"
         f"  - phase: implement\n    story: {two}\n{_files('shared.txt', TWO)}"
     )
     assert p.cli("run", one).returncode == 0
+    assert p.cli("run", four, "--step", "refine").returncode == 0
+    branch = p.branch(four)
+    tip = git(p.root, "rev-parse", branch)
     assert p.cli("run", two).returncode == 0
+    assert p.cli("set", four, f"dependencies={one},{two}").returncode == 0
+    held = p.fm(four)
     note = f"dependencies {one} and {two} conflict in shared.txt: merge them first"
 
     board = p.cli("status")
@@ -46,6 +55,8 @@ def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_ou
     rows = {r["id"]: r for r in json.loads(p.cli("list", "--json").stdout)}
     assert rows[three]["conflicts_between"] == [one, two]
     assert rows[three]["conflicts"] == ["shared.txt"]
+    assert rows[four]["conflicts_between"] == [one, two]  # the branch made before, too
+    assert board.stdout.count(note) == 2, board.stdout
     shown = p.cli("show", three)
     assert f"its unmerged dependencies {one} and {two} conflict" in shown.stdout, shown.stdout
     trees = p.cli("worktrees")
@@ -67,6 +78,16 @@ def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_ou
     assert fm.get("total_recovery_attempts", 0) == 0, fm
     assert f"ai-sdlc/{three}" not in git(p.root, "branch", "--list", "ai-sdlc/*")
 
+    # The story with a branch made before: refused the same way, its branch untouched.
+    refused = p.cli("run", four)
+    assert refused.returncode == 1, refused.output
+    assert refused.output.count("cannot start") == 1, refused.output
+    assert "crashed" not in refused.output and "rolled back" not in refused.output
+    assert git(p.root, "rev-parse", branch) == tip  # nothing merged
+    after = p.fm(four)
+    assert after.get("total_recovery_attempts", 0) == held.get("total_recovery_attempts", 0)
+    assert after["status"] == held["status"]
+
     for jobs in ("1", "2"):  # one at a time, and the parallel scheduler's workers
         auto = p.cli("run", "--auto", "--jobs", jobs)
         assert auto.returncode not in (5, 6), auto.output
@@ -74,6 +95,10 @@ def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_ou
         assert f"[{three}] skipped: {three} cannot start" in auto.stderr, auto.output
         assert "merge them into main first" in auto.output, auto.output
         assert p.fm(three).get("total_recovery_attempts", 0) == 0
+        assert git(p.root, "rev-parse", branch) == tip
+        assert p.fm(four).get("total_recovery_attempts", 0) == held.get(
+            "total_recovery_attempts", 0
+        )
 
     # The way out, as named: merge the dependencies (resolving their conflict once), run again.
     p.merge_into_main(one)
@@ -91,35 +116,3 @@ def test_dependencies_that_conflict_are_a_state_named_everywhere_with_its_way_ou
     done = p.cli("run", three)
     assert done.returncode == 0, done.output
     assert p.fm(three)["status"] == "done"
-
-
-def test_a_branch_made_before_its_second_dependency_conflicted_is_held_the_same_way(
-    tmp_path: Path,
-) -> None:
-    """The story got its branch (stacked on its one dependency) before a second dependency,
-    which conflicts with the first, was added: no merge is attempted, nothing is counted."""
-    p = Project(tmp_path)
-    one = p.add("Write one")
-    three = p.add("Build on it", one)
-    two = p.add("Write two")
-    p.rules(
-        f"rules:\n  - phase: implement\n    story: {one}\n{_files('shared.txt', ONE)}"
-        f"  - phase: implement\n    story: {two}\n{_files('shared.txt', TWO)}"
-    )
-    assert p.cli("run", one).returncode == 0
-    assert p.cli("run", three, "--step", "refine").returncode == 0
-    branch = p.branch(three)
-    tip = git(p.root, "rev-parse", branch)
-    assert p.cli("run", two).returncode == 0
-    assert p.cli("set", three, f"dependencies={one},{two}").returncode == 0
-    before = p.fm(three)
-
-    assert f"dependencies {one} and {two} conflict in shared.txt" in p.cli("status").stdout
-    refused = p.cli("run", three)
-    assert refused.returncode == 1, refused.output
-    assert refused.output.count("cannot start") == 1, refused.output
-    assert "crashed" not in refused.output and "rolled back" not in refused.output
-    assert git(p.root, "rev-parse", branch) == tip  # nothing merged
-    after = p.fm(three)
-    assert after.get("total_recovery_attempts", 0) == before.get("total_recovery_attempts", 0)
-    assert after["status"] == before["status"]

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
 from tests.git.test_stacked_branches import ONE, TWO, Project, _files
-from tests.support.git_support import git_env
+from tests.support.fakes.gh_support import gh_calls
+from tests.support.git_support import git, git_env
 
 __all__ = ["git_env"]
 
@@ -38,10 +40,28 @@ def _two_siblings_one_merged(tmp_path: Path) -> tuple[Project, str, str]:
     return p, one, two
 
 
-def test_a_sibling_merged_first_shows_conflicts_in_status_list_and_show_until_run(
+def _logging_git(bin_dir: Path, log: Path) -> dict[str, str]:
+    """A `git` first on PATH that records each call, then runs the real one."""
+    real = next(
+        Path(d) / "git"
+        for d in os.environ["PATH"].split(os.pathsep)
+        if (Path(d) / "git").is_file() and Path(d) != bin_dir
+    )
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "git"
+    script.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_a_sibling_merged_first_shows_conflicts_everywhere_until_run_resolves_them(
     tmp_path: Path,
 ) -> None:
+    """`status`, `list`, `show` and `worktrees` (text and `--json`) name the conflict, at the
+    cost of one `merge-tree` per unmerged story branch; `run` sends the story back as a
+    counted rework that resolves it, and then nothing shows."""
     p, one, two = _two_siblings_one_merged(tmp_path)
+    assert p.fm(two).get("total_recovery_attempts", 0) == 0
 
     board = p.cli("status")
     assert board.returncode == 0, board.output
@@ -66,12 +86,49 @@ def test_a_sibling_merged_first_shows_conflicts_in_status_list_and_show_until_ru
     detail = json.loads(p.cli("show", two, "--json").stdout)
     assert (detail["conflicts"], detail["conflicts_with"]) == (["shared.txt"], "main")
 
+    trees = p.cli("worktrees")
+    line = next(ln for ln in trees.output.splitlines() if ln.startswith(two))
+    assert "conflicts" in line and "shared.txt" in line, trees.output
+    data = {w["story"]: w for w in json.loads(p.cli("worktrees", "--json").stdout)["worktrees"]}
+    assert data[two]["conflicts"] == ["shared.txt"]
+    assert data[one]["conflicts"] == []
+
+    # The check costs one merge-tree per unmerged story branch (a fresh process's git calls).
+    log = tmp_path / "git.log"
+    env = {**p.env, **_logging_git(tmp_path / "logbin", log)}
+    counted = run_cli(p.root, "status", "--json", env=env, subprocess=True)
+    stories = {s["id"]: s for s in json.loads(counted.stdout)["stories"]}
+    assert (stories[one]["conflicts"], stories[two]["conflicts"]) == ([], ["shared.txt"])
+    calls = log.read_text().splitlines()
+    # one's branch is merged into main: only two's branch is asked about
+    assert len([c for c in calls if "merge-tree" in c]) == 1, calls
+    # the rest is fixed, whatever the number of stories: where the repository is, its base
+    # branch (no `origin/HEAD` here: asked of git), and the story branches not merged into it
+    assert len(calls) <= 5, calls
+
     # git cannot tell (the base branch does not exist): nothing shown, the board still works
     broken = run_cli(p.root, "list", "--json", env={**p.env, "AI_SDLC_GIT__BASE_BRANCH": "nope"})
     assert broken.returncode == 0, broken.output
     assert all(r["conflicts"] == [] for r in json.loads(broken.stdout))
 
-    assert p.cli("run", two).returncode == 0
+    result = p.cli("run", two)
+
+    assert result.returncode == 0, result.output
+    fm = p.fm(two)
+    assert fm["status"] == "done"
+    assert fm["total_recovery_attempts"] == 1
+    assert dict(fm["recovery_breakdown"])["rework"] == 1  # type: ignore[arg-type]
+    branch = p.branch(two)
+    assert git(p.root, "show", f"{branch}:shared.txt") == "one\ntwo\n"
+    # the branch merges cleanly into main now, and was pushed without a force-push
+    assert git(p.root, "merge-tree", "--write-tree", "main", branch).strip()
+    assert git(p.origin, "rev-parse", f"refs/heads/{branch}").strip() == (
+        git(p.root, "rev-parse", branch).strip()
+    )
+    # the agent was told what conflicted and what its side was
+    events = (p.root / ".ai-sdlc" / "stories" / two / "events.jsonl").read_text()
+    assert '"outcome": "conflicts"' in events or '"outcome":"conflicts"' in events
+    assert len([c for c in p.creates() if c[c.index("--head") + 1] == branch]) == 1
 
     assert "conflicts" not in p.cli("status").stdout
     board_data = json.loads(p.cli("status", "--json").stdout)
@@ -80,37 +137,31 @@ def test_a_sibling_merged_first_shows_conflicts_in_status_list_and_show_until_ru
     assert all(r["conflicts"] == [] for r in json.loads(p.cli("list", "--json").stdout))
     assert json.loads(p.cli("list", "--status", "conflicts", "--json").stdout) == []
     assert json.loads(p.cli("show", two, "--json").stdout)["conflicts"] == []
+    data = {w["story"]: w for w in json.loads(p.cli("worktrees", "--json").stdout)["worktrees"]}
+    assert data[two]["conflicts"] == []
 
+    # Its PR merged (e.g. squash-merged), then `main` moved on: the branch conflicts again,
+    # but a done story whose PR is no longer open is not reopened, and nothing is counted.
+    (p.root / "shared.txt").write_text("main moved on\n")
+    git(p.root, "add", "shared.txt")
+    git(p.root, "commit", "-q", "-m", "main moves on")
+    conflict = ["git", "merge-tree", "--write-tree", "main", branch]
+    assert subprocess.run(conflict, cwd=p.root, capture_output=True, check=False).returncode == 1
+    state = Path(str(p.gh_log) + ".state.json")
+    gh_state = json.loads(state.read_text())
+    for pr in gh_state["prs"]:
+        if pr["head"] == branch:
+            pr["state"] = "MERGED"
+    state.write_text(json.dumps(gh_state))
 
-def _logging_git(bin_dir: Path, log: Path) -> dict[str, str]:
-    """A `git` first on PATH that records each call, then runs the real one."""
-    real = next(
-        Path(d) / "git"
-        for d in os.environ["PATH"].split(os.pathsep)
-        if (Path(d) / "git").is_file() and Path(d) != bin_dir
-    )
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / "git"
-    script.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
-    script.chmod(0o755)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    again = p.cli("run", two)
 
-
-def test_the_check_costs_one_merge_tree_per_unmerged_story_branch(tmp_path: Path) -> None:
-    p, one, two = _two_siblings_one_merged(tmp_path)
-    log = tmp_path / "git.log"
-    env = {**p.env, **_logging_git(tmp_path / "logbin", log)}
-
-    board = run_cli(p.root, "status", "--json", env=env, subprocess=True)
-
-    stories = {s["id"]: s for s in json.loads(board.stdout)["stories"]}
-    assert (stories[one]["conflicts"], stories[two]["conflicts"]) == ([], ["shared.txt"])
-    calls = log.read_text().splitlines()
-    # one's branch is merged into main: only two's branch is asked about
-    assert len([c for c in calls if "merge-tree" in c]) == 1, calls
-    # the rest is fixed, whatever the number of stories: where the repository is, its base
-    # branch (no `origin/HEAD` here: asked of git), and the story branches not merged into it
-    assert len(calls) <= 5, calls
+    assert again.returncode == 0, again.output
+    fm = p.fm(two)
+    assert fm["status"] == "done"
+    assert fm["total_recovery_attempts"] == 1  # as before
+    lists = [c for c in gh_calls(p.gh_log) if c[:2] == ["pr", "list"]]
+    assert lists and lists[-1][lists[-1].index("--head") + 1] == branch
 
 
 def test_without_git_or_story_branches_status_runs_no_git_and_a_git_failure_shows_nothing(

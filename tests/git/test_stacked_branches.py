@@ -7,7 +7,9 @@ a real repository with a bare `origin`, the stand-in `gh` and the scripted provi
 - A story branch cut before the code it needs reached `main` is brought up to date (a merge)
   when it runs again.
 - A story branch that no longer merges cleanly (a sibling merged first) shows `conflicts` in
-  `worktrees`, and `run` sends it back as a counted rework that resolves it.
+  `worktrees`, and `run` sends it back as a counted rework that resolves it: pinned in
+  `tests/git/test_sibling_conflicts.py`, with the board's view of it and a done story whose
+  pull request is no longer open (not reopened when its branch conflicts again).
 """
 
 from __future__ import annotations
@@ -101,48 +103,67 @@ def _files(path: str, content: str) -> str:
     return f"    files: {{{path}: {json.dumps(content)}}}\n"
 
 
-def test_a_story_stacks_on_its_unmerged_dependency_and_its_pr_is_retargeted(
+def test_stories_stack_on_their_unmerged_dependencies_and_a_pr_is_retargeted(
     tmp_path: Path,
 ) -> None:
+    """S-0003 stacks on its one unmerged dependency; S-0004 starts with both of its unmerged
+    dependencies merged in. Once S-0001 merges, S-0003's PR is retargeted at `main`."""
     p = Project(tmp_path)
     one = p.add("Add a")
-    two = p.add("Use a", one)
+    two = p.add("Add c")
+    three = p.add("Use a", one)
+    four = p.add("Use a and c", one, two)
+    c = "def c():\n    return 2\n"
+    d = "from mods.a import a\nfrom mods.c import c\n\nassert a() + c() == 3\n"
     p.rules(
         f"rules:\n  - phase: implement\n    story: {one}\n{_files('mods/a.py', A)}"
-        f"  - phase: implement\n    story: {two}\n{_files('mods/b.py', B)}"
+        f"  - phase: implement\n    story: {two}\n{_files('mods/c.py', c)}"
+        f"  - phase: implement\n    story: {three}\n{_files('mods/b.py', B)}"
+        f"  - phase: implement\n    story: {four}\n{_files('mods/d.py', d)}"
     )
     assert p.cli("run", one).returncode == 0
     assert p.fm(one)["status"] == "done"
 
-    result = p.cli("run", two)
+    result = p.cli("run", three)
 
-    # S-0002's branch holds S-0001's code (its verification imports it), and nothing else
+    # S-0003's branch holds S-0001's code (its verification imports it), and nothing else
     # of S-0001's had to be redone.
     assert result.returncode == 0, result.output
-    assert p.fm(two)["status"] == "done"
-    assert git(p.root, "show", f"{p.branch(two)}:mods/a.py") == A
-    assert git(p.root, "merge-base", "--is-ancestor", p.branch(one), p.branch(two)) == ""
-    assert p.fm(two).get("total_recovery_attempts", 0) == 0
+    assert p.fm(three)["status"] == "done"
+    assert git(p.root, "show", f"{p.branch(three)}:mods/a.py") == A
+    assert git(p.root, "merge-base", "--is-ancestor", p.branch(one), p.branch(three)) == ""
+    assert p.fm(three).get("total_recovery_attempts", 0) == 0
     create = p.creates()[-1]
-    assert create[create.index("--head") + 1] == p.branch(two)
+    assert create[create.index("--head") + 1] == p.branch(three)
     assert create[create.index("--base") + 1] == p.branch(one)
     # `worktrees` shows the stack
     listed = p.cli("worktrees")
-    assert f"{two} ← {one}" in listed.output, listed.output
+    assert f"{three} ← {one}" in listed.output, listed.output
     data = json.loads(p.cli("worktrees", "--json").stdout)
     stacked = {w["story"]: w["stacked_on"] for w in data["worktrees"]}
-    assert stacked == {one: None, two: one}
+    assert stacked == {one: None, three: one}
+
+    # two unmerged dependencies: the branch starts with both merged in
+    assert p.cli("run", two).returncode == 0
+    both = p.cli("run", four)
+    assert both.returncode == 0, both.output
+    branch = p.branch(four)
+    for dep in (one, two):
+        assert git(p.root, "merge-base", "--is-ancestor", p.branch(dep), branch) == ""
+    assert f"merged in {p.branch(two)}" in both.output
+    create = p.creates()[-1]
+    assert create[create.index("--base") + 1] == p.branch(one)
 
     # The dependency merges: `ai-sdlc pr` retargets the stacked PR at the base branch.
     p.merge_into_main(one)
-    again = p.cli("pr", two)
+    again = p.cli("pr", three)
     assert again.returncode == 0, again.output
     edits = [c for c in gh_calls(p.gh_log) if c[:2] == ["pr", "edit"]]
-    assert edits == [["pr", "edit", p.branch(two), "--base", "main"]]
-    assert {pr["head"]: pr["base"] for pr in p.prs()}[p.branch(two)] == "main"
+    assert edits == [["pr", "edit", p.branch(three), "--base", "main"]]
+    assert {pr["head"]: pr["base"] for pr in p.prs()}[p.branch(three)] == "main"
     assert "retargeted" in again.output
     data = json.loads(p.cli("worktrees", "--json").stdout)
-    assert {w["story"]: w["stacked_on"] for w in data["worktrees"]}[two] is None
+    assert {w["story"]: w["stacked_on"] for w in data["worktrees"]}[three] is None
 
 
 def test_a_branch_cut_before_the_code_it_needs_is_brought_up_to_date(tmp_path: Path) -> None:
@@ -183,112 +204,3 @@ def test_a_branch_cut_before_the_code_it_needs_is_brought_up_to_date(tmp_path: P
     assert git(p.origin, "rev-parse", f"refs/heads/{branch}").strip() == (
         git(p.root, "rev-parse", branch).strip()
     )
-
-
-def test_a_sibling_merged_first_leaves_conflicts_that_run_resolves_as_a_counted_rework(
-    tmp_path: Path,
-) -> None:
-    p = Project(tmp_path)
-    one = p.add("Say one")
-    two = p.add("Say two")
-    said_one, said_two = _files("shared.txt", ONE), _files("shared.txt", TWO)
-    both = _files("shared.txt", ONE + TWO)
-    p.rules(
-        f"rules:\n  - phase: implement\n    story: {one}\n{said_one}"
-        f"  - phase: implement\n    story: {two}\n{said_two}"
-        f"  - phase: rework\n    story: {two}\n{both}"
-    )
-    assert p.cli("run", one).returncode == 0
-    assert p.cli("run", two).returncode == 0
-    assert p.fm(two).get("total_recovery_attempts", 0) == 0
-    p.merge_into_main(one)
-
-    listed = p.cli("worktrees")
-    line = next(ln for ln in listed.output.splitlines() if ln.startswith(two))
-    assert "conflicts" in line and "shared.txt" in line, listed.output
-    data = {w["story"]: w for w in json.loads(p.cli("worktrees", "--json").stdout)["worktrees"]}
-    assert data[two]["conflicts"] == ["shared.txt"]
-    assert data[one]["conflicts"] == []
-
-    result = p.cli("run", two)
-
-    assert result.returncode == 0, result.output
-    fm = p.fm(two)
-    assert fm["status"] == "done"
-    assert fm["total_recovery_attempts"] == 1
-    assert dict(fm["recovery_breakdown"])["rework"] == 1  # type: ignore[arg-type]
-    branch = p.branch(two)
-    assert git(p.root, "show", f"{branch}:shared.txt") == "one\ntwo\n"
-    # the branch merges cleanly into main now, and was pushed without a force-push
-    done = git(p.root, "merge-tree", "--write-tree", "main", branch)
-    assert done.strip()
-    assert git(p.origin, "rev-parse", f"refs/heads/{branch}").strip() == (
-        git(p.root, "rev-parse", branch).strip()
-    )
-    # the agent was told what conflicted and what its side was
-    events = (p.root / ".ai-sdlc" / "stories" / two / "events.jsonl").read_text()
-    assert '"outcome": "conflicts"' in events or '"outcome":"conflicts"' in events
-    data = {w["story"]: w for w in json.loads(p.cli("worktrees", "--json").stdout)["worktrees"]}
-    assert data[two]["conflicts"] == []
-    assert len([c for c in p.creates() if c[c.index("--head") + 1] == branch]) == 1
-
-
-def test_a_story_with_two_unmerged_dependencies_starts_with_both_merged_in(
-    tmp_path: Path,
-) -> None:
-    p = Project(tmp_path)
-    one = p.add("Add a")
-    two = p.add("Add c")
-    three = p.add("Use a and c", one, two)
-    c = "def c():\n    return 2\n"
-    d = "from mods.a import a\nfrom mods.c import c\n\nassert a() + c() == 3\n"
-    p.rules(
-        f"rules:\n  - phase: implement\n    story: {one}\n{_files('mods/a.py', A)}"
-        f"  - phase: implement\n    story: {two}\n{_files('mods/c.py', c)}"
-        f"  - phase: implement\n    story: {three}\n{_files('mods/d.py', d)}"
-    )
-    assert p.cli("run", one).returncode == 0
-    assert p.cli("run", two).returncode == 0
-
-    result = p.cli("run", three)
-
-    assert result.returncode == 0, result.output
-    branch = p.branch(three)
-    for dep in (one, two):
-        assert git(p.root, "merge-base", "--is-ancestor", p.branch(dep), branch) == ""
-    assert f"merged in {p.branch(two)}" in result.output
-    create = p.creates()[-1]
-    assert create[create.index("--base") + 1] == p.branch(one)
-
-
-def test_a_done_story_whose_pull_request_is_no_longer_open_is_not_reopened(
-    tmp_path: Path,
-) -> None:
-    """Its branch conflicts with `main` (e.g. squash-merged, then `main` moved on), but its
-    pull request is merged: nothing to bring up to date, nothing counted."""
-    p = Project(tmp_path)
-    one = p.add("Say one")
-    two = p.add("Say two")
-    said_one, said_two = _files("shared.txt", ONE), _files("shared.txt", TWO)
-    p.rules(
-        f"rules:\n  - phase: implement\n    story: {one}\n{said_one}"
-        f"  - phase: implement\n    story: {two}\n{said_two}"
-    )
-    assert p.cli("run", one).returncode == 0
-    assert p.cli("run", two).returncode == 0
-    p.merge_into_main(one)
-    state = Path(str(p.gh_log) + ".state.json")
-    data = json.loads(state.read_text())
-    for pr in data["prs"]:
-        if pr["head"] == p.branch(two):
-            pr["state"] = "MERGED"
-    state.write_text(json.dumps(data))
-
-    result = p.cli("run", two)
-
-    assert result.returncode == 0, result.output
-    fm = p.fm(two)
-    assert fm["status"] == "done"
-    assert fm.get("total_recovery_attempts", 0) == 0
-    lists = [c for c in gh_calls(p.gh_log) if c[:2] == ["pr", "list"]]
-    assert lists and lists[-1][lists[-1].index("--head") + 1] == p.branch(two)

@@ -79,9 +79,7 @@ class Loop:
         return run_cli(self.repo.root, "run", sid, *args, env=self.env, timeout=180)
 
     def add(self, title: str) -> str:
-        added = run_cli(self.repo.root, "add", title, env=self.env)
-        assert added.returncode == 0, added.output
-        return added.stdout.strip()
+        return add_planned(self.repo.root, title, self.env)
 
     def fm(self, story: str | None = None) -> dict[str, object]:
         return dict(StoryStore(self.repo.root).get(story or self.story).frontmatter)
@@ -95,9 +93,30 @@ class Loop:
         return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+def add_planned(root: Path, title: str, env: dict[str, str]) -> str:
+    """A story added through the CLI, then marked researched and planned by hand (as a user
+    may edit its flags): the pull-request loop is the promise here, so its first run starts
+    at implement."""
+    added = run_cli(root, "add", title, env=env)
+    assert added.returncode == 0, added.output
+    sid = added.stdout.strip()
+    path = root / ".ai-sdlc" / "stories" / sid / "story.md"
+    text = path.read_text()
+    for old, new in (
+        ("status: backlog\n", "status: in-progress\n"),
+        ("research_complete: false\n", "research_complete: true\n"),
+        ("plan_complete: false\n", "plan_complete: true\n"),
+    ):
+        assert old in text, text
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return sid
+
+
 @pytest.fixture
 def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_env: None) -> Iterator[Loop]:
-    """One story added (`Loop.story`); `auto_merge` on (and so the pull-request loop)."""
+    """One story added (`Loop.story`, researched and planned); `auto_merge` on (and so the
+    pull-request loop)."""
     repo = make_repo(tmp_path)
     assert repo.origin is not None
     github = FakeGitHub(repo.origin)
@@ -119,6 +138,4 @@ def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_env: None) -> Iter
             "pr:\n  poll_seconds: 60\n"
         )
         env = {"AI_SDLC_PROVIDER": "", "OPENAI_API_KEY": "sk-test-pr-loop-0000"}
-        added = run_cli(repo.root, "add", "Greet people", env=env)
-        assert added.returncode == 0, added.output
-        yield Loop(repo, github, agent, env, added.stdout.strip())
+        yield Loop(repo, github, agent, env, add_planned(repo.root, "Greet people", env))
