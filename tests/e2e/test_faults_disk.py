@@ -6,7 +6,8 @@ somewhere after the verification (capturing the failed attempt, the ledger, `sto
 `events.jsonl`, the patch): it must say `disk full: <path>` and exit 1 with no traceback, the
 failed attempt must be counted all the same (now, or by the next run), and every journal must
 still parse line by line. Each verification leaves a different amount of room (0 to 32 KB), so
-the writes that fail, or are cut short, differ from run to run.
+the writes that fail, or are cut short, differ from run to run. The story starts at a
+hand-edited 4: the six verifications left to the limit leave each of the six amounts once.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from ai_sdlc.workflow.state.events import append_event, read_events
 from tests.conftest import run_cli
 from tests.support.git_support import git_env, make_repo  # noqa: F401 (fixture)
 from tests.support.records import records_folder
+from tests.workflow.state.test_ledger_integrity import near_the_limit
 
 SID = "S-0001"
+#: The story's hand-edited count: 10 - START failed verifications reach the limit.
+START = 4
 LIMIT_10 = "Global recovery limit exceeded (10/10)"
 
 #: Count the execution, fill the file system holding `fill`, leave `room` bytes of it, fail.
@@ -105,6 +109,7 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     assert run_cli(root, "config", "verify.test", command).returncode == 0
     # the implementation's verifications fill the disk: no baseline run before them
     assert run_cli(root, "config", "verify.baseline", "false").returncode == 0
+    near_the_limit(root, START)
 
     story = root / ".ai-sdlc" / "stories" / SID
     ledger = root / ".ai-sdlc" / "state" / "ledger" / f"{SID}.jsonl"
@@ -136,8 +141,9 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     assert final["breakdown"] == {"implementation_retry": 10}
     # Every implementation attempt started was counted once: none released, none twice (one
     # that met the full disk before its verification, in the agent's own writes, counts too).
-    assert final["attempts"].get("implement", 0) + final["attempts"].get("rework", 0) == 10
-    assert 10 - disk_full_runs <= verifications <= 10
+    left = 10 - START
+    assert final["attempts"].get("implement", 0) + final["attempts"].get("rework", 0) == left
+    assert left - disk_full_runs <= verifications <= left
     seqs = [e["seq"] for e in entries]
     assert seqs == sorted(set(seqs))  # no entry written twice, none glued to another
     # No count lost: each entry starts from at least the figures the one before it ended with
@@ -153,7 +159,7 @@ def test_a_disk_filled_during_verification_loses_no_count(tmp_path: Path, small_
     story_events = jsonl(story / "events.jsonl")
     assert not [e for e in story_events if e["action"] == "tamper_detected"]  # a full disk is not
     recorded = [e for e in story_events if e["action"] == "recovery"]
-    assert len(recorded) <= 10  # an event may be missing (its write failed), never doubled
+    assert len(recorded) <= left  # an event may be missing (its write failed), never doubled
     assert len({e["counters"]["total_recovery_attempts"] for e in recorded}) == len(recorded)
 
 

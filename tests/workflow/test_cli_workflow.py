@@ -661,6 +661,10 @@ def test_unknown_provider_is_a_usage_error(cli: CliRunner) -> None:
 def test_a_command_named_like_a_yaml_word_stays_a_command(cli: CliRunner) -> None:
     assert cli("config", "verify.test", "false").returncode == 0
     assert cli("config", "verify.test").stdout.strip() == "false"
+    cli("config", "limits.implementation_retries", "0")  # one failed attempt says enough
     cli("add", "Judged by /bin/false")
     result = cli("run", "S-0001")
     assert result.returncode == 5, result.output  # `false` fails every verification
+    said = " ".join(result.stdout.split())
+    assert "failed verification 1 time (limit 0 retries)" in said
+    assert "step 'test' failed with exit status 1" in said  # run as the command `false`

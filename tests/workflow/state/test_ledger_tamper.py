@@ -29,6 +29,7 @@ from tests.workflow.state.test_ledger_integrity import (
     events,
     executions,
     frontmatter,
+    near_the_limit,
     new_project,
     run_until_blocked,
     story_file,
@@ -127,15 +128,24 @@ def committed(root: Path) -> None:
     git(root, "commit", "-q", "-m", "stories")
 
 
+#: The attack that walks the whole way from 0 (each run's phase limit, a plain unblock, the
+#: next run); the others start from a hand-edited 8, where the block at 10 is the promise.
+WALKS = "rm-state"
+
+
 # --- case 1 and case 5: every attack on the ledger, outside git (user state folder alone) ----
 @pytest.mark.parametrize("action", ACTIONS)
 def test_an_attacked_ledger_still_blocks_at_exactly_10(tmp_path: Path, action: str) -> None:
     root = new_project(tmp_path)
     counter = hostile_verify(root, tmp_path, action)
+    start = 0 if action == WALKS else 8
+    if start:
+        near_the_limit(root, start)
     results = run_until_blocked(root, "--no-sandbox")
     assert_no_crash(results[:-1])
     assert_global_block(root, results[-1], {"implementation_retry": 10})
-    assert 10 <= executions(counter) <= 11
+    # every failed verification was counted once, whatever the attack did to the ledger
+    assert executions(counter) == 10 - start
     found = tamper_events(root)
     assert found, "the attack on the ledger was not reported"
     assert any("found" in e for e in found)  # the ledger's own finding, not only story.md's
@@ -150,9 +160,13 @@ def test_an_attacked_ledger_still_blocks_at_exactly_10(tmp_path: Path, action: s
 @pytest.mark.parametrize("action", ["forge", "rm-state", "symlink"])
 def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action: str) -> None:
     """In a git repository (worktree per story) the head is also a ref in the main git folder;
-    with the user's state folder wiped as well, the ref alone keeps the count."""
+    with the user's state folder wiped as well, the ref alone keeps the count. The story
+    starts at a hand-edited 8 and each run stops after one failure (`implementation_retries:
+    0`): the second run, after the wipe, counts on the ref alone."""
     root = new_project(tmp_path)
     counter = hostile_verify(root, tmp_path, action)
+    assert run_cli(root, "config", "limits.implementation_retries", "0").returncode == 0
+    near_the_limit(root, 8)
     committed(root)
     home = Path(STATE_HOME)
     results: list[CliResult] = []
@@ -167,9 +181,10 @@ def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action:
         if result.returncode == 5:
             assert run_cli(root, "unblock", SID).returncode == 0
     assert_no_crash(results[:-1])
+    assert len(results) == 2
     assert_global_block(root, results[-1], {"implementation_retry": 10})
-    assert 10 <= executions(counter) <= 11
-    assert tamper_events(root)
+    assert 2 <= executions(counter) <= 4  # the two attempts, and the baseline (run again
+    assert tamper_events(root)  # when the attack wiped its cache with the state folder)
     ref = git(root, "cat-file", "blob", f"refs/ai-sdlc/ledger/{SID}")
     assert json.loads(ref)["total"] == 10
 
@@ -177,7 +192,8 @@ def test_in_a_git_repository_the_ref_keeps_the_count_too(tmp_path: Path, action:
 def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None:
     """A user's own `git clean -xfd` and `git checkout -- .` between runs wipe the ledger (its
     folder is git-ignored) and put back the committed story file (counters 0): the count
-    carries on from the copies outside the project's ignored files."""
+    carries on from the copies outside the project's ignored files. Each run stops after one
+    failure (`implementation_retries: 0`), from a hand-edited 7 the commit does not hold."""
     root = new_project(tmp_path)
     counter = tmp_path / "verifications.txt"
     script = tmp_path / "fail.py"
@@ -189,7 +205,9 @@ def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None
     # only the attempts' verifications are counted here: the untouched base's (the judge's
     # baseline, cached in the ignored state the clean wipes) would run again after each clean
     assert run_cli(root, "config", "verify.baseline", "false").returncode == 0
+    assert run_cli(root, "config", "limits.implementation_retries", "0").returncode == 0
     committed(root)
+    near_the_limit(root, 7)
     totals: list[int] = []
     for _ in range(10):
         result = run_cli(root, "run", SID, "--no-sandbox")
@@ -202,9 +220,8 @@ def test_git_clean_between_runs_does_not_reset_the_count(tmp_path: Path) -> None
         git(root, "checkout", "-q", "--", ".")
         assert not ledger_path(root).exists()
         assert frontmatter(root).get("total_recovery_attempts", 0) == 0  # the file put back
-    assert totals[-1] == 10
-    assert totals == sorted(totals) and len(totals) >= 3
-    assert executions(counter) <= 11
+    assert totals == [8, 9, 10]  # one failure a run, each counted on top of the last
+    assert executions(counter) == 3
     assert tamper_events(root)
 
 
