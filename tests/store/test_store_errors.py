@@ -1452,3 +1452,18 @@ def test_only_well_formed_cache_entries_are_used(tmp_path: Path, entry: object, 
     got = cache.get("S-0001", (1, 2, 3))
     assert got == (entry[3] if kept else None)  # type: ignore[index]
     assert cache.get("S-0002", (1, 2, 3)) == _GOOD_ENTRY[3]
+
+
+def test_nesting_past_libyamls_own_limit_is_refused_where_libyaml_stopped(tmp_path: Path) -> None:
+    """10,000 levels: libyaml refuses them at its own limit (1,000), and that refusal is the
+    depth error, placed on the line and column where libyaml stopped; the fallback parser
+    (ruamel) is not asked, which took 0.2–0.5 s of CPU per command on such a file."""
+    path = tmp_path / "story.md"
+    deep = "---\nid: S-0001\ntitle: t\nstatus: ready\nx: " + "[" * 10_000 + "]" * 10_000
+    for load in (loading.load_fast, loading.load_roundtrip):
+        with pytest.raises(InvalidInputError) as got:
+            load(path, "S-0001", (deep + "\n---\n").encode())
+        assert got.value.message == f"{path}:5:1003: nested more than 64 levels deep (the limit)"
+        assert got.value.hint.startswith("flatten the structure")
+            got.value.hint == "flatten the structure; a story or config needs a few levels at most"
+        )
