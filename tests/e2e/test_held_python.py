@@ -5,9 +5,9 @@ shadows pytest with a module of its own (at the project folder, in `src/`, or gi
 judged by `make test`, that makes the Makefile's target `true`, never reaches done and each
 attempt is counted, the reason naming the file; an honest agent still is done.
 
-Each layout's path is walked end to end once through the real CLI: a story gaming what decides
-the verdict is blocked with both attempts counted (the honest src-layout story reaching done
-is tests/e2e/test_honest_verification.py's). Every row of the verdict table
+Each layout's path is walked end to end through the real CLI: a story gaming what decides the
+verdict is blocked with both attempts counted (the src layout's runs, one done and one blocked,
+are tests/e2e/test_honest_verification.py's, on the same project). Every row of the verdict table
 (tests/support/verdicts.py) is then the judge's verdict on that row's change, made by the same
 agent in a story worktree prepared once per layout (`tests/support/judge_rows.Bench`: the
 session's own sandbox, verification and judge)."""
@@ -114,7 +114,9 @@ def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
     assert "assert 7 == 12" in verdict.reason, verdict.reason
 
 
-BLOCKED = [(PY_SRC, "shadow-py"), (PY_MAKE, "make-py"), (PY_SCRIPT, "script-py")]
+#: The defined layouts' paths; the src layout's (a story done, a gaming story blocked with both
+#: attempts counted) are tests/e2e/test_honest_verification.py's runs on the same project.
+BLOCKED = [(PY_MAKE, "make-py"), (PY_SCRIPT, "script-py")]
 
 
 @pytest.mark.parametrize(("layout", "behaviour"), BLOCKED, ids=[b for _l, b in BLOCKED])

@@ -111,9 +111,8 @@ def configure(root: Path, template: list[str], writable: Path, env: dict[str, st
 
 class ImplementStory(HeldStory):
     """A `HeldStory` whose config is written once (`configure`) and whose story starts at its
-    implementation: refine, research and plan marked done in its frontmatter, as a user
-    hand-edits a story whose earlier phases are not in question (three agent calls fewer).
-    For end-to-end runs whose promise is the implementation's verdict and its counting."""
+    implementation (`start_at_implement`): for end-to-end runs whose promise is the
+    implementation's verdict and its counting."""
 
     def __init__(
         self, root: Path, log: Path, behaviour: str, env: dict[str, str] | None = None
@@ -125,13 +124,20 @@ class ImplementStory(HeldStory):
         template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}", "{prompt_file}"]
         configure(root, template, log.parent, self.env)
         self.sid = StoryStore(root).add("Multiply").id
-        story = root / ".ai-sdlc" / "stories" / self.sid / "story.md"
-        text = story.read_text()
-        for old, new in (
-            ("\nstatus: backlog\n", "\nstatus: ready\n"),
-            ("\nresearch_complete: false\n", "\nresearch_complete: true\n"),
-            ("\nplan_complete: false\n", "\nplan_complete: true\n"),
-        ):
-            assert old in text, text
-            text = text.replace(old, new, 1)
-        story.write_text(text)
+        start_at_implement(root, self.sid)
+
+
+def start_at_implement(root: Path, sid: str) -> None:
+    """The story's refine, research and plan marked done in its frontmatter, as a user
+    hand-edits a story whose earlier phases are not in question: its run starts at the
+    implementation (three agent calls fewer)."""
+    story = root / ".ai-sdlc" / "stories" / sid / "story.md"
+    text = story.read_text()
+    for old, new in (
+        ("\nstatus: backlog\n", "\nstatus: ready\n"),
+        ("\nresearch_complete: false\n", "\nresearch_complete: true\n"),
+        ("\nplan_complete: false\n", "\nplan_complete: true\n"),
+    ):
+        assert old in text, text
+        text = text.replace(old, new, 1)
+    story.write_text(text)

@@ -37,11 +37,12 @@ class Bench:
     prepared and its base verified; `records` is the agent's log folder, outside the project,
     named in `sandbox.writable` as a user widens the sandbox."""
 
-    def __init__(self, root: Path, records: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, root: Path, records: Path, env: Mapping[str, str] = ENV) -> None:
         self.root = root
         self.records = records
         self.log = records / "agent.log"
-        self.env = {**ENV, **(env or {})}
+        #: What every `run_cli` of the tests beside it passes (the held files' `ENV` unless told).
+        self.env = dict(env)
         records.mkdir(parents=True, exist_ok=True)
         (records / "gitconfig").write_text(_GITCONFIG)
         with self.environment():
@@ -65,11 +66,11 @@ class Bench:
         return [sys.executable, str(agent), str(self.log), behaviour, "{phase}", "{prompt_file}"]
 
     @contextlib.contextmanager
-    def environment(self) -> Iterator[None]:
-        """The process environment a `run_cli` call sees (and our own git identity) for the
-        session's in-process calls, put back after."""
+    def environment(self, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+        """The process environment a `run_cli` call sees (with `extra`, and our own git
+        identity) for the session's in-process calls, put back after."""
         saved = dict(os.environ)
-        wanted = cli_environment(self.env)
+        wanted = cli_environment({**self.env, **(extra or {})})
         os.environ.clear()
         os.environ.update(wanted)
         os.environ.update({
@@ -83,10 +84,18 @@ class Bench:
             os.environ.clear()
             os.environ.update(saved)
 
-    def judge(self, agent: Path, behaviour: str, *, allowed: bool = False) -> VerificationResult:
+    def judge(
+        self,
+        agent: Path,
+        behaviour: str,
+        *,
+        allowed: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> VerificationResult:
         """The judge's verdict on one implement call of `agent` doing `behaviour` (with
-        `allow_test_changes` as the story would say), the worktree put back after."""
-        with self.environment():
+        `allow_test_changes` as the story would say; `env`: more of the user's environment,
+        e.g. PYTEST_ADDOPTS), the worktree put back after."""
+        with self.environment(env):
             deps = self.session.runner.deps
             assert deps.judge is not None
             settings = dict(self.session.config.section("ai"))
