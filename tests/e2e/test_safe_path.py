@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.git_support import git_env, make_repo
-from tests.support.held_support import HeldStory
+from tests.support.held_support import HeldStory, ImplementStory
 from tests.support.verdicts import PY_FLAT, Row, ids, rows
 
 __all__ = ["git_env"]
@@ -40,10 +40,13 @@ def flat_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("__pycache__/\n")
     repo.commit_all("flat calc, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", f"{sys.executable} -m pytest -q -p no:cacheprovider")
-    held.config("limits.implementation_retries", "1")
-    return held
+    # The project's config as a user writes it by hand (`ImplementStory` adds the agent's
+    # command and its records folder, then accepts it with one `config --accept`).
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"ai:\n  provider: command\nverify:\n  test: {sys.executable} -m pytest -q -p "
+        "no:cacheprovider\nlimits:\n  implementation_retries: 1\nsandbox:\n  writable: []\n"
+    )
+    return ImplementStory(root, tmp_path / "records" / "agent.log", behaviour)
 
 
 @pytest.mark.parametrize("row", rows(PY_FLAT), ids=ids(rows(PY_FLAT)))
