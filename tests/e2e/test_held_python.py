@@ -38,6 +38,10 @@ DEFINED = {
     PY_SCRIPT: ("sh run-tests.sh", {"run-tests.sh": PYTEST}),
 }
 SHORT = {PY_SRC: "src", PY_MAKE: "make", PY_SCRIPT: "script"}
+ALLOWED_SHADOW = next(r for r in rows(PY_SRC, allowed=True) if r.said)
+#: The bench's tests on one xdist worker (`--dist loadgroup`): its module-scoped worktrees are
+#: then made once in `make test`, not once per worker that draws one of its rows.
+ON_BENCH = pytest.mark.xdist_group("held-python-bench")
 
 
 def project(template: Path, folder: Path, layout: str) -> Path:
@@ -72,31 +76,7 @@ def bench_for(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Calla
     return get
 
 
-#: Every Python row but the allowed shadowing one, which the safe-path test below judges.
-ALLOWED_SHADOW = next(r for r in rows(PY_SRC, allowed=True) if r.said)
-JUDGED = [
-    r
-    for r in rows(PY_SRC) + rows(PY_SRC, allowed=True) + rows(PY_MAKE) + rows(PY_SCRIPT)
-    if r != ALLOWED_SHADOW
-]
-
-
-@pytest.mark.parametrize(
-    "row",
-    JUDGED,
-    ids=[f"{SHORT[r.layout]}{'-allowed' if r.allowed else ''}-{r.behaviour}" for r in JUDGED],
-)
-def test_verdict(bench_for: Callable[[str], Bench], row: Row) -> None:
-    """A row of the verdict table: the agent's change passes the judge, or fails it with a
-    reason naming the held file (what the story's counted attempt then says)."""
-    verdict = bench_for(row.layout).judge(AGENT, row.behaviour, allowed=row.allowed)
-    if row.said:
-        assert not verdict.passed, verdict
-        assert row.said in verdict.reason, verdict.reason
-    else:
-        assert verdict.passed, verdict.reason
-
-
+@ON_BENCH
 def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
     bench_for: Callable[[str], Bench],
 ) -> None:
@@ -112,6 +92,35 @@ def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
     assert not verdict.passed
     assert ALLOWED_SHADOW.said in verdict.reason, verdict.reason
     assert "assert 7 == 12" in verdict.reason, verdict.reason
+
+
+#: Every Python row but the allowed shadowing one, which the safe-path test above judges.
+#: `setupcfg-py` last of its bench: setup.cfg is a setup input, so its change and its undoing
+#: each set the worktree's venv up again (no later row pays the second).
+_SRC = [r for r in rows(PY_SRC) + rows(PY_SRC, allowed=True) if r != ALLOWED_SHADOW]
+JUDGED = (
+    [r for r in _SRC if r.behaviour != "setupcfg-py"]
+    + [r for r in _SRC if r.behaviour == "setupcfg-py"]
+    + rows(PY_MAKE)
+    + rows(PY_SCRIPT)
+)
+
+
+@ON_BENCH
+@pytest.mark.parametrize(
+    "row",
+    JUDGED,
+    ids=[f"{SHORT[r.layout]}{'-allowed' if r.allowed else ''}-{r.behaviour}" for r in JUDGED],
+)
+def test_verdict(bench_for: Callable[[str], Bench], row: Row) -> None:
+    """A row of the verdict table: the agent's change passes the judge, or fails it with a
+    reason naming the held file (what the story's counted attempt then says)."""
+    verdict = bench_for(row.layout).judge(AGENT, row.behaviour, allowed=row.allowed)
+    if row.said:
+        assert not verdict.passed, verdict
+        assert row.said in verdict.reason, verdict.reason
+    else:
+        assert verdict.passed, verdict.reason
 
 
 #: The defined layouts' paths; the src layout's (a story done, a gaming story blocked with both
