@@ -96,8 +96,10 @@ class Project:
         done = run_cli(self.root, "config", key, value)
         assert done.returncode == 0, done.output
 
-    def run(self) -> CliResult:
-        return run_cli(self.root, "run", self.sid, env=ENV, timeout=120)
+    def run(self, addopts: str | None = None) -> CliResult:
+        """`ai-sdlc run` of the story (`addopts`: the user's PYTEST_ADDOPTS)."""
+        env = ENV if addopts is None else {**ENV, "PYTEST_ADDOPTS": addopts}
+        return run_cli(self.root, "run", self.sid, env=env, timeout=180)
 
     def fm(self) -> dict[str, object]:
         return dict(StoryStore(self.root).get(self.sid).frontmatter)
@@ -135,12 +137,23 @@ def test_the_copied_project_is_set_up_as_a_user_has_it(template: Path, tmp_path:
     assert "proposed by `ai-sdlc init`" in (root / ".ai-sdlc" / "config.yaml").read_text()
 
 
+#: Reporting options that leave pytest's output empty (the counts come from the judge's own
+#: report): a user's PYTEST_ADDOPTS changes no verdict (tests/verify/test_verify_addopts_cli.py).
+SILENT = "-p no:terminal -qq --no-summary"
+
+
 def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: Path) -> None:
+    """Done and committed, under the user's silencing PYTEST_ADDOPTS (`SILENT`): no notice
+    of options left out, and the review is told both counts."""
     project = Project(template, tmp_path, "honest-py")
 
-    result = project.run()
+    result = project.run(addopts=SILENT)
 
     assert result.returncode == 0, result.output
+    assert "verification ignores" not in result.stderr
+    review = Path(str(project.log) + ".review").read_text()
+    assert "Tests: 2 passed, 0 failed, 0 skipped" in review
+    assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
     fm = project.fm()
     assert fm["status"] == "done"
     assert fm.get("total_recovery_attempts", 0) == 0

@@ -5,11 +5,12 @@ story is done and a broken one is blocked, exactly as without them; with options
 hide the failing tests (a test path, `-k`, `--ignore`, `--deselect`) a broken story is still
 blocked, and the run says which options verification left out.
 
-Two runs through the real CLI walk the two paths (an honest story done under one set of
-reporting options; a broken one blocked, both attempts counted, under the other set and every
-hiding option at once); the other option set's verdict on each change is the judge's, in a
-story worktree prepared once whose base was verified under those options
-(tests/support/judge_rows.py)."""
+Two runs through the real CLI walk the two paths: an honest story done under one set of
+reporting options (`SILENT`: tests/e2e/test_honest_verification.py's
+`test_1_an_honest_agent_reaches_done_with_a_commit`, the review told both counts), and here a
+broken one blocked, both attempts counted, under the other set and every hiding option at
+once. The other option set's verdict on each change is the judge's, in a story worktree
+prepared once whose base was verified under those options (tests/support/judge_rows.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult, run_cli
-from tests.e2e.test_honest_verification import AGENT, ENV, Project, template
+from tests.e2e.test_honest_verification import AGENT, ENV, SILENT, Project, template
 from tests.support.git_support import git_env
 from tests.support.judge_rows import Bench
 from tests.support.worktree_env_support import copy_project
@@ -31,7 +31,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 #: FAILED lines, `-p no:terminal` all output). Every option, one by one, is checked against
 #: real pytest in tests/verify/test_verify_pytest_run.py; here each set once per verdict.
 RS = "-rs"
-SILENT = "-p no:terminal -qq --no-summary"
 #: Options that, if honoured, would make the broken story's suite pass (see the test); each
 #: alone would (a test path, `-k`, `--ignore` with `--deselect`).
 HIDING = [
@@ -42,35 +41,12 @@ HIDING = [
 MISSING_MUL = "tests/test_mul.py: ModuleNotFoundError: No module named 'calc.mul'"
 
 
-def _run(project: Project, addopts: str) -> CliResult:
-    env = {**ENV, "PYTEST_ADDOPTS": addopts}
-    return run_cli(project.root, "run", project.sid, env=env, timeout=180)
-
-
 @pytest.fixture(scope="module")
 def silent_bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
     """The story's worktree prepared and its base verified under `SILENT`."""
     folder = tmp_path_factory.mktemp("bench-addopts")
     root = copy_project(template, folder).root
     return Bench(root, folder / "records", {**ENV, "PYTEST_ADDOPTS": SILENT})
-
-
-def test_an_honest_story_is_done_whatever_the_reporting_options(
-    template: Path, tmp_path: Path
-) -> None:
-    """Under `-p no:terminal -qq --no-summary` (no output at all: the counts come from the
-    judge's own report) the story is done and the review is told both counts."""
-    project = Project(template, tmp_path, "honest-py")
-
-    result = _run(project, SILENT)
-
-    assert result.returncode == 0, result.output
-    fm = project.fm()
-    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
-    assert "verification ignores" not in result.stderr
-    review = Path(str(project.log) + ".review").read_text()
-    assert "Tests: 2 passed, 0 failed, 0 skipped" in review
-    assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
 
 
 def test_the_judge_passes_an_honest_change_and_fails_a_broken_one_whatever_the_reporting_options(
@@ -100,7 +76,7 @@ def test_options_hiding_the_failing_tests_cannot_make_a_broken_story_done(
     (project.root / "tests" / "test_sub.py").write_text("def test_sub():\n    assert 3 - 1 == 2\n")
     project.repo.commit_all("a passing test")
 
-    result = _run(project, " ".join([RS, *HIDING]))
+    result = project.run(addopts=" ".join([RS, *HIDING]))
 
     assert result.returncode == 5, result.output
     fm = project.fm()
