@@ -19,14 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_honest_verification import template
+from tests.e2e.test_honest_verification import ON_BENCH, src_bench, template
 from tests.support.git_support import git_env, own_git_config
 from tests.support.held_support import AGENT, ImplementStory
+from tests.support.held_support import ENV as HELD_ENV
 from tests.support.judge_rows import Bench
 from tests.support.verdicts import PY_MAKE, PY_SCRIPT, PY_SRC, Row, rows
 from tests.support.worktree_env_support import copy_project
 
-__all__ = ["git_env", "template"]
+__all__ = ["git_env", "src_bench", "template"]
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 
@@ -39,9 +40,6 @@ DEFINED = {
 }
 SHORT = {PY_SRC: "src", PY_MAKE: "make", PY_SCRIPT: "script"}
 ALLOWED_SHADOW = next(r for r in rows(PY_SRC, allowed=True) if r.said)
-#: The bench's tests on one xdist worker (`--dist loadgroup`): its module-scoped worktrees are
-#: then made once in `make test`, not once per worker that draws one of its rows.
-ON_BENCH = pytest.mark.xdist_group("held-python-bench")
 
 
 def project(template: Path, folder: Path, layout: str) -> Path:
@@ -63,9 +61,12 @@ def project(template: Path, folder: Path, layout: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bench_for(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Bench]:
-    """The layout's bench, made at its first row (once per module)."""
-    made: dict[str, Bench] = {}
+def bench_for(
+    template: Path, src_bench: Bench, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Bench]:
+    """The layout's bench: the src layout's is test_honest_verification's `src_bench`; a
+    defined layout's is made at its first row (once per module, on `ON_BENCH`'s worker)."""
+    made: dict[str, Bench] = {PY_SRC: src_bench}
 
     def get(layout: str) -> Bench:
         if layout not in made:
@@ -88,15 +89,15 @@ def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
     assert bench.baseline.safe_path
     baselines = list((bench.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
     assert len(baselines) == 1 and '"safe_path": true' in baselines[0].read_text()
-    verdict = bench.judge(AGENT, ALLOWED_SHADOW.behaviour, allowed=True)
+    verdict = bench.judge(AGENT, ALLOWED_SHADOW.behaviour, allowed=True, env=HELD_ENV)
     assert not verdict.passed
     assert ALLOWED_SHADOW.said in verdict.reason, verdict.reason
     assert "assert 7 == 12" in verdict.reason, verdict.reason
 
 
 #: Every Python row but the allowed shadowing one, which the safe-path test above judges.
-#: `setupcfg-py` last of its bench: setup.cfg is a setup input, so its change and its undoing
-#: each set the worktree's venv up again (no later row pays the second).
+#: `setupcfg-py` after the other src rows: setup.cfg is a setup input, so its change and its
+#: undoing each set the worktree's venv up again.
 _SRC = [r for r in rows(PY_SRC) + rows(PY_SRC, allowed=True) if r != ALLOWED_SHADOW]
 JUDGED = (
     [r for r in _SRC if r.behaviour != "setupcfg-py"]
@@ -115,7 +116,8 @@ JUDGED = (
 def test_verdict(bench_for: Callable[[str], Bench], row: Row) -> None:
     """A row of the verdict table: the agent's change passes the judge, or fails it with a
     reason naming the held file (what the story's counted attempt then says)."""
-    verdict = bench_for(row.layout).judge(AGENT, row.behaviour, allowed=row.allowed)
+    bench = bench_for(row.layout)
+    verdict = bench.judge(AGENT, row.behaviour, allowed=row.allowed, env=HELD_ENV)
     if row.said:
         assert not verdict.passed, verdict
         assert row.said in verdict.reason, verdict.reason

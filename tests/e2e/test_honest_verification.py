@@ -202,30 +202,32 @@ GAMES = {
     ".venv/lib/python{v}/site-packages/zz-forge.pth",
     "sitecustomize-py": "src/sitecustomize.py: the story's change adds test configuration; "
     "without it the base's tests fail against the change: tests/test_mul.py::test_mul",
-    # Last on the bench: pyproject.toml is a setup input, so its change and its undoing each
-    # set the worktree's venv up again (no later row pays the second).
+    # After this file's other rows on the bench: pyproject.toml is a setup input, so its
+    # change and its undoing each set the worktree's venv up again.
     "testpaths-py": "pyproject.toml: the story's change adds test configuration; without it",
 }
 
 
-#: The bench's tests on one xdist worker (`--dist loadgroup`): its module-scoped worktree is
-#: then made once in `make test`, not once per worker that draws one of its tests.
-ON_BENCH = pytest.mark.xdist_group("honest-verification-bench")
+#: The tests on `src_bench`, in every module that uses it, on one xdist worker (`--dist
+#: loadgroup`): the bench is then made once in `make test`, not once per worker.
+ON_BENCH = pytest.mark.xdist_group("py-src-bench")
 
 
-@pytest.fixture(scope="module")
-def bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
+@pytest.fixture(scope="session")
+def src_bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
     """A story of the project with its worktree, environment and baseline made once, where
-    the judge's verdict on each change below is taken (tests/support/judge_rows.py)."""
-    folder = tmp_path_factory.mktemp("bench-honest")
+    the judge's verdict on each change is taken (tests/support/judge_rows.py): this file's
+    changes, the src-layout rows of the verdict table (tests/e2e/test_held_python.py) and the
+    reporting options' verdicts (tests/verify/test_verify_addopts_cli.py)."""
+    folder = tmp_path_factory.mktemp("bench-src")
     return Bench(copy_project(template, folder).root, folder / "records", ENV)
 
 
 @ON_BENCH
-def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(bench: Bench) -> None:
+def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(src_bench: Bench) -> None:
     """The base's tests run once more without the new conftest.py (and the new test using its
     fixture): they pass, and the change passes the judge."""
-    verdict = bench.judge(AGENT, "honest-conftest")
+    verdict = src_bench.judge(AGENT, "honest-conftest")
 
     assert verdict.passed, verdict.reason
     assert verdict.judged["protected_added"] == ["tests/conftest.py"]
@@ -234,12 +236,12 @@ def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(bench: B
 
 @ON_BENCH
 def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
-    bench: Bench,
+    src_bench: Bench,
 ) -> None:
     """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
     the worktree's own venv does not. (Counted and never done end to end:
     tests/verify/test_verify_addopts_cli.py.)"""
-    verdict = bench.judge(AGENT, "break-py")
+    verdict = src_bench.judge(AGENT, "break-py")
 
     assert not verdict.passed
     assert verdict.counts is not None and verdict.counts.passed == 0, verdict.counts
@@ -248,16 +250,18 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
 
 @ON_BENCH
 @pytest.mark.parametrize("behaviour", list(GAMES))
-def test_3_the_judge_refuses_each_game_of_the_failing_test(bench: Bench, behaviour: str) -> None:
+def test_3_the_judge_refuses_each_game_of_the_failing_test(
+    src_bench: Bench, behaviour: str
+) -> None:
     """Each game's change fails the judge, the reason naming what it did; a game in the
     worktree's environment leaves it made again (the next attempt starts from what setup
     makes)."""
-    verdict = bench.judge(AGENT, behaviour)
+    verdict = src_bench.judge(AGENT, behaviour)
 
     assert not verdict.passed
     said = GAMES[behaviour].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
     assert said in verdict.reason, verdict.reason
-    assert not list((bench.path / ".venv").glob("lib/python*/site-packages/*forge*"))
+    assert not list((src_bench.path / ".venv").glob("lib/python*/site-packages/*forge*"))
 
 
 def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_counts(

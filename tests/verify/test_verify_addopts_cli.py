@@ -10,7 +10,7 @@ reporting options (`SILENT`: tests/e2e/test_honest_verification.py's
 `test_1_an_honest_agent_reaches_done_with_a_commit`, the review told both counts), and here a
 broken one blocked, both attempts counted, under the other set and every hiding option at
 once. The other option set's verdict on each change is the judge's, in a story worktree
-prepared once whose base was verified under those options (tests/support/judge_rows.py)."""
+prepared once (tests/support/judge_rows.py; its base's run under `SILENT` is test_1's)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_honest_verification import AGENT, ENV, SILENT, Project, template
+from tests.e2e.test_honest_verification import AGENT, ON_BENCH, SILENT, Project, src_bench, template
 from tests.support.git_support import git_env
 from tests.support.judge_rows import Bench
-from tests.support.worktree_env_support import copy_project
 
-__all__ = ["git_env", "template"]
+__all__ = ["git_env", "src_bench", "template"]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
@@ -41,26 +40,19 @@ HIDING = [
 MISSING_MUL = "tests/test_mul.py: ModuleNotFoundError: No module named 'calc.mul'"
 
 
-@pytest.fixture(scope="module")
-def silent_bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
-    """The story's worktree prepared and its base verified under `SILENT`."""
-    folder = tmp_path_factory.mktemp("bench-addopts")
-    root = copy_project(template, folder).root
-    return Bench(root, folder / "records", {**ENV, "PYTEST_ADDOPTS": SILENT})
-
-
+@ON_BENCH
 def test_the_judge_passes_an_honest_change_and_fails_a_broken_one_whatever_the_reporting_options(
-    silent_bench: Bench,
+    src_bench: Bench,
 ) -> None:
     """The other verdicts: the honest change under `-rs` passes with both counts read; the
     broken one under `-p no:terminal …` fails naming the failing test module and its error."""
-    honest = silent_bench.judge(AGENT, "honest-py", env={"PYTEST_ADDOPTS": RS})
+    honest = src_bench.judge(AGENT, "honest-py", env={"PYTEST_ADDOPTS": RS})
     assert honest.passed, honest.reason
     counted = {"runner": "pytest", "skipped": 0}
     assert honest.judged["counts"] == {**counted, "passed": 2, "failed": 0}, honest.judged
     assert honest.judged["base_counts"] == {**counted, "passed": 0, "failed": 1}
 
-    broken = silent_bench.judge(AGENT, "break-py")
+    broken = src_bench.judge(AGENT, "break-py", env={"PYTEST_ADDOPTS": SILENT})
     assert not broken.passed
     assert broken.reason == MISSING_MUL, broken.reason
 
