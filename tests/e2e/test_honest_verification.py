@@ -267,9 +267,12 @@ def test_3_the_judge_refuses_each_game_of_the_failing_test(
 def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_counts(
     template: Path, tmp_path: Path
 ) -> None:
-    """The games' path through the real CLI (the test deleted): both attempts counted, the
-    reviewer never asked, nothing committed, the worktree rolled back."""
-    project = Project(template, tmp_path, "delete-py")
+    """The games' path through the real CLI (a forging plugin dropped into the worktree's
+    git-ignored venv, which no diff shows): both attempts counted, the reviewer never asked,
+    nothing committed, the attempt's files rolled back and the venv made again. (Each game's
+    verdict: `test_3_the_judge_refuses_each_game_of_the_failing_test`; the roll-back of edited
+    and deleted files: tests/git/test_git_workspace.py.)"""
+    project = Project(template, tmp_path, "venv-pth-py")
 
     result = project.run()
 
@@ -281,12 +284,15 @@ def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_
     recoveries = project.recoveries()
     assert [e.get("recovery_kind") for e in recoveries] == ["implementation_retry"] * 2
     reasons = [str(e.get("reason")) for e in recoveries]
-    assert all(GAMES["delete-py"] in r for r in reasons), reasons
+    said = GAMES["venv-pth-py"].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert all(said in r for r in reasons), reasons
     assert project.calls().count("implement") + project.calls().count("rework") == 2
     assert "review" not in project.calls()  # the reviewer, who approves anything, never asked
     assert project.commits() == 0
     worktree = project.root / str(fm["worktree_path"])
-    assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL  # rolled back
+    assert not (worktree / "src" / "calc" / "mul.py").exists()  # rolled back
+    assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL
+    assert not list((worktree / ".venv").glob("lib/python*/site-packages/*forge*"))  # made again
 
 
 def test_4_an_empty_change_is_counted_never_approved(template: Path, tmp_path: Path) -> None:
