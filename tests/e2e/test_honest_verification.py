@@ -10,7 +10,11 @@ of its attempts is counted; an empty change and a refine answer without a decisi
 never approved; a base that cannot be verified stops before any agent call, nothing counted.
 
 The project and its venv are built once per session (`pip install -e .`, offline) and copied
-for each test with the venv relocated (tests/support/worktree_env_support.py)."""
+for each test with the venv relocated (tests/support/worktree_env_support.py). The runs through
+the real CLI start at the implementation where refinement is not the promise; the changes that
+differ only in what the judge sees (each game, a new conftest, a break in the worktree) are
+judged in one story worktree prepared once (tests/support/judge_rows.py), beside one run of
+the games' path end to end."""
 
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.worktree_env import wrongtree
 from tests.conftest import CliResult, run_cli
 from tests.support.git_support import Repo, git, git_env
+from tests.support.held_support import configure, start_at_implement
+from tests.support.judge_rows import Bench
 from tests.support.paths import FAKES
 from tests.support.worktree_env_support import RECIPE, VERIFY, calc_project, copy_project
 
@@ -68,28 +74,32 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Project:
-    def __init__(self, template: Path, tmp_path: Path, behaviour: str) -> None:
+    """A copy of the template with the stand-in agent doing `behaviour`: its config written
+    once (`held_support.configure`: the agent's command, and its records folder outside the
+    project named in `sandbox.writable`, as a user widens it), and one story, which starts at
+    its implementation unless `at_refine`."""
+
+    def __init__(
+        self, template: Path, tmp_path: Path, behaviour: str, *, at_refine: bool = False
+    ) -> None:
         self.repo: Repo = copy_project(template, tmp_path)
         self.root = self.repo.root
-        # The stand-in agent logs its calls in a records folder of its own, outside the
-        # project, named in the project's sandbox.writable (as a user widens it).
         self.log = tmp_path / "records" / "agent.log"
         self.log.parent.mkdir()
-        self.config("sandbox.writable", json.dumps([str(self.log.parent)]))
-        self.agent(behaviour)
+        command = [sys.executable, str(AGENT), str(self.log), behaviour, "{phase}", "{prompt_file}"]
+        configure(self.root, command, self.log.parent, ENV)
         self.sid = self.repo.story("Multiply numbers")
-
-    def agent(self, behaviour: str) -> None:
-        self.config("ai.command.template", json.dumps([
-            sys.executable, str(AGENT), str(self.log), behaviour, "{phase}", "{prompt_file}"
-        ]))  # fmt: skip
+        if not at_refine:
+            start_at_implement(self.root, self.sid)
 
     def config(self, key: str, value: str) -> None:
         done = run_cli(self.root, "config", key, value)
         assert done.returncode == 0, done.output
 
-    def run(self) -> CliResult:
-        return run_cli(self.root, "run", self.sid, env=ENV, timeout=120)
+    def run(self, addopts: str | None = None) -> CliResult:
+        """`ai-sdlc run` of the story (`addopts`: the user's PYTEST_ADDOPTS)."""
+        env = ENV if addopts is None else {**ENV, "PYTEST_ADDOPTS": addopts}
+        return run_cli(self.root, "run", self.sid, env=env, timeout=180)
 
     def fm(self) -> dict[str, object]:
         return dict(StoryStore(self.root).get(self.sid).frontmatter)
@@ -127,12 +137,23 @@ def test_the_copied_project_is_set_up_as_a_user_has_it(template: Path, tmp_path:
     assert "proposed by `ai-sdlc init`" in (root / ".ai-sdlc" / "config.yaml").read_text()
 
 
+#: Reporting options that leave pytest's output empty (the counts come from the judge's own
+#: report): a user's PYTEST_ADDOPTS changes no verdict (tests/verify/test_verify_addopts_cli.py).
+SILENT = "-p no:terminal -qq --no-summary"
+
+
 def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: Path) -> None:
+    """Done and committed, under the user's silencing PYTEST_ADDOPTS (`SILENT`): no notice
+    of options left out, and the review is told both counts."""
     project = Project(template, tmp_path, "honest-py")
 
-    result = project.run()
+    result = project.run(addopts=SILENT)
 
     assert result.returncode == 0, result.output
+    assert "verification ignores" not in result.stderr
+    review = Path(str(project.log) + ".review").read_text()
+    assert "Tests: 2 passed, 0 failed, 0 skipped" in review
+    assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
     fm = project.fm()
     assert fm["status"] == "done"
     assert fm.get("total_recovery_attempts", 0) == 0
@@ -142,22 +163,6 @@ def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: 
     assert git(project.root, "show", f"{branch}:src/calc/mul.py").endswith("return a * b\n")
     assert git(project.root, "show", f"{branch}:tests/test_mul.py") == TEST_MUL
     assert not (project.root / "src" / "calc" / "mul.py").exists()  # main checkout untouched
-
-
-def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(
-    template: Path, tmp_path: Path
-) -> None:
-    """The base's tests run once more without the new conftest.py (and the new test using its
-    fixture): they pass, and the story is done with both files."""
-    project = Project(template, tmp_path, "honest-conftest")
-
-    result = project.run()
-
-    assert result.returncode == 0, result.output
-    fm = project.fm()
-    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
-    listed = git(project.root, "ls-tree", "-r", "--name-only", str(fm["branch"])).split()
-    assert {"tests/conftest.py", "tests/test_mul_zero.py", "src/calc/mul.py"} <= set(listed)
 
 
 def test_1_a_new_startup_file_that_changes_no_result_is_shown_to_the_review(
@@ -179,24 +184,6 @@ def test_1_a_new_startup_file_that_changes_no_result_is_shown_to_the_review(
     )
 
 
-def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
-    template: Path, tmp_path: Path
-) -> None:
-    """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
-    the worktree's own venv does not."""
-    project = Project(template, tmp_path, "break-py")
-
-    result = project.run()
-
-    assert result.returncode == 5, result.output
-    fm = project.fm()
-    assert fm["status"] == "blocked"
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert len(project.recoveries()) == 2
-    assert "review" not in project.calls()
-    assert project.commits() == 0
-
-
 GAMES = {
     "delete-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
     "skip-py": "tests/test_mul.py: the story's change removes or weakens test_mul",
@@ -208,7 +195,6 @@ GAMES = {
     "ignore-py": "conftest.py: the story's change adds test configuration; without it the "
     "base's tests fail against the change: tests/test_mul.py::test_mul: assert 7 == 12",
     "forge-py": "tests/conftest.py: the story's change adds test configuration; without it",
-    "testpaths-py": "pyproject.toml: the story's change adds test configuration; without it",
     # Found by a hostile test: code run at interpreter start, from the worktree's git-ignored
     # venv (not in the diff) or from a new module on the editable path.
     "venv-pth-py": "the attempt changed the worktree's environment: "
@@ -216,14 +202,77 @@ GAMES = {
     ".venv/lib/python{v}/site-packages/zz-forge.pth",
     "sitecustomize-py": "src/sitecustomize.py: the story's change adds test configuration; "
     "without it the base's tests fail against the change: tests/test_mul.py::test_mul",
+    # After this file's other rows on the bench: pyproject.toml is a setup input, so its
+    # change and its undoing each set the worktree's venv up again.
+    "testpaths-py": "pyproject.toml: the story's change adds test configuration; without it",
 }
 
 
-@pytest.mark.parametrize("behaviour", list(GAMES))
-def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_counts(
-    template: Path, tmp_path: Path, behaviour: str
+#: The tests on `src_bench`, in every module that uses it, on one xdist worker (`--dist
+#: loadgroup`): the bench is then made once in `make test`, not once per worker.
+ON_BENCH = pytest.mark.xdist_group("py-src-bench")
+
+
+@pytest.fixture(scope="session")
+def src_bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
+    """A story of the project with its worktree, environment and baseline made once, where
+    the judge's verdict on each change is taken (tests/support/judge_rows.py): this file's
+    changes, the src-layout rows of the verdict table (tests/e2e/test_held_python.py) and the
+    reporting options' verdicts (tests/verify/test_verify_addopts_cli.py)."""
+    folder = tmp_path_factory.mktemp("bench-src")
+    return Bench(copy_project(template, folder).root, folder / "records", ENV)
+
+
+@ON_BENCH
+def test_1_an_honest_new_conftest_for_new_tests_is_not_taken_for_gaming(src_bench: Bench) -> None:
+    """The base's tests run once more without the new conftest.py (and the new test using its
+    fixture): they pass, and the change passes the judge."""
+    verdict = src_bench.judge(AGENT, "honest-conftest")
+
+    assert verdict.passed, verdict.reason
+    assert verdict.judged["protected_added"] == ["tests/conftest.py"]
+    assert verdict.judged["base_tests_counts"]["passed"] == 2  # test_add and test_mul, alone
+
+
+@ON_BENCH
+def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
+    src_bench: Bench,
 ) -> None:
-    project = Project(template, tmp_path, behaviour)
+    """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
+    the worktree's own venv does not. (Counted and never done end to end:
+    tests/verify/test_verify_addopts_cli.py.)"""
+    verdict = src_bench.judge(AGENT, "break-py")
+
+    assert not verdict.passed
+    assert verdict.counts is not None and verdict.counts.passed == 0, verdict.counts
+    assert verdict.reason == "tests/test_mul.py: ModuleNotFoundError: No module named 'calc.mul'"
+
+
+@ON_BENCH
+@pytest.mark.parametrize("behaviour", list(GAMES))
+def test_3_the_judge_refuses_each_game_of_the_failing_test(
+    src_bench: Bench, behaviour: str
+) -> None:
+    """Each game's change fails the judge, the reason naming what it did; a game in the
+    worktree's environment leaves it made again (the next attempt starts from what setup
+    makes)."""
+    verdict = src_bench.judge(AGENT, behaviour)
+
+    assert not verdict.passed
+    said = GAMES[behaviour].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert said in verdict.reason, verdict.reason
+    assert not list((src_bench.path / ".venv").glob("lib/python*/site-packages/*forge*"))
+
+
+def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_counts(
+    template: Path, tmp_path: Path
+) -> None:
+    """The games' path through the real CLI (a forging plugin dropped into the worktree's
+    git-ignored venv, which no diff shows): both attempts counted, the reviewer never asked,
+    nothing committed, the attempt's files rolled back and the venv made again. (Each game's
+    verdict: `test_3_the_judge_refuses_each_game_of_the_failing_test`; the roll-back of edited
+    and deleted files: tests/git/test_git_workspace.py.)"""
+    project = Project(template, tmp_path, "venv-pth-py")
 
     result = project.run()
 
@@ -235,14 +284,14 @@ def test_3_an_agent_gaming_the_failing_test_never_reaches_done_and_each_attempt_
     recoveries = project.recoveries()
     assert [e.get("recovery_kind") for e in recoveries] == ["implementation_retry"] * 2
     reasons = [str(e.get("reason")) for e in recoveries]
-    said = GAMES[behaviour].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
+    said = GAMES["venv-pth-py"].format(v=f"{sys.version_info[0]}.{sys.version_info[1]}")
     assert all(said in r for r in reasons), reasons
     assert project.calls().count("implement") + project.calls().count("rework") == 2
     assert "review" not in project.calls()  # the reviewer, who approves anything, never asked
     assert project.commits() == 0
     worktree = project.root / str(fm["worktree_path"])
-    assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL  # rolled back
-    assert not (worktree / "conftest.py").exists()
+    assert not (worktree / "src" / "calc" / "mul.py").exists()  # rolled back
+    assert (worktree / "tests" / "test_mul.py").read_text() == TEST_MUL
     assert not list((worktree / ".venv").glob("lib/python*/site-packages/*forge*"))  # made again
 
 
@@ -268,7 +317,7 @@ def test_4_a_refine_answer_without_a_decision_is_counted_never_approved(
 ) -> None:
     """An agent's error text without `DECISION:` is asked again once, then counted as a
     refinement; it never becomes the story, and nothing is implemented."""
-    project = Project(template, tmp_path, "undecided")
+    project = Project(template, tmp_path, "undecided", at_refine=True)
     body = StoryStore(project.root).get(project.sid).body
 
     result = project.run()
@@ -299,7 +348,7 @@ def test_4_a_refine_answer_without_a_decision_is_counted_never_approved(
 def test_5_a_base_that_cannot_be_verified_stops_before_any_agent_call(
     template: Path, tmp_path: Path, change: tuple[str, str], said: str
 ) -> None:
-    project = Project(template, tmp_path, "honest-py")
+    project = Project(template, tmp_path, "honest-py", at_refine=True)
     name, text = change
     if name:  # a committed conftest.py importing a package nobody installed
         (project.root / name).write_text(text)

@@ -1,9 +1,11 @@
 """Issue 33: Python test steps run with safe-path semantics (`PYTHONSAFEPATH=1`) where the
-project allows it, end to end through the real CLI. On the src-layout project a story that
-allows test changes (so the held-files check lets a new top-level `pytest.py` through) is still
-judged by the real pytest: never done. A flat project whose tests import its modules from the
-working folder (`python -m pytest` puts it on `sys.path`) keeps that: an honest agent is done,
-and a shadowing `pytest.py` there is caught by the held-files check."""
+project allows it, end to end through the real CLI. (On the src-layout project a story that
+allows test changes, so the held-files check lets a new top-level `pytest.py` through, is still
+judged by the real pytest: tests/e2e/test_held_python.py,
+`test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner`.) A flat project
+whose tests import its modules from the working folder (`python -m pytest` puts it on
+`sys.path`) keeps that: an honest agent is done, and a shadowing `pytest.py` there is caught by
+the held-files check."""
 
 from __future__ import annotations
 
@@ -12,38 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_honest_verification import template
 from tests.support.git_support import git_env, make_repo
-from tests.support.held_support import HeldStory
-from tests.support.verdicts import PY_FLAT, PY_SRC, Row, ids, rows
-from tests.support.worktree_env_support import copy_project
+from tests.support.held_support import HeldStory, ImplementStory
+from tests.support.verdicts import PY_FLAT, Row, ids, rows
 
-__all__ = ["git_env", "template"]
+__all__ = ["git_env"]
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
-
-
-BLOCKED_ALLOWED = [r for r in rows(PY_SRC, allowed=True) if r.said]
-
-
-@pytest.mark.parametrize("row", BLOCKED_ALLOWED, ids=ids(BLOCKED_ALLOWED))
-def test_a_shadowing_pytest_allowed_by_the_story_still_meets_the_real_runner(
-    template: Path, tmp_path: Path, row: Row
-) -> None:
-    held = HeldStory(
-        copy_project(template, tmp_path).root, tmp_path / "records" / "agent.log", row.behaviour
-    )
-    held.allow_test_changes()
-    result = held.run()
-    assert result.returncode == 5, result.output
-    fm = held.fm()
-    assert fm["status"] == "blocked"
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    reasons = [str(e.get("reason")) for e in held.recoveries()]
-    assert all(row.said in r and "assert 7 == 12" in r for r in reasons), reasons
-    assert "review" not in held.calls() and held.commits() == 0
-    baselines = list((held.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
-    assert len(baselines) == 1 and '"safe_path": true' in baselines[0].read_text()
 
 
 def flat_story(tmp_path: Path, behaviour: str) -> HeldStory:
@@ -63,10 +40,13 @@ def flat_story(tmp_path: Path, behaviour: str) -> HeldStory:
     with open(root / ".gitignore", "a") as handle:
         handle.write("__pycache__/\n")
     repo.commit_all("flat calc, and a failing test for mul written first")
-    held = HeldStory(root, tmp_path / "records" / "agent.log", behaviour)
-    held.config("verify.test", f"{sys.executable} -m pytest -q -p no:cacheprovider")
-    held.config("limits.implementation_retries", "1")
-    return held
+    # The project's config as a user writes it by hand (`ImplementStory` adds the agent's
+    # command and its records folder, then accepts it with one `config --accept`).
+    (root / ".ai-sdlc" / "config.yaml").write_text(
+        f"ai:\n  provider: command\nverify:\n  test: {sys.executable} -m pytest -q -p "
+        "no:cacheprovider\nlimits:\n  implementation_retries: 1\nsandbox:\n  writable: []\n"
+    )
+    return ImplementStory(root, tmp_path / "records" / "agent.log", behaviour)
 
 
 @pytest.mark.parametrize("row", rows(PY_FLAT), ids=ids(rows(PY_FLAT)))

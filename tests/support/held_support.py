@@ -89,3 +89,55 @@ class HeldStory:
         assert fm["status"] == "done", fm
         assert fm.get("total_recovery_attempts", 0) == 0
         assert self.commits() >= 1
+
+
+def configure(root: Path, template: list[str], writable: Path, env: dict[str, str]) -> None:
+    """The project's config edited by hand, as a user would (the agent's command template and
+    one more writable folder), then accepted with one `ai-sdlc config --accept`: one CLI call
+    where `HeldStory` makes three (each a ruamel round-trip of the file, ~0.16 s)."""
+    path = root / ".ai-sdlc" / "config.yaml"
+    text = path.read_text()
+    command = f"  provider: command\n  command:\n    template: {json.dumps(template)}\n"
+    for old, new in (
+        ("  provider: command\n", command),
+        ("  writable: []", f"  writable: {json.dumps([str(writable)])}"),
+    ):
+        assert old in text, f"{old!r} not in {path}"
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    done = run_cli(root, "config", "--accept", env=env)
+    assert done.returncode == 0, done.output
+
+
+class ImplementStory(HeldStory):
+    """A `HeldStory` whose config is written once (`configure`) and whose story starts at its
+    implementation (`start_at_implement`): for end-to-end runs whose promise is the
+    implementation's verdict and its counting."""
+
+    def __init__(
+        self, root: Path, log: Path, behaviour: str, env: dict[str, str] | None = None
+    ) -> None:
+        self.root = root
+        self.log = log
+        self.env = {**ENV, **(env or {})}
+        log.parent.mkdir(parents=True, exist_ok=True)
+        template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}", "{prompt_file}"]
+        configure(root, template, log.parent, self.env)
+        self.sid = StoryStore(root).add("Multiply").id
+        start_at_implement(root, self.sid)
+
+
+def start_at_implement(root: Path, sid: str) -> None:
+    """The story's refine, research and plan marked done in its frontmatter, as a user
+    hand-edits a story whose earlier phases are not in question: its run starts at the
+    implementation (three agent calls fewer)."""
+    story = root / ".ai-sdlc" / "stories" / sid / "story.md"
+    text = story.read_text()
+    for old, new in (
+        ("\nstatus: backlog\n", "\nstatus: ready\n"),
+        ("\nresearch_complete: false\n", "\nresearch_complete: true\n"),
+        ("\nplan_complete: false\n", "\nplan_complete: true\n"),
+    ):
+        assert old in text, text
+        text = text.replace(old, new, 1)
+    story.write_text(text)

@@ -1,8 +1,10 @@
 """The verdict table of docs/verification.md (layout × what the agent does → verdict), produced
-by the end-to-end tests rather than written by hand: each row is one case of
-tests/e2e/test_held_*.py and test_safe_path.py, parametrised from `ROWS`, whose test asserts
-that verdict through the real CLI; `table()` renders them, tests/e2e/test_verdict_table.py
-compares the rendering with the docs, and `make verdict-docs` writes it there."""
+by the tests rather than written by hand: each row is one case of tests/e2e/test_held_*.py and
+test_safe_path.py, parametrised from `ROWS`, whose test asserts that verdict: through the real
+CLI, or (the Python rows beside each layout's end-to-end runs) as the judge's verdict on the
+row's change in a story worktree prepared once (tests/support/judge_rows.py); `table()` renders
+them, tests/e2e/test_verdict_table.py compares the rendering with the docs, and
+`make verdict-docs` writes it there."""
 
 from __future__ import annotations
 
