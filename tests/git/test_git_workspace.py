@@ -242,6 +242,26 @@ def test_failed_attempt_is_saved_as_a_patch_and_rolled_back(repo: Repo, tmp_path
     git(path, "apply", "--check", str(patch_file))
 
 
+def test_a_failed_attempt_that_deleted_a_tracked_test_gets_it_back(repo: Repo) -> None:
+    """The game "delete the failing test": the attempt's deletion is in its patch, and the
+    worktree has the test again, as committed, for the next attempt and the judge."""
+    test = repo.root / "tests" / "test_mul.py"
+    test.parent.mkdir()
+    test.write_text("def test_mul():\n    assert 2 * 3 == 6\n")
+    repo.commit_all("a failing test first")
+    sid = repo.story()
+    ws = GitWorkspace(repo.root)
+    story, path = prepared(repo, ws, sid)
+    (path / "tests" / "test_mul.py").unlink()
+
+    rec = ws.attempt_failed(story, path, attempt=1)
+
+    assert rec.patch is not None and "deleted file mode" in rec.patch
+    assert "tests/test_mul.py" in rec.summary
+    assert (path / "tests" / "test_mul.py").read_text() == test.read_text()
+    assert git(path, "status", "--porcelain", "--untracked-files=all") == ""
+
+
 def test_failed_attempts_then_a_pass_commit_only_the_passing_changes(repo: Repo) -> None:
     sid = repo.story()
     ws = GitWorkspace(repo.root)
