@@ -63,7 +63,9 @@ class Project:
             "FAKE_GH_LOG": str(self.gh_log),
         }
 
-    def configure(self, mode: str, *, test: str = PYTEST, build: str | None = None) -> None:
+    def configure(
+        self, mode: str, *, test: str = PYTEST, build: str | None = None, retries: int = 1
+    ) -> None:
         template = [sys.executable, str(AGENT), "{phase}", mode, str(self.log)]
         template += ["--prompt-file", "{prompt_file}"]
         verify = f"  test: {json.dumps(test)}\n"
@@ -73,7 +75,7 @@ class Project:
             "ai:\n  provider: command\n  command:\n"
             f"    template: {json.dumps(template)}\n"
             f"verify:\n{verify}"
-            "limits:\n  implementation_retries: 1\n"
+            f"limits:\n  implementation_retries: {retries}\n"
             f"sandbox:\n  writable: [{json.dumps(str(self.log.parent))}]\n"
         )
         # a person editing the guardrails by hand confirms them (`configguard`)
@@ -111,24 +113,31 @@ GAMES = {
 }
 
 
+#: The game whose story gets a retry, so the rework is judged too; the others are judged on
+#: their one attempt (`implementation_retries: 0`, as a user may set it): the same path.
+REWORKED = "delete"
+
+
 @pytest.mark.parametrize("mode", list(GAMES))
 def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project, mode: str) -> None:
-    project.configure(mode)
+    tries = 2 if mode == REWORKED else 1
+    project.configure(mode, retries=tries - 1)
 
     result = project.run(project.sid)
 
     assert result.returncode == 5, result.output  # blocked at the implementation retry limit
     fm = project.frontmatter()
     assert fm["status"] == "blocked"
-    # both attempts (limit 1 retry) were counted as implementation retries, nothing else
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert fm["total_recovery_attempts"] == 2
+    # every attempt (the first and any retry) was counted as an implementation retry, only
+    assert fm["recovery_breakdown"] == {"implementation_retry": tries}
+    assert fm["total_recovery_attempts"] == tries
+    assert project.agent_calls().count("implement") == tries
     reasons = [
         str(e["reason"])
         for e in project.events()
         if e.get("action") == "recovery" and e.get("recovery_kind") == "implementation_retry"
     ]
-    assert len(reasons) == 2
+    assert len(reasons) == tries
     assert all(r.startswith(GAMES[mode]) for r in reasons), reasons
     assert GAMES[mode] in str(fm["blocked_reason"])
     # the reviewer (who approves anything) was never asked; nothing was committed
@@ -192,8 +201,11 @@ def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(
     fm = project.frontmatter()
     assert int(fm.get("total_recovery_attempts") or 0) == 0
     assert fm["status"] != "blocked"
-    # no failing baseline is cached: once the project is fixed, the story runs
+    # no failing baseline is cached: once the project is fixed, the story runs (run to the
+    # end for one row: the fixed project's path is the same for both)
     assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
+    if "build" not in settings:
+        return
     project.configure("honest")
     assert project.run(project.sid).returncode == 0
     assert project.frontmatter()["status"] == "done"
@@ -332,7 +344,7 @@ def test_a_node_project_judged_by_node_test(tmp_path: Path, mode: str) -> None:
         (project.root / name).parent.mkdir(parents=True, exist_ok=True)
         (project.root / name).write_text(text)
     project.repo.commit_all("calc.js with a failing test for mul")
-    project.configure(mode, test="node --test")
+    project.configure(mode, test="node --test", retries=0)  # one attempt judged is the point
 
     result = project.run(project.sid)
 
@@ -344,7 +356,7 @@ def test_a_node_project_judged_by_node_test(tmp_path: Path, mode: str) -> None:
         assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
         return
     assert result.returncode == 5, result.output
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
     assert str(fm["blocked_reason"]).endswith(
         "test/mul.test.js: the story's change removes or weakens these tests; their base "
         "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
