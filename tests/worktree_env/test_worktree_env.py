@@ -31,12 +31,14 @@ AGENT = FAKES / "project_agent.py"
 ENV = {"AI_SDLC_PROVIDER": "command"}
 
 
-def configure(root: Path, log: Path, behaviour: str, *, setup: str | None = RECIPE) -> None:
+def configure(
+    root: Path, log: Path, behaviour: str, *, setup: str | None = RECIPE, retries: int = 1
+) -> None:
     template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}"]
     text = (
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
         f"verify:\n  test: {VERIFY}\n"
-        "limits:\n  implementation_retries: 1\n"
+        f"limits:\n  implementation_retries: {retries}\n"
     )
     if setup is not None:
         text += f"worktree:\n  setup: {setup}\n"
@@ -123,7 +125,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
 ) -> None:
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
-    configure(root, log, "break-py", setup=None)
+    configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
     sid = repo.story("Refactor add")
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
@@ -143,6 +145,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     again = run_cli(root, "run", sid, env=ENV)
     assert again.returncode == 5, again.output
     assert frontmatter(root, sid)["status"] == "blocked"
+    assert calls(log).count("implement") == 1
 
 
 def test_4_doctor_names_the_problem_and_the_fix_then_says_ok(tmp_path: Path) -> None:
@@ -354,7 +357,11 @@ def npm_lock(tmp_path_factory: pytest.TempPathFactory) -> str:
     return (folder / "package-lock.json").read_text()
 
 
-def node_project(tmp_path: Path, lock: str, log: Path, behaviour: str, setup: str) -> Repo:
+def node_project(
+    tmp_path: Path, lock: str, log: Path, behaviour: str, setup: str, *, retries: int = 0
+) -> Repo:
+    """The Node project; `retries` implementation retries (none by default: one judged
+    attempt is what these tests are about, the retry path is the Python tests')."""
     repo = make_repo(tmp_path, remote=False)
     root = repo.root
     (root / "package.json").write_text(json.dumps(PACKAGE_JSON))
@@ -369,7 +376,7 @@ def node_project(tmp_path: Path, lock: str, log: Path, behaviour: str, setup: st
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
         "verify:\n  test: npm test\n"
-        "limits:\n  implementation_retries: 1\n"
+        f"limits:\n  implementation_retries: {retries}\n"
         f"git:\n  worktrees_dir: {tmp_path / 'worktrees'}\n"
         f"worktree:\n  setup: {setup}\n"
         f"sandbox:\n  writable: [{json.dumps(str(log.parent))}]\n"  # the agent's call log
@@ -405,7 +412,7 @@ def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "blocked"
-    assert fm["total_recovery_attempts"] == 2  # both attempts failed `npm test`, counted
+    assert fm["total_recovery_attempts"] == 1  # the attempt failed `npm test`, counted
     assert "review" not in calls(log)
     # The same project without the setup: outside the project, `is-number` is found nowhere.
     other = tmp_path / "second"
@@ -424,7 +431,7 @@ def test_node_an_agent_weakening_or_deleting_the_failing_test_is_never_done(
 ) -> None:
     """test/mul.test.js written first (failing: no mul.js at the base); a wrong mul.js with the
     test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still refused:
-    the base's version of the test fails against it. Both attempts are counted."""
+    the base's version of the test fails against it. The attempt is counted."""
     log = tmp_path / "records" / "agent.log"
     repo = node_project(tmp_path, npm_lock, log, behaviour, '["npm ci --no-audit --no-fund"]')
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
@@ -434,9 +441,9 @@ def test_node_an_agent_weakening_or_deleting_the_failing_test_is_never_done(
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "blocked"
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
     reasons = [str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"]
-    assert len(reasons) == 2
+    assert len(reasons) == 1
     assert all(
         r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
     ), reasons
