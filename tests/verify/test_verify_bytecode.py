@@ -20,7 +20,7 @@ import pytest
 from ai_sdlc.sandbox import landlock
 from ai_sdlc.sandbox.backend import LandlockBackend
 from ai_sdlc.sandbox.policy import SandboxPolicy
-from ai_sdlc.verify import run_commands
+from ai_sdlc.verify import bytecode, run_commands
 from ai_sdlc.verify.commands import default_environment
 
 pytestmark = pytest.mark.e2e
@@ -135,3 +135,159 @@ def test_a_child_cannot_write_through_the_seed_into_the_protected_bytecode(
     assert result.passed, result.failure_output
     assert "REFUSED" in result.steps[0].output
     assert original.read_bytes() == before
+
+
+@pytest.fixture
+def leaf(tmp_path: Path) -> Iterator[Path]:
+    """A protected folder with no package below it, whose `__pycache__` holds two plain
+    bytecode files, both modules imported by this process."""
+    folder = tmp_path / "leaf"
+    folder.mkdir()
+    names = ("seedf_one", "seedf_two")
+    for name in names:
+        source = folder / f"{name}.py"
+        source.write_text("VALUE = 2\n")
+        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
+    sys.path.insert(0, str(folder))
+    try:
+        for name in names:
+            importlib.import_module(name)
+        yield folder
+    finally:
+        sys.path.remove(str(folder))
+        for name in names:
+            sys.modules.pop(name, None)
+
+
+def test_a_folder_without_packages_below_is_one_link_to_its_bytecode_folder(
+    tmp_path: Path, leaf: Path
+) -> None:
+    """Each link is an inode made and removed per verification: a leaf folder of plain bytecode
+    is one link to its `__pycache__`, not one per module (the standard library's top folder,
+    which has packages below it, keeps a link per file)."""
+    prefix = tmp_path / "prefix"
+    made = bytecode.seed(prefix, [str(tmp_path / "work")])
+    seeded = prefix / str(leaf).lstrip(os.sep)
+    assert seeded.is_symlink() and os.readlink(seeded) == str(leaf / "__pycache__")
+    stdlib = prefix / os.path.dirname(difflib.__file__).lstrip(os.sep)
+    assert not stdlib.is_symlink() and (stdlib / Path(difflib.__cached__).name).is_symlink()
+    assert made < sum(1 for _ in bytecode._imported())
+
+
+def test_a_bytecode_folder_holding_a_link_or_a_folder_gets_links_per_file(
+    tmp_path: Path, leaf: Path
+) -> None:
+    """A symbolic link (it may lead into a writable root) or a folder in the `__pycache__`: no
+    link to the whole folder, so nothing but the checked files is reachable."""
+    for odd in ("link", "folder"):
+        prefix = tmp_path / f"prefix-{odd}"
+        extra = leaf / "__pycache__" / f"odd.{odd}"
+        if odd == "link":
+            extra.symlink_to(tmp_path / "work")
+        else:
+            extra.mkdir()
+        bytecode.seed(prefix, [str(tmp_path / "work")])
+        seeded = prefix / str(leaf).lstrip(os.sep)
+        assert not seeded.is_symlink(), odd
+        assert sorted(p.name for p in seeded.iterdir()) == [
+            Path(importlib.util.cache_from_source(str(leaf / f"{n}.py"))).name
+            for n in ("seedf_one", "seedf_two")
+        ]
+        extra.unlink() if odd == "link" else extra.rmdir()
+
+
+#: Tries to write a new bytecode file next to the module's, through the prefix.
+PLANT = (
+    "import importlib.util, os, sys\n"
+    "cached = importlib.util.cache_from_source(importlib.util.find_spec(sys.argv[1]).origin)\n"
+    "try:\n"
+    "    with open(os.path.join(os.path.dirname(cached), 'planted.pyc'), 'wb') as handle:\n"
+    "        handle.write(b'forged')\n"
+    "    print('WROTE')\n"
+    "except PermissionError:\n"
+    "    print('REFUSED')\n"
+)
+
+
+@needs_landlock
+def test_through_a_folder_link_a_child_finds_the_bytecode_and_can_write_nothing(
+    tmp_path: Path, leaf: Path
+) -> None:
+    """The child finds both modules' bytecode before importing them; writing over one, or a new
+    file beside them, through the link is refused and the protected folder is unchanged."""
+    pycache = leaf / "__pycache__"
+    before = {p.name: p.read_bytes() for p in pycache.iterdir()}
+    writable = tmp_path / "writable"
+    writable.mkdir()
+    found = _probe(tmp_path, writable, "seedf_one", "seedf_two")
+    assert found == {"seedf_one": True, "seedf_two": True}
+    work = tmp_path / "work"
+    policy = SandboxPolicy(LandlockBackend(), (str(work), str(writable)))
+    env = {**default_environment(), "PYTHONPATH": str(leaf)}
+    for script in (OVERWRITE, PLANT):
+        command = shlex.join([sys.executable, "-c", script, "seedf_one"])
+        result = run_commands([("test", command)], cwd=work, timeout=60, env=env, sandbox=policy)
+        assert result.passed, result.failure_output
+        assert "REFUSED" in result.steps[0].output
+    assert {p.name: p.read_bytes() for p in pycache.iterdir()} == before
+
+
+#: Compiles a module of the work folder, then tries to leave a file in the bytecode folder.
+LEAVE = (
+    "import os, sys\n"
+    "sys.path.insert(0, '.')\n"
+    "import fresh_mod\n"
+    "prefix = os.environ['PYTHONPYCACHEPREFIX']\n"
+    "print('PREFIX', prefix)\n"
+    "try:\n"
+    "    open(os.path.join(prefix, 'left.pyc'), 'wb').close()\n"
+    "    print('WROTE')\n"
+    "except PermissionError:\n"
+    "    print('REFUSED')\n"
+)
+
+
+@needs_landlock
+def test_the_verifications_of_a_session_share_one_folder_no_child_can_write(
+    tmp_path: Path,
+) -> None:
+    """Two verifications with the same `Seeds`: the same folder, built once; neither child can
+    leave anything in it, not even the bytecode of the module it compiled, so nothing one
+    verification leaves stands for a source in the next."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "fresh_mod.py").write_text("VALUE = 3\n")
+    policy = SandboxPolicy(LandlockBackend(), (str(work),))
+    seeds = bytecode.Seeds()
+    seen = []
+    for _ in range(2):
+        command = shlex.join([sys.executable, "-c", LEAVE])
+        env = default_environment()
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        result = run_commands(
+            [("test", command)], cwd=work, timeout=60, env=env, sandbox=policy, seeds=seeds
+        )
+        assert result.passed, result.failure_output
+        assert "REFUSED" in result.steps[0].output
+        seen += [
+            x.split()[1] for x in result.steps[0].output.splitlines() if x.startswith("PREFIX")
+        ]
+    assert len(seen) == 2 and seen[0] == seen[1]
+    prefix = Path(seen[0])
+    assert not (prefix / "left.pyc").exists()
+    assert not list(prefix.rglob("fresh_mod*"))
+    assert not (work / "__pycache__").exists()
+
+
+def test_a_session_folder_is_built_again_when_a_link_would_lead_into_a_writable_root(
+    tmp_path: Path, leaf: Path
+) -> None:
+    """A later verification whose children may write the folder a link leads to gets a folder
+    of its own, without that link."""
+    seeds = bytecode.Seeds()
+    first = seeds.prefix([str(tmp_path / "work")])
+    assert (Path(first) / str(leaf).lstrip(os.sep)).is_symlink()
+    assert seeds.prefix([str(tmp_path / "work")]) == first
+    second = seeds.prefix([str(tmp_path / "work"), str(leaf)])
+    assert second != first
+    assert not (Path(second) / str(leaf).lstrip(os.sep)).exists()

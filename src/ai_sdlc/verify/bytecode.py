@@ -6,11 +6,12 @@ not run. Empty, that folder made every run compile pytest and the standard libra
 (0.7 s of CPU of a 0.9 s run). `seed` links into it the bytecode of the modules this process
 has imported from folders no sandboxed child may write: a file there is as protected as its
 source, and Python would read it anyway without the prefix. Python still checks each file
-against its source (mtime and size) before using it. The links are symbolic: a child writing
-through one is refused (the sandbox judges the file it leads to), and Python replaces a stale
-one with a new file of the child's own. Nothing from a writable root, nothing reached through a
-symbolic or hard link that could lead into one, and nothing when there is no sandbox (then no
-folder is protected from the child).
+against its source (mtime and size) before using it. The links are symbolic, to a file or to a
+whole `__pycache__` folder: a child writing through one is refused (the sandbox judges the file
+it leads to); Python replaces a stale file link with a new file of the child's own, and
+compiles in memory what it cannot write through a folder link. Nothing from a writable root,
+nothing reached through a symbolic or hard link that could lead into one, and nothing when there
+is no sandbox (then no folder is protected from the child).
 """
 
 from __future__ import annotations
@@ -18,41 +19,118 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-#: Modules whose bytecode a verification gets, at most (the standard library and a test
-#: runner's are a few hundred).
-MAX_FILES = 4000
+#: Links a verification's folder gets, at most (a folder holds one link for a whole
+#: `__pycache__`; a folder with a package below it one link per file).
+MAX_LINKS = 4000
+
+
+class Seeds:
+    """The folder of seeded bytecode every verification of one session shares.
+
+    Built once, at the first verification, and read-only to every child: the children's
+    bytecode goes nowhere (Python compiles in memory what it cannot write), so nothing a
+    verification leaves there can stand for another's source. A folder built per
+    verification cost its links and their removal each time (0.5–1 s of system time per
+    verification on a busy ext4 disk). Reused only while none of its links leads into the
+    writable roots of the verification at hand; else a new one is built. Each folder is
+    removed when the session's object goes, or at exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: list[tempfile.TemporaryDirectory[str]] = []
+        self._targets: tuple[str, ...] = ()
+
+    def prefix(self, writable: Iterable[str]) -> str:
+        """The folder to name in `PYTHONPYCACHEPREFIX` for children that may write `writable`."""
+        roots = tuple(_real(root) for root in writable if root)
+        with self._lock:
+            if not self._folders or not all(_protected(t, roots) for t in self._targets):
+                folder = tempfile.TemporaryDirectory(prefix="ai-sdlc-bytecode-")
+                self._targets = tuple(_seed(Path(folder.name), roots))
+                self._folders.append(folder)
+            return self._folders[-1].name
 
 
 def seed(prefix: Path, writable: Iterable[str]) -> int:
     """Link the protected bytecode of this process's imported modules into `prefix`, laid out
-    as Python looks for it there; return how many files were linked."""
-    roots = tuple(_real(root) for root in writable if root)
-    made: set[Path] = set()
-    linked = 0
+    as Python looks for it there; return how many links were made."""
+    return len(_seed(prefix, tuple(_real(root) for root in writable if root)))
+
+
+def _seed(prefix: Path, roots: tuple[str, ...]) -> list[str]:
+    """Seed `prefix`; return what its links lead to.
+
+    A folder no other seeded folder lies below gets one link to its whole `__pycache__` when
+    every entry there is a plain file with no other name: each link is a new inode, and
+    thousands of them cost more than the compiling they save. Any other folder gets a folder of
+    its own in `prefix` with one link per file."""
+    wanted: dict[str, list[str]] = {}
     for source, cached in _imported():
-        if linked >= MAX_FILES:
+        if _protected(source, roots) and _protected(cached, roots) and not os.path.islink(source):
+            wanted.setdefault(os.path.dirname(source), []).append(cached)
+    holding = {os.path.dirname(folder) for folder in wanted}  # a seeded folder lies below
+    holding |= {up for folder in holding for up in _ancestors(folder)}
+    targets: list[str] = []
+    for folder, files in sorted(wanted.items()):
+        if len(targets) >= MAX_LINKS:
             break
-        if not _protected(source, roots) or not _protected(cached, roots):
+        target = prefix / folder.lstrip(os.sep)
+        pycache = os.path.join(folder, "__pycache__")
+        if folder not in holding and _plain_files_only(pycache):
+            if _link(pycache, target):
+                targets.append(pycache)
             continue
-        try:
-            found = os.lstat(cached)
-            if stat.S_ISLNK(found.st_mode) or found.st_nlink != 1 or os.path.islink(source):
-                continue  # a link: another name of this file may lie in a writable root
-        except OSError:
-            continue
-        target = prefix / os.path.dirname(source).lstrip(os.sep)
-        try:
-            if target not in made:
-                target.mkdir(parents=True, exist_ok=True)
-                made.add(target)
-            os.symlink(cached, target / os.path.basename(cached))
-        except OSError:
-            continue
-        linked += 1
-    return linked
+        for cached in files:
+            name = target / os.path.basename(cached)
+            if len(targets) < MAX_LINKS and _single_name(cached) and _link(cached, name):
+                targets.append(cached)
+    return targets
+
+
+def _link(real: str, name: Path) -> bool:
+    try:
+        name.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(real, name)
+    except OSError:
+        return False
+    return True
+
+
+def _ancestors(folder: str) -> Iterable[str]:
+    while True:
+        up = os.path.dirname(folder)
+        if up == folder:
+            return
+        yield up
+        folder = up
+
+
+def _single_name(path: str) -> bool:
+    """A plain file no symbolic link leads to or from and with no second name: a hard link's
+    other name may lie in a writable root, and a write through it would change this file."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_nlink == 1
+
+
+def _plain_files_only(pycache: str) -> bool:
+    """Every entry of `pycache` is a plain file with a single name (no link, no folder below)."""
+    try:
+        with os.scandir(pycache) as entries:
+            for entry in entries:
+                found = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def _imported() -> Iterable[tuple[str, str]]:

@@ -162,6 +162,7 @@ def run_commands(
     sandbox: SandboxPolicy | None = None,
     fallback: Path | None = None,
     section: str = "verify",
+    seeds: bytecode.Seeds | None = None,
 ) -> VerificationResult:
     """Run `(name, command line)` steps in `cwd` until one fails; `timeout` is per step.
 
@@ -172,6 +173,7 @@ def run_commands(
     else from `fallback` (the main checkout's project folder, for a story worktree without
     an environment of its own: the wrong-tree guard judges whether that is safe).
     `section`: the config section of the commands, named when one cannot start.
+    `seeds`: the session's folder of protected bytecode (None: one for this call alone).
     """
     parsed = [
         (name, resolve_program(argv, cwd, fallback))
@@ -182,22 +184,29 @@ def run_commands(
     environment = dict(env) if env is not None else verify_environment()
     if section != "verify":
         return _run_steps(parsed, cwd, timeout, environment, clock, max_output, sandbox, section)
-    # Python reads and writes bytecode only in a folder of this verification's own, never the
-    # work tree's git-ignored `__pycache__`: a `.pyc` forged there (with the mtime and size of
-    # the source it stands for) would run instead of the code the diff shows.
-    pycache = tempfile.mkdtemp(prefix="ai-sdlc-pycache-")
+    # Python reads bytecode only from a folder ai-sdlc made, never the work tree's git-ignored
+    # `__pycache__`: a `.pyc` forged there (with the mtime and size of the source it stands
+    # for) would run instead of the code the diff shows. Sandboxed, that folder is the
+    # session's seeded one (`seeds`, read-only to the children: see verify/bytecode.py);
+    # unconfined, an empty folder of this verification's own.
+    pycache = None if sandbox is not None else tempfile.mkdtemp(prefix="ai-sdlc-pycache-")
     reports = Path(tempfile.mkdtemp(prefix="ai-sdlc-reports-"))  # pytest's, see pytest_run
     try:
-        environment[PYCACHE_VAR] = pycache
         if sandbox is not None:
-            writable = (*sandbox.writable, pycache, str(reports))
-            bytecode.seed(Path(pycache), (*writable, sandbox.runs, *SYSTEM_WRITABLE, str(cwd)))
+            writable = (*sandbox.writable, str(reports))
+            seeded = seeds if seeds is not None else bytecode.Seeds()
+            environment[PYCACHE_VAR] = seeded.prefix(
+                (*writable, sandbox.runs, *SYSTEM_WRITABLE, str(cwd))
+            )
             sandbox = msgspec.structs.replace(sandbox, writable=writable)
+        elif pycache is not None:
+            environment[PYCACHE_VAR] = pycache
         return _run_steps(
             parsed, cwd, timeout, environment, clock, max_output, sandbox, section, reports
         )
     finally:
-        shutil.rmtree(pycache, ignore_errors=True)
+        if pycache is not None:
+            shutil.rmtree(pycache, ignore_errors=True)
         shutil.rmtree(reports, ignore_errors=True)
 
 

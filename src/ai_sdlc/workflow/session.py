@@ -19,6 +19,7 @@ from ai_sdlc.providers.base import Phase, Provider
 from ai_sdlc.sandbox.policy import Sandbox, SandboxPolicy
 from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult, run_commands, verify_environment
+from ai_sdlc.verify.bytecode import Seeds
 from ai_sdlc.verify.judge import (
     SAFE_PATH_VAR,
     Judge,
@@ -155,6 +156,8 @@ class Session(msgspec.Struct):
             else None
         )
 
+        seeds = Seeds()  # the protected bytecode every verification of this session starts with
+
         def verifier(workspace: Path) -> VerificationResult:
             relay.check_config()
             env = verify_environment(typed.verify.env, typed.sandbox.pass_env)
@@ -178,6 +181,7 @@ class Session(msgspec.Struct):
                         env=environ,
                         sandbox=policy,
                         fallback=store.root,
+                        seeds=seeds,
                     )
                 )
 
