@@ -394,23 +394,6 @@ def node_project(
     return repo
 
 
-def test_node_an_honest_story_outside_the_project_reaches_done(
-    tmp_path: Path, npm_lock: str
-) -> None:
-    log = tmp_path / "records" / "agent.log"
-    repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
-    sid = repo.story("Add mul")
-    result = run_cli(repo.root, "run", sid, env=ENV)
-    assert result.returncode == 0, result.output
-    fm = frontmatter(repo.root, sid)
-    assert fm["status"] == "done"
-    assert fm.get("total_recovery_attempts", 0) == 0
-    assert str(fm["worktree_path"]).startswith(str(tmp_path / "worktrees"))
-    assert "a * b" in git(repo.root, "show", f"{fm['branch']}:mul.js")
-    assert not (repo.root / "node_modules").exists()  # installed in the worktree only
-    assert not Path(str(fm["worktree_path"])).exists()  # done: removed with node_modules
-
-
 def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
     tmp_path: Path, npm_lock: str
 ) -> None:
@@ -434,30 +417,56 @@ def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
     assert failures and all("Cannot find module 'is-number'" in f for f in failures)
 
 
-@pytest.mark.parametrize("behaviour", ["weaken-js", "delete-js"])
-def test_node_an_agent_weakening_or_deleting_the_failing_test_is_never_done(
-    tmp_path: Path, npm_lock: str, behaviour: str
+def use_agent(root: Path, log: Path, behaviour: str) -> None:
+    """The project's `command` agent switched to `behaviour`, logging to `log` (in the same
+    records folder): `ai.command` is no guardrail, a hand edit needs no confirming."""
+    config = root / ".ai-sdlc" / "config.yaml"
+    old = next(ln for ln in config.read_text().splitlines() if ln.startswith("    template: "))
+    template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}"]
+    config.write_text(config.read_text().replace(old, f"    template: {json.dumps(template)}"))
+
+
+def test_node_stories_outside_the_project_honest_done_gaming_never(
+    tmp_path: Path, npm_lock: str
 ) -> None:
-    """test/mul.test.js written first (failing: no mul.js at the base); a wrong mul.js with the
-    test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still refused:
-    the base's version of the test fails against it. The attempt is counted."""
-    log = tmp_path / "records" / "agent.log"
-    repo = node_project(tmp_path, npm_lock, log, behaviour, '["npm ci --no-audit --no-fund"]')
+    """One Node project, `test/mul.test.js` written first (failing: no mul.js at the base),
+    worktrees outside the project, `npm ci` per worktree; three stories on the same base (its
+    baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
+    mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
+    refused: the base's version of the test fails against it; the attempt is counted."""
+    log = tmp_path / "records" / "honest.log"
+    repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
     result = run_cli(repo.root, "run", sid, env=ENV)
-    assert result.returncode == 5, result.output
+    assert result.returncode == 0, result.output
     fm = frontmatter(repo.root, sid)
-    assert fm["status"] == "blocked"
-    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
-    reasons = [str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"]
-    assert len(reasons) == 1
-    assert all(
-        r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
-    ), reasons
-    assert "review" not in calls(log)
-    assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
+    assert fm["status"] == "done"
+    assert fm.get("total_recovery_attempts", 0) == 0
+    assert str(fm["worktree_path"]).startswith(str(tmp_path / "worktrees"))
+    assert "a * b" in git(repo.root, "show", f"{fm['branch']}:mul.js")
+    assert not (repo.root / "node_modules").exists()  # installed in the worktree only
+    assert not Path(str(fm["worktree_path"])).exists()  # done: removed with node_modules
+
+    for behaviour in ("weaken-js", "delete-js"):
+        log = tmp_path / "records" / f"{behaviour}.log"
+        use_agent(repo.root, log, behaviour)
+        sid = repo.story(f"Add mul ({behaviour})")
+        result = run_cli(repo.root, "run", sid, env=ENV)
+        assert result.returncode == 5, (behaviour, result.output)
+        fm = frontmatter(repo.root, sid)
+        assert fm["status"] == "blocked"
+        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+        reasons = [
+            str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"
+        ]
+        assert len(reasons) == 1
+        assert all(
+            r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
+        ), reasons
+        assert "review" not in calls(log) and "implement" in calls(log)
+        assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
 
 
 # --- setup failures: before any attempt, or caused by one -------------------------------------
