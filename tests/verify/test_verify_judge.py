@@ -118,34 +118,38 @@ GAMES = {
 REWORKED = "delete"
 
 
-@pytest.mark.parametrize("mode", list(GAMES))
-def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project, mode: str) -> None:
-    tries = 2 if mode == REWORKED else 1
-    project.configure(mode, retries=tries - 1)
+def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project) -> None:
+    """Each game is a story of its own on the same base (whose baseline is taken once), with
+    its own agent call log."""
+    for mode in GAMES:
+        project.log = project.log.parent / f"{mode}.log"
+        project.sid = project.repo.story(f"{TITLE} ({mode})")
+        tries = 2 if mode == REWORKED else 1
+        project.configure(mode, retries=tries - 1)
 
-    result = project.run(project.sid)
+        result = project.run(project.sid)
 
-    assert result.returncode == 5, result.output  # blocked at the implementation retry limit
-    fm = project.frontmatter()
-    assert fm["status"] == "blocked"
-    # every attempt (the first and any retry) was counted as an implementation retry, only
-    assert fm["recovery_breakdown"] == {"implementation_retry": tries}
-    assert fm["total_recovery_attempts"] == tries
-    assert project.agent_calls().count("implement") == tries
-    reasons = [
-        str(e["reason"])
-        for e in project.events()
-        if e.get("action") == "recovery" and e.get("recovery_kind") == "implementation_retry"
-    ]
-    assert len(reasons) == tries
-    assert all(r.startswith(GAMES[mode]) for r in reasons), reasons
-    assert GAMES[mode] in str(fm["blocked_reason"])
-    # the reviewer (who approves anything) was never asked; nothing was committed
-    assert "review" not in project.agent_calls()
-    assert git(project.root, "rev-list", "--count", f"main..{project.branch()}").strip() == "0"
-    worktree = project.root / str(fm["worktree_path"])
-    assert (worktree / "tests" / "test_mul.py").read_text() == FILES["tests/test_mul.py"]
-    assert not (worktree / "conftest.py").exists()
+        assert result.returncode == 5, (mode, result.output)  # blocked at the retry limit
+        fm = project.frontmatter()
+        assert fm["status"] == "blocked"
+        # every attempt (the first and any retry) was counted as an implementation retry, only
+        assert fm["recovery_breakdown"] == {"implementation_retry": tries}
+        assert fm["total_recovery_attempts"] == tries
+        assert project.agent_calls().count("implement") == tries
+        reasons = [
+            str(e["reason"])
+            for e in project.events()
+            if e.get("action") == "recovery" and e.get("recovery_kind") == "implementation_retry"
+        ]
+        assert len(reasons) == tries
+        assert all(r.startswith(GAMES[mode]) for r in reasons), (mode, reasons)
+        assert GAMES[mode] in str(fm["blocked_reason"])
+        # the reviewer (who approves anything) was never asked; nothing was committed
+        assert "review" not in project.agent_calls()
+        assert git(project.root, "rev-list", "--count", f"main..{project.branch()}").strip() == "0"
+        worktree = project.root / str(fm["worktree_path"])
+        assert (worktree / "tests" / "test_mul.py").read_text() == FILES["tests/test_mul.py"]
+        assert not (worktree / "conftest.py").exists()
 
 
 def test_an_honest_agent_reaches_done_and_the_review_sees_the_counts(project: Project) -> None:
