@@ -339,32 +339,35 @@ NODE_FILES = {
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-@pytest.mark.parametrize("mode", ["node-honest", "node-weaken"])
-def test_a_node_project_judged_by_node_test(tmp_path: Path, mode: str) -> None:
+def test_a_node_project_judged_by_node_test(tmp_path: Path) -> None:
     """The same judge on a Node project whose tests run with node's own runner (`node --test`,
-    no registry needed): the honest change is done, the weakened test is not."""
+    no registry needed): the weakened test is not done, the honest change is (two stories on
+    one base, each with its own call log)."""
     project = Project(tmp_path)
     for name, text in NODE_FILES.items():
         (project.root / name).parent.mkdir(parents=True, exist_ok=True)
         (project.root / name).write_text(text)
     project.repo.commit_all("calc.js with a failing test for mul")
-    project.configure(mode, test="node --test", retries=0)  # one attempt judged is the point
+    for mode in ("node-weaken", "node-honest"):
+        project.log = project.log.parent / f"{mode}.log"
+        project.sid = project.repo.story(f"{TITLE} ({mode})")
+        project.configure(mode, test="node --test", retries=0)  # one attempt judged: the point
 
-    result = project.run(project.sid)
+        result = project.run(project.sid)
 
-    fm = project.frontmatter()
-    if mode == "node-honest":
-        assert result.returncode == 0, result.output
-        assert fm["status"] == "done"
-        review = Path(str(project.log) + ".review").read_text()
-        assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
-        return
-    assert result.returncode == 5, result.output
-    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
-    assert str(fm["blocked_reason"]).endswith(
-        "test/mul.test.js: the story's change removes or weakens these tests; their base "
-        "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
-    ), fm["blocked_reason"]
+        fm = project.frontmatter()
+        if mode == "node-honest":
+            assert result.returncode == 0, result.output
+            assert fm["status"] == "done"
+            review = Path(str(project.log) + ".review").read_text()
+            assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
+            continue
+        assert result.returncode == 5, result.output
+        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+        assert str(fm["blocked_reason"]).endswith(
+            "test/mul.test.js: the story's change removes or weakens these tests; their base "
+            "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
+        ), fm["blocked_reason"]
 
 
 def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(
