@@ -394,22 +394,12 @@ def node_project(
     return repo
 
 
-def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
+def test_node_without_a_setup_nothing_resolves_outside_the_project(
     tmp_path: Path, npm_lock: str
 ) -> None:
-    log = tmp_path / "records" / "agent.log"
-    repo = node_project(tmp_path, npm_lock, log, "break-js", '["npm ci --no-audit --no-fund"]')
-    sid = repo.story("Refactor add")
-    result = run_cli(repo.root, "run", sid, env=ENV)
-    assert result.returncode == 5, result.output
-    fm = frontmatter(repo.root, sid)
-    assert fm["status"] == "blocked"
-    assert fm["total_recovery_attempts"] == 1  # the attempt failed `npm test`, counted
-    assert "review" not in calls(log)
-    # The same project without the setup: outside the project, `is-number` is found nowhere.
-    other = tmp_path / "second"
-    other.mkdir()
-    bare = node_project(other, npm_lock, other / "records" / "agent.log", "honest-js", "[]")
+    """The Node project without the setup: outside the project, `is-number` is found nowhere.
+    (With it, a broken story is never done: `test_node_stories_outside_the_project_...`.)"""
+    bare = node_project(tmp_path, npm_lock, tmp_path / "records" / "agent.log", "honest-js", "[]")
     sid = bare.story("Add mul")
     result = run_cli(bare.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
@@ -433,7 +423,8 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     worktrees outside the project, `npm ci` per worktree; three stories on the same base (its
     baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
     mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
-    refused: the base's version of the test fails against it; the attempt is counted."""
+    refused: the base's version of the test fails against it; the attempt is counted. One that
+    breaks add.js fails `npm test`: never done either, the attempt counted."""
     log = tmp_path / "records" / "honest.log"
     repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
@@ -467,6 +458,16 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
         ), reasons
         assert "review" not in calls(log) and "implement" in calls(log)
         assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
+
+    log = tmp_path / "records" / "break-js.log"
+    use_agent(repo.root, log, "break-js")
+    sid = repo.story("Refactor add")
+    result = run_cli(repo.root, "run", sid, env=ENV)
+    assert result.returncode == 5, result.output
+    fm = frontmatter(repo.root, sid)
+    assert fm["status"] == "blocked"
+    assert fm["total_recovery_attempts"] == 1  # the attempt failed `npm test`, counted
+    assert "review" not in calls(log) and "implement" in calls(log)
 
 
 # --- setup failures: before any attempt, or caused by one -------------------------------------
