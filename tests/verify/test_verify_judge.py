@@ -176,40 +176,37 @@ def test_an_honest_agent_reaches_done_and_the_review_sees_the_counts(project: Pr
     assert started, "the story's phases were logged"
 
 
-@pytest.mark.parametrize(
-    ("settings", "said"),
-    [
-        (
-            {"build": shlex.join([sys.executable, "-c", "raise SystemExit('build broken')"])},
-            "verification fails before any change: step 'build' failed (exit 1): build broken",
-        ),
-        (
-            {"test": "no-such-test-runner-xyz -q"},
-            "verification fails before any change: [ai-sdlc] cannot run "
-            "'no-such-test-runner-xyz': executable not found on PATH",
-        ),
-    ],
-    ids=["build-fails", "executable-missing"],
+#: Ways a base cannot be verified: (the verify settings, what the run says).
+UNVERIFIABLE = (
+    (
+        {"build": shlex.join([sys.executable, "-c", "raise SystemExit('build broken')"])},
+        "verification fails before any change: step 'build' failed (exit 1): build broken",
+    ),
+    (
+        {"test": "no-such-test-runner-xyz -q"},
+        "verification fails before any change: [ai-sdlc] cannot run "
+        "'no-such-test-runner-xyz': executable not found on PATH",
+    ),
 )
-def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(
-    project: Project, settings: dict[str, str], said: str
-) -> None:
-    project.configure("honest", **settings)
 
-    result = project.run(project.sid)
 
-    assert result.returncode == 3, result.output
-    assert said in result.output
-    assert "Traceback" not in result.output
-    assert project.agent_calls() == []  # the agent was never started
-    fm = project.frontmatter()
-    assert int(fm.get("total_recovery_attempts") or 0) == 0
-    assert fm["status"] != "blocked"
-    # no failing baseline is cached: once the project is fixed, the story runs (run to the
-    # end for one row: the fixed project's path is the same for both)
-    assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
-    if "build" not in settings:
-        return
+def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(project: Project) -> None:
+    """Each way in turn, on the same story; then, the project fixed, the story runs."""
+    for settings, said in UNVERIFIABLE:
+        project.configure("honest", **settings)
+
+        result = project.run(project.sid)
+
+        assert result.returncode == 3, (settings, result.output)
+        assert said in result.output
+        assert "Traceback" not in result.output
+        assert project.agent_calls() == []  # the agent was never started
+        fm = project.frontmatter()
+        assert int(fm.get("total_recovery_attempts") or 0) == 0
+        assert fm["status"] != "blocked"
+        # no failing baseline is cached
+        assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
+    # once the project is fixed, the story runs
     project.configure("honest")
     assert project.run(project.sid).returncode == 0
     assert project.frontmatter()["status"] == "done"
