@@ -38,12 +38,12 @@ pytestmark = [
 ]
 SID = "S-0001"
 
-#: A CLI agent that writes its history files as Aider does, beside its prompt too (itself, or
-#: from a detached `setsid` double-forked grandchild that reports on a pipe), and fails (exit 1,
-#: Aider's words) when it cannot.
+#: A CLI agent that writes its history files as Aider does, beside its prompt too (itself, then
+#: again from a detached `setsid` double-forked grandchild that reports on a pipe), and fails
+#: (exit 1, Aider's words) when either cannot.
 AGENT = r"""
 import os, sys
-output_dir, prompt_file, phase, where = sys.argv[1:5]
+output_dir, prompt_file, phase = sys.argv[1:4]
 
 def history():
     try:
@@ -56,7 +56,7 @@ def history():
         return f"Warning: Unable to write to chat history file {exc.filename}. {exc}"
     return ""
 
-if where == "grandchild":
+def from_a_grandchild():
     read_end, write_end = os.pipe()
     if os.fork() == 0:
         os.setsid()
@@ -68,9 +68,9 @@ if where == "grandchild":
     os.wait()
     with os.fdopen(read_end) as pipe:
         said = pipe.read()
-    problem = said[len("done:"):] if said.startswith("done:") else "the grandchild said nothing"
-else:
-    problem = history()
+    return said[len("done:"):] if said.startswith("done:") else "the grandchild said nothing"
+
+problem = history() or from_a_grandchild()
 if problem:
     print(problem)
     sys.exit(1)
@@ -79,9 +79,9 @@ if phase in ("implement", "rework"):
         fh.write(phase + "\n")
 print(phase + " done\n\nDECISION: APPROVED" if phase in ("refine", "review") else "## " + phase)
 """
-#: The verify command (itself, or from a detached grandchild reporting on a pipe): its private
+#: The verify command (itself, then from a detached grandchild reporting on a pipe): its private
 #: temp folder is writable, the system temp folder is not (the suite used to widen the sandbox
-#: to it); it fails if either is otherwise.
+#: to it); it fails if either is otherwise, for either.
 VERIFY = r"""
 import os, sys, tempfile
 
@@ -96,7 +96,7 @@ def tmp_folders():
         return "as they should be"
     return "the system temp folder was writable"
 
-if sys.argv[1] == "grandchild":
+def from_a_grandchild():
     read_end, write_end = os.pipe()
     if os.fork() == 0:
         os.setsid()
@@ -107,9 +107,11 @@ if sys.argv[1] == "grandchild":
     os.close(write_end)
     os.wait()
     with os.fdopen(read_end) as pipe:
-        said = pipe.read()
-else:
-    said = tmp_folders()
+        return pipe.read()
+
+said = tmp_folders()
+if said == "as they should be":
+    said = from_a_grandchild()
 if said == "as they should be":
     print("1 passed")
 else:
@@ -118,18 +120,17 @@ else:
 """
 
 
-@pytest.mark.parametrize("where", ["direct", "grandchild"])
-def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(
-    tmp_path: Path, where: str
-) -> None:
+def test_the_folders_a_preset_hands_its_cli_are_writable_by_default(tmp_path: Path) -> None:
+    """One run: the agent and the verify command each check by themselves and then from a
+    detached grandchild (the two were one run each, on the same path)."""
     home, state = make_home(tmp_path / "home")
     root = make_repo(tmp_path, remote=False).root
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     verify = tmp_path / "verify.py"
     verify.write_text(VERIFY)
-    template = [sys.executable, str(script), "{output_dir}", "{prompt_file}", "{phase}", where]
-    check = f"{sys.executable} {verify} {where}"
+    template = [sys.executable, str(script), "{output_dir}", "{prompt_file}", "{phase}"]
+    check = f"{sys.executable} {verify}"
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
         f"    prompt_via: file\nverify:\n  test: {json.dumps(check)}\n"

@@ -42,7 +42,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 needs_landlock = pytest.mark.skipif(ABI == 0, reason=NO_LANDLOCK or "Landlock available")
 
 SID = "S-0001"
-LIMIT_10 = "Global recovery limit exceeded (10/10)"
+#: The project's global recovery limit, lowered from the default 10 as a user may: the promise
+#: is an honest count that stops at the limit, not its number (which the workflow tests pin),
+#: and each attempt more is one more agent call and sandboxed verification, attacks and all.
+LIMIT = 3
+LIMIT_REACHED = f"Global recovery limit exceeded ({LIMIT}/{LIMIT})"
 
 #: The hostile program: `hostile.py ROLE PHASE ROOT REPORTS`. ROLE is agent, verify or
 #: grandchild. Every attack is recorded as one JSON line {role, attack, outcome} in REPORTS.
@@ -198,7 +202,7 @@ def project(tmp_path: Path, *, template: list[str] | None = None) -> tuple[Path,
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
         f"verify:\n  test: {json.dumps(verify)}\n"
-        "limits:\n  implementation_retries: 10\n"
+        f"limits:\n  implementation_retries: 10\n  global_recovery: {LIMIT}\n"
         f"sandbox:\n  writable: [{json.dumps(str(reports))}]\n"
     )
     git(root, "add", "-A")
@@ -256,12 +260,16 @@ def flat(result: CliResult) -> str:
 # --- with the sandbox ---------------------------------------------------------------------------
 @needs_landlock
 def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path) -> None:
+    """Every attack is denied and the count is honest; then, the story blocked at the limit,
+    a plain unblock buys nothing: the ledger the next run reads is the one ai-sdlc wrote
+    (appended to, never rewritten), so the story is blocked again at once and nothing more
+    runs. (One attack run serves both: it is the file's costliest path.)"""
     root, reports, _ = project(tmp_path)
     before = outside_worktree(root)
     hooks = sorted(os.listdir(root / ".git" / "hooks"))
     result = run(root, "run", SID)
     assert result.returncode == 5, result.output
-    assert LIMIT_10 in flat(result)
+    assert LIMIT_REACHED in flat(result)
     assert "no sandbox" not in result.stderr
 
     tried = attempts(reports)
@@ -288,14 +296,14 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
     assert outside_worktree(root) == before
     assert sorted(os.listdir(root / ".git" / "hooks")) == hooks
     assert "hookspath" not in (root / ".git" / "config").read_text().lower()
-    # The verdict is honest: 10 failed verifications, each counted, the ledger intact.
+    # The verdict is honest: LIMIT failed verifications, each counted, the ledger intact.
     fm = frontmatter(root)
     assert fm["status"] == "blocked"
-    assert fm["total_recovery_attempts"] == 10
+    assert fm["total_recovery_attempts"] == LIMIT
     verifications = [r for r in tried if r["role"] == "verify" and r["attack"] == "grandchild ran"]
-    assert len(verifications) == 11  # the 10 attempts' and the baseline's on the untouched base
+    assert len(verifications) == LIMIT + 1  # each attempt's and the baseline's on the base
     lines = ledger_lines(root)
-    assert json.loads(lines[-1])["total"] == 10
+    assert json.loads(lines[-1])["total"] == LIMIT
     assert not any(e["action"] == "sandbox_unavailable" for e in story_events(root))
     # Each agent and verify process had a private temp folder of its own (its grandchild
     # inherits it), gone with the process.
@@ -308,22 +316,15 @@ def test_every_attack_of_an_agent_and_a_verify_command_is_denied(tmp_path: Path)
     assert len(set(own)) == len(own) and set(temps) == set(own)
     assert all(Path(f).name.startswith("ai-sdlc-tmp-") and not Path(f).exists() for f in own)
 
-
-@needs_landlock
-def test_after_the_attacks_a_plain_unblock_buys_nothing(tmp_path: Path) -> None:
-    """The ledger the next run reads is the one ai-sdlc wrote (appended to, never rewritten):
-    after a plain unblock the story is blocked again at once, and nothing more runs."""
-    root, reports, _ = project(tmp_path)
-    assert run(root, "run", SID).returncode == 5
-    ledger = ledger_lines(root)
-    ran = len(attempts(reports))
+    # After the attacks, a plain unblock buys nothing.
+    ran = len(tried)
     assert run_cli(root, "unblock", SID).returncode == 0
     again = run(root, "run", SID)
     assert again.returncode == 5, again.output
-    assert LIMIT_10 in flat(again)
+    assert LIMIT_REACHED in flat(again)
     assert len(attempts(reports)) == ran  # no agent, no verification
-    assert ledger_lines(root)[: len(ledger)] == ledger
-    assert frontmatter(root)["total_recovery_attempts"] == 10
+    assert ledger_lines(root)[: len(lines)] == lines
+    assert frontmatter(root)["total_recovery_attempts"] == LIMIT
 
 
 # --- without it -----------------------------------------------------------------------------

@@ -63,7 +63,9 @@ class Project:
             "FAKE_GH_LOG": str(self.gh_log),
         }
 
-    def configure(self, mode: str, *, test: str = PYTEST, build: str | None = None) -> None:
+    def configure(
+        self, mode: str, *, test: str = PYTEST, build: str | None = None, retries: int = 1
+    ) -> None:
         template = [sys.executable, str(AGENT), "{phase}", mode, str(self.log)]
         template += ["--prompt-file", "{prompt_file}"]
         verify = f"  test: {json.dumps(test)}\n"
@@ -73,7 +75,7 @@ class Project:
             "ai:\n  provider: command\n  command:\n"
             f"    template: {json.dumps(template)}\n"
             f"verify:\n{verify}"
-            "limits:\n  implementation_retries: 1\n"
+            f"limits:\n  implementation_retries: {retries}\n"
             f"sandbox:\n  writable: [{json.dumps(str(self.log.parent))}]\n"
         )
         # a person editing the guardrails by hand confirms them (`configguard`)
@@ -111,32 +113,43 @@ GAMES = {
 }
 
 
-@pytest.mark.parametrize("mode", list(GAMES))
-def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project, mode: str) -> None:
-    project.configure(mode)
+#: The game whose story gets a retry, so the rework is judged too; the others are judged on
+#: their one attempt (`implementation_retries: 0`, as a user may set it): the same path.
+REWORKED = "delete"
 
-    result = project.run(project.sid)
 
-    assert result.returncode == 5, result.output  # blocked at the implementation retry limit
-    fm = project.frontmatter()
-    assert fm["status"] == "blocked"
-    # both attempts (limit 1 retry) were counted as implementation retries, nothing else
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert fm["total_recovery_attempts"] == 2
-    reasons = [
-        str(e["reason"])
-        for e in project.events()
-        if e.get("action") == "recovery" and e.get("recovery_kind") == "implementation_retry"
-    ]
-    assert len(reasons) == 2
-    assert all(r.startswith(GAMES[mode]) for r in reasons), reasons
-    assert GAMES[mode] in str(fm["blocked_reason"])
-    # the reviewer (who approves anything) was never asked; nothing was committed
-    assert "review" not in project.agent_calls()
-    assert git(project.root, "rev-list", "--count", f"main..{project.branch()}").strip() == "0"
-    worktree = project.root / str(fm["worktree_path"])
-    assert (worktree / "tests" / "test_mul.py").read_text() == FILES["tests/test_mul.py"]
-    assert not (worktree / "conftest.py").exists()
+def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project) -> None:
+    """Each game is a story of its own on the same base (whose baseline is taken once), with
+    its own agent call log."""
+    for mode in GAMES:
+        project.log = project.log.parent / f"{mode}.log"
+        project.sid = project.repo.story(f"{TITLE} ({mode})")
+        tries = 2 if mode == REWORKED else 1
+        project.configure(mode, retries=tries - 1)
+
+        result = project.run(project.sid)
+
+        assert result.returncode == 5, (mode, result.output)  # blocked at the retry limit
+        fm = project.frontmatter()
+        assert fm["status"] == "blocked"
+        # every attempt (the first and any retry) was counted as an implementation retry, only
+        assert fm["recovery_breakdown"] == {"implementation_retry": tries}
+        assert fm["total_recovery_attempts"] == tries
+        assert project.agent_calls().count("implement") == tries
+        reasons = [
+            str(e["reason"])
+            for e in project.events()
+            if e.get("action") == "recovery" and e.get("recovery_kind") == "implementation_retry"
+        ]
+        assert len(reasons) == tries
+        assert all(r.startswith(GAMES[mode]) for r in reasons), (mode, reasons)
+        assert GAMES[mode] in str(fm["blocked_reason"])
+        # the reviewer (who approves anything) was never asked; nothing was committed
+        assert "review" not in project.agent_calls()
+        assert git(project.root, "rev-list", "--count", f"main..{project.branch()}").strip() == "0"
+        worktree = project.root / str(fm["worktree_path"])
+        assert (worktree / "tests" / "test_mul.py").read_text() == FILES["tests/test_mul.py"]
+        assert not (worktree / "conftest.py").exists()
 
 
 def test_an_honest_agent_reaches_done_and_the_review_sees_the_counts(project: Project) -> None:
@@ -163,37 +176,37 @@ def test_an_honest_agent_reaches_done_and_the_review_sees_the_counts(project: Pr
     assert started, "the story's phases were logged"
 
 
-@pytest.mark.parametrize(
-    ("settings", "said"),
-    [
-        (
-            {"build": shlex.join([sys.executable, "-c", "raise SystemExit('build broken')"])},
-            "verification fails before any change: step 'build' failed (exit 1): build broken",
-        ),
-        (
-            {"test": "no-such-test-runner-xyz -q"},
-            "verification fails before any change: [ai-sdlc] cannot run "
-            "'no-such-test-runner-xyz': executable not found on PATH",
-        ),
-    ],
-    ids=["build-fails", "executable-missing"],
+#: Ways a base cannot be verified: (the verify settings, what the run says).
+UNVERIFIABLE = (
+    (
+        {"build": shlex.join([sys.executable, "-c", "raise SystemExit('build broken')"])},
+        "verification fails before any change: step 'build' failed (exit 1): build broken",
+    ),
+    (
+        {"test": "no-such-test-runner-xyz -q"},
+        "verification fails before any change: [ai-sdlc] cannot run "
+        "'no-such-test-runner-xyz': executable not found on PATH",
+    ),
 )
-def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(
-    project: Project, settings: dict[str, str], said: str
-) -> None:
-    project.configure("honest", **settings)
 
-    result = project.run(project.sid)
 
-    assert result.returncode == 3, result.output
-    assert said in result.output
-    assert "Traceback" not in result.output
-    assert project.agent_calls() == []  # the agent was never started
-    fm = project.frontmatter()
-    assert int(fm.get("total_recovery_attempts") or 0) == 0
-    assert fm["status"] != "blocked"
-    # no failing baseline is cached: once the project is fixed, the story runs
-    assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
+def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(project: Project) -> None:
+    """Each way in turn, on the same story; then, the project fixed, the story runs."""
+    for settings, said in UNVERIFIABLE:
+        project.configure("honest", **settings)
+
+        result = project.run(project.sid)
+
+        assert result.returncode == 3, (settings, result.output)
+        assert said in result.output
+        assert "Traceback" not in result.output
+        assert project.agent_calls() == []  # the agent was never started
+        fm = project.frontmatter()
+        assert int(fm.get("total_recovery_attempts") or 0) == 0
+        assert fm["status"] != "blocked"
+        # no failing baseline is cached
+        assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
+    # once the project is fixed, the story runs
     project.configure("honest")
     assert project.run(project.sid).returncode == 0
     assert project.frontmatter()["status"] == "done"
@@ -323,32 +336,35 @@ NODE_FILES = {
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-@pytest.mark.parametrize("mode", ["node-honest", "node-weaken"])
-def test_a_node_project_judged_by_node_test(tmp_path: Path, mode: str) -> None:
+def test_a_node_project_judged_by_node_test(tmp_path: Path) -> None:
     """The same judge on a Node project whose tests run with node's own runner (`node --test`,
-    no registry needed): the honest change is done, the weakened test is not."""
+    no registry needed): the weakened test is not done, the honest change is (two stories on
+    one base, each with its own call log)."""
     project = Project(tmp_path)
     for name, text in NODE_FILES.items():
         (project.root / name).parent.mkdir(parents=True, exist_ok=True)
         (project.root / name).write_text(text)
     project.repo.commit_all("calc.js with a failing test for mul")
-    project.configure(mode, test="node --test")
+    for mode in ("node-weaken", "node-honest"):
+        project.log = project.log.parent / f"{mode}.log"
+        project.sid = project.repo.story(f"{TITLE} ({mode})")
+        project.configure(mode, test="node --test", retries=0)  # one attempt judged: the point
 
-    result = project.run(project.sid)
+        result = project.run(project.sid)
 
-    fm = project.frontmatter()
-    if mode == "node-honest":
-        assert result.returncode == 0, result.output
-        assert fm["status"] == "done"
-        review = Path(str(project.log) + ".review").read_text()
-        assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
-        return
-    assert result.returncode == 5, result.output
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    assert str(fm["blocked_reason"]).endswith(
-        "test/mul.test.js: the story's change removes or weakens these tests; their base "
-        "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
-    ), fm["blocked_reason"]
+        fm = project.frontmatter()
+        if mode == "node-honest":
+            assert result.returncode == 0, result.output
+            assert fm["status"] == "done"
+            review = Path(str(project.log) + ".review").read_text()
+            assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
+            continue
+        assert result.returncode == 5, result.output
+        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+        assert str(fm["blocked_reason"]).endswith(
+            "test/mul.test.js: the story's change removes or weakens these tests; their base "
+            "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
+        ), fm["blocked_reason"]
 
 
 def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(

@@ -31,12 +31,14 @@ AGENT = FAKES / "project_agent.py"
 ENV = {"AI_SDLC_PROVIDER": "command"}
 
 
-def configure(root: Path, log: Path, behaviour: str, *, setup: str | None = RECIPE) -> None:
+def configure(
+    root: Path, log: Path, behaviour: str, *, setup: str | None = RECIPE, retries: int = 1
+) -> None:
     template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}"]
     text = (
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
         f"verify:\n  test: {VERIFY}\n"
-        "limits:\n  implementation_retries: 1\n"
+        f"limits:\n  implementation_retries: {retries}\n"
     )
     if setup is not None:
         text += f"worktree:\n  setup: {setup}\n"
@@ -75,8 +77,11 @@ def test_the_main_venv_really_points_at_the_main_checkout(tmp_path: Path) -> Non
     assert Path(found[0].marker).name.startswith("__editable__")
 
 
-@pytest.mark.parametrize("verify", [VERIFY, ".venv/bin/pytest -q -p no:cacheprovider"])
-def test_1_an_honest_agent_adding_a_module_reaches_done(tmp_path: Path, verify: str) -> None:
+def test_1_an_honest_agent_adding_a_module_reaches_done(tmp_path: Path) -> None:
+    """Verified by the venv's own `pytest` console script; the same story verified by
+    `.venv/bin/python -m pytest` (VERIFY) reaches done in
+    `test_changing_worktrees_dir_never_strands_a_story_worktree`, asserted the same ways."""
+    verify = ".venv/bin/pytest -q -p no:cacheprovider"
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
     pytest_script(root)
@@ -104,15 +109,15 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
 ) -> None:
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
-    configure(root, log, "break-py")
+    configure(root, log, "break-py", retries=0)  # one attempt judged is the promise
     sid = repo.story("Refactor add")
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(root, sid)
     assert fm["status"] == "blocked"
     assert "assert -1 == 5" in str(fm["blocked_reason"]) or "test_add" in result.output
-    assert fm["total_recovery_attempts"] == 2  # both attempts failed verification, counted
-    assert calls(log).count("implement") + calls(log).count("rework") == 2
+    assert fm["total_recovery_attempts"] == 1  # the attempt failed verification, counted
+    assert calls(log).count("implement") + calls(log).count("rework") == 1
     assert "review" not in calls(log)
     # The main checkout's code, which the main venv imports, still passes its test.
     assert "a + b" in (root / "src" / "calc" / "__init__.py").read_text()
@@ -123,7 +128,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
 ) -> None:
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
-    configure(root, log, "break-py", setup=None)
+    configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
     sid = repo.story("Refactor add")
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
@@ -143,6 +148,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     again = run_cli(root, "run", sid, env=ENV)
     assert again.returncode == 5, again.output
     assert frontmatter(root, sid)["status"] == "blocked"
+    assert calls(log).count("implement") == 1
 
 
 def test_4_doctor_names_the_problem_and_the_fix_then_says_ok(tmp_path: Path) -> None:
@@ -275,6 +281,12 @@ def test_changing_worktrees_dir_never_strands_a_story_worktree(tmp_path: Path) -
     assert result.returncode == 0, result.output
     fm = frontmatter(root, sid)
     assert fm["status"] == "done"
+    assert fm.get("total_recovery_attempts", 0) == 0
+    assert calls(log).count("implement") == 1
+    branch = str(fm["branch"])
+    assert git(root, "show", f"{branch}:src/calc/mul.py") == "def mul(a, b):\n    return a * b\n"
+    assert "removed worktree" in result.stderr
+    assert not (root / "src" / "calc" / "mul.py").exists()  # the main checkout is untouched
     assert fm["worktree_path"] == recorded  # found where it was, not made again elsewhere
     made = sorted(p.name for p in moved.iterdir()) if moved.exists() else []
     # No second worktree there: at most the done one, parked for the next story (`git/pool`).
@@ -354,7 +366,11 @@ def npm_lock(tmp_path_factory: pytest.TempPathFactory) -> str:
     return (folder / "package-lock.json").read_text()
 
 
-def node_project(tmp_path: Path, lock: str, log: Path, behaviour: str, setup: str) -> Repo:
+def node_project(
+    tmp_path: Path, lock: str, log: Path, behaviour: str, setup: str, *, retries: int = 0
+) -> Repo:
+    """The Node project; `retries` implementation retries (none by default: one judged
+    attempt is what these tests are about, the retry path is the Python tests')."""
     repo = make_repo(tmp_path, remote=False)
     root = repo.root
     (root / "package.json").write_text(json.dumps(PACKAGE_JSON))
@@ -369,7 +385,7 @@ def node_project(tmp_path: Path, lock: str, log: Path, behaviour: str, setup: st
     (root / ".ai-sdlc" / "config.yaml").write_text(
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(template)}\n"
         "verify:\n  test: npm test\n"
-        "limits:\n  implementation_retries: 1\n"
+        f"limits:\n  implementation_retries: {retries}\n"
         f"git:\n  worktrees_dir: {tmp_path / 'worktrees'}\n"
         f"worktree:\n  setup: {setup}\n"
         f"sandbox:\n  writable: [{json.dumps(str(log.parent))}]\n"  # the agent's call log
@@ -378,11 +394,41 @@ def node_project(tmp_path: Path, lock: str, log: Path, behaviour: str, setup: st
     return repo
 
 
-def test_node_an_honest_story_outside_the_project_reaches_done(
+def test_node_without_a_setup_nothing_resolves_outside_the_project(
     tmp_path: Path, npm_lock: str
 ) -> None:
-    log = tmp_path / "records" / "agent.log"
+    """The Node project without the setup: outside the project, `is-number` is found nowhere.
+    (With it, a broken story is never done: `test_node_stories_outside_the_project_...`.)"""
+    bare = node_project(tmp_path, npm_lock, tmp_path / "records" / "agent.log", "honest-js", "[]")
+    sid = bare.story("Add mul")
+    result = run_cli(bare.root, "run", sid, env=ENV)
+    assert result.returncode == 5, result.output
+    failures = [str(e.get("feedback")) for e in events(bare.root, sid) if e.get("feedback")]
+    assert failures and all("Cannot find module 'is-number'" in f for f in failures)
+
+
+def use_agent(root: Path, log: Path, behaviour: str) -> None:
+    """The project's `command` agent switched to `behaviour`, logging to `log` (in the same
+    records folder): `ai.command` is no guardrail, a hand edit needs no confirming."""
+    config = root / ".ai-sdlc" / "config.yaml"
+    old = next(ln for ln in config.read_text().splitlines() if ln.startswith("    template: "))
+    template = [sys.executable, str(AGENT), str(log), behaviour, "{phase}"]
+    config.write_text(config.read_text().replace(old, f"    template: {json.dumps(template)}"))
+
+
+def test_node_stories_outside_the_project_honest_done_gaming_never(
+    tmp_path: Path, npm_lock: str
+) -> None:
+    """One Node project, `test/mul.test.js` written first (failing: no mul.js at the base),
+    worktrees outside the project, `npm ci` per worktree; three stories on the same base (its
+    baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
+    mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
+    refused: the base's version of the test fails against it; the attempt is counted. One that
+    breaks add.js fails `npm test`: never done either, the attempt counted."""
+    log = tmp_path / "records" / "honest.log"
     repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
+    (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
+    repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
@@ -394,54 +440,34 @@ def test_node_an_honest_story_outside_the_project_reaches_done(
     assert not (repo.root / "node_modules").exists()  # installed in the worktree only
     assert not Path(str(fm["worktree_path"])).exists()  # done: removed with node_modules
 
+    for behaviour in ("weaken-js", "delete-js"):
+        log = tmp_path / "records" / f"{behaviour}.log"
+        use_agent(repo.root, log, behaviour)
+        sid = repo.story(f"Add mul ({behaviour})")
+        result = run_cli(repo.root, "run", sid, env=ENV)
+        assert result.returncode == 5, (behaviour, result.output)
+        fm = frontmatter(repo.root, sid)
+        assert fm["status"] == "blocked"
+        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+        reasons = [
+            str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"
+        ]
+        assert len(reasons) == 1
+        assert all(
+            r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
+        ), reasons
+        assert "review" not in calls(log) and "implement" in calls(log)
+        assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
 
-def test_node_a_broken_story_is_never_done_and_without_a_setup_nothing_resolves(
-    tmp_path: Path, npm_lock: str
-) -> None:
-    log = tmp_path / "records" / "agent.log"
-    repo = node_project(tmp_path, npm_lock, log, "break-js", '["npm ci --no-audit --no-fund"]')
+    log = tmp_path / "records" / "break-js.log"
+    use_agent(repo.root, log, "break-js")
     sid = repo.story("Refactor add")
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "blocked"
-    assert fm["total_recovery_attempts"] == 2  # both attempts failed `npm test`, counted
-    assert "review" not in calls(log)
-    # The same project without the setup: outside the project, `is-number` is found nowhere.
-    other = tmp_path / "second"
-    other.mkdir()
-    bare = node_project(other, npm_lock, other / "records" / "agent.log", "honest-js", "[]")
-    sid = bare.story("Add mul")
-    result = run_cli(bare.root, "run", sid, env=ENV)
-    assert result.returncode == 5, result.output
-    failures = [str(e.get("feedback")) for e in events(bare.root, sid) if e.get("feedback")]
-    assert failures and all("Cannot find module 'is-number'" in f for f in failures)
-
-
-@pytest.mark.parametrize("behaviour", ["weaken-js", "delete-js"])
-def test_node_an_agent_weakening_or_deleting_the_failing_test_is_never_done(
-    tmp_path: Path, npm_lock: str, behaviour: str
-) -> None:
-    """test/mul.test.js written first (failing: no mul.js at the base); a wrong mul.js with the
-    test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still refused:
-    the base's version of the test fails against it. Both attempts are counted."""
-    log = tmp_path / "records" / "agent.log"
-    repo = node_project(tmp_path, npm_lock, log, behaviour, '["npm ci --no-audit --no-fund"]')
-    (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
-    repo.commit_all("a failing test for mul, written first")
-    sid = repo.story("Add mul")
-    result = run_cli(repo.root, "run", sid, env=ENV)
-    assert result.returncode == 5, result.output
-    fm = frontmatter(repo.root, sid)
-    assert fm["status"] == "blocked"
-    assert fm["recovery_breakdown"] == {"implementation_retry": 2}
-    reasons = [str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"]
-    assert len(reasons) == 2
-    assert all(
-        r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
-    ), reasons
-    assert "review" not in calls(log)
-    assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
+    assert fm["total_recovery_attempts"] == 1  # the attempt failed `npm test`, counted
+    assert "review" not in calls(log) and "implement" in calls(log)
 
 
 # --- setup failures: before any attempt, or caused by one -------------------------------------
