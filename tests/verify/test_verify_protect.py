@@ -250,9 +250,16 @@ def test_a_baseline_for_a_tree_that_moved_on_uses_a_temporary_checkout(
     # a new judge (another process) reads it from the cache without running anything
     again = Judge(JudgeSettings(commands=(("test", pytest_line()),)), tmp_path / "state")
     assert again.known(root, base) == baseline
-    # another verification config is another baseline
+    # another verification config is another baseline, and so is another worktree setup or
+    # `verify.env` (the base's verification ran in another environment)
     other = Judge(JudgeSettings(commands=(("test", "true"),)), tmp_path / "state")
     assert other.known(root, base) is None
+    command = (("test", pytest_line()),)
+    for changed in (
+        JudgeSettings(commands=command, setup=("pip install -e .",)),
+        JudgeSettings(commands=command, env=(("PYTEST_ADDOPTS", "-p no:xdist"),)),
+    ):
+        assert Judge(changed, tmp_path / "state").known(root, base) is None, changed
 
 
 def test_a_changed_pytest_section_fails_the_attempt_and_the_opt_out_lets_it_pass(

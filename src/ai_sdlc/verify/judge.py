@@ -83,16 +83,23 @@ class JudgeSettings(msgspec.Struct, frozen=True):
     protected: tuple[str, ...] = protect.DEFAULT_PROTECTED
     junit: str | None = None
     baseline: bool = True
+    #: What else makes the base's verification what it is (`worktree.setup`, `verify.env`):
+    #: part of the cached baseline's key, so a changed environment takes the baseline again.
+    setup: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_config(cls, config: Config, commands: Sequence[tuple[str, str]]) -> JudgeSettings:
-        verify = config.typed().verify
+        typed = config.typed()
+        verify = typed.verify
         protected = verify.protected
         return cls(
             commands=tuple(commands),
             protected=protect.DEFAULT_PROTECTED if protected is None else tuple(protected),
             junit=verify.junit or None,
             baseline=verify.baseline,
+            setup=tuple(typed.worktree.setup),
+            env=tuple(sorted(verify.env.items())),
         )
 
 
@@ -293,7 +300,10 @@ class Judge:
     def _key(self, base: str, path: Path) -> str:
         # One cache per project (its own `.ai-sdlc/state`): the project's folder in the
         # repository is implied.
-        data = [BASELINE_FORMAT, base, list(self.settings.commands), self.settings.junit]
+        settings = self.settings
+        data = [BASELINE_FORMAT, base, list(settings.commands), settings.junit]
+        if settings.setup or settings.env:  # (a key without them stays as it was)
+            data += [list(settings.setup), [list(pair) for pair in settings.env]]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
 
     def _load(self, key: str) -> Baseline | None:
