@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # every module again (about 0.25 s of CPU). Some machines set this variable globally.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-fast agent-clis verify lint format bench fuzz mutants promise-mutants clean config-docs verdict-docs
+.PHONY: demo test test-cpu test-fast agent-clis verify lint format bench fuzz mutants promise-mutants clean config-docs verdict-docs
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ai-sdlc needs Python >= 3.11"'
@@ -35,6 +35,13 @@ demo: $(STAMP_RUN)
 test: $(STAMP_DEV)
 	-$(BIN)/python -m tests.e2e.realcli.install
 	$(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
+
+## test-cpu: every test, recording its CPU (its own and its children's); prints the files by
+## CPU, costliest first (bench/suite_cpu.py; docs/testing.md "Where the time goes")
+test-cpu: $(STAMP_DEV)
+	rm -rf .suite-cpu && mkdir .suite-cpu
+	SUITE_CPU_FOLDER=$(abspath .suite-cpu) $(BIN)/python -m pytest -n auto --dist loadgroup -p bench.suite_cpu $(PYTEST_ARGS)
+	$(BIN)/python bench/suite_cpu.py .suite-cpu 40
 
 ## test-fast: the inner loop: units and in-process tests, without the slow tiers (pytest markers
 ## e2e, slow, realcli, ray, browser; docs/testing.md)
