@@ -74,7 +74,7 @@ def project(template: Path, tmp_path: Path, cli: str, server: OpenAiServer) -> P
 
 
 @pytest.mark.parametrize("cli", CLIS)
-def test_a_story_goes_from_backlog_to_done_through_faults_a_refused_write_and_a_rework(
+def test_a_story_goes_to_done_through_faults_a_refused_write_and_a_rework(
     template: Path, tmp_path: Path, server: OpenAiServer, cli: str
 ) -> None:
     """One story to done, asserted each way it can fail.
