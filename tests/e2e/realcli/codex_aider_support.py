@@ -25,7 +25,7 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.e2e.realcli.install import tool_path
 from tests.e2e.realcli.openai_server import OpenAiServer, last_tool_output, request_text
-from tests.e2e.realcli.project import CHECK
+from tests.e2e.realcli.project import CHECK, start_story_at
 from tests.support.fakes.api_server import Call, HttpError, RecordedRequest, Reply, Step
 from tests.support.fakes.gh_support import install_gh
 from tests.support.git_support import Repo, git, make_repo
@@ -226,6 +226,10 @@ class Project:
         assert marker in text, text
         lines = "".join(f"    {key}: {value}\n" for key, value in values.items())
         path.write_text(text.replace(marker, marker + lines, 1))
+
+    def start_at(self, phase: str) -> None:
+        """The story left by hand at `phase` (`project.start_story_at`)."""
+        start_story_at(self.root, self.sid, phase)
 
     def config(self, key: str, value: str) -> None:
         done = run_cli(self.root, "config", key, value)

@@ -50,6 +50,8 @@ def _parts_text(content: Any) -> str:
 class GeminiServer(ModelServer):
     #: When set (e.g. "0.1s"), refusals carry a google.rpc.RetryInfo with this delay.
     retry_delay: str | None = None
+    #: When set, only refusals of these statuses carry it (the others are plain).
+    retry_info_statuses: frozenset[int] | None = None
 
     def conversation_text(self, body: dict[str, Any]) -> str:
         return "\n".join(
@@ -78,7 +80,8 @@ class GeminiServer(ModelServer):
             "message": message,
             "status": _STATUS.get(status, "UNKNOWN"),
         }
-        if self.retry_delay is not None and (status == 429 or status >= 500):
+        chosen = self.retry_info_statuses is None or status in self.retry_info_statuses
+        if self.retry_delay is not None and (status == 429 or status >= 500) and chosen:
             # the API's own "retry in": Gemini CLI waits the longer of it and its backoff (5 s,
             # doubling) and logs the retry over several lines ("Attempt 1 failed: <message>"
             # ... "Retrying after 5882ms..."), nothing in stream-json

@@ -59,19 +59,8 @@ class RealProject:
         self.sid = self.repo.story(TITLE)
 
     def start_at(self, phase: str) -> None:
-        """The story as a user leaves it by editing its frontmatter by hand: refined (`ready`),
-        and for "implement" researched and planned too, so a run starts at `phase` where the
-        earlier phases are not what a test is about."""
-        assert phase in ("research", "implement"), phase
-        edits = [("status: backlog", "status: ready")]
-        if phase == "implement":
-            edits += [(f"{flag}: false", f"{flag}: true") for flag in PLANNED]
-        path = self.root / ".ai-sdlc" / "stories" / self.sid / "story.md"
-        text = path.read_text()
-        for old, new in edits:
-            assert f"\n{old}\n" in text, (old, text)
-            text = text.replace(f"\n{old}\n", f"\n{new}\n", 1)
-        path.write_text(text)
+        """The story left by hand at `phase` (`start_story_at`)."""
+        start_story_at(self.root, self.sid, phase)
 
     def run(self, *args: str, timeout: float = 180) -> CliResult:
         result = run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=timeout)
@@ -96,3 +85,19 @@ class RealProject:
         """The files the story branch's commits changed."""
         branch = str(self.story()["branch"])
         return git(self.root, "diff", "--name-only", f"main...{branch}").split()
+
+
+def start_story_at(root: Path, sid: str, phase: str) -> None:
+    """The story as a user leaves it by editing its frontmatter by hand: refined (`ready`),
+    and for "implement" researched and planned too, so a run starts at `phase` where the
+    earlier phases are not what a test is about."""
+    assert phase in ("research", "implement"), phase
+    edits = [("status: backlog", "status: ready")]
+    if phase == "implement":
+        edits += [(f"{flag}: false", f"{flag}: true") for flag in PLANNED]
+    path = root / ".ai-sdlc" / "stories" / sid / "story.md"
+    text = path.read_text()
+    for old, new in edits:
+        assert f"\n{old}\n" in text, (old, text)
+        text = text.replace(f"\n{old}\n", f"\n{new}\n", 1)
+    path.write_text(text)
