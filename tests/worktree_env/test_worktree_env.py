@@ -20,6 +20,7 @@ from ai_sdlc.worktree_env import wrongtree
 from tests.conftest import run_cli
 from tests.support.fakes.project_agent import JS_MUL_TEST
 from tests.support.git_support import Repo, git, git_env, make_repo
+from tests.support.held_support import start_at_implement
 from tests.support.paths import FAKES
 from tests.support.worktree_env_support import RECIPE, VERIFY, calc_project, pytest_script
 
@@ -111,6 +112,7 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", retries=0)  # one attempt judged is the promise
     sid = repo.story("Refactor add")
+    start_at_implement(repo.root, sid)
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(root, sid)
@@ -130,6 +132,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
     sid = repo.story("Refactor add")
+    start_at_implement(repo.root, sid)
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
     message = " ".join(result.output.split())
@@ -424,9 +427,13 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
     mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
     refused: the base's version of the test fails against it; the attempt is counted. One that
-    breaks add.js fails `npm test`: never done either, the attempt counted."""
+    breaks add.js fails `npm test`: never done either, the attempt counted. The honest story
+    walks every phase; the others start at their implementation (`start_at_implement`, as a
+    user hand-edits them), the earlier phases not being their point. `--prefer-offline`: the
+    lock's packages are in npm's cache (`npm_lock` warmed it)."""
     log = tmp_path / "records" / "honest.log"
-    repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
+    setup = '["npm ci --no-audit --no-fund --prefer-offline"]'
+    repo = node_project(tmp_path, npm_lock, log, "honest-js", setup)
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
@@ -444,6 +451,7 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
         log = tmp_path / "records" / f"{behaviour}.log"
         use_agent(repo.root, log, behaviour)
         sid = repo.story(f"Add mul ({behaviour})")
+        start_at_implement(repo.root, sid)
         result = run_cli(repo.root, "run", sid, env=ENV)
         assert result.returncode == 5, (behaviour, result.output)
         fm = frontmatter(repo.root, sid)
@@ -462,6 +470,7 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     log = tmp_path / "records" / "break-js.log"
     use_agent(repo.root, log, "break-js")
     sid = repo.story("Refactor add")
+    start_at_implement(repo.root, sid)
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
