@@ -11,10 +11,10 @@ it counts anything, so the base is counted with the new test set aside, and the 
 Each layout's path is walked end to end through the real CLI, in one test per layout
 (tests/support/judge_rows_other.py): its honest row to done, then one held row (`E2E_HELD`)
 never done with its attempt counted (node:test's both of two), its copy reusing the baseline
-the honest run cached. Every other held row is the judge's verdict on that row's change, made
-by the same agent in a story worktree of the layout prepared once (`npm ci` and the base's
-verification included: tests/support/judge_rows.Bench, the session's own sandbox,
-verification and judge)."""
+the honest run cached. Every other held row (uvu's and Jest's) is the judge's verdict on that
+row's change, made by the same agent in a story worktree of the layout prepared once (its
+`npm ci` included) on a copy of the same project, whose base's baseline the honest run cached
+(tests/support/judge_rows.Bench: the session's own sandbox, verification and judge)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.git_support import git_env
+from tests.support.git_support import git, git_env
 from tests.support.held_support import AGENT
 from tests.support.js_runners import runners
 from tests.support.judge_rows import Bench
@@ -191,13 +191,40 @@ def layout(
     return Layout(tmp_path / "layout", build, settings, honest_at_implement=not from_refine)
 
 
+#: The uvu and Jest layouts' end-to-end tests and their bench rows on one xdist worker (`--dist
+#: loadgroup`): each layout's project is built once in `make test` (`layouts`), and its bench,
+#: made from that project after the honest run cached the base's baseline, verifies no base.
+ON_NODE_BENCH = pytest.mark.xdist_group("node-benches")
+
+
+@pytest.fixture(scope="module")
+def layouts(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Layout]:
+    """The uvu or the Jest layout's project, committed at its first use (once per module)."""
+    made: dict[str, Layout] = {}
+
+    def get(name: str) -> Layout:
+        if name not in made:
+            if name == NODE:
+                build, settings = uvu_project(request.getfixturevalue("uvu_lock")), NPM_CI
+            else:
+                needs_node()
+                build, settings = jest_project, NPM_TEST
+            made[name] = layout(tmp_path_factory.mktemp(f"layout-{SHORT[name]}"), build, settings)
+        return made[name]
+
+    return get
+
+
 def walked(layout: str) -> list[Row]:
     """The layout's rows its end-to-end test runs: the honest one, then `E2E_HELD`'s."""
     honest, *held = rows(layout)
     return [honest, *(r for r in held if r.behaviour == E2E_HELD[layout])]
 
 
-def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
+@ON_NODE_BENCH
+def test_verdict(tmp_path: Path, layouts: Callable[[str], Layout]) -> None:
     """The uvu project's path (tests/support/verdicts.py); uvu stops at the missing module, so
     the base is counted with the new test set aside."""
 
@@ -207,8 +234,7 @@ def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
             "tests that do not build at the base: Error: Cannot find module '../mul.js')"
         ) in text
 
-    made = layout(tmp_path, uvu_project(uvu_lock), NPM_CI)
-    judge_rows(tmp_path, made, walked(NODE), honest_said=said)
+    judge_rows(tmp_path, layouts(NODE), walked(NODE), honest_said=said)
 
 
 def test_verdict_es_modules(tmp_path: Path, uvu_lock: str) -> None:
@@ -236,44 +262,41 @@ def test_verdict_node_test(tmp_path: Path) -> None:
     judge_rows(tmp_path, made, walked(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
 
 
-def test_verdict_jest(tmp_path: Path) -> None:
+@ON_NODE_BENCH
+def test_verdict_jest(tmp_path: Path, layouts: Callable[[str], Layout]) -> None:
     """The path of Jest, which compiles the tests with the project's Babel config."""
-    made = layout(tmp_path, jest_project, NPM_TEST)
-    judge_rows(tmp_path, made, walked(JEST))
+    judge_rows(tmp_path, layouts(JEST), walked(JEST))
 
 
+SHORT = {NODE: "uvu", NODE_ESM: "esm", NODE_TEST: "nodetest", JEST: "jest"}
 #: The held rows no end-to-end test walks, judged on their layout's bench.
 BENCHED = [
     r for lay in (NODE, NODE_ESM, NODE_TEST, JEST) for r in rows(lay)[1:] if r not in walked(lay)
 ]
-SHORT = {NODE: "uvu", NODE_ESM: "esm", NODE_TEST: "nodetest", JEST: "jest"}
-#: The bench rows on one xdist worker (`--dist loadgroup`): each bench is made once in
-#: `make test`, not once per worker.
-ON_NODE_BENCH = pytest.mark.xdist_group("node-benches")
 
 
 @pytest.fixture(scope="module")
 def bench_for(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    layouts: Callable[[str], Layout], tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], Bench]:
-    """The layout's bench, made at its first row (once per module): its project committed,
-    its story's worktree set up (`npm ci` for uvu) and its base verified."""
+    """The layout's bench, made at its first row (once per module) on a copy of the layout's
+    project: its story's worktree set up (`npm ci` for uvu) and its base's baseline (the one
+    the end-to-end honest run cached, when it ran first, as a second story on the same base
+    finds it)."""
     made: dict[str, Bench] = {}
 
     def get(name: str) -> Bench:
         if name not in made:
-            if name == NODE:
-                build, settings = uvu_project(request.getfixturevalue("uvu_lock")), NPM_CI
-            else:
-                needs_node()
-                build, settings = jest_project, NPM_TEST
+            source = layouts(name)
             folder = tmp_path_factory.mktemp(f"bench-{SHORT[name]}")
-            project = Layout(folder / "layout", build, settings).template
+            root = folder / "proj"
+            shutil.copytree(source.template, root, symlinks=True)
+            git(root, "update-index", "-q", "--refresh")
             made[name] = Bench(
-                project,
+                root,
                 folder / "records",
                 honest="honest-js",
-                settings={**settings, "limits.implementation_retries": 0},
+                settings={**source.settings, "limits.implementation_retries": 0},
             )
         return made[name]
 
