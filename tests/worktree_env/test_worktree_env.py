@@ -112,7 +112,6 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", retries=0)  # one attempt judged is the promise
     sid = repo.story("Refactor add")
-    start_at_implement(repo.root, sid)
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(root, sid)
@@ -132,7 +131,6 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
     sid = repo.story("Refactor add")
-    start_at_implement(repo.root, sid)
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
     message = " ".join(result.output.split())
