@@ -8,9 +8,13 @@ renames the package after the runner, never reaches done and each attempt is cou
 reason naming the file; an honest agent still is done. uvu stops at the missing module before
 it counts anything, so the base is counted with the new test set aside, and the run says so.
 
-One test per layout runs its rows in turn: the project built once and its honest row run
-first, its baseline then reused by every held row's own copy
-(tests/support/judge_rows_other.py); one held row counts both attempts, the others their one."""
+Each layout's path is walked end to end through the real CLI, in one test per layout
+(tests/support/judge_rows_other.py): its honest row to done, then one held row (`E2E_HELD`)
+never done with its attempt counted (node:test's both of two), its copy reusing the baseline
+the honest run cached. Every other held row (uvu's and Jest's) is the judge's verdict on that
+row's change, made by the same agent in a story worktree of the layout prepared once (its
+`npm ci` included) on a copy of the same project, whose base's baseline the honest run cached
+(tests/support/judge_rows.Bench: the session's own sandbox, verification and judge)."""
 
 from __future__ import annotations
 
@@ -22,10 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.git_support import git_env
+from tests.support.git_support import git, git_env
+from tests.support.held_support import AGENT
 from tests.support.js_runners import runners
+from tests.support.judge_rows import Bench
 from tests.support.judge_rows_other import Layout, judge_rows
-from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, rows
+from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, Row, rows
 
 __all__ = ["git_env"]
 
@@ -33,6 +39,9 @@ pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 #: The held row whose run counts both attempts (what is counted does not depend on the
 #: layout or the game: every other row stops after its one attempt).
 TWO_ATTEMPTS = rows(NODE_TEST)[1]
+#: The held row each layout's end-to-end run walks; the layout's other held rows are judged on
+#: its bench (`test_verdict_on_the_bench`).
+E2E_HELD = {NODE: "script-js", NODE_ESM: "runner-mjs", NODE_TEST: "scriptnt-js", JEST: "babel-js"}
 
 PACKAGE = {
     "name": "calcjs",
@@ -157,7 +166,12 @@ def jest_project(root: Path) -> None:
 
 
 NPM_TEST: dict[str, object] = {"verify.test": "npm test", "worktree.setup": []}
-NPM_CI: dict[str, object] = {**NPM_TEST, "worktree.setup": ["npm ci --no-audit --no-fund"]}
+#: `--prefer-offline`: the lock's packages are in npm's cache (the `uvu_lock` fixture's install
+#: warmed it), so npm does not ask the registry about each again (0.35 s of CPU per worktree).
+NPM_CI: dict[str, object] = {
+    **NPM_TEST,
+    "worktree.setup": ["npm ci --no-audit --no-fund --prefer-offline"],
+}
 
 
 def needs_node() -> None:
@@ -177,9 +191,42 @@ def layout(
     return Layout(tmp_path / "layout", build, settings, honest_at_implement=not from_refine)
 
 
-def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
-    """The uvu project's rows of the verdict table (tests/support/verdicts.py); uvu stops at
-    the missing module, so the base is counted with the new test set aside."""
+#: The uvu and Jest layouts' end-to-end tests and their bench rows on one xdist worker (`--dist
+#: loadgroup`): each layout's project is built once in `make test` (`layouts`), and its bench,
+#: made from that project after the honest run cached the base's baseline, verifies no base.
+ON_NODE_BENCH = pytest.mark.xdist_group("node-benches")
+
+
+@pytest.fixture(scope="module")
+def layouts(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Layout]:
+    """The uvu or the Jest layout's project, committed at its first use (once per module)."""
+    made: dict[str, Layout] = {}
+
+    def get(name: str) -> Layout:
+        if name not in made:
+            if name == NODE:
+                build, settings = uvu_project(request.getfixturevalue("uvu_lock")), NPM_CI
+            else:
+                needs_node()
+                build, settings = jest_project, NPM_TEST
+            made[name] = layout(tmp_path_factory.mktemp(f"layout-{SHORT[name]}"), build, settings)
+        return made[name]
+
+    return get
+
+
+def walked(layout: str) -> list[Row]:
+    """The layout's rows its end-to-end test runs: the honest one, then `E2E_HELD`'s."""
+    honest, *held = rows(layout)
+    return [honest, *(r for r in held if r.behaviour == E2E_HELD[layout])]
+
+
+@ON_NODE_BENCH
+def test_verdict(tmp_path: Path, layouts: Callable[[str], Layout]) -> None:
+    """The uvu project's path (tests/support/verdicts.py); uvu stops at the missing module, so
+    the base is counted with the new test set aside."""
 
     def said(text: str) -> None:
         assert (
@@ -187,25 +234,24 @@ def test_verdict(tmp_path: Path, uvu_lock: str) -> None:
             "tests that do not build at the base: Error: Cannot find module '../mul.js')"
         ) in text
 
-    made = layout(tmp_path, uvu_project(uvu_lock), NPM_CI)
-    judge_rows(tmp_path, made, rows(NODE), honest_said=said)
+    judge_rows(tmp_path, layouts(NODE), walked(NODE), honest_said=said)
 
 
 def test_verdict_es_modules(tmp_path: Path, uvu_lock: str) -> None:
-    """The rows of the verdict table for the uvu project in ES modules, whose missing
-    `../mul.mjs` Node names as `imported from` the test."""
+    """The path of the uvu project in ES modules, whose missing `../mul.mjs` Node names as
+    `imported from` the test."""
 
     def said(text: str) -> None:
         assert "with test/mul.test.mjs set aside" in text
         assert "mul.mjs' imported from" in text
 
     made = layout(tmp_path, uvu_project(uvu_lock, esm=True), NPM_CI)
-    judge_rows(tmp_path, made, rows(NODE_ESM), honest_said=said)
+    judge_rows(tmp_path, made, walked(NODE_ESM), honest_said=said)
 
 
 def test_verdict_node_test(tmp_path: Path) -> None:
-    """The rows of the verdict table for node:test, which runs each file in a process of its
-    own: the base counts the add test and names the failing mul test, nothing set aside."""
+    """The path of node:test, which runs each file in a process of its own: the base counts
+    the add test and names the failing mul test, nothing set aside."""
     needs_node()
 
     def said(text: str) -> None:
@@ -213,11 +259,59 @@ def test_verdict_node_test(tmp_path: Path) -> None:
         assert "set aside" not in text
 
     made = layout(tmp_path, node_test_project, NPM_TEST, from_refine=True)
-    judge_rows(tmp_path, made, rows(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
+    judge_rows(tmp_path, made, walked(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
 
 
-def test_verdict_jest(tmp_path: Path) -> None:
-    """The rows of the verdict table for Jest, which compiles the tests with the project's
-    Babel config."""
-    made = layout(tmp_path, jest_project, NPM_TEST)
-    judge_rows(tmp_path, made, rows(JEST))
+@ON_NODE_BENCH
+def test_verdict_jest(tmp_path: Path, layouts: Callable[[str], Layout]) -> None:
+    """The path of Jest, which compiles the tests with the project's Babel config."""
+    judge_rows(tmp_path, layouts(JEST), walked(JEST))
+
+
+SHORT = {NODE: "uvu", NODE_ESM: "esm", NODE_TEST: "nodetest", JEST: "jest"}
+#: The held rows no end-to-end test walks, judged on their layout's bench, in the table's order,
+#: which puts `self-js` last among uvu's: package.json is a setup input, so after its change
+#: the worktree's environment is recorded as made from the changed file, and the next row's
+#: verification would make it again before looking, hiding what `runner-js` did to it.
+BENCHED = [
+    r for lay in (NODE, NODE_ESM, NODE_TEST, JEST) for r in rows(lay)[1:] if r not in walked(lay)
+]
+assert [r.behaviour for r in BENCHED if r.layout == NODE][-1] == "self-js", BENCHED
+
+
+@pytest.fixture(scope="module")
+def bench_for(
+    layouts: Callable[[str], Layout], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Bench]:
+    """The layout's bench, made at its first row (once per module) on a copy of the layout's
+    project: its story's worktree set up (`npm ci` for uvu) and its base's baseline (the one
+    the end-to-end honest run cached, when it ran first, as a second story on the same base
+    finds it)."""
+    made: dict[str, Bench] = {}
+
+    def get(name: str) -> Bench:
+        if name not in made:
+            source = layouts(name)
+            folder = tmp_path_factory.mktemp(f"bench-{SHORT[name]}")
+            root = folder / "proj"
+            shutil.copytree(source.template, root, symlinks=True)
+            git(root, "update-index", "-q", "--refresh")
+            made[name] = Bench(
+                root,
+                folder / "records",
+                honest="honest-js",
+                settings={**source.settings, "limits.implementation_retries": 0},
+            )
+        return made[name]
+
+    return get
+
+
+@ON_NODE_BENCH
+@pytest.mark.parametrize("row", BENCHED, ids=[f"{SHORT[r.layout]}-{r.behaviour}" for r in BENCHED])
+def test_verdict_on_the_bench(bench_for: Callable[[str], Bench], row: Row) -> None:
+    """A held row of the verdict table: the agent's change fails the judge with a reason
+    naming the held file (what the story's counted attempt then says)."""
+    verdict = bench_for(row.layout).judge(AGENT, row.behaviour)
+    assert not verdict.passed, verdict
+    assert row.said in verdict.reason, verdict.reason

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -25,9 +26,10 @@ from ai_sdlc.store import StoryStore
 from ai_sdlc.verify import VerificationResult
 from ai_sdlc.verify.judge import Baseline
 from ai_sdlc.workflow.session import Session
-from tests.conftest import cli_environment
+from tests.conftest import cli_environment, run_cli
 from tests.support.git_support import git
 from tests.support.held_support import AGENT, ENV, configure
+from tests.support.judge_rows_other import config_text
 
 _GITCONFIG = "[user]\n\tname = T\n\temail = t@example.com\n"
 
@@ -35,9 +37,20 @@ _GITCONFIG = "[user]\n\tname = T\n\temail = t@example.com\n"
 class Bench:
     """The story "Multiply" of the project at `root` (a copy this bench owns), its worktree
     prepared and its base verified; `records` is the agent's log folder, outside the project,
-    named in `sandbox.writable` as a user widens the sandbox."""
+    named in `sandbox.writable` as a user widens the sandbox. The project's config: `init`'s,
+    edited (`configure`), or, given `settings` (dotted key → value: verify.test,
+    worktree.setup ...), written whole as a user writes one (`config_text`); either accepted
+    with one `ai-sdlc config --accept`. `honest` is the agent's behaviour the config names."""
 
-    def __init__(self, root: Path, records: Path, env: Mapping[str, str] = ENV) -> None:
+    def __init__(
+        self,
+        root: Path,
+        records: Path,
+        env: Mapping[str, str] = ENV,
+        *,
+        honest: str = "honest-py",
+        settings: Mapping[str, object] | None = None,
+    ) -> None:
         self.root = root
         self.records = records
         self.log = records / "agent.log"
@@ -46,7 +59,13 @@ class Bench:
         records.mkdir(parents=True, exist_ok=True)
         (records / "gitconfig").write_text(_GITCONFIG)
         with self.environment():
-            configure(root, self.template("honest-py", AGENT), records, self.env)
+            if settings is None:
+                configure(root, self.template(honest, AGENT), records, self.env)
+            else:
+                text = config_text(self.log, honest, dict(settings))
+                (root / ".ai-sdlc" / "config.yaml").write_text(text)
+                done = run_cli(root, "config", "--accept", env=self.env)
+                assert done.returncode == 0, done.output
             self.store = StoryStore(root)
             self.sid = self.store.add("Multiply").id
             self.session = Session.open(
@@ -61,6 +80,9 @@ class Bench:
             baseline = deps.judge.baseline(self.path, base, deps.verifier)
             assert baseline is not None
             self.baseline: Baseline = baseline
+            #: The git-ignored files and folders of the prepared worktree (its environment:
+            #: `.venv/`, `node_modules/` ...), which `restore` keeps.
+            self.ignored = self._ignored()
 
     def template(self, behaviour: str, agent: Path) -> list[str]:
         return [sys.executable, str(agent), str(self.log), behaviour, "{phase}", "{prompt_file}"]
@@ -122,9 +144,23 @@ class Bench:
             finally:
                 self.restore()
 
+    def _ignored(self) -> set[str]:
+        listed = git(
+            self.path, "ls-files", "--others", "--ignored", "--exclude-standard", "--directory"
+        )
+        return set(listed.splitlines())
+
     def restore(self) -> None:
-        """The worktree as it was: tracked files back at the base, new files removed (the
-        environment's git-ignored folders stay; the verifier makes a changed one again)."""
+        """The worktree as it was: tracked files back at the base, new files removed, new
+        git-ignored ones too (a row's `test/node_modules/` must not judge the next row); the
+        environment's git-ignored folders stay (the verifier makes a changed one again)."""
         git(self.path, "checkout", "-q", "-f", "HEAD", "--", ".")
         git(self.path, "clean", "-f", "-d", "-q")
+        for name in sorted(self._ignored() - self.ignored):
+            target = self.path / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
         assert git(self.path, "status", "--porcelain") == ""
+        assert self._ignored() == self.ignored

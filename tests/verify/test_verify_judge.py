@@ -21,6 +21,7 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.support.fakes.gh_support import gh_calls, install_gh
 from tests.support.git_support import git, git_env, make_repo
+from tests.support.held_support import start_at_implement
 from tests.support.paths import FAKES
 
 __all__ = ["git_env"]
@@ -339,16 +340,26 @@ NODE_FILES = {
 def test_a_node_project_judged_by_node_test(tmp_path: Path) -> None:
     """The same judge on a Node project whose tests run with node's own runner (`node --test`,
     no registry needed): the weakened test is not done, the honest change is (two stories on
-    one base, each with its own call log)."""
+    one base, each with its own call log, each starting at its implementation as a user
+    hand-edits it: the earlier phases are not the point). The config is accepted once; the
+    second story's agent is a hand edit of `ai.command`, no guardrail."""
     project = Project(tmp_path)
     for name, text in NODE_FILES.items():
         (project.root / name).parent.mkdir(parents=True, exist_ok=True)
         (project.root / name).write_text(text)
     project.repo.commit_all("calc.js with a failing test for mul")
+    config = project.root / ".ai-sdlc" / "config.yaml"
     for mode in ("node-weaken", "node-honest"):
-        project.log = project.log.parent / f"{mode}.log"
+        log = project.log.parent / f"{mode}.log"
+        if mode == "node-weaken":
+            project.log = log
+            project.configure(mode, test="node --test", retries=0)  # one attempt judged: the point
+        else:
+            config.write_text(config.read_text().replace(str(project.log), str(log)).replace(
+                '"node-weaken"', '"node-honest"'))  # fmt: skip
+            project.log = log
         project.sid = project.repo.story(f"{TITLE} ({mode})")
-        project.configure(mode, test="node --test", retries=0)  # one attempt judged: the point
+        start_at_implement(project.root, project.sid)
 
         result = project.run(project.sid)
 

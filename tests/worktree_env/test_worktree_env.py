@@ -20,6 +20,7 @@ from ai_sdlc.worktree_env import wrongtree
 from tests.conftest import run_cli
 from tests.support.fakes.project_agent import JS_MUL_TEST
 from tests.support.git_support import Repo, git, git_env, make_repo
+from tests.support.held_support import start_at_implement
 from tests.support.paths import FAKES
 from tests.support.worktree_env_support import RECIPE, VERIFY, calc_project, pytest_script
 
@@ -424,9 +425,13 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
     mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
     refused: the base's version of the test fails against it; the attempt is counted. One that
-    breaks add.js fails `npm test`: never done either, the attempt counted."""
+    breaks add.js fails `npm test`: never done either, the attempt counted. The honest story
+    walks every phase; the others start at their implementation (`start_at_implement`, as a
+    user hand-edits them), the earlier phases not being their point. `--prefer-offline`: the
+    lock's packages are in npm's cache (`npm_lock` warmed it)."""
     log = tmp_path / "records" / "honest.log"
-    repo = node_project(tmp_path, npm_lock, log, "honest-js", '["npm ci --no-audit --no-fund"]')
+    setup = '["npm ci --no-audit --no-fund --prefer-offline"]'
+    repo = node_project(tmp_path, npm_lock, log, "honest-js", setup)
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
@@ -444,6 +449,7 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
         log = tmp_path / "records" / f"{behaviour}.log"
         use_agent(repo.root, log, behaviour)
         sid = repo.story(f"Add mul ({behaviour})")
+        start_at_implement(repo.root, sid)
         result = run_cli(repo.root, "run", sid, env=ENV)
         assert result.returncode == 5, (behaviour, result.output)
         fm = frontmatter(repo.root, sid)
@@ -462,6 +468,7 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     log = tmp_path / "records" / "break-js.log"
     use_agent(repo.root, log, "break-js")
     sid = repo.story("Refactor add")
+    start_at_implement(repo.root, sid)
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
