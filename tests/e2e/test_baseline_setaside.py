@@ -17,7 +17,8 @@ import pytest
 from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.support.git_support import Repo, git, git_env, make_repo
-from tests.support.judge_rows_other import config_text, start_at_implement
+from tests.support.held_support import start_at_implement
+from tests.support.judge_rows_other import config_text
 from tests.support.paths import FAKES
 from tests.support.records import records_path
 
@@ -81,7 +82,7 @@ def configured(repo: Repo, tmp_path: Path, verify: str, behaviour: str) -> tuple
         config_text(log, behaviour, settings, agent=AGENT)
     )
     sid = repo.story("Multiply numbers")
-    start_at_implement(root, sid)
+    start_at_implement(root, sid, status="in-progress")
     return repo, sid
 
 

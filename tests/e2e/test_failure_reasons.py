@@ -15,8 +15,9 @@ import pytest
 from ai_sdlc.store import StoryStore
 from tests.conftest import run_cli
 from tests.support.git_support import Repo, git_env, make_repo
+from tests.support.held_support import start_at_implement
 from tests.support.js_runners import runners
-from tests.support.judge_rows_other import config_text, start_at_implement
+from tests.support.judge_rows_other import config_text
 from tests.support.paths import FAKES
 from tests.support.records import records_path
 
@@ -42,7 +43,7 @@ def blocked_by(repo: Repo, tmp_path: Path, verify: str, behaviour: str) -> str:
         config_text(log, behaviour, settings, agent=AGENT)
     )
     sid = repo.story("Change the numbers")
-    start_at_implement(root, sid)
+    start_at_implement(root, sid, status="in-progress")
     result = run_cli(root, "run", sid, env={"AI_SDLC_PROVIDER": "command"}, timeout=300)
     assert result.returncode == 5, result.output
     fm = StoryStore(root).get(sid).frontmatter

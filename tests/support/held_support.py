@@ -127,14 +127,14 @@ class ImplementStory(HeldStory):
         start_at_implement(root, self.sid)
 
 
-def start_at_implement(root: Path, sid: str) -> None:
-    """The story's refine, research and plan marked done in its frontmatter, as a user
-    hand-edits a story whose earlier phases are not in question: its run starts at the
-    implementation (three agent calls fewer)."""
+def start_at_implement(root: Path, sid: str, status: str = "ready") -> None:
+    """The story's refine, research and plan marked done in its frontmatter (its status
+    `status`), as a user hand-edits a story whose earlier phases are not in question: its run
+    starts at the implementation (three agent calls fewer)."""
     story = root / ".ai-sdlc" / "stories" / sid / "story.md"
     text = story.read_text()
     for old, new in (
-        ("\nstatus: backlog\n", "\nstatus: ready\n"),
+        ("\nstatus: backlog\n", f"\nstatus: {status}\n"),
         ("\nresearch_complete: false\n", "\nresearch_complete: true\n"),
         ("\nplan_complete: false\n", "\nplan_complete: true\n"),
     ):

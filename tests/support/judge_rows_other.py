@@ -24,13 +24,10 @@ from typing import TYPE_CHECKING
 from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult
 from tests.support.git_support import git, make_repo, own_git_config
-from tests.support.held_support import AGENT, ENV, HeldStory
+from tests.support.held_support import AGENT, ENV, HeldStory, start_at_implement
 
 if TYPE_CHECKING:
     from tests.support.verdicts import Row
-
-#: The flags of a story whose refinement, research and plan are done (hand-set by a user).
-AT_IMPLEMENT = {"status": "in-progress", "research_complete": True, "plan_complete": True}
 
 
 def config_text(
@@ -58,12 +55,6 @@ def config_text(
     return json.dumps(nested, indent=2) + "\n"
 
 
-def start_at_implement(root: Path, sid: str) -> None:
-    """The story's refinement, research and plan marked done, as a user sets them by hand."""
-    with StoryStore(root).edit(sid) as story:
-        story.frontmatter.update(AT_IMPLEMENT)
-
-
 class RowStory(HeldStory):
     """A `HeldStory` whose project config was written whole (no `ai-sdlc config` call)."""
 
@@ -75,7 +66,7 @@ class RowStory(HeldStory):
         self.env = {**ENV, **(env or {})}
         self.sid = StoryStore(root).add("Multiply").id
         if at_implement:
-            start_at_implement(root, self.sid)
+            start_at_implement(root, self.sid, status="in-progress")
 
     def assert_blocked(self, said: str, attempts: int) -> None:
         """Never done: every attempt (`attempts`: limits.implementation_retries + 1) failed,

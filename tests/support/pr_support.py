@@ -20,6 +20,7 @@ from tests.support.fakes.api_server import Call, FakeApiServer, RecordedRequest,
 from tests.support.fakes.github_api import FakeGitHub, gh_environment, real_gh, serve
 from tests.support.fakes.story_agent import has_tool_results
 from tests.support.git_support import Repo, git, make_repo
+from tests.support.held_support import start_at_implement
 
 _TASK = re.compile(r"## Your task \((\w+)\)")
 #: The project's test: fails naming its test, as a runner does (a base that names none is a
@@ -100,16 +101,7 @@ def add_planned(root: Path, title: str, env: dict[str, str]) -> str:
     added = run_cli(root, "add", title, env=env)
     assert added.returncode == 0, added.output
     sid = added.stdout.strip()
-    path = root / ".ai-sdlc" / "stories" / sid / "story.md"
-    text = path.read_text()
-    for old, new in (
-        ("status: backlog\n", "status: in-progress\n"),
-        ("research_complete: false\n", "research_complete: true\n"),
-        ("plan_complete: false\n", "plan_complete: true\n"),
-    ):
-        assert old in text, text
-        text = text.replace(old, new, 1)
-    path.write_text(text)
+    start_at_implement(root, sid, status="in-progress")
     return sid
 
 
