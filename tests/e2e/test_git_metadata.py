@@ -38,7 +38,8 @@ from tests.support.attack_support import (
 )
 from tests.support.git_support import Repo, git, git_env, make_repo
 from tests.support.paths import FAKES
-from tests.support.runs_support import start_cli, stop_or_explain, wait_for_pid
+from tests.support.runs_support import start_cli, stop_or_explain
+from tests.support.waits import wait_for_pid
 
 __all__ = ["git_env"]
 

@@ -38,8 +38,8 @@ from tests.support.runs_support import (
     stop_or_explain,
     story_events,
     story_states,
-    wait_for_pid,
 )
+from tests.support.waits import wait_for_pid
 
 AGENT = FAKES / "cli_agent.py"
 #: A failure guard, not a pass condition: how long the test waits for a handshake (a marker, an

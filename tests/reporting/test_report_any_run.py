@@ -22,9 +22,9 @@ from tests.support.runs_support import (
     only_run,
     stop_or_explain,
     story_events,
-    wait_for_pid,
     write_rules,
 )
+from tests.support.waits import wait_for_pid
 from tests.workflow.parallel.test_parallel_runs import add_field
 
 pytestmark = pytest.mark.e2e

@@ -154,25 +154,6 @@ def start_cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subp
     )
 
 
-def wait_for(path: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-
-
-def wait_for_pid(path: Path, timeout: float = 30.0) -> int:
-    """The pid a process writes to `path`, once completely written (the file exists before
-    its content: polling for existence alone can read an empty file)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        text = path.read_text() if path.exists() else ""
-        if text.strip().isdigit():
-            return int(text)
-        assert time.monotonic() < deadline, f"{path} never got a pid (content: {text!r})"
-        time.sleep(0.02)
-
-
 def stop_or_explain(
     proc: subprocess.Popen[str], timeout: float = 60.0, leftovers: tuple[int, ...] = ()
 ) -> tuple[str, str]:

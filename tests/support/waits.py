@@ -10,11 +10,45 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
+import time
+from pathlib import Path
 
 #: Seconds before a wait fails the test (a failure guard, never a pass condition).
 GUARD = 60.0
 #: Seconds a stand-in sleeps when only a kill may end it.
 NEVER = 600
+
+
+def wait_for(path: Path, timeout: float = GUARD) -> None:
+    """Return once `path` exists; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def wait_for_pid(
+    path: Path,
+    timeout: float = GUARD,
+    writer: subprocess.Popen[bytes] | subprocess.Popen[str] | None = None,
+) -> int:
+    """The pid a process writes to `path`, once completely written (the file exists before
+    its content: polling for existence alone can read an empty file). With `writer` (the
+    process expected to get there), fail at once, with its output, when it has ended without."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text() if path.exists() else ""
+        if text.strip().isdigit():
+            return int(text)
+        if writer is not None and writer.poll() is not None:
+            out, err = writer.communicate()
+            raise AssertionError(
+                f"{path} never got a pid: the process ended ({writer.returncode}) first\n"
+                f"stdout: {out!r}\nstderr: {err!r}"
+            )
+        assert time.monotonic() < deadline, f"{path} never got a pid (content: {text!r})"
+        time.sleep(0.02)
 
 
 def wait_until_gone(pid: int, what: str, timeout: float = GUARD) -> None:

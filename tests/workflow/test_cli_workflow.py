@@ -7,7 +7,6 @@ import multiprocessing
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.conftest import CliRunner, cli_environment
 from tests.support.records import records_folder
+from tests.support.waits import wait_for_pid
 
 PASSING_CODE = "def multiply(a, b):\n    return a * b\n"
 FAILING_CODE = "def multiply(a, b):\n    return a + b\n"
@@ -401,14 +401,6 @@ def gated_build(project: Path) -> tuple[str, Path, Path]:
     return shlex.join([sys.executable, "-c", GATED, str(started), str(release)]), started, release
 
 
-def wait_for_pid(path: Path, timeout: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and path.read_text().isdigit()):
-        assert time.monotonic() < deadline, f"{path} never got a pid"
-        time.sleep(0.02)
-    return int(path.read_text())
-
-
 def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) -> None:
     setup_python_project(project)
     gated, started, release = gated_build(project)
@@ -423,7 +415,7 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
         stdin=subprocess.DEVNULL,
         env=env,
     )
-    wait_for_pid(started)  # the first run is verifying: it holds the story's run lock
+    wait_for_pid(started, writer=first)  # the first run is verifying: it holds the run lock
     second = cli("run", "S-0001")
     release.touch()
     first.communicate(timeout=120)
@@ -444,7 +436,7 @@ def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: P
         stdin=subprocess.DEVNULL,
         env=cli_environment(),  # the suite's user: the scripted provider named, its own state
     )
-    wait_for_pid(started)  # killed mid-phase, with the run lock held
+    wait_for_pid(started, writer=proc)  # killed mid-phase, with the run lock held
     proc.kill()
     proc.wait()
     release.touch()  # the orphaned verification ends too

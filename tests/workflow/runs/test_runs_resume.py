@@ -26,10 +26,9 @@ from tests.support.runs_support import (
     stop_or_explain,
     story_events,
     story_states,
-    wait_for_pid,
     write_rules,
 )
-from tests.support.waits import host_pid, wait_until_gone
+from tests.support.waits import host_pid, wait_for_pid, wait_until_gone
 
 pytestmark = pytest.mark.e2e
 
