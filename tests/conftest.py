@@ -53,6 +53,8 @@ _EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-config-")
 #: state owner directly.
 STATE_HOME = tempfile.mkdtemp(prefix="ai-sdlc-test-state-")
 os.environ["AI_SDLC_STATE_HOME"] = STATE_HOME
+#: A child given this process's environment without AI_SDLC_* falls back to the XDG folder.
+os.environ["XDG_STATE_HOME"] = STATE_HOME
 
 
 def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:

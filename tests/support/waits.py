@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 #: Seconds before a wait fails the test (a failure guard, never a pass condition).
 GUARD = 60.0
@@ -31,7 +33,7 @@ def wait_for(path: Path, timeout: float = GUARD) -> None:
 def wait_for_pid(
     path: Path,
     timeout: float = GUARD,
-    writer: subprocess.Popen[bytes] | subprocess.Popen[str] | None = None,
+    writer: subprocess.Popen[Any] | None = None,
 ) -> int:
     """The pid a process writes to `path`, once completely written (the file exists before
     its content: polling for existence alone can read an empty file). With `writer` (the
@@ -47,8 +49,23 @@ def wait_for_pid(
                 f"{path} never got a pid: the process ended ({writer.returncode}) first\n"
                 f"stdout: {out!r}\nstderr: {err!r}"
             )
-        assert time.monotonic() < deadline, f"{path} never got a pid (content: {text!r})"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{path} never got a pid (content: {text!r})" + _stacks(writer))
         time.sleep(0.02)
+
+
+def _stacks(proc: subprocess.Popen[Any] | None) -> str:
+    """What a still-running `proc` was doing: SIGABRT makes a Python started with
+    PYTHONFAULTHANDLER=1 print every thread's stack to its stderr before it dies."""
+    if proc is None or proc.poll() is not None:
+        return ""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=GUARD)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return f"\nit was still running; its stderr:\n{err!r}"
 
 
 def wait_until_gone(pid: int, what: str, timeout: float = GUARD) -> None:

@@ -406,14 +406,12 @@ def test_second_run_on_the_same_story_is_refused(cli: CliRunner, project: Path) 
     gated, started, release = gated_build(project)
     cli("config", "verify.build", gated)
     cli("add", "Add multiply")
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AI_SDLC_")}
-    env.update({"AI_SDLC_PROVIDER": "scripted", "NO_COLOR": "1"})
     first = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=cli_environment({"PYTHONFAULTHANDLER": "1"}),  # the suite's user, its own state
     )
     wait_for_pid(started, writer=first)  # the first run is verifying: it holds the run lock
     second = cli("run", "S-0001")
@@ -434,7 +432,7 @@ def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: P
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
-        env=cli_environment(),  # the suite's user: the scripted provider named, its own state
+        env=cli_environment({"PYTHONFAULTHANDLER": "1"}),  # the suite's user, its own state
     )
     wait_for_pid(started, writer=proc)  # killed mid-phase, with the run lock held
     proc.kill()
