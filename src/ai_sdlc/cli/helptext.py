@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, get_args
+from typing import Any
+
+from typer._click.types import FloatParamType, IntParamType
 
 #: One example per sub-command ("group sub" → command line), shown at the end of its help.
 SUB_EXAMPLES: dict[str, str] = {
@@ -45,25 +47,22 @@ def humanise(command: Any, path: str, examples: Mapping[str, str]) -> None:
 
 
 def value_name(param: Any) -> str | None:
-    """How help names the value `param` takes (None for a flag), from typer's description of
-    its annotation."""
+    """How help names the value `param` takes (None for a flag), from the click type typer
+    gave it (`param.type`: a choice, a whole number, a number, a path)."""
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
         return None
-    desc = param.type_descriptor
-    if desc.choices:
-        return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices) + "]"
-    annotation = desc.annotation
-    if desc.is_list and get_args(annotation):
-        annotation = get_args(annotation)[0]
-    if annotation is int:
+    kind = param.type
+    choices = getattr(kind, "choices", None)
+    if choices:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+    if isinstance(kind, IntParamType):
         return "N"
-    if annotation is float:
+    if isinstance(kind, FloatParamType):
         return "NUMBER"
-    if desc.is_path:
-        info = desc.parameter_info
-        if not info.file_okay:
+    if hasattr(kind, "file_okay") and hasattr(kind, "dir_okay"):  # typer's path type
+        if not kind.file_okay:
             return "FOLDER"
-        return "FILE" if not info.dir_okay else "PATH"
+        return "FILE" if not kind.dir_okay else "PATH"
     return str(param.name or "value").upper()
 
 
@@ -78,21 +77,21 @@ def _rename(param: Any) -> None:
         param.metavar = name
 
 
-#: typer's validation wording (pydantic's) → ours, in a usage error's message.
+#: click's wording for a value out of range or of the wrong kind → ours, in a usage error.
 _PLAIN_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Input should be greater than or equal to (\S+?)\.?$"), r"must be \1 or more"),
-    (re.compile(r"Input should be less than or equal to (\S+?)\.?$"), r"must be \1 or less"),
-    (re.compile(r"Input should be greater than (\S+?)\.?$"), r"must be more than \1"),
-    (re.compile(r"Input should be less than (\S+?)\.?$"), r"must be less than \1"),
-    (re.compile(r"Input should be a valid integer.*$"), "must be a whole number"),
-    (re.compile(r"Input should be a valid number.*$"), "must be a number"),
-    (re.compile(r"Value error, "), ""),
+    (re.compile(r"^.* is not in the range (\S+?)<=x<=(\S+?)\.?$"), r"must be from \1 to \2"),
+    (re.compile(r"^.* is not in the range x>=(\S+?)\.?$"), r"must be \1 or more"),
+    (re.compile(r"^.* is not in the range x<=(\S+?)\.?$"), r"must be \1 or less"),
+    (re.compile(r"^.* is not in the range x>(\S+?)\.?$"), r"must be more than \1"),
+    (re.compile(r"^.* is not in the range x<(\S+?)\.?$"), r"must be less than \1"),
+    (re.compile(r"^.* is not a valid int( range)?\.?$"), "must be a whole number"),
+    (re.compile(r"^.* is not a valid float( range)?\.?$"), "must be a number"),
 )
 
 
 def plain_error(message: str) -> str:
-    """A usage error's message without a validation library's wording (`Input should be
-    greater than or equal to 0` → `must be 0 or more`, no `Value error, ` prefix)."""
+    """A usage error's message in a person's words (`-1 is not in the range x>=0.` → `must be
+    0 or more`, `'x' is not a valid int.` → `must be a whole number`)."""
     for pattern, replacement in _PLAIN_ERRORS:
         message = pattern.sub(replacement, message)
     return message
