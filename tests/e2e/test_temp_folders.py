@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from tests.conftest import run_cli
 from tests.e2e.test_honest_verification import ENV, Project, template
 from tests.e2e.test_interrupts import GUARD, Point, _kill_leftovers, _pid_in, _running
 from tests.e2e.test_interrupts import _project as blocking_project
-from tests.support.git_support import git_env
+from tests.support.git_support import git_env, make_repo
 from tests.support.runs_support import frontmatter, start_cli, stop_or_explain, wait_for_pid
 
 __all__ = ["git_env", "template"]
@@ -101,6 +102,34 @@ def test_a_run_blocked_by_failed_verification_leaves_nothing(
 
     assert result.returncode == 5, result.output
     assert project.fm()["status"] == "blocked"
+    assert left_in(private_tmp) == []
+
+
+def test_a_parallel_run_leaves_nothing_of_its_workers(tmp_path: Path, private_tmp: Path) -> None:
+    """`run --auto -j 2`: each worker process (which ends without running the interpreter's
+    exit hooks) closes its session, so its seeded bytecode goes with its story."""
+    repo = make_repo(tmp_path)
+    for n in range(2):
+        repo.story(f"Story {n + 1}")
+    config = repo.root / ".ai-sdlc" / "config.yaml"
+    config.write_text(f"verify:\n  test: {sys.executable} -c pass\n")
+
+    result = run_cli(
+        repo.root,
+        "run",
+        "--auto",
+        "-j",
+        "2",
+        env={"TMPDIR": str(private_tmp)},
+        timeout=180,
+        subprocess=True,
+    )
+
+    assert result.returncode == 0, result.output
+    assert [frontmatter(repo.root, sid)["status"] for sid in ("S-0001", "S-0002")] == [
+        "done",
+        "done",
+    ]
     assert left_in(private_tmp) == []
 
 
