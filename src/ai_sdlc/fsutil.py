@@ -173,7 +173,7 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
         tried.add(failed)
         with contextlib.suppress(OSError):
             parent = os.path.dirname(failed)
-            if failed != top and parent.startswith(top):
+            if parent == top or parent.startswith(top + os.sep):  # never above the folder
                 os.chmod(parent, stat.S_IRWXU)
             if os.path.isdir(failed) and not os.path.islink(failed):
                 os.chmod(failed, stat.S_IRWXU)
