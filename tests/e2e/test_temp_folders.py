@@ -12,9 +12,11 @@ many commands keeps nothing of the earlier ones until it exits)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,10 +38,14 @@ def left_in(folder: Path) -> list[str]:
 
 
 @pytest.fixture
-def private_tmp(tmp_path: Path) -> Path:
-    folder = tmp_path / "tmpdir"
-    folder.mkdir()
-    return folder
+def private_tmp() -> Iterator[Path]:
+    """An empty folder of the test's own for `TMPDIR`. Short, not below `tmp_path`: the fork
+    server's Unix socket lives below it (at most 107 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="ai-sdlc-t-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_sandboxed_run_to_done_with_a_command_agent_leaves_nothing(
