@@ -97,8 +97,11 @@ fuzz: $(STAMP_DEV)
 ## every survivor. MUTANTS narrows it (`make mutants MUTANTS='ai_sdlc.resilience.*'`); results
 ## are kept in mutants/ and a second run only checks what changed.
 MUTANTS ?=
+# A TMPDIR of its own, removed after: a mutant's test run killed for its time leaves its temp
+# folders (nothing can remove them from a killed process).
 mutants: $(STAMP_DEV)
-	PATH=$(abspath $(BIN)):$$PATH HYPOTHESIS_PROFILE=mutants nice -n 10 $(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	tmp=$$(mktemp -d -t ai-sdlc-mutants-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	TMPDIR=$$tmp PATH=$(abspath $(BIN)):$$PATH HYPOTHESIS_PROFILE=mutants nice -n 10 $(BIN)/mutmut run --max-children 2 $(MUTANTS)
 	$(BIN)/python tests/mutants_report.py
 
 ## promise-mutants: the hand-made promise mutants (tests/promise_mutants.py; docs/testing.md): each

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -148,3 +149,36 @@ def _read_at(fd: int, size: int, offset: int) -> bytes:
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """`atomic_write_bytes` of UTF-8 text, written exactly (no newline translation)."""
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove a temp folder ai-sdlc made and whatever a child left in it, whatever the child did
+    to the mode bits inside (a test suite's read-only fixture folder in its `TMPDIR`, a Go
+    module cache): a folder that refuses is made its owner's own (u+rwx) and tried again.
+    Whatever still refuses stays (a temp folder's removal never fails a command)."""
+    import shutil
+
+    top = os.path.abspath(path)
+    tried: set[str] = set()
+
+    def remove(folder: str) -> None:
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(folder, onexc=again)
+        else:
+            shutil.rmtree(folder, onerror=again)
+
+    def again(_func: object, failed: str, _exc: object) -> None:
+        if failed in tried:
+            return
+        tried.add(failed)
+        with contextlib.suppress(OSError):
+            parent = os.path.dirname(failed)
+            if parent == top or parent.startswith(top + os.sep):  # never above the folder
+                os.chmod(parent, stat.S_IRWXU)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, stat.S_IRWXU)
+                remove(failed)
+            else:
+                os.unlink(failed)
+
+    remove(top)

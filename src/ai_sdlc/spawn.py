@@ -199,6 +199,6 @@ def _close(*fds: int) -> None:
 
 
 def _remove_tree(path: str) -> None:
-    import shutil
+    from ai_sdlc.fsutil import remove_tree
 
-    shutil.rmtree(path, ignore_errors=True)
+    remove_tree(path)

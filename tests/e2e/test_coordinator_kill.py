@@ -30,6 +30,9 @@ from tests.conftest import cli_environment, run_cli
 from tests.sandbox.test_launcher_reach import alive, kill_all, processes_under
 from tests.support.attack_support import assert_counted_honestly, home_sums, make_home
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401  (fixture)
+from tests.support.runs_support import killed_tmpdir
+
+__all__ = ["killed_tmpdir"]  # a fixture
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 
@@ -74,7 +77,9 @@ else:
 """
 
 
-def test_a_killed_coordinator_leaves_nothing_running_within_5_s(tmp_path: Path) -> None:
+def test_a_killed_coordinator_leaves_nothing_running_within_5_s(
+    tmp_path: Path, killed_tmpdir: Path
+) -> None:
     repo = make_repo(tmp_path, remote=False)
     root = repo.root
     home, state = make_home(tmp_path / "home")
@@ -99,6 +104,7 @@ def test_a_killed_coordinator_leaves_nothing_running_within_5_s(tmp_path: Path) 
             "TEST_RUN_FOLDER": str(tmp_path),  # names every process of the run in /proc
             "HOME": str(home),
             "AI_SDLC_STATE_HOME": str(state),
+            "TMPDIR": str(killed_tmpdir),
         }
     )
     sums = home_sums(home, state)

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,9 +26,11 @@ def _path_without_venv() -> str:
 
 
 @pytest.mark.slow
-def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown() -> None:
+def test_demo_runs_the_main_job_and_ends_blocked_with_breakdown(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
     env["NO_COLOR"] = "1"
+    # The demo keeps its project in the temp folder for the user to look at: the test's own.
+    env["TMPDIR"] = str(tmp_path)
     # The demo's verification runs real pytest on its tiny project, which needs none of the
     # plugins of this venv (hypothesis, xdist, ...): as in a venv with only the `demo` extra,
     # each run takes 0.2 s instead of 0.6 s.

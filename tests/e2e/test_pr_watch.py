@@ -96,8 +96,8 @@ def test_watch_and_run_auto_pick_up_feedback_with_one_query_per_pr(loop: Loop) -
     store = StoryStore(loop.repo.root)
 
     def run(ids: list[str]) -> Any:
-        session = Session.open(store, provider_name=None, emit=lambda _e: None)
-        return session.run_many(story_ids=ids, jobs=1)
+        with Session.open(store, provider_name=None, emit=lambda _e: None) as session:
+            return session.run_many(story_ids=ids, jobs=1)
 
     watch = Watch(
         store,

@@ -153,12 +153,20 @@ def test_a_rewritten_worktree_git_file_steers_nothing(tmp_path: Path) -> None:
     assert "fsmonitor" in project.marks()
 
 
+def killed_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """`env` for a run the agent SIGKILLs: its temp folders (it cannot remove them) go in the
+    test's folder."""
+    temp = tmp_path / "killed-tmp"
+    temp.mkdir(exist_ok=True)
+    return {**env, "TMPDIR": str(temp)}
+
+
 def test_an_agents_own_commit_with_a_secret_is_never_adopted_or_pushed(tmp_path: Path) -> None:
     project = Project(tmp_path, "secret")
     sid = project.sids[0]
     env = {**project.env, "HOSTILE_STORY": sid}
 
-    killed = run_cli(project.root, "run", sid, env=env, subprocess=True)  # the agent kills it
+    killed = run_cli(project.root, "run", sid, env=killed_env(env, tmp_path), subprocess=True)
     assert killed.returncode == -9, killed.output
     worktree = next((project.root / ".ai-sdlc" / "worktrees").glob(f"{sid}-*"))
     branch = f"ai-sdlc/{worktree.name}"
@@ -211,7 +219,7 @@ def test_an_agents_own_clean_commit_is_adopted_and_published(tmp_path: Path) -> 
     sid = project.sids[0]
     env = {**project.env, "HOSTILE_STORY": sid}
 
-    killed = run_cli(project.root, "run", sid, env=env, subprocess=True)
+    killed = run_cli(project.root, "run", sid, env=killed_env(env, tmp_path), subprocess=True)
     assert killed.returncode == -9, killed.output
     result = run_cli(project.root, "run", sid, env=env)
 

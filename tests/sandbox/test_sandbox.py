@@ -213,8 +213,11 @@ def project(tmp_path: Path, *, template: list[str] | None = None) -> tuple[Path,
 
 def run(root: Path, *args: str, **env: str) -> CliResult:
     """`ai-sdlc` with the configured command agent (the suite's default is `scripted`); the
-    sandbox is the project's own (its `sandbox.writable` names the reports folder)."""
-    return run_cli(root, *args, env={"AI_SDLC_PROVIDER": "command", **env})
+    sandbox is the project's own (its `sandbox.writable` names the reports folder). Children
+    run unconfined write the temp folder they are given: one beside the project."""
+    temp = root.parent / "tmp"
+    temp.mkdir(exist_ok=True)
+    return run_cli(root, *args, env={"AI_SDLC_PROVIDER": "command", "TMPDIR": str(temp), **env})
 
 
 def attempts(reports: Path) -> list[dict[str, Any]]:

@@ -267,6 +267,7 @@ def mount_namespace_here() -> bool:
     import subprocess
     import sys
 
+    from ai_sdlc.fsutil import remove_tree
     from ai_sdlc.sandbox.backend import LandlockBackend
     from ai_sdlc.sandbox.policy import SandboxPolicy
 
@@ -274,5 +275,8 @@ def mount_namespace_here() -> bool:
     launch = SandboxPolicy(LandlockBackend(), ()).launch(
         [sys.executable, "-I", "-S", "-c", code], env={}
     )
-    done = subprocess.run(launch.argv, env=launch.env, capture_output=True, check=False)
+    try:
+        done = subprocess.run(launch.argv, env=launch.env, capture_output=True, check=False)
+    finally:
+        remove_tree(launch.tmpdir)  # the child's temp folder: the launch's caller removes it
     return done.stdout.split() == [b"2"]

@@ -84,9 +84,16 @@ def make_repo(tmp_path: Path, *, remote: bool = True) -> Repo:
 
 
 def template_folder(prefix: str) -> Path:
-    """A folder for a template this process builds once, removed when the process ends."""
+    """A folder for a template this process builds once, removed when the process ends (by
+    this process only: a forked child that exits normally leaves it to its parent)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
     return folder
 
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ai_sdlc.store import StoryStore
 from tests.conftest import allow_unverified, cli_environment
@@ -50,6 +55,18 @@ RAY_START = (
 )
 
 
+@pytest.fixture
+def killed_tmpdir() -> Iterator[Path]:
+    """The `TMPDIR` of processes a test kills on purpose (SIGKILL leaves their temp folders):
+    a folder of the test's own, removed after it. Short: Unix socket paths below it (the fork
+    server's, Ray's) must stay within 107 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="ai-sdlc-killed-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def start_ray_cluster(temp: str, log: Path) -> tuple[str, int]:
     """A local Ray cluster in a session of its own (so that `kill_session` ends every process of
     it at once, as a machine loss would): its GCS address and the session id. `temp` must be a
@@ -61,7 +78,8 @@ def start_ray_cluster(temp: str, log: Path) -> tuple[str, int]:
             stdout=output,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **RAY_ENV},
+            # Its workers' temp folders (a killed worker leaves them) go with the cluster's.
+            env={**os.environ, **RAY_ENV, "TMPDIR": temp},
             start_new_session=True,
         )
         try:

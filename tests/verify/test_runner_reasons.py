@@ -22,7 +22,9 @@ from tests.support.js_runners import runners
 
 
 def run(argv: list[str], cwd: Path) -> str:
-    env = {**os.environ, "CI": "1", "NO_COLOR": "1", "FORCE_COLOR": "0"}
+    temp = cwd.parent / f"{cwd.name}-tmp"  # the runner's own temp files (jest's cache) go with it
+    temp.mkdir(exist_ok=True)
+    env = {**os.environ, "CI": "1", "NO_COLOR": "1", "FORCE_COLOR": "0", "TMPDIR": str(temp)}
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0, done.stdout + done.stderr  # one test fails
     return done.stdout + done.stderr

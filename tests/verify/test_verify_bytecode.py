@@ -291,3 +291,26 @@ def test_a_session_folder_is_built_again_when_a_link_would_lead_into_a_writable_
     second = seeds.prefix([str(tmp_path / "work"), str(leaf)])
     assert second != first
     assert not (Path(second) / str(leaf).lstrip(os.sep)).exists()
+
+
+def test_closing_the_seeds_removes_every_folder_and_nothing_its_links_lead_to(
+    tmp_path: Path, leaf: Path
+) -> None:
+    """`close` (the session's, when its command ends) removes each folder built, a folder whose
+    mode bits a child could not write included; the bytecode the links lead to stays, and a
+    later verification gets a new folder."""
+    seeds = bytecode.Seeds()
+    first = Path(seeds.prefix([str(tmp_path / "work")]))
+    second = Path(seeds.prefix([str(tmp_path / "work"), str(leaf)]))
+    linked = first / str(leaf).lstrip(os.sep)
+    target = os.path.realpath(linked)
+    linked.parent.chmod(0o500)  # read-only by its mode bits too
+
+    seeds.close()
+
+    assert not first.exists() and not second.exists()
+    assert os.path.exists(target)
+    third = Path(seeds.prefix([str(tmp_path / "work")]))
+    assert third not in (first, second) and third.is_dir()
+    seeds.close()
+    assert not third.exists()

@@ -427,12 +427,16 @@ def test_a_killed_run_does_not_leave_the_story_locked(cli: CliRunner, project: P
     gated, started, release = gated_build(project)
     cli("config", "verify.build", gated)
     cli("add", "Add multiply")
+    killed_tmp = project.parent / "killed-tmp"
+    killed_tmp.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ai_sdlc", "--project", str(project), "run", "S-0001"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
-        env=cli_environment({"PYTHONFAULTHANDLER": "1"}),  # the suite's user, its own state
+        # The suite's user: the scripted provider named, its own state; the killed run's temp
+        # folders (it cannot remove them) in the test's folder.
+        env=cli_environment({"TMPDIR": str(killed_tmp), "PYTHONFAULTHANDLER": "1"}),
     )
     wait_for_pid(started, writer=proc)  # killed mid-phase, with the run lock held
     proc.kill()

@@ -484,6 +484,7 @@ def main() -> None:
     # Before the interpreter's own flush at exit: a reader gone (`| head`) ends the output,
     # never changes the exit code, whichever way the command ends.
     atexit.register(flush_quietly, sys.stdout, sys.stderr)
+    _terminate_as_interrupt()
     argv = hoist_global_options(argv)
     application = Application(command=_command_name(argv), json_mode=_wants_json(argv))
     try:
@@ -508,6 +509,22 @@ def main() -> None:
             fail(application, full.message, hint=full.hint, exit_code=int(full.exit_code))
         _handle_click_exception(application, exc)
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (a cancelled CI job, `kill`, a service manager stopping) ends a command the way
+    Ctrl-C does, through its clean-up: the phase in flight rolled back, its children ended, the
+    session's temp folders removed (exit 130). By default it would end the process at once,
+    leaving all of them. `watch` sets its own (a SIGTERM stops it with exit 0); a handler the
+    embedding process set is left alone."""
+    import signal
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread: no handler can be set
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, interrupt)
 
 
 def _debug_logging(argv: list[str]) -> contextlib.AbstractContextManager[None]:

@@ -113,7 +113,8 @@ def execute(
             pending.clear()
         progress.event(event)
 
-    session = Session.open(
+    # The session owns its temp folders: closed when the command ends, however it ends.
+    with Session.open(
         store,
         provider_name=provider,
         emit=emit,
@@ -121,51 +122,53 @@ def execute(
         config=config,
         no_sandbox=no_sandbox,
         step=step,
-    )
-    wall = session.sandbox
-    if wall is not None and wall.widened and wall.in_force and not no_sandbox:
-        # Said first: a wider sandbox is a looser one.
-        out.warn("sandbox widened by sandbox.writable: " + ", ".join(wall.widened))
-    pending.extend((session.notice or "").splitlines())
-    out.debug(describe_provider(session.provider.name, session.config))
-    if auto or batch or resume or continue_:
-        assert session.sandbox is not None
-        which = "--auto" if auto else "--batch" if batch else "--resume" if resume else "--continue"
-        session.sandbox.check_unattended(no_sandbox=no_sandbox, command=f"ai-sdlc run {which}")
+    ) as session:
+        wall = session.sandbox
+        if wall is not None and wall.widened and wall.in_force and not no_sandbox:
+            # Said first: a wider sandbox is a looser one.
+            out.warn("sandbox widened by sandbox.writable: " + ", ".join(wall.widened))
+        pending.extend((session.notice or "").splitlines())
+        out.debug(describe_provider(session.provider.name, session.config))
+        if auto or batch or resume or continue_:
+            assert session.sandbox is not None
+            which = (
+                "--auto" if auto else "--batch" if batch else "--resume" if resume else "--continue"
+            )
+            session.sandbox.check_unattended(no_sandbox=no_sandbox, command=f"ai-sdlc run {which}")
+            try:
+                report = session.run_many(
+                    story_ids=ids if batch else None,
+                    resume=resume,
+                    latest=continue_,
+                    jobs=jobs,
+                    epic=epic,
+                    executor=executor,
+                    ray_address=ray_address,
+                    max_attempts=max_attempts,
+                )
+            finally:
+                progress.close()
+            if report is None:
+                return _finish_idle(out, session.idle(epic=epic), json, {"run": None})
+            return _finish_multi(out, store, report, json)
         try:
-            report = session.run_many(
-                story_ids=ids if batch else None,
-                resume=resume,
-                latest=continue_,
-                jobs=jobs,
-                epic=epic,
-                executor=executor,
-                ray_address=ray_address,
-                max_attempts=max_attempts,
+            outcomes = session.run(
+                story_id=ids[0] if ids else None,
+                auto=False,
+                step=step,
+                ignore_dependencies=ignore_dependencies,
             )
         finally:
             progress.close()
-        if report is None:
-            return _finish_idle(out, session.idle(epic=epic), json, {"run": None})
-        return _finish_multi(out, store, report, json)
-    try:
-        outcomes = session.run(
-            story_id=ids[0] if ids else None,
-            auto=False,
-            step=step,
-            ignore_dependencies=ignore_dependencies,
-        )
-    finally:
-        progress.close()
-    if not outcomes:
-        return _finish_idle(out, session.idle(), json, {})
-    blocked = [o for o in outcomes if o.result == "blocked"]
-    if json:
-        out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})
-    _render_outcomes(out, outcomes)
-    if blocked:
-        return int(ExitCode.BLOCKED)
-    return in_review_exit(store, outcomes)
+        if not outcomes:
+            return _finish_idle(out, session.idle(), json, {})
+        blocked = [o for o in outcomes if o.result == "blocked"]
+        if json:
+            out.ndjson({"event": "run_finished", "outcomes": [o.to_json() for o in outcomes]})
+        _render_outcomes(out, outcomes)
+        if blocked:
+            return int(ExitCode.BLOCKED)
+        return in_review_exit(store, outcomes)
 
 
 def halted_hint(why: str, command: str) -> str:

@@ -86,6 +86,7 @@ def watch(
             return session.run_many(story_ids=ids, jobs=jobs)
         finally:
             progress.close()
+            session.close()  # its temp folders go with each run, not when the watch ends
 
     stop = StopFlag()
     stories_dir = store.stories_dir

@@ -127,10 +127,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
         """Resolve the program (as `Popen` would: FileNotFoundError/PermissionError when it
         cannot run), make the child's private temp folder and wrap the command line
         (`lifeline`: see `Backend.wrap`)."""
-        import shutil  # (a run that starts no child never imports these)
-        import tempfile
+        import tempfile  # (a run that starts no child never imports it)
 
         from ai_sdlc.environ import current
+        from ai_sdlc.fsutil import remove_tree
 
         environment = dict(current() if env is None else env)
         executable = resolve_executable(argv[0], environment, cwd)
@@ -149,7 +149,7 @@ class SandboxPolicy(msgspec.Struct, frozen=True):
                 read_only=self.read_only,
             )
         except BaseException:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            remove_tree(tmpdir)
             raise
         return Launch(wrapped, environment, tmpdir)
 
@@ -405,9 +405,9 @@ class Sandbox(msgspec.Struct, frozen=True):
         except (OSError, subprocess.SubprocessError) as exc:
             return f"the probe did not run ({exc})"
         finally:
-            import shutil
+            from ai_sdlc.fsutil import remove_tree
 
-            shutil.rmtree(launch.tmpdir, ignore_errors=True)
+            remove_tree(launch.tmpdir)
         if done.stdout.split() == [b"2", b"2"]:
             return None
         if done.stdout.startswith(b"2 "):

@@ -37,8 +37,10 @@ class Seeds:
     verification leaves there can stand for another's source. A folder built per
     verification cost its links and their removal each time (0.5–1 s of system time per
     verification on a busy ext4 disk). Reused only while none of its links leads into the
-    writable roots of the verification at hand; else a new one is built. Each folder is
-    removed when the session's object goes, or at exit."""
+    writable roots of the verification at hand; else a new one is built. `close` removes
+    every folder (the session's owner calls it when the command ends: a process running many
+    commands, or a worker, must not keep them until exit); a folder is also removed if the
+    object goes unclosed, or at exit."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -54,6 +56,13 @@ class Seeds:
                 self._targets = tuple(_seed(Path(folder.name), roots))
                 self._folders.append(folder)
             return self._folders[-1].name
+
+    def close(self) -> None:
+        """Remove every folder built so far; a later `prefix` builds a new one."""
+        with self._lock:
+            folders, self._folders, self._targets = self._folders, [], ()
+        for folder in folders:
+            folder.cleanup()  # its links only: what they lead to stays
 
 
 def seed(prefix: Path, writable: Iterable[str]) -> int:

@@ -12,7 +12,6 @@ import contextlib
 import os
 import selectors
 import shlex
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -25,6 +24,7 @@ import msgspec
 
 from ai_sdlc.environ import current as current_environ
 from ai_sdlc.errors import InvalidInputError
+from ai_sdlc.fsutil import remove_tree
 from ai_sdlc.sandbox.childenv import command_environment
 from ai_sdlc.sandbox.policy import SYSTEM_WRITABLE, SandboxPolicy
 from ai_sdlc.secrets import redact
@@ -206,8 +206,8 @@ def run_commands(
         )
     finally:
         if pycache is not None:
-            shutil.rmtree(pycache, ignore_errors=True)
-        shutil.rmtree(reports, ignore_errors=True)
+            remove_tree(pycache)
+        remove_tree(reports)
 
 
 def _run_steps(

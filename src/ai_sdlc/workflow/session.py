@@ -88,6 +88,19 @@ class Session(msgspec.Struct):
     no_sandbox: bool = False
     #: The sandbox of this session's children (see `ai_sdlc.sandbox`).
     sandbox: Sandbox | None = None
+    #: The session's temp folders (protected bytecode its verifications share): `close`.
+    seeds: Seeds = msgspec.field(default_factory=Seeds)
+
+    def close(self) -> None:
+        """Remove the session's temp folders. Whoever opens a session closes it when its
+        command (or a worker's task) ends, however it ends: `with Session.open(...)`."""
+        self.seeds.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     @classmethod
     def open(
@@ -230,6 +243,7 @@ class Session(msgspec.Struct):
             no_worktree,
             no_sandbox,
             sandbox,
+            seeds,
         )
 
     def run(
@@ -508,7 +522,8 @@ class Session(msgspec.Struct):
 
 def open_worker(store: StoryStore, **options: Any) -> Session:
     """A parallel worker's own quiet session on the project: handed to the executors in their
-    worker spec (pickled by reference), so the parallel package never imports this module."""
+    worker spec (pickled by reference), so the parallel package never imports this module.
+    The worker closes it when its task ends."""
     return Session.open(store, emit=lambda _event: None, **options)
 
 

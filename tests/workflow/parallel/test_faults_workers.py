@@ -18,8 +18,10 @@ from tests.conftest import cli_environment, run_cli
 from tests.support.fakes.callers import CALLER
 from tests.support.git_support import git_env, make_repo  # noqa: F401  (fixture)
 from tests.support.records import records_folder, records_path
-from tests.support.runs_support import only_run, run_events
+from tests.support.runs_support import killed_tmpdir, only_run, run_events
 from tests.support.waits import pids_holding
+
+__all__ = ["killed_tmpdir"]  # a fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("git_env")]
 
@@ -67,7 +69,7 @@ def started(markers: Path, count: int, proc: subprocess.Popen[str]) -> list[int]
         time.sleep(0.02)
 
 
-def test_workers_end_when_their_coordinator_is_killed(tmp_path: Path) -> None:
+def test_workers_end_when_their_coordinator_is_killed(tmp_path: Path, killed_tmpdir: Path) -> None:
     repo = make_repo(tmp_path)
     root = repo.root
     for n in range(3):
@@ -84,7 +86,7 @@ def test_workers_end_when_their_coordinator_is_killed(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
-        env=cli_environment({}),
+        env=cli_environment({"TMPDIR": str(killed_tmpdir)}),
     )
     pids = started(markers, 3, coordinator)
     workers = {

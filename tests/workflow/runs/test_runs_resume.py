@@ -18,6 +18,7 @@ from tests.conftest import run_cli
 from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
     frontmatter,
+    killed_tmpdir,
     make_project,
     only_run,
     phases_started,
@@ -29,6 +30,8 @@ from tests.support.runs_support import (
     write_rules,
 )
 from tests.support.waits import host_pid, wait_for_pid, wait_until_gone
+
+__all__ = ["killed_tmpdir"]  # a fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -100,13 +103,13 @@ def test_resume_after_a_halt_continues_without_redoing_finished_stories(tmp_path
     assert "completed" in again.stderr
 
 
-def test_sigkill_mid_phase_then_continue(tmp_path: Path) -> None:
+def test_sigkill_mid_phase_then_continue(tmp_path: Path, killed_tmpdir: Path) -> None:
     root = tmp_path / "p"
     # S-0001 verifies once (review reuses its implement verdict); the 2nd run is S-0002's.
     config, marker = slow_verify_config(tmp_path, hang_on=2)
     make_project(root, ["A", "B", "C"], config)
     records_folder(root)
-    proc = start_cli(root, "run", "--auto")
+    proc = start_cli(root, "run", "--auto", env={"TMPDIR": str(killed_tmpdir)})
     hanging = host_pid(wait_for_pid(marker), str(marker))  # its own pid is its namespace's
     try:
         proc.kill()

@@ -200,11 +200,14 @@ def test_2_runs_killed_mid_verification_are_counted_until_the_limit(tmp_path: Pa
     counter = use_verify(root, tmp_path, "kill-runner")
     near_the_limit(root, 8)
     results: list[CliResult] = []
+    killed_tmp = tmp_path / "killed-tmp"  # a killed run cannot remove its temp folders
+    killed_tmp.mkdir()
     for _ in range(6):
         # A real process: it gets killed. Unsandboxed: the sandbox's signal scoping (Landlock
         # ABI 6) stops a verify command from killing the runner
         # (tests/sandbox/test_sandbox_units.py).
-        result = run_cli(root, "run", SID, "--no-sandbox", subprocess=True)
+        env = {"TMPDIR": str(killed_tmp)}
+        result = run_cli(root, "run", SID, "--no-sandbox", env=env, subprocess=True)
         results.append(result)
         if result.returncode != -9:
             break

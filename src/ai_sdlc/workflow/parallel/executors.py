@@ -298,9 +298,13 @@ def worker_main(
         )
 
     try:
-        link = _open(spec, token, outbox, replies, stop, slots)
+        session, link = _open(spec, token, outbox, replies, stop, slots)
         link.lost = lost
-        finish(*run_to_stop(link, story_id))
+        try:
+            ended = run_to_stop(link, story_id)
+        finally:
+            session.close()  # its temp folders, before the coordinator hears the end
+        finish(*ended)
     except KeyboardInterrupt:
         finish("interrupted", reason="interrupted (Ctrl-C)")
     except BaseException as exc:  # the coordinator must always hear back
@@ -349,7 +353,10 @@ def _watch_lifeline(
     os._exit(1)
 
 
-def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, slots: Any) -> Link:
+def _open(
+    spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, slots: Any
+) -> tuple[Any, Link]:
+    """The worker's session (the worker closes it) and its link to the coordinator."""
     from ai_sdlc.store import StoryStore
 
     session = spec.open_session(
@@ -370,7 +377,7 @@ def _open(spec: WorkerSpec, token: int, outbox: Any, replies: Any, stop: Any, sl
             return verifier(path)
 
     deps.verifier = gated
-    return link
+    return session, link
 
 
 __all__ = [

@@ -100,8 +100,11 @@ def run_story(
 
     try:
         with _environment(spec.environ), clone_slot(spec) as clone:
-            link = _open(spec, clone, story_id, token, ends)
-            outcome = run_to_stop(link, story_id)
+            session, link = _open(spec, clone, story_id, token, ends)
+            try:
+                outcome = run_to_stop(link, story_id)
+            finally:
+                session.close()  # its temp folders: a Ray worker runs many tasks
             link.report(story_id)
             return finish(*outcome)
     except StopRequested as exc:
@@ -112,7 +115,8 @@ def run_story(
         return finish("outcome", "error", exc.message)
 
 
-def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: Any) -> Any:
+def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: Any) -> tuple[Any, Any]:
+    """The task's session (the task closes it) and its link to the coordinator."""
     from ai_sdlc.config import CONFIG_RELPATH
     from ai_sdlc.fsutil import atomic_write_bytes, atomic_write_text
     from ai_sdlc.git.workspace import GitWorkspace
@@ -155,7 +159,7 @@ def _open(spec: RaySpec, clone: Path, story_id: str, token: int, ends: Any) -> A
                 {"event": "worker_note", "story": story_id, "note": "dropped an unsettled commit"}
             )
         runner.workspaces = PushingWorkspace(workspaces, spec.remote_name)
-    return link
+    return session, link
 
 
 def _policy_manager(runner: Any) -> Any:
