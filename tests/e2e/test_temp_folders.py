@@ -26,7 +26,8 @@ from tests.e2e.test_honest_verification import ENV, Project, template
 from tests.e2e.test_interrupts import GUARD, Point, _kill_leftovers, _pid_in, _running
 from tests.e2e.test_interrupts import _project as blocking_project
 from tests.support.git_support import git_env, make_repo
-from tests.support.runs_support import frontmatter, start_cli, stop_or_explain, wait_for_pid
+from tests.support.runs_support import frontmatter, start_cli, stop_or_explain
+from tests.support.waits import wait_for_pid
 
 __all__ = ["git_env", "template"]
 
