@@ -357,32 +357,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if E2E_FOLDER in item.path.parents:
             item.add_marker(pytest.mark.e2e)
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in SLOW_TIERS))
-
-
-#: Set on a test whose set-up, call or tear-down failed (`pytest_runtest_makereport`).
-_FAILED = pytest.StashKey[bool]()
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
-    report: pytest.TestReport = yield
-    if report.failed:
-        item.stash[_FAILED] = True
-    return report
-
-
-@pytest.fixture(autouse=True)
-def _empty_tmp_path_after_a_pass(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A passed test's `tmp_path` is emptied when it ends, in its worker; a failed test's is
-    kept to look at. Kept whole, each run left about 90,000 files for pytest to delete three
-    runs later, at the end of a run, in one process, and this disk allocates new files more
-    slowly the more it holds. The folder itself stays, so the next test never gets the same
-    path (state kept per project path must not carry over from one test to the next)."""
-    yield
-    path = request.node.funcargs.get("tmp_path") if hasattr(request.node, "funcargs") else None
-    if isinstance(path, Path) and not request.node.stash.get(_FAILED, False):
-        for entry in list(path.iterdir()) if path.is_dir() else []:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
