@@ -196,6 +196,39 @@ def test_a_bytecode_folder_holding_a_link_or_a_folder_gets_links_per_file(
         extra.unlink() if odd == "link" else extra.rmdir()
 
 
+def test_links_to_single_files_are_capped_the_standard_librarys_first(tmp_path: Path) -> None:
+    """A process that imported a package of hundreds of modules in a folder holding packages
+    (an API client's generated types) gets at most `MAX_FILE_LINKS` links to single files,
+    each an inode made per session; the standard library's are among them, the big folder's
+    are left out."""
+    many = bytecode.MAX_FILE_LINKS + 50
+    package = tmp_path / "protected" / "seedmany_pkg"
+    (package / "sub").mkdir(parents=True)
+    for folder in (package, package / "sub"):
+        (folder / "__init__.py").write_text("")
+    for n in range(many):
+        (package / f"m{n}.py").write_text("VALUE = 1\n")
+    sys.path.insert(0, str(package.parent))
+    try:
+        importlib.import_module("seedmany_pkg.sub")
+        for n in range(many):
+            importlib.import_module(f"seedmany_pkg.m{n}")
+        prefix = tmp_path / "prefix"
+        bytecode.seed(prefix, [str(tmp_path / "work")])
+    finally:
+        sys.path.remove(str(package.parent))
+        for name in [m for m in sys.modules if m.startswith("seedmany_pkg")]:
+            sys.modules.pop(name)
+    file_links = [
+        p for p in prefix.rglob("*") if p.is_symlink() and not os.path.isdir(os.readlink(p))
+    ]
+    assert len(file_links) <= bytecode.MAX_FILE_LINKS
+    stdlib = prefix / os.path.dirname(difflib.__file__).lstrip(os.sep)
+    assert (stdlib / Path(difflib.__cached__).name).is_symlink()
+    seeded = prefix / str(package).lstrip(os.sep)
+    assert len(list(seeded.glob("m*.pyc")) if seeded.is_dir() else []) < many
+
+
 #: Tries to write a new bytecode file next to the module's, through the prefix.
 PLANT = (
     "import importlib.util, os, sys\n"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import sysconfig
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -27,6 +28,11 @@ from pathlib import Path
 #: Links a verification's folder gets, at most (a folder holds one link for a whole
 #: `__pycache__`; a folder with a package below it one link per file).
 MAX_LINKS = 4000
+#: Of those, links to single files, at most: the standard library's first. A process that
+#: imported an API client's type modules (anthropic: 2,354 files in folders holding packages)
+#: made as many links per session, each a new inode (0.2-0.4 s), for bytecode no verification
+#: reads.
+MAX_FILE_LINKS = 200
 
 
 class Seeds:
@@ -77,7 +83,8 @@ def _seed(prefix: Path, roots: tuple[str, ...]) -> list[str]:
     A folder no other seeded folder lies below gets one link to its whole `__pycache__` when
     every entry there is a plain file with no other name: each link is a new inode, and
     thousands of them cost more than the compiling they save. Any other folder gets a folder of
-    its own in `prefix` with one link per file."""
+    its own in `prefix` with one link per file, the standard library's first (every Python
+    child imports it), up to `MAX_FILE_LINKS`."""
     wanted: dict[str, list[str]] = {}
     for source, cached in _imported():
         if _protected(source, roots) and _protected(cached, roots) and not os.path.islink(source):
@@ -85,20 +92,48 @@ def _seed(prefix: Path, roots: tuple[str, ...]) -> list[str]:
     holding = {os.path.dirname(folder) for folder in wanted}  # a seeded folder lies below
     holding |= {up for folder in holding for up in _ancestors(folder)}
     targets: list[str] = []
+    per_file: list[tuple[str, list[str]]] = []
     for folder, files in sorted(wanted.items()):
-        if len(targets) >= MAX_LINKS:
-            break
-        target = prefix / folder.lstrip(os.sep)
         pycache = os.path.join(folder, "__pycache__")
         if folder not in holding and _plain_files_only(pycache):
-            if _link(pycache, target):
+            if len(targets) < MAX_LINKS and _link(pycache, prefix / folder.lstrip(os.sep)):
                 targets.append(pycache)
-            continue
+        else:
+            per_file.append((folder, files))
+    stdlib, installed = _stdlib_folders()
+    # The standard library first, then the folders with the fewest modules: a folder of
+    # hundreds is an API client's generated types, which no test run imports.
+    per_file.sort(
+        key=lambda item: (not _in_stdlib(item[0], stdlib, installed), len(item[1]), item[0])
+    )
+    budget = min(MAX_FILE_LINKS, MAX_LINKS - len(targets))
+    for folder, files in per_file:
         for cached in files:
-            name = target / os.path.basename(cached)
-            if len(targets) < MAX_LINKS and _single_name(cached) and _link(cached, name):
+            if budget <= 0:
+                return targets
+            name = prefix / folder.lstrip(os.sep) / os.path.basename(cached)
+            if _single_name(cached) and _link(cached, name):
                 targets.append(cached)
+                budget -= 1
     return targets
+
+
+def _stdlib_folders() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The base installation's standard library folders, and its folders of installed packages
+    (which may lie inside them), whatever venv this is."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    paths = sysconfig.get_paths(vars={**base, "installed_base": sys.base_prefix})
+    return (
+        tuple(_real(paths[key]) for key in ("stdlib", "platstdlib") if paths.get(key)),
+        tuple(_real(paths[key]) for key in ("purelib", "platlib") if paths.get(key)),
+    )
+
+
+def _in_stdlib(folder: str, stdlib: tuple[str, ...], installed: tuple[str, ...]) -> bool:
+    def below(roots: tuple[str, ...]) -> bool:
+        return any(folder == root or folder.startswith(root + os.sep) for root in roots)
+
+    return below(stdlib) and not below(installed)
 
 
 def _link(real: str, name: Path) -> bool:
