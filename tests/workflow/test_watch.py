@@ -248,6 +248,41 @@ def test_a_story_file_caught_mid_write_is_not_reported_but_a_broken_one_is(
     assert len(events) == 3 and slept == []
 
 
+def test_a_signal_that_came_during_a_run_stops_the_watch_after_it(tmp_path: Path) -> None:
+    """Ctrl-C held back while a run's last locks were held reaches the watch's handler only when
+    they are released; the run has ended by then, and did not end interrupted. The watch stops
+    after that run instead of waiting for the next change (the daemon used to wait on, deaf)."""
+    from ai_sdlc.workflow.watch import StopFlag, Watch
+
+    root = project(tmp_path, 2)
+    set_status(root, "S-0001", "ready")
+    set_status(root, "S-0002", "ready")
+    stop = StopFlag()
+    ran: list[list[str]] = []
+
+    def run(ids: list[str]) -> None:
+        ran.append(ids)
+        stop.signal = "SIGINT"  # the handler ran as the run's last lock was released
+
+    class NoWait:
+        name = "test"
+
+        def start(self) -> None:
+            pass
+
+        def wait(self, timeout: float | None = None) -> None:
+            raise AssertionError("the watch waited for changes after a stop signal")
+
+        def close(self) -> None:
+            pass
+
+    watch = Watch(StoryStore(root), run=run, emit=lambda _e: None, changes=NoWait(), stop=stop)
+    assert watch.serve().stopped_by == "SIGINT"
+    assert len(ran) == 1
+    stop.signal = None  # no signal: a cycle with nothing new to run ends unstopped
+    assert watch.once().stopped_by is None and len(ran) == 1
+
+
 def read_until(proc: subprocess.Popen[str], seen: str, text: str = "") -> str:
     """The daemon's stderr so far, read until it holds `seen` (its output is the handshake)."""
     import select

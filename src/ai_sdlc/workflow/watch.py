@@ -270,6 +270,7 @@ class Watch:
         result = WatchResult(source="once")
         try:
             self._cycle(result, raise_errors=True)
+            result.stopped_by = result.stopped_by or self.stop.signal
         except KeyboardInterrupt:
             result.stopped_by = self.stop.signal or "SIGINT"
         return result
@@ -283,6 +284,7 @@ class Watch:
             self.emit({"event": "watch_started", "source": changes.name})
             while result.stopped_by is None:
                 self._cycle(result, raise_errors=False)
+                result.stopped_by = result.stopped_by or self.stop.signal
                 if result.stopped_by is not None:
                     break
                 self._say_waiting(changes)
@@ -319,8 +321,13 @@ class Watch:
 
     # --- one look at the stories ------------------------------------------------------------
     def _cycle(self, result: WatchResult, *, raise_errors: bool) -> None:
-        """Run the ready stories; again while runs make more of them ready."""
+        """Run the ready stories; again while runs make more of them ready. A stop signal
+        that came during a run ends the watch after it, even when the run did not end
+        interrupted (it came while the run's last locks were held, and the run had finished)."""
         while True:
+            if self.stop.signal is not None:
+                result.stopped_by = self.stop.signal
+                return
             ids = self.ready()
             if not ids:
                 return
