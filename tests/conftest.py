@@ -10,15 +10,12 @@ matters (concurrent invocations, locks held by another process, signals, crashes
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import io
 import os
-import shutil
 import signal
 import subprocess as _subprocess
 import sys
-import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -28,6 +25,8 @@ from pathlib import Path
 from types import FrameType
 
 import pytest
+
+from tests.support.folders import process_folder
 
 
 @dataclass
@@ -49,25 +48,11 @@ _SCRUBBED = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD)
 
 
-def _own_folder(prefix: str) -> str:
-    """A temp folder of this process, removed when it exits (by this process only: a forked
-    child that exits normally leaves it to its parent)."""
-    folder = tempfile.mkdtemp(prefix=prefix)
-    owner = os.getpid()
-
-    def remove() -> None:
-        if os.getpid() == owner:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    atexit.register(remove)
-    return folder
-
-
-_EMPTY_CONFIG_HOME = _own_folder("ai-sdlc-test-config-")
+_EMPTY_CONFIG_HOME = str(process_folder("ai-sdlc-test-config-"))
 #: The user's state folder (copies of ledger heads, accepted guardrail settings): one of the
 #: session's own, never the developer's ~/.local/state. Set here too for tests that call the
 #: state owner directly.
-STATE_HOME = _own_folder("ai-sdlc-test-state-")
+STATE_HOME = str(process_folder("ai-sdlc-test-state-"))
 os.environ["AI_SDLC_STATE_HOME"] = STATE_HOME
 #: A child given this process's environment without AI_SDLC_* falls back to the XDG folder.
 os.environ["XDG_STATE_HOME"] = STATE_HOME

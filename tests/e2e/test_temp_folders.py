@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import CliResult, run_cli
 from tests.e2e.test_honest_verification import ENV, Project, template
 from tests.e2e.test_interrupts import GUARD, Point, _kill_leftovers, _pid_in, _running
 from tests.e2e.test_interrupts import _project as blocking_project
@@ -36,6 +36,14 @@ pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 
 def left_in(folder: Path) -> list[str]:
     return sorted(os.listdir(folder))
+
+
+def run_in(project: Project, private_tmp: Path, *options: str) -> CliResult:
+    """`ai-sdlc run <story> [options]` as a real process, with `TMPDIR` the test's own."""
+    env = {**ENV, "TMPDIR": str(private_tmp)}
+    return run_cli(
+        project.root, "run", project.sid, *options, env=env, timeout=180, subprocess=True
+    )
 
 
 @pytest.fixture
@@ -56,14 +64,7 @@ def test_a_sandboxed_run_to_done_with_a_command_agent_leaves_nothing(
     by pytest under the sandbox (seeded bytecode, the children's TMPDIR, pytest's reports)."""
     project = Project(template, tmp_path, "honest-py", at_refine=True)
 
-    result = run_cli(
-        project.root,
-        "run",
-        project.sid,
-        env={**ENV, "TMPDIR": str(private_tmp)},
-        timeout=180,
-        subprocess=True,
-    )
+    result = run_in(project, private_tmp)
 
     assert result.returncode == 0, result.output
     assert project.fm()["status"] == "done"
@@ -77,15 +78,7 @@ def test_an_unconfined_run_to_done_leaves_nothing(
     """`--no-sandbox`: each verification's own empty pycache folder and its reports."""
     project = Project(template, tmp_path, "honest-py")
 
-    result = run_cli(
-        project.root,
-        "run",
-        project.sid,
-        "--no-sandbox",
-        env={**ENV, "TMPDIR": str(private_tmp)},
-        timeout=180,
-        subprocess=True,
-    )
+    result = run_in(project, private_tmp, "--no-sandbox")
 
     assert result.returncode == 0, result.output
     assert project.fm()["status"] == "done"
@@ -98,14 +91,7 @@ def test_a_run_blocked_by_failed_verification_leaves_nothing(
     """Every attempt fails verification (the agent breaks `add`): blocked, exit 5."""
     project = Project(template, tmp_path, "break-py")
 
-    result = run_cli(
-        project.root,
-        "run",
-        project.sid,
-        env={**ENV, "TMPDIR": str(private_tmp)},
-        timeout=180,
-        subprocess=True,
-    )
+    result = run_in(project, private_tmp)
 
     assert result.returncode == 5, result.output
     assert project.fm()["status"] == "blocked"

@@ -3,13 +3,11 @@ pushed to a local bare repository as `origin`, and a snapshot of the user's chec
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from ai_sdlc.git.workspace import GitWorkspace
 from ai_sdlc.store import StoryStore
 from ai_sdlc.store.story import Story
 from tests.conftest import allow_unverified
+from tests.support.folders import process_folder
 
 
 def git(cwd: Path, *args: str, input: str | None = None) -> str:
@@ -83,20 +82,6 @@ def make_repo(tmp_path: Path, *, remote: bool = True) -> Repo:
     return Repo(root, origin)
 
 
-def template_folder(prefix: str) -> Path:
-    """A folder for a template this process builds once, removed when the process ends (by
-    this process only: a forked child that exits normally leaves it to its parent)."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    owner = os.getpid()
-
-    def remove() -> None:
-        if os.getpid() == owner:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    atexit.register(remove)
-    return folder
-
-
 @contextlib.contextmanager
 def own_git_config(folder: Path) -> Iterator[None]:
     """`git_env` for code outside a test (a template built once per process): our identity
@@ -115,7 +100,7 @@ def own_git_config(folder: Path) -> Iterator[None]:
 
 
 def _build_template(remote: bool) -> Path:
-    folder = template_folder("ai-sdlc-test-repo-")
+    folder = process_folder("ai-sdlc-test-repo-")
     with own_git_config(folder):
         _init_repo(folder, remote=remote)
     return folder

@@ -22,14 +22,6 @@ GUARD = 60.0
 NEVER = 600
 
 
-def wait_for(path: Path, timeout: float = GUARD) -> None:
-    """Return once `path` exists; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-
-
 def wait_for_pid(
     path: Path,
     timeout: float = GUARD,

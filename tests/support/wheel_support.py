@@ -9,14 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.git_support import template_folder
+from tests.support.folders import process_folder
 from tests.support.paths import ROOT
 
 
 @functools.cache
 def built_wheel() -> Path:
     """The wheel `pip wheel --no-deps` builds from this checkout (removed at process exit)."""
-    dist = template_folder("ai-sdlc-test-wheel-")
+    dist = process_folder("ai-sdlc-test-wheel-")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
         capture_output=True,

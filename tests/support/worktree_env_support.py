@@ -12,7 +12,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from tests.support.git_support import Repo, git, make_repo, own_git_config, template_folder
+from tests.support.folders import process_folder
+from tests.support.git_support import Repo, git, make_repo, own_git_config
 
 #: The test venv's packages (pytest, setuptools): the project's venv reads them through a
 #: `.pth`, so its editable install builds offline (`--no-build-isolation --no-index`).
@@ -58,7 +59,7 @@ def calc_project(tmp_path: Path) -> Repo:
     (venv + `pip install -e`), a copy ~0.1 s."""
     template = _TEMPLATES.get("calc")
     if template is None:
-        folder = template_folder("ai-sdlc-test-calc-")
+        folder = process_folder("ai-sdlc-test-calc-")
         with own_git_config(folder):
             template = _TEMPLATES["calc"] = build_calc(folder).root
     return copy_project(template, tmp_path)
