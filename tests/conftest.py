@@ -26,6 +26,9 @@ from types import FrameType
 
 import pytest
 
+# The earlier runs' temp trees are removed while this one runs (tests/support/earlier_runs.py).
+from tests.support.earlier_runs import pytest_sessionfinish as pytest_sessionfinish
+from tests.support.earlier_runs import pytest_sessionstart as pytest_sessionstart
 from tests.support.folders import process_folder
 
 
