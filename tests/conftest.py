@@ -61,6 +61,31 @@ os.environ["AI_SDLC_STATE_HOME"] = STATE_HOME
 os.environ["XDG_STATE_HOME"] = STATE_HOME
 
 
+def _git_template() -> str:
+    """git's standard repository template without its 13 sample hooks (`*.sample`, never run):
+    the suite makes hundreds of repositories and copies, and the samples were a tenth of the
+    files each `make test` wrote and deleted. Every `git init` and `git clone` of the suite
+    and of the processes it starts takes it (`GIT_TEMPLATE_DIR`)."""
+    template = process_folder("ai-sdlc-test-git-template-")
+    for folder in ("hooks", "info", "branches"):
+        (template / folder).mkdir()
+    (template / "description").write_text(
+        "Unnamed repository; edit this file 'description' to name the repository.\n"
+    )
+    (template / "info" / "exclude").write_text(
+        "# git ls-files --others --exclude-from=.git/info/exclude\n"
+        "# Lines that start with '#' are comments.\n"
+        "# For a project mostly in C, the following would be a good set of\n"
+        "# exclude patterns (uncomment them if you want to use them):\n"
+        "# *.[oa]\n"
+        "# *~\n"
+    )
+    return str(template)
+
+
+os.environ["GIT_TEMPLATE_DIR"] = _git_template()
+
+
 def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """What a user's shell would pass: ours minus AI_SDLC_* and API keys, offline provider."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AI_SDLC_")}
