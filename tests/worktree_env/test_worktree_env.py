@@ -105,28 +105,12 @@ def test_1_an_honest_agent_adding_a_module_reaches_done(tmp_path: Path) -> None:
     assert not (root / "src" / "calc" / "mul.py").exists()
 
 
-def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
-    tmp_path: Path,
-) -> None:
-    repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "records" / "agent.log"
-    configure(root, log, "break-py", retries=0)  # one attempt judged is the promise
-    sid = repo.story("Refactor add")
-    result = run_cli(root, "run", sid, env=ENV)
-    assert result.returncode == 5, result.output
-    fm = frontmatter(root, sid)
-    assert fm["status"] == "blocked"
-    assert "assert -1 == 5" in str(fm["blocked_reason"]) or "test_add" in result.output
-    assert fm["total_recovery_attempts"] == 1  # the attempt failed verification, counted
-    assert calls(log).count("implement") + calls(log).count("rework") == 1
-    assert "review" not in calls(log)
-    # The main checkout's code, which the main venv imports, still passes its test.
-    assert "a + b" in (root / "src" / "calc" / "__init__.py").read_text()
-
-
 def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     tmp_path: Path,
 ) -> None:
+    """Then, the suggested setup given, the same story: an agent that breaks the code only in
+    the worktree (where the main venv would still pass: it imports <main>/src) is never done,
+    its one attempt counted (test 2, walked on this story's second run)."""
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
@@ -146,10 +130,18 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     # The suggested fix, as suggested: the same story then runs, and the broken code fails.
     fixed = run_cli(root, "config", "worktree.setup", RECIPE)
     assert fixed.returncode == 0, fixed.output
+    # 2: the agent breaks the code only in the worktree: never done, the attempt counted.
     again = run_cli(root, "run", sid, env=ENV)
     assert again.returncode == 5, again.output
-    assert frontmatter(root, sid)["status"] == "blocked"
+    fm = frontmatter(root, sid)
+    assert fm["status"] == "blocked"
+    assert "assert -1 == 5" in str(fm["blocked_reason"]) or "test_add" in again.output
+    assert fm["total_recovery_attempts"] == 1  # the attempt failed verification, counted
     assert calls(log).count("implement") == 1
+    assert calls(log).count("implement") + calls(log).count("rework") == 1
+    assert "review" not in calls(log)
+    # The main checkout's code, which the main venv imports, still passes its test.
+    assert "a + b" in (root / "src" / "calc" / "__init__.py").read_text()
 
 
 def test_4_doctor_names_the_problem_and_the_fix_then_says_ok(tmp_path: Path) -> None:
@@ -186,6 +178,7 @@ def test_setup_runs_once_and_again_when_its_inputs_change(tmp_path: Path) -> Non
         (root / ".ai-sdlc" / "config.yaml").read_text() + "git:\n  keep_worktrees: true\n"
     )
     sid = repo.story("Add mul")
+    start_at_implement(root, sid)  # the setup's runs are the point, not the earlier phases
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
     assert counter.read_text() == "xx"  # at creation, then after requirements.txt changed
@@ -402,6 +395,7 @@ def test_node_without_a_setup_nothing_resolves_outside_the_project(
     (With it, a broken story is never done: `test_node_stories_outside_the_project_...`.)"""
     bare = node_project(tmp_path, npm_lock, tmp_path / "records" / "agent.log", "honest-js", "[]")
     sid = bare.story("Add mul")
+    start_at_implement(bare.root, sid)  # the earlier phases are not the point
     result = run_cli(bare.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     failures = [str(e.get("feedback")) for e in events(bare.root, sid) if e.get("feedback")]
@@ -421,17 +415,19 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     tmp_path: Path, npm_lock: str
 ) -> None:
     """One Node project, `test/mul.test.js` written first (failing: no mul.js at the base),
-    worktrees outside the project, `npm ci` per worktree; three stories on the same base (its
-    baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
-    mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
-    refused: the base's version of the test fails against it; the attempt is counted. One that
-    breaks add.js fails `npm test`: never done either, the attempt counted. The honest story
-    walks every phase; the others start at their implementation (`start_at_implement`, as a
-    user hand-edits them), the earlier phases not being their point. `--prefer-offline`: the
-    lock's packages are in npm's cache (`npm_lock` warmed it)."""
+    worktrees outside the project, `npm ci` per worktree; two stories on the same base (its
+    baseline taken once). An honest one is done with node_modules in its worktree only. The
+    other is refused at each of its three attempts (two implementation retries, set as a user
+    would), each judged in its own worktree set up once: a wrong mul.js with the test weakened
+    (`assert.ok(true)`), then deleted, passes `npm test` and is still refused (the base's
+    version of the test fails against it); then add.js broken fails `npm test`. Each attempt
+    is counted, none is committed, the reviewer is never asked. The honest story walks every
+    phase; the other starts at its implementation (`start_at_implement`, as a user hand-edits
+    it), the earlier phases not being its point. `--prefer-offline`: the lock's packages are
+    in npm's cache (`npm_lock` warmed it)."""
     log = tmp_path / "records" / "honest.log"
     setup = '["npm ci --no-audit --no-fund --prefer-offline"]'
-    repo = node_project(tmp_path, npm_lock, log, "honest-js", setup)
+    repo = node_project(tmp_path, npm_lock, log, "honest-js", setup, retries=2)
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
@@ -445,36 +441,23 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     assert not (repo.root / "node_modules").exists()  # installed in the worktree only
     assert not Path(str(fm["worktree_path"])).exists()  # done: removed with node_modules
 
-    for behaviour in ("weaken-js", "delete-js"):
-        log = tmp_path / "records" / f"{behaviour}.log"
-        use_agent(repo.root, log, behaviour)
-        sid = repo.story(f"Add mul ({behaviour})")
-        start_at_implement(repo.root, sid)
-        result = run_cli(repo.root, "run", sid, env=ENV)
-        assert result.returncode == 5, (behaviour, result.output)
-        fm = frontmatter(repo.root, sid)
-        assert fm["status"] == "blocked"
-        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
-        reasons = [
-            str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"
-        ]
-        assert len(reasons) == 1
-        assert all(
-            r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
-        ), reasons
-        assert "review" not in calls(log) and "implement" in calls(log)
-        assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
-
-    log = tmp_path / "records" / "break-js.log"
-    use_agent(repo.root, log, "break-js")
-    sid = repo.story("Refactor add")
+    log = tmp_path / "records" / "games-js.log"
+    use_agent(repo.root, log, "games-js")  # weaken-js, delete-js, break-js: one an attempt
+    sid = repo.story("Add mul, gamed")
     start_at_implement(repo.root, sid)
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "blocked"
-    assert fm["total_recovery_attempts"] == 1  # the attempt failed `npm test`, counted
-    assert "review" not in calls(log) and "implement" in calls(log)
+    assert fm["recovery_breakdown"] == {"implementation_retry": 3}
+    assert fm["total_recovery_attempts"] == 3  # each attempt counted
+    reasons = [str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"]
+    assert len(reasons) == 3, reasons
+    held = "test/mul.test.js: the story's change removes or weakens"
+    assert reasons[0].startswith(held) and reasons[1].startswith(held), reasons  # weaken, delete
+    assert reasons[2].startswith("add: "), reasons  # break-js: `npm test` failed
+    assert calls(log) == ["implement"] * 3  # the reviewer never asked
+    assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
 
 
 # --- setup failures: before any attempt, or caused by one -------------------------------------
@@ -563,6 +546,7 @@ def test_an_activated_main_venv_and_a_bare_pytest(tmp_path: Path) -> None:
         "VIRTUAL_ENV": str(root / ".venv"),
     }
     sid = repo.story("Add mul")
+    start_at_implement(root, sid)  # verification is the point, not the earlier phases
     stopped = run_cli(root, "run", sid, env=activated)
     assert stopped.returncode == 3, stopped.output
     assert f"verification would test {root / 'src'}" in " ".join(stopped.output.split())
