@@ -88,6 +88,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
     sid = repo.story("Refactor add")
+    start_at_implement(root, sid)  # the guard and the attempt are the point, not earlier phases
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
     message = " ".join(result.output.split())
@@ -98,7 +99,7 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     assert calls(log) == []  # no agent was called
     fm = frontmatter(root, sid)
     assert fm.get("total_recovery_attempts", 0) == 0
-    assert fm["status"] == "backlog"
+    assert fm["status"] == "ready"  # as the user left it
     assert not [e for e in events(root, sid) if e.get("action") == "phase_started"]
     # The suggested fix, as suggested: the same story then runs, and the broken code fails.
     fixed = run_cli(root, "config", "worktree.setup", RECIPE)
@@ -212,6 +213,7 @@ def test_a_relative_verify_program_missing_from_the_worktree_runs_from_the_proje
     config = root / ".ai-sdlc" / "config.yaml"
     config.write_text(config.read_text().replace(VERIFY, ".venv/bin/python check.py"))
     sid = repo.story("Write a note")
+    start_at_implement(root, sid)  # where verification runs is the point, not earlier phases
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
     worktree = root / ".ai-sdlc" / "worktrees" / f"{sid}-write-a-note"
@@ -220,6 +222,7 @@ def test_a_relative_verify_program_missing_from_the_worktree_runs_from_the_proje
     made = json.dumps([f"{sys.executable} -m venv --without-pip .venv"])
     assert run_cli(root, "config", "worktree.setup", made).returncode == 0
     second = repo.story("Another note")
+    start_at_implement(root, second)
     assert run_cli(root, "run", second, env=ENV).returncode == 0
     other = root / ".ai-sdlc" / "worktrees" / f"{second}-another-note"
     assert seen.read_text().splitlines()[-1] == f"{other / '.venv'} {other}"
