@@ -246,8 +246,10 @@ def test_changing_worktrees_dir_never_strands_a_story_worktree(tmp_path: Path) -
     config = root / ".ai-sdlc" / "config.yaml"
     config.write_text(config.read_text().replace(VERIFY, ".venv/bin/pytest -q -p no:cacheprovider"))
     sid = repo.story("Add mul")
-    first = run_cli(root, "run", sid, "--step", "refine", env=ENV)
+    start_at_implement(root, sid)  # the worktree made before the move is the point
+    first = run_cli(root, "run", sid, "--step", "implement", env=ENV)
     assert first.returncode == 0, first.output
+    assert calls(log) == ["implement"]
     recorded = str(frontmatter(root, sid)["worktree_path"])
     assert recorded.startswith(".ai-sdlc/worktrees/")
     moved = tmp_path / "elsewhere"
