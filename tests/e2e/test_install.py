@@ -1,6 +1,7 @@
 """A user's install: the built wheel (not the source tree) in a fresh virtualenv, then a scripted
 story in a new git project, driven from a subfolder, with `git status` showing only the story
-files and the config.
+files and the config. (A `--here` project in a subfolder of a repository, its story run in a
+worktree of the whole repository: tests/git/test_init_in_repository.py, in-process.)
 
 The venv is made `--without-pip` from the interpreter behind our own venv and filled by our pip
 (`pip --python`): the wheel plus its real dependencies resolved from the configured index (pip's
@@ -18,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc import DISTRIBUTION, __version__
-from ai_sdlc.store import StoryStore
 from tests.support.wheel_support import built_wheel
 
 #: On the worker of test_uv_installed.py, which installs the same wheel.
@@ -119,22 +119,3 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
         and p not in (".ai-sdlc/config.yaml", ".ai-sdlc/.gitignore")
     ]
     assert unexpected == [], status
-
-    # `init --here` in a subfolder of the repository (a monorepo's service): its own project
-    # there, its stories run in worktrees of the whole repository, git sees only its story files.
-    service = repo / "service"
-    service.mkdir()
-    sh(ai_sdlc, "init", "--here", cwd=service, env=env)
-    sh(ai_sdlc, "config", "verify.none", "true", cwd=service, env=env)
-    assert sh(ai_sdlc, "add", "Health endpoint", cwd=service, env=env) == "S-0001\n"
-    sh(ai_sdlc, "run", "S-0001", cwd=service, env=env)
-    # (`show` of the installed CLI is asserted above: here the story file says it.)
-    assert StoryStore(service).get("S-0001").frontmatter["status"] == "done"
-    status = sh("git", "status", "--porcelain", "--untracked-files=all", cwd=service, env=env)
-    paths = sorted(line[3:] for line in status.splitlines() if "service/" in line)
-    assert "service/.ai-sdlc/stories/S-0001/story.md" in paths, status
-    assert all(
-        p.startswith("service/.ai-sdlc/stories/")
-        or p in ("service/.ai-sdlc/config.yaml", "service/.ai-sdlc/.gitignore")
-        for p in paths
-    ), status
