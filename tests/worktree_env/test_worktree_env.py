@@ -406,9 +406,9 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     would), each judged in its own worktree set up once: a wrong mul.js with the test weakened
     (`assert.ok(true)`), then deleted, passes `npm test` and is still refused (the base's
     version of the test fails against it); then add.js broken fails `npm test`. Each attempt
-    is counted, none is committed, the reviewer is never asked. The honest story walks every
-    phase; the other starts at its implementation (`start_at_implement`, as a user hand-edits
-    it), the earlier phases not being its point. `--prefer-offline`: the lock's packages are
+    is counted, none is committed, the reviewer is never asked. Both stories start at their
+    implementation (`start_at_implement`, as a user hand-edits them), the earlier phases not
+    being their point. `--prefer-offline`: the lock's packages are
     in npm's cache (`npm_lock` warmed it)."""
     log = tmp_path / "records" / "honest.log"
     setup = '["npm ci --no-audit --no-fund --prefer-offline"]'
@@ -416,11 +416,13 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
+    start_at_implement(repo.root, sid)
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "done"
     assert fm.get("total_recovery_attempts", 0) == 0
+    assert calls(log) == ["implement", "review"]
     assert str(fm["worktree_path"]).startswith(str(tmp_path / "worktrees"))
     assert "a * b" in git(repo.root, "show", f"{fm['branch']}:mul.js")
     assert not (repo.root / "node_modules").exists()  # installed in the worktree only
