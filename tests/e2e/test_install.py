@@ -1,6 +1,7 @@
 """A user's install: the built wheel (not the source tree) in a fresh virtualenv, then a scripted
 story in a new git project, driven from a subfolder, with `git status` showing only the story
-files and the config.
+files and the config. (A `--here` project in a subfolder of a repository, its story run in a
+worktree of the whole repository: tests/git/test_init_in_repository.py, in-process.)
 
 The venv is made `--without-pip` from the interpreter behind our own venv and filled by our pip
 (`pip --python`): the wheel plus its real dependencies resolved from the configured index (pip's
@@ -55,7 +56,7 @@ def user_env(home: Path) -> dict[str, str]:
 
 
 def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> None:
-    wheel = built_wheel()  # `pip wheel --no-deps` of this checkout, built once per process
+    wheel = built_wheel()  # `uv build --wheel` of this checkout, built once per process
     assert wheel.name == f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert "ai_sdlc/py.typed" in names  # PEP 561: users' type checkers read our hints
@@ -118,21 +119,3 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
         and p not in (".ai-sdlc/config.yaml", ".ai-sdlc/.gitignore")
     ]
     assert unexpected == [], status
-
-    # `init --here` in a subfolder of the repository (a monorepo's service): its own project
-    # there, its stories run in worktrees of the whole repository, git sees only its story files.
-    service = repo / "service"
-    service.mkdir()
-    sh(ai_sdlc, "init", "--here", cwd=service, env=env)
-    sh(ai_sdlc, "config", "verify.none", "true", cwd=service, env=env)
-    assert sh(ai_sdlc, "add", "Health endpoint", cwd=service, env=env) == "S-0001\n"
-    sh(ai_sdlc, "run", "S-0001", cwd=service, env=env)
-    assert '"status": "done"' in sh(ai_sdlc, "show", "S-0001", "--json", cwd=service, env=env)
-    status = sh("git", "status", "--porcelain", "--untracked-files=all", cwd=service, env=env)
-    paths = sorted(line[3:] for line in status.splitlines() if "service/" in line)
-    assert "service/.ai-sdlc/stories/S-0001/story.md" in paths, status
-    assert all(
-        p.startswith("service/.ai-sdlc/stories/")
-        or p in ("service/.ai-sdlc/config.yaml", "service/.ai-sdlc/.gitignore")
-        for p in paths
-    ), status

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc.sandbox import landlock
+from ai_sdlc.store import StoryStore
 from tests.conftest import cli_environment
 from tests.e2e.realcli.install import tool_path
 from tests.support.attack_support import (
@@ -33,6 +34,7 @@ from tests.support.attack_support import (
     processes_naming,
 )
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
+from tests.support.held_support import start_at_implement
 from tests.support.wheel_support import built_wheel
 
 try:
@@ -190,8 +192,10 @@ def test_no_child_can_patch_the_cached_copy_of_ai_sdlc_uv_linked(
     state = home / ".local" / "state" / "ai-sdlc"
     before = cached_copies(home)
     assert before
-    added = ai_sdlc(venv, home, root, "add", "Add multiply")
-    assert added[0] == 0, added
+    assert StoryStore(root).add("Add multiply").id == SID
+    # Its earlier phases marked done as a user hand-edits them: the agent's attempts at the
+    # implement and review calls, the verify command's at the base and after the attempt.
+    start_at_implement(root, SID)
     sums = home_sums(home, state)
 
     try:
@@ -233,7 +237,7 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     # Widened as a user does: in the project's reviewed list (the environment may not widen it).
     config = ai_sdlc(venv, home, root, "config", "sandbox.writable", json.dumps(wide))
     assert config[0] == 0, config
-    assert ai_sdlc(venv, home, root, "add", "Add multiply")[0] == 0
+    assert StoryStore(root).add("Add multiply").id == SID
 
     code, out, err = ai_sdlc(venv, home, root, "run", SID)
 
@@ -245,5 +249,4 @@ def test_a_writable_root_holding_the_installations_hard_links_is_refused(
     assert "Traceback" not in err
     assert not any(reports.iterdir())  # no child ran
     assert cached_copies(home) == before
-    shown = json.loads(ai_sdlc(venv, home, root, "show", SID, "--json")[1])
-    assert shown["frontmatter"].get("total_recovery_attempts", 0) == 0
+    assert StoryStore(root).get(SID).frontmatter.get("total_recovery_attempts", 0) == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sdlc.store import StoryStore
 from tests.cli.test_cli_conventions import run_in
 from tests.support.git_support import git, git_env  # noqa: F401 (fixture)
 
@@ -76,3 +77,31 @@ def test_doctor_says_how_to_move_a_nested_project_when_the_top_has_none(tmp_path
     assert f"fix: move it to the top: mv {deep.resolve() / '.ai-sdlc'} {top.resolve()}/" in (
         report.output
     ), report.output
+
+
+@pytest.mark.usefixtures("git_env")
+def test_a_here_project_runs_its_stories_in_worktrees_of_the_whole_repository(
+    tmp_path: Path,
+) -> None:
+    """`init --here` in a subfolder of the repository (a monorepo's service): its own project
+    there, its story run (scripted) to done in a worktree of the whole repository, and git
+    then sees only its story files and its config in the subfolder."""
+    top, _ = repository(tmp_path)
+    git(top, "commit", "-q", "--allow-empty", "-m", "start")
+    service = top / "service"
+    service.mkdir()
+    assert run_in(service, "init", "--here").returncode == 0
+    # An empty project has nothing to test: the user says so (else the run refuses, exit 3).
+    assert run_in(service, "config", "verify.none", "true").returncode == 0
+    assert run_in(service, "add", "Health endpoint").stdout == "S-0001\n"
+    done = run_in(service, "run", "S-0001", env={"AI_SDLC_PROVIDER": "scripted"})
+    assert done.returncode == 0, done.output
+    assert StoryStore(service).get("S-0001").frontmatter["status"] == "done"
+    status = git(service, "status", "--porcelain", "--untracked-files=all")
+    paths = sorted(line[3:] for line in status.splitlines())
+    assert "service/.ai-sdlc/stories/S-0001/story.md" in paths, status
+    assert all(
+        p.startswith("service/.ai-sdlc/stories/")
+        or p in ("service/.ai-sdlc/config.yaml", "service/.ai-sdlc/.gitignore")
+        for p in paths
+    ), status

@@ -78,59 +78,17 @@ def test_the_main_venv_really_points_at_the_main_checkout(tmp_path: Path) -> Non
     assert Path(found[0].marker).name.startswith("__editable__")
 
 
-def test_1_an_honest_agent_adding_a_module_reaches_done(tmp_path: Path) -> None:
-    """Verified by the venv's own `pytest` console script; the same story verified by
-    `.venv/bin/python -m pytest` (VERIFY) reaches done in
-    `test_changing_worktrees_dir_never_strands_a_story_worktree`, asserted the same ways."""
-    verify = ".venv/bin/pytest -q -p no:cacheprovider"
-    repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "records" / "agent.log"
-    pytest_script(root)
-    configure(root, log, "honest-py")
-    config = root / ".ai-sdlc" / "config.yaml"
-    config.write_text(config.read_text().replace(VERIFY, verify))
-    sid = repo.story("Add mul")
-    result = run_cli(root, "run", sid, env=ENV)
-    assert result.returncode == 0, result.output
-    fm = frontmatter(root, sid)
-    assert fm["status"] == "done"
-    assert fm.get("total_recovery_attempts", 0) == 0
-    assert calls(log).count("implement") == 1
-    branch = str(fm["branch"])
-    assert git(root, "show", f"{branch}:src/calc/mul.py") == "def mul(a, b):\n    return a * b\n"
-    # Done: the worktree went, with its environment; the main checkout is untouched.
-    worktree = root / str(fm["worktree_path"])
-    assert not worktree.exists()
-    assert "removed worktree" in result.stderr
-    assert not (root / "src" / "calc" / "mul.py").exists()
-
-
-def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
-    tmp_path: Path,
-) -> None:
-    repo = calc_project(tmp_path)
-    root, log = repo.root, tmp_path / "records" / "agent.log"
-    configure(root, log, "break-py", retries=0)  # one attempt judged is the promise
-    sid = repo.story("Refactor add")
-    result = run_cli(root, "run", sid, env=ENV)
-    assert result.returncode == 5, result.output
-    fm = frontmatter(root, sid)
-    assert fm["status"] == "blocked"
-    assert "assert -1 == 5" in str(fm["blocked_reason"]) or "test_add" in result.output
-    assert fm["total_recovery_attempts"] == 1  # the attempt failed verification, counted
-    assert calls(log).count("implement") + calls(log).count("rework") == 1
-    assert "review" not in calls(log)
-    # The main checkout's code, which the main venv imports, still passes its test.
-    assert "a + b" in (root / "src" / "calc" / "__init__.py").read_text()
-
-
 def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     tmp_path: Path,
 ) -> None:
+    """Then, the suggested setup given, the same story: an agent that breaks the code only in
+    the worktree (where the main venv would still pass: it imports <main>/src) is never done,
+    its one attempt counted (test 2, walked on this story's second run)."""
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
     configure(root, log, "break-py", setup=None, retries=0)  # after the fix: one attempt will do
     sid = repo.story("Refactor add")
+    start_at_implement(root, sid)  # the guard and the attempt are the point, not earlier phases
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 3, result.output
     message = " ".join(result.output.split())
@@ -141,15 +99,23 @@ def test_3_without_a_setup_the_wrong_tree_guard_stops_before_any_agent_call(
     assert calls(log) == []  # no agent was called
     fm = frontmatter(root, sid)
     assert fm.get("total_recovery_attempts", 0) == 0
-    assert fm["status"] == "backlog"
+    assert fm["status"] == "ready"  # as the user left it
     assert not [e for e in events(root, sid) if e.get("action") == "phase_started"]
     # The suggested fix, as suggested: the same story then runs, and the broken code fails.
     fixed = run_cli(root, "config", "worktree.setup", RECIPE)
     assert fixed.returncode == 0, fixed.output
+    # 2: the agent breaks the code only in the worktree: never done, the attempt counted.
     again = run_cli(root, "run", sid, env=ENV)
     assert again.returncode == 5, again.output
-    assert frontmatter(root, sid)["status"] == "blocked"
+    fm = frontmatter(root, sid)
+    assert fm["status"] == "blocked"
+    assert "assert -1 == 5" in str(fm["blocked_reason"]) or "test_add" in again.output
+    assert fm["total_recovery_attempts"] == 1  # the attempt failed verification, counted
     assert calls(log).count("implement") == 1
+    assert calls(log).count("implement") + calls(log).count("rework") == 1
+    assert "review" not in calls(log)
+    # The main checkout's code, which the main venv imports, still passes its test.
+    assert "a + b" in (root / "src" / "calc" / "__init__.py").read_text()
 
 
 def test_4_doctor_names_the_problem_and_the_fix_then_says_ok(tmp_path: Path) -> None:
@@ -186,6 +152,7 @@ def test_setup_runs_once_and_again_when_its_inputs_change(tmp_path: Path) -> Non
         (root / ".ai-sdlc" / "config.yaml").read_text() + "git:\n  keep_worktrees: true\n"
     )
     sid = repo.story("Add mul")
+    start_at_implement(root, sid)  # the setup's runs are the point, not the earlier phases
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
     assert counter.read_text() == "xx"  # at creation, then after requirements.txt changed
@@ -246,6 +213,7 @@ def test_a_relative_verify_program_missing_from_the_worktree_runs_from_the_proje
     config = root / ".ai-sdlc" / "config.yaml"
     config.write_text(config.read_text().replace(VERIFY, ".venv/bin/python check.py"))
     sid = repo.story("Write a note")
+    start_at_implement(root, sid)  # where verification runs is the point, not earlier phases
     result = run_cli(root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
     worktree = root / ".ai-sdlc" / "worktrees" / f"{sid}-write-a-note"
@@ -254,6 +222,7 @@ def test_a_relative_verify_program_missing_from_the_worktree_runs_from_the_proje
     made = json.dumps([f"{sys.executable} -m venv --without-pip .venv"])
     assert run_cli(root, "config", "worktree.setup", made).returncode == 0
     second = repo.story("Another note")
+    start_at_implement(root, second)
     assert run_cli(root, "run", second, env=ENV).returncode == 0
     other = root / ".ai-sdlc" / "worktrees" / f"{second}-another-note"
     assert seen.read_text().splitlines()[-1] == f"{other / '.venv'} {other}"
@@ -266,12 +235,21 @@ def test_the_venv_command_outside_a_setup_says_what_it_is_for(tmp_path: Path) ->
 
 
 def test_changing_worktrees_dir_never_strands_a_story_worktree(tmp_path: Path) -> None:
+    """Also test 1, an honest agent adding a module reaches done, verified by the venv's own
+    `pytest` console script (in the worktree: the worktree's venv's). The same story verified
+    by `.venv/bin/python -m pytest` (VERIFY) reaches done in
+    `test_setup_runs_once_and_again_when_its_inputs_change`."""
     repo = calc_project(tmp_path)
     root, log = repo.root, tmp_path / "records" / "agent.log"
+    pytest_script(root)
     configure(root, log, "honest-py")
+    config = root / ".ai-sdlc" / "config.yaml"
+    config.write_text(config.read_text().replace(VERIFY, ".venv/bin/pytest -q -p no:cacheprovider"))
     sid = repo.story("Add mul")
-    first = run_cli(root, "run", sid, "--step", "refine", env=ENV)
+    start_at_implement(root, sid)  # the worktree made before the move is the point
+    first = run_cli(root, "run", sid, "--step", "implement", env=ENV)
     assert first.returncode == 0, first.output
+    assert calls(log) == ["implement"]
     recorded = str(frontmatter(root, sid)["worktree_path"])
     assert recorded.startswith(".ai-sdlc/worktrees/")
     moved = tmp_path / "elsewhere"
@@ -402,6 +380,7 @@ def test_node_without_a_setup_nothing_resolves_outside_the_project(
     (With it, a broken story is never done: `test_node_stories_outside_the_project_...`.)"""
     bare = node_project(tmp_path, npm_lock, tmp_path / "records" / "agent.log", "honest-js", "[]")
     sid = bare.story("Add mul")
+    start_at_implement(bare.root, sid)  # the earlier phases are not the point
     result = run_cli(bare.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     failures = [str(e.get("feedback")) for e in events(bare.root, sid) if e.get("feedback")]
@@ -421,60 +400,51 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     tmp_path: Path, npm_lock: str
 ) -> None:
     """One Node project, `test/mul.test.js` written first (failing: no mul.js at the base),
-    worktrees outside the project, `npm ci` per worktree; three stories on the same base (its
-    baseline taken once). An honest one is done with node_modules in its worktree only. A wrong
-    mul.js with the test weakened (`assert.ok(true)`) or deleted passes `npm test`, and is still
-    refused: the base's version of the test fails against it; the attempt is counted. One that
-    breaks add.js fails `npm test`: never done either, the attempt counted. The honest story
-    walks every phase; the others start at their implementation (`start_at_implement`, as a
-    user hand-edits them), the earlier phases not being their point. `--prefer-offline`: the
-    lock's packages are in npm's cache (`npm_lock` warmed it)."""
+    worktrees outside the project, `npm ci` per worktree; two stories on the same base (its
+    baseline taken once). An honest one is done with node_modules in its worktree only. The
+    other is refused at each of its three attempts (two implementation retries, set as a user
+    would), each judged in its own worktree set up once: a wrong mul.js with the test weakened
+    (`assert.ok(true)`), then deleted, passes `npm test` and is still refused (the base's
+    version of the test fails against it); then add.js broken fails `npm test`. Each attempt
+    is counted, none is committed, the reviewer is never asked. Both stories start at their
+    implementation (`start_at_implement`, as a user hand-edits them), the earlier phases not
+    being their point. `--prefer-offline`: the lock's packages are
+    in npm's cache (`npm_lock` warmed it)."""
     log = tmp_path / "records" / "honest.log"
     setup = '["npm ci --no-audit --no-fund --prefer-offline"]'
-    repo = node_project(tmp_path, npm_lock, log, "honest-js", setup)
+    repo = node_project(tmp_path, npm_lock, log, "honest-js", setup, retries=2)
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
     sid = repo.story("Add mul")
+    start_at_implement(repo.root, sid)
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 0, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "done"
     assert fm.get("total_recovery_attempts", 0) == 0
+    assert calls(log) == ["implement", "review"]
     assert str(fm["worktree_path"]).startswith(str(tmp_path / "worktrees"))
     assert "a * b" in git(repo.root, "show", f"{fm['branch']}:mul.js")
     assert not (repo.root / "node_modules").exists()  # installed in the worktree only
     assert not Path(str(fm["worktree_path"])).exists()  # done: removed with node_modules
 
-    for behaviour in ("weaken-js", "delete-js"):
-        log = tmp_path / "records" / f"{behaviour}.log"
-        use_agent(repo.root, log, behaviour)
-        sid = repo.story(f"Add mul ({behaviour})")
-        start_at_implement(repo.root, sid)
-        result = run_cli(repo.root, "run", sid, env=ENV)
-        assert result.returncode == 5, (behaviour, result.output)
-        fm = frontmatter(repo.root, sid)
-        assert fm["status"] == "blocked"
-        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
-        reasons = [
-            str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"
-        ]
-        assert len(reasons) == 1
-        assert all(
-            r.startswith("test/mul.test.js: the story's change removes or weakens") for r in reasons
-        ), reasons
-        assert "review" not in calls(log) and "implement" in calls(log)
-        assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
-
-    log = tmp_path / "records" / "break-js.log"
-    use_agent(repo.root, log, "break-js")
-    sid = repo.story("Refactor add")
+    log = tmp_path / "records" / "games-js.log"
+    use_agent(repo.root, log, "games-js")  # weaken-js, delete-js, break-js: one an attempt
+    sid = repo.story("Add mul, gamed")
     start_at_implement(repo.root, sid)
     result = run_cli(repo.root, "run", sid, env=ENV)
     assert result.returncode == 5, result.output
     fm = frontmatter(repo.root, sid)
     assert fm["status"] == "blocked"
-    assert fm["total_recovery_attempts"] == 1  # the attempt failed `npm test`, counted
-    assert "review" not in calls(log) and "implement" in calls(log)
+    assert fm["recovery_breakdown"] == {"implementation_retry": 3}
+    assert fm["total_recovery_attempts"] == 3  # each attempt counted
+    reasons = [str(e["reason"]) for e in events(repo.root, sid) if e.get("action") == "recovery"]
+    assert len(reasons) == 3, reasons
+    held = "test/mul.test.js: the story's change removes or weakens"
+    assert reasons[0].startswith(held) and reasons[1].startswith(held), reasons  # weaken, delete
+    assert reasons[2].startswith("add: "), reasons  # break-js: `npm test` failed
+    assert calls(log) == ["implement"] * 3  # the reviewer never asked
+    assert git(repo.root, "rev-list", "--count", f"main..{fm['branch']}").strip() == "0"
 
 
 # --- setup failures: before any attempt, or caused by one -------------------------------------
@@ -563,6 +533,7 @@ def test_an_activated_main_venv_and_a_bare_pytest(tmp_path: Path) -> None:
         "VIRTUAL_ENV": str(root / ".venv"),
     }
     sid = repo.story("Add mul")
+    start_at_implement(root, sid)  # verification is the point, not the earlier phases
     stopped = run_cli(root, "run", sid, env=activated)
     assert stopped.returncode == 3, stopped.output
     assert f"verification would test {root / 'src'}" in " ".join(stopped.output.split())

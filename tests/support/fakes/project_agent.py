@@ -25,6 +25,9 @@ Refine and review approve; research and plan answer with a line. Implement/rewor
   honest-conftest  as honest-py, and a new tests/conftest.py fixture used by a new test
   weaken-js    a wrong mul.js (a + b), and test/mul.test.js's assertion replaced by assert.ok(true)
   delete-js    the wrong mul.js, and deletes test/mul.test.js
+  games-js     weaken-js at the first implement call, delete-js at the second, then (mul.js
+               removed and test/mul.test.js put back as written first) break-js: three
+               attempts of one story, each on top of the last, each refused another way
   honest-go    adds mul.go (`Mul`, which the Go module's mul_test.go, written first, calls)
   wrong-go     adds a wrong mul.go (`Mul` returns a + b)
   honest-rust  adds `pub fn mul` to the Rust crate's src/lib.rs (tests/mul.rs, written first)
@@ -165,10 +168,20 @@ def game_py(behaviour: str, here: Path) -> None:
             handle.write('\n[tool.pytest.ini_options]\ntestpaths = ["tests/test_add.py"]\n')
 
 
+#: `games-js`: the behaviour of each attempt, by the number of implement calls so far.
+GAMES_JS = ("weaken-js", "delete-js", "break-js")
+
+
 def main() -> int:
     log, behaviour, phase = sys.argv[1:4]
     with open(log, "a") as handle:
         handle.write(phase + "\n")
+    if behaviour == "games-js":  # this call included
+        attempt = Path(log).read_text().split().count("implement")
+        behaviour = GAMES_JS[min(attempt, len(GAMES_JS)) - 1]
+        if behaviour == "break-js":  # the earlier attempts' files undone: only add.js broken
+            Path("mul.js").unlink(missing_ok=True)
+            Path("test", "mul.test.js").write_text(JS_MUL_TEST)
     if phase == "review" and len(sys.argv) > 4:
         Path(log + ".review").write_text(Path(sys.argv[4]).read_text())
     if phase == "refine" and behaviour == "undecided":
