@@ -88,8 +88,10 @@ def test_an_unconfined_run_to_done_leaves_nothing(
 def test_a_run_blocked_by_failed_verification_leaves_nothing(
     template: Path, tmp_path: Path, private_tmp: Path
 ) -> None:
-    """Every attempt fails verification (the agent breaks `add`): blocked, exit 5."""
+    """The attempt fails verification (the agent breaks `add`): blocked, exit 5. (One attempt,
+    `limits.implementation_retries: 0`: the retries walk the same path.)"""
     project = Project(template, tmp_path, "break-py")
+    project.config("limits.implementation_retries", "0")
 
     result = run_in(project, private_tmp)
 
@@ -179,6 +181,7 @@ def test_in_process_commands_leave_nothing_after_each(
 
     (tmp_path / "broken").mkdir()
     broken = Project(template, tmp_path / "broken", "break-py")
+    broken.config("limits.implementation_retries", "0")  # one failed attempt blocks it
     blocked = run_cli(broken.root, "run", broken.sid, env=ENV, timeout=180)
     assert blocked.returncode == 5, blocked.output
     assert left_in(private_tmp) == []
