@@ -47,6 +47,14 @@ def run_in(project: Project, private_tmp: Path, *options: str) -> CliResult:
     )
 
 
+def one_verified_attempt(project: Project) -> None:
+    """One attempt (`limits.implementation_retries: 0`) and no baseline run at the base
+    (`verify.baseline: false`): retries and the baseline make the folders the attempt's
+    verification makes (the sandboxed run to done at refine keeps its baseline)."""
+    project.config("limits.implementation_retries", "0")
+    project.config("verify.baseline", "false")
+
+
 @pytest.fixture
 def private_tmp() -> Iterator[Path]:
     """An empty folder of the test's own for `TMPDIR`. Short, not below `tmp_path`: the fork
@@ -81,7 +89,7 @@ def test_an_unconfined_run_blocked_by_failed_verification_leaves_nothing(
     (One attempt, `limits.implementation_retries: 0`: the retries walk the same path. A
     sandboxed blocked run: `test_in_process_commands_leave_nothing_after_each`.)"""
     project = Project(template, tmp_path, "break-py")
-    project.config("limits.implementation_retries", "0")
+    one_verified_attempt(project)
 
     result = run_in(project, private_tmp, "--no-sandbox")
 
@@ -156,6 +164,7 @@ def test_in_process_commands_leave_nothing_after_each(
     input, a blocked run and a run to done alike."""
     monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     project = Project(template, tmp_path, "honest-py")
+    project.config("verify.baseline", "false")  # the baseline's folders: the run at refine
     config = project.root / ".ai-sdlc" / "config.yaml"
     good = config.read_text()
 
@@ -172,7 +181,7 @@ def test_in_process_commands_leave_nothing_after_each(
 
     (tmp_path / "broken").mkdir()
     broken = Project(template, tmp_path / "broken", "break-py")
-    broken.config("limits.implementation_retries", "0")  # one failed attempt blocks it
+    one_verified_attempt(broken)
     blocked = run_cli(broken.root, "run", broken.sid, env=ENV, timeout=180)
     assert blocked.returncode == 5, blocked.output
     assert left_in(private_tmp) == []
