@@ -322,6 +322,8 @@ def failing_project(tmp_path: Path) -> tuple[Path, Path]:
     script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
     verify = shlex.join([sys.executable, str(script), str(counter)])
     assert run_cli(root, "config", "verify.test", verify).returncode == 0
+    # one failed attempt a run: the chain and its copies are the promise, not the retries
+    assert run_cli(root, "config", "limits.implementation_retries", "0").returncode == 0
     return root, counter
 
 
