@@ -217,7 +217,8 @@ def test_a_declined_comment_stays_open_and_limits_pr_rounds_stops_the_loop(loop:
 def test_rounds_merge_the_base_as_it_moved_locally_then_on_origin(loop: Loop) -> None:
     """A round merges a base that moved in the checkout and pushes without force; later
     someone pushes to the base on `origin` (the local base did not move): the next round
-    fetches the base and merges it, so the PR is merged into what the remote has."""
+    fetches the base and merges it, so the PR is merged into what the remote has: approved
+    and green, `run` merges it and is done (exit 0)."""
     assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     root, origin = loop.repo.root, loop.repo.origin
@@ -257,3 +258,11 @@ def test_rounds_merge_the_base_as_it_moved_locally_then_on_origin(loop: Loop) ->
     git(origin, "merge-base", "--is-ancestor", after, latest)
     assert git(origin, "show", f"{latest}:CHANGELOG") == "from a colleague\n"
     assert git(root, "rev-parse", "main").strip() == main  # the checkout's base untouched
+
+    # Approval and a green check: `run` merges the PR into what the remote has, and is done.
+    loop.github.review(pr, "alice", "APPROVED")
+    loop.github.check(pr, "tests", "SUCCESS")
+    done = loop.run()
+    assert done.returncode == 0, done.output
+    assert loop.fm()["status"] == "done"
+    assert pr.state == "MERGED" and pr.merged_sha == latest
