@@ -152,9 +152,11 @@ def _project(tmp_path: Path, point: Point) -> tuple[Path, Path, Path]:
     step = [sys.executable, str(script), str(records / "count")]
     step += [str(point.verify), str(point.fail_verify), str(verify_marker)]
     line = json.dumps(" ".join(step))
+    # A build step only where verification is the point (the agent points verify by test).
+    build = f"  build: {line}\n" if point.verify or point.fail_verify else ""
     config = (
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
-        f"verify:\n  build: {line}\n  test: {line}\n"
+        f"verify:\n{build}  test: {line}\n"
     )
     make_project(root, ["A", "B"] if point.multi else ["A"], config)
     for sid in point.at_implement:
