@@ -38,7 +38,10 @@ __all__ = ["git_env"]
 pytestmark = pytest.mark.usefixtures("git_env")
 
 AGENT = FAKES / "project_agent.py"
-ENV = {"AI_SDLC_PROVIDER": "command"}
+#: PYTEST_DISABLE_PLUGIN_AUTOLOAD: the project's venv reads the test venv's packages as they are
+#: (`calc_project(real_site=True)`), whose pytest plugins (hypothesis, xdist...) a user's
+#: project has none of.
+ENV = {"AI_SDLC_PROVIDER": "command", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 #: Written first, failing at the base: `calc.mul` does not exist yet.
 TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
 
@@ -54,7 +57,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
         patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        repo = calc_project(folder)
+        repo = calc_project(folder, real_site=True)
         root = repo.root
         (root / "tests" / "test_mul.py").write_text(TEST_MUL)
         repo.commit_all("a failing test for mul, written first")
