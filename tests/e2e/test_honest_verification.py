@@ -124,8 +124,7 @@ class Project:
 def test_the_copied_project_is_set_up_as_a_user_has_it(template: Path, tmp_path: Path) -> None:
     """The relocated venv imports the copy's own main checkout (the guard's case), and the
     setup in the config is the one `init` proposed."""
-    project = Project(template, tmp_path, "honest-py")
-    root = project.root
+    root = copy_project(template, tmp_path).root
     found = wrongtree.check(
         [("test", VERIFY)],
         worktree=root / ".ai-sdlc" / "worktrees" / "S-0001",
@@ -147,16 +146,22 @@ SILENT = "-p no:terminal -qq --no-summary"
 
 def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: Path) -> None:
     """Done and committed, under the user's silencing PYTEST_ADDOPTS (`SILENT`): no notice
-    of options left out, and the review is told both counts."""
-    project = Project(template, tmp_path, "honest-py")
+    of options left out, and the review is told both counts. The agent's right `mul` comes
+    with a new src/sitecustomize.py, which runs inside the test process: the base's tests run
+    once more without it (they pass: done), and the review is told it is there."""
+    project = Project(template, tmp_path, "honest-startup")
 
     result = project.run(addopts=SILENT)
 
     assert result.returncode == 0, result.output
     assert "verification ignores" not in result.stderr
-    review = Path(str(project.log) + ".review").read_text()
+    review = " ".join(Path(str(project.log) + ".review").read_text().split())
     assert "Tests: 2 passed, 0 failed, 0 skipped" in review
     assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
+    assert (
+        "Files this change adds that Python runs at interpreter start, inside the test "
+        "process: src/sitecustomize.py." in review
+    )
     fm = project.fm()
     assert fm["status"] == "done"
     assert fm.get("total_recovery_attempts", 0) == 0
@@ -165,26 +170,8 @@ def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: 
     branch = str(fm["branch"])
     assert git(project.root, "show", f"{branch}:src/calc/mul.py").endswith("return a * b\n")
     assert git(project.root, "show", f"{branch}:tests/test_mul.py") == TEST_MUL
+    assert git(project.root, "show", f"{branch}:src/sitecustomize.py")
     assert not (project.root / "src" / "calc" / "mul.py").exists()  # main checkout untouched
-
-
-def test_1_a_new_startup_file_that_changes_no_result_is_shown_to_the_review(
-    template: Path, tmp_path: Path
-) -> None:
-    """A new src/sitecustomize.py runs inside the test process: the base's tests run once more
-    without it (they pass: done), and the review is told it is there."""
-    project = Project(template, tmp_path, "honest-startup")
-
-    result = project.run()
-
-    assert result.returncode == 0, result.output
-    fm = project.fm()
-    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
-    review = " ".join(Path(str(project.log) + ".review").read_text().split())
-    assert (
-        "Files this change adds that Python runs at interpreter start, inside the test "
-        "process: src/sitecustomize.py." in review
-    )
 
 
 GAMES = {
@@ -242,9 +229,11 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
     src_bench: Bench,
 ) -> None:
     """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
-    the worktree's own venv does not. (Counted and never done end to end:
-    tests/verify/test_verify_addopts_cli.py.)"""
-    verdict = src_bench.judge(AGENT, "break-py")
+    the worktree's own venv does not. Judged under the user's silencing PYTEST_ADDOPTS
+    (`SILENT`), whose verdict is the same as without them (the reporting options' other
+    verdicts, and this story counted and never done end to end:
+    tests/verify/test_verify_addopts_cli.py)."""
+    verdict = src_bench.judge(AGENT, "break-py", env={"PYTEST_ADDOPTS": SILENT})
 
     assert not verdict.passed
     assert verdict.counts is not None and verdict.counts.passed == 0, verdict.counts
