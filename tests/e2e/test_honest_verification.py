@@ -46,12 +46,26 @@ ENV = {"AI_SDLC_PROVIDER": "command", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
 
 
+#: The session's template and src bench: each module that imports the fixtures below registers
+#: a copy of them, which pytest would run once per module (three builds of each in `make
+#: test`); the session's stash keeps the first one's result for all.
+_TEMPLATE = pytest.StashKey[Path]()
+_SRC_BENCH = pytest.StashKey[Bench]()
+
+
 @pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project, once: calc with its editable venv, the failing test_mul committed, then
-    `ai-sdlc init` (which proposes the setup) and the verification and limits set through
-    `ai-sdlc config`, as a user would."""
-    folder = tmp_path_factory.mktemp("calc-template")
+def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project, once per session (`_TEMPLATE`): calc with its editable venv, the failing
+    test_mul committed, then `ai-sdlc init` (which proposes the setup) and the verification
+    and limits set through `ai-sdlc config`, as a user would."""
+    stash = request.config.stash
+    if _TEMPLATE not in stash:
+        stash[_TEMPLATE] = build_template(tmp_path_factory.mktemp("calc-template"))
+    return stash[_TEMPLATE]
+
+
+def build_template(folder: Path) -> Path:
+    """The project of `template`, built in `folder`."""
     gitconfig = folder / "gitconfig"
     gitconfig.write_text("[user]\n\tname = T\n\temail = t@example.com\n")
     with pytest.MonkeyPatch.context() as patch:
@@ -204,13 +218,19 @@ ON_BENCH = pytest.mark.xdist_group("py-src-bench")
 
 
 @pytest.fixture(scope="session")
-def src_bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
-    """A story of the project with its worktree, environment and baseline made once, where
-    the judge's verdict on each change is taken (tests/support/judge_rows.py): this file's
-    changes, the src-layout rows of the verdict table (tests/e2e/test_held_python.py) and the
-    reporting options' verdicts (tests/verify/test_verify_addopts_cli.py)."""
-    folder = tmp_path_factory.mktemp("bench-src")
-    return Bench(copy_project(template, folder).root, folder / "records", ENV)
+def src_bench(
+    request: pytest.FixtureRequest, template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Bench:
+    """A story of the project with its worktree, environment and baseline made once per
+    session (`_SRC_BENCH`), where the judge's verdict on each change is taken
+    (tests/support/judge_rows.py): this file's changes, the src-layout rows of the verdict
+    table (tests/e2e/test_held_python.py) and the reporting options' verdicts
+    (tests/verify/test_verify_addopts_cli.py)."""
+    stash = request.config.stash
+    if _SRC_BENCH not in stash:
+        folder = tmp_path_factory.mktemp("bench-src")
+        stash[_SRC_BENCH] = Bench(copy_project(template, folder).root, folder / "records", ENV)
+    return stash[_SRC_BENCH]
 
 
 @ON_BENCH
