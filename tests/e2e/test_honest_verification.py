@@ -9,8 +9,10 @@ skips, weakens the failing test or skips everything from a new conftest.py, neve
 of its attempts is counted; an empty change and a refine answer without a decision are counted,
 never approved; a base that cannot be verified stops before any agent call, nothing counted.
 
-The project and its venv are built once per session (`pip install -e .`, offline) and copied
-for each test with the venv relocated (tests/support/worktree_env_support.py). The runs through
+The project and its venv are built once per session (`pip install -e .`, offline; the venv
+reads the test venv's own packages, so each sandboxed pytest run starts from the seeded
+bytecode: `calc_project(real_site=True)`) and copied for each test with the venv relocated
+(tests/support/worktree_env_support.py). The runs through
 the real CLI start at the implementation where refinement is not the promise; the changes that
 differ only in what the judge sees (each game, a new conftest, a break in the worktree) are
 judged in one story worktree prepared once (tests/support/judge_rows.py), beside one run of
