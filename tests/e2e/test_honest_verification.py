@@ -9,8 +9,10 @@ skips, weakens the failing test or skips everything from a new conftest.py, neve
 of its attempts is counted; an empty change and a refine answer without a decision are counted,
 never approved; a base that cannot be verified stops before any agent call, nothing counted.
 
-The project and its venv are built once per session (`pip install -e .`, offline) and copied
-for each test with the venv relocated (tests/support/worktree_env_support.py). The runs through
+The project and its venv are built once per session (`pip install -e .`, offline; the venv
+reads the test venv's own packages, so each sandboxed pytest run starts from the seeded
+bytecode: `calc_project(real_site=True)`) and copied for each test with the venv relocated
+(tests/support/worktree_env_support.py). The runs through
 the real CLI start at the implementation where refinement is not the promise; the changes that
 differ only in what the judge sees (each game, a new conftest, a break in the worktree) are
 judged in one story worktree prepared once (tests/support/judge_rows.py), beside one run of
@@ -38,23 +40,40 @@ __all__ = ["git_env"]
 pytestmark = pytest.mark.usefixtures("git_env")
 
 AGENT = FAKES / "project_agent.py"
-ENV = {"AI_SDLC_PROVIDER": "command"}
+#: PYTEST_DISABLE_PLUGIN_AUTOLOAD: the project's venv reads the test venv's packages as they are
+#: (`calc_project(real_site=True)`), whose pytest plugins (hypothesis, xdist...) a user's
+#: project has none of.
+ENV = {"AI_SDLC_PROVIDER": "command", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 #: Written first, failing at the base: `calc.mul` does not exist yet.
 TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
 
 
+#: The session's template and src bench: each module that imports the fixtures below registers
+#: a copy of them, which pytest would run once per module (three builds of each in `make
+#: test`); the session's stash keeps the first one's result for all.
+_TEMPLATE = pytest.StashKey[Path]()
+_SRC_BENCH = pytest.StashKey[Bench]()
+
+
 @pytest.fixture(scope="session")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project, once: calc with its editable venv, the failing test_mul committed, then
-    `ai-sdlc init` (which proposes the setup) and the verification and limits set through
-    `ai-sdlc config`, as a user would."""
-    folder = tmp_path_factory.mktemp("calc-template")
+def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project, once per session (`_TEMPLATE`): calc with its editable venv, the failing
+    test_mul committed, then `ai-sdlc init` (which proposes the setup) and the verification
+    and limits set through `ai-sdlc config`, as a user would."""
+    stash = request.config.stash
+    if _TEMPLATE not in stash:
+        stash[_TEMPLATE] = build_template(tmp_path_factory.mktemp("calc-template"))
+    return stash[_TEMPLATE]
+
+
+def build_template(folder: Path) -> Path:
+    """The project of `template`, built in `folder`."""
     gitconfig = folder / "gitconfig"
     gitconfig.write_text("[user]\n\tname = T\n\temail = t@example.com\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
         patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        repo = calc_project(folder)
+        repo = calc_project(folder, real_site=True)
         root = repo.root
         (root / "tests" / "test_mul.py").write_text(TEST_MUL)
         repo.commit_all("a failing test for mul, written first")
@@ -121,8 +140,7 @@ class Project:
 def test_the_copied_project_is_set_up_as_a_user_has_it(template: Path, tmp_path: Path) -> None:
     """The relocated venv imports the copy's own main checkout (the guard's case), and the
     setup in the config is the one `init` proposed."""
-    project = Project(template, tmp_path, "honest-py")
-    root = project.root
+    root = copy_project(template, tmp_path).root
     found = wrongtree.check(
         [("test", VERIFY)],
         worktree=root / ".ai-sdlc" / "worktrees" / "S-0001",
@@ -144,16 +162,22 @@ SILENT = "-p no:terminal -qq --no-summary"
 
 def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: Path) -> None:
     """Done and committed, under the user's silencing PYTEST_ADDOPTS (`SILENT`): no notice
-    of options left out, and the review is told both counts."""
-    project = Project(template, tmp_path, "honest-py")
+    of options left out, and the review is told both counts. The agent's right `mul` comes
+    with a new src/sitecustomize.py, which runs inside the test process: the base's tests run
+    once more without it (they pass: done), and the review is told it is there."""
+    project = Project(template, tmp_path, "honest-startup")
 
     result = project.run(addopts=SILENT)
 
     assert result.returncode == 0, result.output
     assert "verification ignores" not in result.stderr
-    review = Path(str(project.log) + ".review").read_text()
+    review = " ".join(Path(str(project.log) + ".review").read_text().split())
     assert "Tests: 2 passed, 0 failed, 0 skipped" in review
     assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
+    assert (
+        "Files this change adds that Python runs at interpreter start, inside the test "
+        "process: src/sitecustomize.py." in review
+    )
     fm = project.fm()
     assert fm["status"] == "done"
     assert fm.get("total_recovery_attempts", 0) == 0
@@ -162,26 +186,8 @@ def test_1_an_honest_agent_reaches_done_with_a_commit(template: Path, tmp_path: 
     branch = str(fm["branch"])
     assert git(project.root, "show", f"{branch}:src/calc/mul.py").endswith("return a * b\n")
     assert git(project.root, "show", f"{branch}:tests/test_mul.py") == TEST_MUL
+    assert git(project.root, "show", f"{branch}:src/sitecustomize.py")
     assert not (project.root / "src" / "calc" / "mul.py").exists()  # main checkout untouched
-
-
-def test_1_a_new_startup_file_that_changes_no_result_is_shown_to_the_review(
-    template: Path, tmp_path: Path
-) -> None:
-    """A new src/sitecustomize.py runs inside the test process: the base's tests run once more
-    without it (they pass: done), and the review is told it is there."""
-    project = Project(template, tmp_path, "honest-startup")
-
-    result = project.run()
-
-    assert result.returncode == 0, result.output
-    fm = project.fm()
-    assert fm["status"] == "done" and fm.get("total_recovery_attempts", 0) == 0
-    review = " ".join(Path(str(project.log) + ".review").read_text().split())
-    assert (
-        "Files this change adds that Python runs at interpreter start, inside the test "
-        "process: src/sitecustomize.py." in review
-    )
 
 
 GAMES = {
@@ -214,13 +220,19 @@ ON_BENCH = pytest.mark.xdist_group("py-src-bench")
 
 
 @pytest.fixture(scope="session")
-def src_bench(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
-    """A story of the project with its worktree, environment and baseline made once, where
-    the judge's verdict on each change is taken (tests/support/judge_rows.py): this file's
-    changes, the src-layout rows of the verdict table (tests/e2e/test_held_python.py) and the
-    reporting options' verdicts (tests/verify/test_verify_addopts_cli.py)."""
-    folder = tmp_path_factory.mktemp("bench-src")
-    return Bench(copy_project(template, folder).root, folder / "records", ENV)
+def src_bench(
+    request: pytest.FixtureRequest, template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Bench:
+    """A story of the project with its worktree, environment and baseline made once per
+    session (`_SRC_BENCH`), where the judge's verdict on each change is taken
+    (tests/support/judge_rows.py): this file's changes, the src-layout rows of the verdict
+    table (tests/e2e/test_held_python.py) and the reporting options' verdicts
+    (tests/verify/test_verify_addopts_cli.py)."""
+    stash = request.config.stash
+    if _SRC_BENCH not in stash:
+        folder = tmp_path_factory.mktemp("bench-src")
+        stash[_SRC_BENCH] = Bench(copy_project(template, folder).root, folder / "records", ENV)
+    return stash[_SRC_BENCH]
 
 
 @ON_BENCH
@@ -239,9 +251,11 @@ def test_2_an_agent_that_breaks_the_code_only_in_the_worktree_is_never_done(
     src_bench: Bench,
 ) -> None:
     """`add` broken in the worktree: the main venv would still pass (it imports <main>/src);
-    the worktree's own venv does not. (Counted and never done end to end:
-    tests/verify/test_verify_addopts_cli.py.)"""
-    verdict = src_bench.judge(AGENT, "break-py")
+    the worktree's own venv does not. Judged under the user's silencing PYTEST_ADDOPTS
+    (`SILENT`), whose verdict is the same as without them (the reporting options' other
+    verdicts, and this story counted and never done end to end:
+    tests/verify/test_verify_addopts_cli.py)."""
+    verdict = src_bench.judge(AGENT, "break-py", env={"PYTEST_ADDOPTS": SILENT})
 
     assert not verdict.passed
     assert verdict.counts is not None and verdict.counts.passed == 0, verdict.counts

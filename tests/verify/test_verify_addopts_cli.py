@@ -10,7 +10,8 @@ reporting options (`SILENT`: tests/e2e/test_honest_verification.py's
 `test_1_an_honest_agent_reaches_done_with_a_commit`, the review told both counts), and here a
 broken one blocked, both attempts counted, under the other set and every hiding option at
 once. The other option set's verdict on each change is the judge's, in a story worktree
-prepared once (tests/support/judge_rows.py; its base's run under `SILENT` is test_1's)."""
+prepared once (tests/support/judge_rows.py; its base's run under `SILENT` is test_1's, the
+broken change's verdict under `SILENT` test_2's there)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_honest_verification import AGENT, ON_BENCH, SILENT, Project, src_bench, template
+from tests.e2e.test_honest_verification import AGENT, ON_BENCH, Project, src_bench, template
 from tests.support.git_support import git_env
 from tests.support.judge_rows import Bench
 
@@ -41,20 +42,17 @@ MISSING_MUL = "tests/test_mul.py: ModuleNotFoundError: No module named 'calc.mul
 
 
 @ON_BENCH
-def test_the_judge_passes_an_honest_change_and_fails_a_broken_one_whatever_the_reporting_options(
+def test_the_judge_passes_an_honest_change_whatever_the_reporting_options(
     src_bench: Bench,
 ) -> None:
-    """The other verdicts: the honest change under `-rs` passes with both counts read; the
-    broken one under `-p no:terminal …` fails naming the failing test module and its error."""
+    """The other verdict: the honest change under `-rs` passes with both counts read (the
+    broken one under `-p no:terminal …` fails naming the failing test module and its error:
+    tests/e2e/test_honest_verification.py's `test_2_…`, on the same bench)."""
     honest = src_bench.judge(AGENT, "honest-py", env={"PYTEST_ADDOPTS": RS})
     assert honest.passed, honest.reason
     counted = {"runner": "pytest", "skipped": 0}
     assert honest.judged["counts"] == {**counted, "passed": 2, "failed": 0}, honest.judged
     assert honest.judged["base_counts"] == {**counted, "passed": 0, "failed": 1}
-
-    broken = src_bench.judge(AGENT, "break-py", env={"PYTEST_ADDOPTS": SILENT})
-    assert not broken.passed
-    assert broken.reason == MISSING_MUL, broken.reason
 
 
 def test_options_hiding_the_failing_tests_cannot_make_a_broken_story_done(
