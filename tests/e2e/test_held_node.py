@@ -18,7 +18,9 @@ row's change, made by the same agent in a story worktree of the layout prepared 
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.realcli.install import cache_root
 from tests.support.git_support import git, git_env
 from tests.support.held_support import AGENT
 from tests.support.js_runners import runners
@@ -88,23 +91,39 @@ NT_MUL_TEST = (
 
 
 @pytest.fixture(scope="session")
-def uvu_lock(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """package-lock.json of the uvu project, made once by `npm install` (which also warms npm's
-    cache); skipped, with the reason, where npm or its registry cannot be reached."""
+def uvu_lock() -> str:
+    """package-lock.json of the uvu project, made once per machine by `npm install` and kept
+    beside the agent CLIs (`tests/e2e/realcli/install.py`'s cache folder; a file lock
+    serialises xdist workers): 0.75 s of CPU per test process otherwise. Skipped, with the
+    reason, where npm or its registry cannot be reached."""
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed")
-    folder = tmp_path_factory.mktemp("uvu-template")
-    (folder / "package.json").write_text(json.dumps(PACKAGE))
-    try:
-        done = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund"],
-            cwd=folder, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        pytest.skip("npm install timed out: the npm registry is not reachable from here")
-    if done.returncode != 0:
-        pytest.skip(f"npm install failed (registry unreachable?): {done.stderr.strip()[-300:]}")
-    return (folder / "package-lock.json").read_text()
+    folder = cache_root() / f"uvu-lock-{PACKAGE['devDependencies']['uvu']}"  # type: ignore[index]
+    lock = folder / "package-lock.json"
+    if lock.exists():
+        return lock.read_text()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".uvu-lock.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if lock.exists():
+            return lock.read_text()
+        work = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        (work / "package.json").write_text(json.dumps(PACKAGE))
+        try:
+            done = subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund", "--package-lock-only"],
+                cwd=work, capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            pytest.skip("npm install timed out: the npm registry is not reachable from here")
+        if done.returncode != 0:
+            pytest.skip(f"npm install failed (registry unreachable?): {done.stderr.strip()[-300:]}")
+        folder.mkdir(exist_ok=True)
+        os.replace(work / "package-lock.json", lock)  # complete, or absent
+        shutil.rmtree(work, ignore_errors=True)
+    return lock.read_text()
 
 
 def uvu_project(lock: str, *, esm: bool = False) -> Callable[[Path], None]:
@@ -166,8 +185,9 @@ def jest_project(root: Path) -> None:
 
 
 NPM_TEST: dict[str, object] = {"verify.test": "npm test", "worktree.setup": []}
-#: `--prefer-offline`: the lock's packages are in npm's cache (the `uvu_lock` fixture's install
-#: warmed it), so npm does not ask the registry about each again (0.35 s of CPU per worktree).
+#: `--prefer-offline`: once the lock's packages are in the npm cache ai-sdlc gives every child
+#: (the test process's first `npm ci` put them there), npm does not ask the registry about each
+#: again (0.35 s of CPU per worktree).
 NPM_CI: dict[str, object] = {
     **NPM_TEST,
     "worktree.setup": ["npm ci --no-audit --no-fund --prefer-offline"],
