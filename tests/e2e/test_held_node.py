@@ -9,12 +9,13 @@ reason naming the file; an honest agent still is done. uvu stops at the missing 
 it counts anything, so the base is counted with the new test set aside, and the run says so.
 
 Each layout's path is walked end to end through the real CLI, in one test per layout
-(tests/support/judge_rows_other.py): its honest row to done, then one held row (`E2E_HELD`)
-never done with its attempt counted (node:test's both of two), its copy reusing the baseline
-the honest run cached. Every other held row (uvu's and Jest's) is the judge's verdict on that
-row's change, made by the same agent in a story worktree of the layout prepared once (its
-`npm ci` included) on a copy of the same project, whose base's baseline the honest run cached
-(tests/support/judge_rows.Bench: the session's own sandbox, verification and judge)."""
+(tests/support/judge_rows_other.py): its honest row to done, then (but Jest) one held row
+(`E2E_HELD`) never done with its attempt counted (node:test's both of two), its copy reusing
+the baseline the honest run cached. Every other held row (uvu's and Jest's) is the judge's
+verdict on that row's change, made by the same agent in a story worktree of the layout
+prepared once (its `npm ci` included) on a copy of the same project, whose base's baseline the
+honest run cached (tests/support/judge_rows.Bench: the session's own sandbox, verification
+and judge)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
 TWO_ATTEMPTS = rows(NODE_TEST)[1]
 #: The held row each layout's end-to-end run walks; the layout's other held rows are judged on
 #: its bench (`test_verdict_on_the_bench`).
-E2E_HELD = {NODE: "script-js", NODE_ESM: "runner-mjs", NODE_TEST: "scriptnt-js", JEST: "babel-js"}
+#: Jest's held rows are all judged on its bench: its end-to-end run is the honest one (what is
+#: counted of a held row does not depend on the layout: the other layouts' runs pin it).
+E2E_HELD = {NODE: "script-js", NODE_ESM: "runner-mjs", NODE_TEST: "scriptnt-js"}
 
 PACKAGE = {
     "name": "calcjs",
@@ -240,7 +243,7 @@ def layouts(
 def walked(layout: str) -> list[Row]:
     """The layout's rows its end-to-end test runs: the honest one, then `E2E_HELD`'s."""
     honest, *held = rows(layout)
-    return [honest, *(r for r in held if r.behaviour == E2E_HELD[layout])]
+    return [honest, *(r for r in held if r.behaviour == E2E_HELD.get(layout))]
 
 
 @ON_NODE_BENCH
@@ -284,7 +287,8 @@ def test_verdict_node_test(tmp_path: Path) -> None:
 
 @ON_NODE_BENCH
 def test_verdict_jest(tmp_path: Path, layouts: Callable[[str], Layout]) -> None:
-    """The path of Jest, which compiles the tests with the project's Babel config."""
+    """The path of Jest, which compiles the tests with the project's Babel config, to done; its
+    held rows are judged on its bench."""
     judge_rows(tmp_path, layouts(JEST), walked(JEST))
 
 
