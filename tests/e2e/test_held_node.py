@@ -202,16 +202,10 @@ def needs_node() -> None:
         pytest.skip("node and npm are not installed")
 
 
-def layout(
-    tmp_path: Path,
-    build: Callable[[Path], None],
-    settings: dict[str, object],
-    *,
-    from_refine: bool = False,
-) -> Layout:
-    """The layout's project, built once; its honest row from refine (`from_refine`) or from
-    implement."""
-    return Layout(tmp_path / "layout", build, settings, honest_at_implement=not from_refine)
+def layout(tmp_path: Path, build: Callable[[Path], None], settings: dict[str, object]) -> Layout:
+    """The layout's project, built once; its honest row from implement (refine, research and
+    plan are not what a layout changes)."""
+    return Layout(tmp_path / "layout", build, settings, honest_at_implement=True)
 
 
 #: The uvu and Jest layouts' end-to-end tests and their bench rows on one xdist worker (`--dist
@@ -281,7 +275,7 @@ def test_verdict_node_test(tmp_path: Path) -> None:
         assert "base verified: 1 passed, 1 failed" in text
         assert "set aside" not in text
 
-    made = layout(tmp_path, node_test_project, NPM_TEST, from_refine=True)
+    made = layout(tmp_path, node_test_project, NPM_TEST)
     judge_rows(tmp_path, made, walked(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
 
 

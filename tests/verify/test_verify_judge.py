@@ -355,43 +355,28 @@ NODE_FILES = {
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_a_node_project_judged_by_node_test(tmp_path: Path) -> None:
     """The same judge on a Node project whose tests run with node's own runner (`node --test`,
-    no registry needed): the weakened test is not done, the honest change is (two stories on
-    one base, each with its own call log, each starting at its implementation as a user
-    hand-edits it: the earlier phases are not the point). The config is accepted once; the
-    second story's agent is a hand edit of `ai.command`, no guardrail."""
+    no registry needed): the weakened test is not done, the base's version of the test named
+    with node's assertion (the story starting at its implementation as a user hand-edits it:
+    the earlier phases are not the point). An honest story on a node:test project reaching
+    done, the base counted, is tests/e2e/test_held_node.py's `test_verdict_node_test`."""
     project = Project(tmp_path)
     for name, text in NODE_FILES.items():
         (project.root / name).parent.mkdir(parents=True, exist_ok=True)
         (project.root / name).write_text(text)
     project.repo.commit_all("calc.js with a failing test for mul")
-    config = project.root / ".ai-sdlc" / "config.yaml"
-    for mode in ("node-weaken", "node-honest"):
-        log = project.log.parent / f"{mode}.log"
-        if mode == "node-weaken":
-            project.log = log
-            project.configure(mode, test="node --test", retries=0)  # one attempt judged: the point
-        else:
-            config.write_text(config.read_text().replace(str(project.log), str(log)).replace(
-                '"node-weaken"', '"node-honest"'))  # fmt: skip
-            project.log = log
-        project.sid = project.repo.story(f"{TITLE} ({mode})")
-        start_at_implement(project.root, project.sid)
+    project.configure("node-weaken", test="node --test", retries=0)  # one attempt judged
+    project.sid = project.repo.story(f"{TITLE} (node-weaken)")
+    start_at_implement(project.root, project.sid)
 
-        result = project.run(project.sid)
+    result = project.run(project.sid)
 
-        fm = project.frontmatter()
-        if mode == "node-honest":
-            assert result.returncode == 0, result.output
-            assert fm["status"] == "done"
-            review = Path(str(project.log) + ".review").read_text()
-            assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
-            continue
-        assert result.returncode == 5, result.output
-        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
-        assert str(fm["blocked_reason"]).endswith(
-            "test/mul.test.js: the story's change removes or weakens these tests; their base "
-            "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
-        ), fm["blocked_reason"]
+    assert result.returncode == 5, result.output
+    fm = project.frontmatter()
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+    assert str(fm["blocked_reason"]).endswith(
+        "test/mul.test.js: the story's change removes or weakens these tests; their base "
+        "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
+    ), fm["blocked_reason"]
 
 
 def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(
