@@ -10,7 +10,8 @@ it counts anything, so the base is counted with the new test set aside, and the 
 
 Each layout's path is walked end to end through the real CLI, in one test per layout
 (tests/support/judge_rows_other.py): its honest row to done, then (but Jest) one held row
-(`E2E_HELD`) never done with its attempt counted (node:test's both of two), its copy reusing
+(`E2E_HELD`) never done with its one attempt counted (a held run counting both of two is
+test_held_go_rust's Go run: what is counted does not depend on the layout), its copy reusing
 the baseline the honest run cached. Every other held row (uvu's and Jest's) is the judge's
 verdict on that row's change, made by the same agent in a story worktree of the layout
 prepared once (its `npm ci` included) on a copy of the same project, whose base's baseline the
@@ -40,9 +41,6 @@ from tests.support.verdicts import JEST, NODE, NODE_ESM, NODE_TEST, Row, rows
 __all__ = ["git_env"]
 
 pytestmark = [pytest.mark.usefixtures("git_env"), pytest.mark.e2e]
-#: The held row whose run counts both attempts (what is counted does not depend on the
-#: layout or the game: every other row stops after its one attempt).
-TWO_ATTEMPTS = rows(NODE_TEST)[1]
 #: The held row each layout's end-to-end run walks; the layout's other held rows are judged on
 #: its bench (`test_verdict_on_the_bench`).
 #: Jest's held rows are all judged on its bench: its end-to-end run is the honest one (what is
@@ -276,7 +274,7 @@ def test_verdict_node_test(tmp_path: Path) -> None:
         assert "set aside" not in text
 
     made = layout(tmp_path, node_test_project, NPM_TEST)
-    judge_rows(tmp_path, made, walked(NODE_TEST), two_attempts=TWO_ATTEMPTS, honest_said=said)
+    judge_rows(tmp_path, made, walked(NODE_TEST), honest_said=said)
 
 
 @ON_NODE_BENCH
