@@ -1,10 +1,10 @@
 """The verdict table of docs/verification.md (layout × what the agent does → verdict), produced
 by the tests rather than written by hand: each row is one case of tests/e2e/test_held_*.py and
 test_safe_path.py, taken from `ROWS`, whose test asserts that verdict: through the real CLI
-(the Go and Rust rows, and each Node layout's honest row and one held row, run in turn, one
-test per layout: tests/support/judge_rows_other.py), or (the Python rows, and the other Node
-rows, beside each layout's end-to-end runs) as the judge's verdict on the row's change in a
-story worktree prepared once (tests/support/judge_rows.py); `table()` renders
+(each Node, Go and Rust layout's honest row and, but Jest's, one held row, run in turn, one
+test per layout: tests/support/judge_rows_other.py), or (the Python rows, and the other Node, Go and
+Rust rows, beside each layout's end-to-end runs) as the judge's verdict on the row's change in
+a story worktree prepared once (tests/support/judge_rows.py); `table()` renders
 them, tests/e2e/test_verdict_table.py compares the rendering with the docs, and
 `make verdict-docs` writes it there."""
 

@@ -3,7 +3,9 @@
 (tests/support/fakes/judge_agent.py)
 that is honest or games the test. Gaming never reaches `done` and every such attempt is
 counted; a base that cannot be verified stops before any agent call; a story may opt out of
-protected tests, and says so in its pull request and the run report."""
+protected tests, and says so in its pull request and the run report. Stories whose promise is
+the implementation start there (refine, research and plan marked done by hand); an honest
+story walks from refine to done once, after the base was fixed."""
 
 from __future__ import annotations
 
@@ -121,10 +123,12 @@ REWORKED = "delete"
 
 def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project) -> None:
     """Each game is a story of its own on the same base (whose baseline is taken once), with
-    its own agent call log."""
+    its own agent call log, starting at its implementation (refine, research and plan marked
+    done by hand: the games are the implementation's)."""
     for mode in GAMES:
         project.log = project.log.parent / f"{mode}.log"
         project.sid = project.repo.story(f"{TITLE} ({mode})")
+        start_at_implement(project.root, project.sid)
         tries = 2 if mode == REWORKED else 1
         project.configure(mode, retries=tries - 1)
 
@@ -153,30 +157,6 @@ def test_an_agent_gaming_the_failing_test_never_reaches_done(project: Project) -
         assert not (worktree / "conftest.py").exists()
 
 
-def test_an_honest_agent_reaches_done_and_the_review_sees_the_counts(project: Project) -> None:
-    project.configure("honest")
-
-    result = project.run(project.sid)
-
-    assert result.returncode == 0, result.output
-    fm = project.frontmatter()
-    assert fm["status"] == "done"
-    assert int(fm.get("total_recovery_attempts") or 0) == 0
-    assert git(project.root, "show", f"{project.branch()}:calc.py").endswith("return a * b\n")
-    review = Path(str(project.log) + ".review").read_text()
-    assert "Tests: 2 passed, 0 failed, 0 skipped" in review
-    assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
-    assert "allow_test_changes" not in review
-    # the baseline ran once, on the untouched base, and is cached for the next story
-    baselines = list((project.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
-    assert len(baselines) == 1
-    cached = json.loads(baselines[0].read_text())
-    assert cached["failing"] == ["tests/test_mul.py"]
-    assert cached["counts"]["failed"] == 1
-    started = [e for e in project.events() if e.get("action") == "phase"]
-    assert started, "the story's phases were logged"
-
-
 #: Ways a base cannot be verified: (the verify settings, what the run says).
 UNVERIFIABLE = (
     (
@@ -192,7 +172,9 @@ UNVERIFIABLE = (
 
 
 def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(project: Project) -> None:
-    """Each way in turn, on the same story; then, the project fixed, the story runs."""
+    """Each way in turn, on the same story; then, the project fixed, an honest agent takes the
+    story from refine to done, and the review sees the counts
+    (`assert_honest_run_done_and_reviewed`)."""
     for settings, said in UNVERIFIABLE:
         project.configure("honest", **settings)
 
@@ -209,12 +191,34 @@ def test_a_base_that_cannot_be_verified_stops_before_any_agent_call(project: Pro
         assert not list((project.root / ".ai-sdlc" / "state").glob("baselines/*.json"))
     # once the project is fixed, the story runs
     project.configure("honest")
-    assert project.run(project.sid).returncode == 0
-    assert project.frontmatter()["status"] == "done"
+    assert_honest_run_done_and_reviewed(project, project.run(project.sid))
+
+
+def assert_honest_run_done_and_reviewed(project: Project, result: CliResult) -> None:
+    """An honest agent's story is done, without a recovery, its change committed; the review
+    saw the counts of the change and of the base; the base's baseline was taken once, on the
+    untouched base, and cached for the next story (no failing one before it)."""
+    assert result.returncode == 0, result.output
+    fm = project.frontmatter()
+    assert fm["status"] == "done"
+    assert int(fm.get("total_recovery_attempts") or 0) == 0
+    assert git(project.root, "show", f"{project.branch()}:calc.py").endswith("return a * b\n")
+    review = Path(str(project.log) + ".review").read_text()
+    assert "Tests: 2 passed, 0 failed, 0 skipped" in review
+    assert "(at the story's base: 0 passed, 1 failed, 0 skipped)" in review
+    assert "allow_test_changes" not in review
+    baselines = list((project.root / ".ai-sdlc" / "state" / "baselines").glob("*.json"))
+    assert len(baselines) == 1
+    cached = json.loads(baselines[0].read_text())
+    assert cached["failing"] == ["tests/test_mul.py"]
+    assert cached["counts"]["failed"] == 1
+    started = [e for e in project.events() if e.get("action") == "phase"]
+    assert started, "the story's phases were logged"
 
 
 def test_a_story_allowed_to_change_tests_says_so_in_its_pr_and_report(project: Project) -> None:
     project.configure("delete")
+    start_at_implement(project.root, project.sid)  # the earlier phases are not the point
     story = project.root / ".ai-sdlc" / "stories" / project.sid / "story.md"
     text = story.read_text()
     story.write_text(text.replace("\n---\n", "\nallow_test_changes: true\n---\n", 1))
@@ -289,6 +293,16 @@ def test_without_a_worktree_a_verify_command_that_cannot_start_is_a_config_error
     assert [e["phase"] for e in released] == ["implement"]
 
 
+def mark_researched_and_planned(project: Project) -> None:
+    """The story's research and plan marked done in its frontmatter, as a user hand-edits it."""
+    story = project.root / ".ai-sdlc" / "stories" / project.sid / "story.md"
+    text = story.read_text()
+    for flag in ("research_complete", "plan_complete"):
+        assert f"\n{flag}: false\n" in text, text
+        text = text.replace(f"\n{flag}: false\n", f"\n{flag}: true\n", 1)
+    story.write_text(text)
+
+
 KILLED_MID_CHECK = """\
 import os, sys
 from pathlib import Path
@@ -303,8 +317,10 @@ def test_test_files_left_in_their_base_version_by_a_killed_run_are_put_back(
     project: Project,
 ) -> None:
     project.configure("honest")
-    for phase in ("refine", "research", "plan"):  # up to the implementation
-        assert project.run(project.sid, "--step", phase).returncode == 0
+    # up to the implementation: refine makes the worktree, research and plan marked done by
+    # hand (not what this is about)
+    assert project.run(project.sid, "--step", "refine").returncode == 0
+    mark_researched_and_planned(project)
     worktree = project.root / str(project.frontmatter()["worktree_path"])
     extended = FILES["tests/test_mul.py"] + "\n\ndef test_mul_zero():\n    assert mul(0, 3) == 0\n"
     (worktree / "tests" / "test_mul.py").write_text(extended)  # the work of an earlier attempt
@@ -339,43 +355,28 @@ NODE_FILES = {
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_a_node_project_judged_by_node_test(tmp_path: Path) -> None:
     """The same judge on a Node project whose tests run with node's own runner (`node --test`,
-    no registry needed): the weakened test is not done, the honest change is (two stories on
-    one base, each with its own call log, each starting at its implementation as a user
-    hand-edits it: the earlier phases are not the point). The config is accepted once; the
-    second story's agent is a hand edit of `ai.command`, no guardrail."""
+    no registry needed): the weakened test is not done, the base's version of the test named
+    with node's assertion (the story starting at its implementation as a user hand-edits it:
+    the earlier phases are not the point). An honest story on a node:test project reaching
+    done, the base counted, is tests/e2e/test_held_node.py's `test_verdict_node_test`."""
     project = Project(tmp_path)
     for name, text in NODE_FILES.items():
         (project.root / name).parent.mkdir(parents=True, exist_ok=True)
         (project.root / name).write_text(text)
     project.repo.commit_all("calc.js with a failing test for mul")
-    config = project.root / ".ai-sdlc" / "config.yaml"
-    for mode in ("node-weaken", "node-honest"):
-        log = project.log.parent / f"{mode}.log"
-        if mode == "node-weaken":
-            project.log = log
-            project.configure(mode, test="node --test", retries=0)  # one attempt judged: the point
-        else:
-            config.write_text(config.read_text().replace(str(project.log), str(log)).replace(
-                '"node-weaken"', '"node-honest"'))  # fmt: skip
-            project.log = log
-        project.sid = project.repo.story(f"{TITLE} ({mode})")
-        start_at_implement(project.root, project.sid)
+    project.configure("node-weaken", test="node --test", retries=0)  # one attempt judged
+    project.sid = project.repo.story(f"{TITLE} (node-weaken)")
+    start_at_implement(project.root, project.sid)
 
-        result = project.run(project.sid)
+    result = project.run(project.sid)
 
-        fm = project.frontmatter()
-        if mode == "node-honest":
-            assert result.returncode == 0, result.output
-            assert fm["status"] == "done"
-            review = Path(str(project.log) + ".review").read_text()
-            assert "(at the story's base: 1 passed, 1 failed, 0 skipped)" in review
-            continue
-        assert result.returncode == 5, result.output
-        assert fm["recovery_breakdown"] == {"implementation_retry": 1}
-        assert str(fm["blocked_reason"]).endswith(
-            "test/mul.test.js: the story's change removes or weakens these tests; their base "
-            "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
-        ), fm["blocked_reason"]
+    assert result.returncode == 5, result.output
+    fm = project.frontmatter()
+    assert fm["recovery_breakdown"] == {"implementation_retry": 1}
+    assert str(fm["blocked_reason"]).endswith(
+        "test/mul.test.js: the story's change removes or weakens these tests; their base "
+        "version fails against it: multiplies: Expected values to be strictly equal:; 5 !== 6"
+    ), fm["blocked_reason"]
 
 
 def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(
@@ -385,8 +386,8 @@ def test_a_lost_baseline_is_taken_again_from_a_temporary_checkout_of_the_base(
     the base is checked out on its own for one run, in the pinned story worktree's repository,
     and removed again."""
     project.configure("honest")
-    for phase in ("refine", "research", "plan", "implement"):
-        assert project.run(project.sid, "--step", phase).returncode == 0
+    start_at_implement(project.root, project.sid)  # the earlier phases are not the point
+    assert project.run(project.sid, "--step", "implement").returncode == 0
     baselines = project.root / ".ai-sdlc" / "state" / "baselines"
     first = {p.name: json.loads(p.read_text()) for p in baselines.glob("*.json")}
     for cached in baselines.glob("*.json"):

@@ -6,9 +6,9 @@ Every call appends `PHASE` to LOG (so a test can tell it was never called) and, 
 saves the prompt to LOG.review. In implement/rework, MODE says what it does in its working
 folder: `honest` writes a correct `mul`; every other mode writes a wrong one and games the
 failing test: `delete` removes tests/test_mul.py, `skip` marks it skipped, `weaken` replaces its
-assertion with `assert True`, `conftest` adds a conftest.py skipping every test; `node-honest`
-and `node-weaken` do the same to a Node project (calc.js, test/mul.test.js). Refine and review
-approve.
+assertion with `assert True`, `conftest` adds a conftest.py skipping every test;
+`node-weaken` writes a wrong `mul` and weakens the test of a Node project (calc.js,
+test/mul.test.js). Refine and review approve.
 """
 
 from __future__ import annotations
@@ -42,17 +42,14 @@ def main() -> int:
 
 
 def implement(mode: str, root: Path) -> None:
-    if mode.startswith("node-"):
-        right = mode == "node-honest"
-        body = "a * b" if right else "a + b"
+    if mode == "node-weaken":
         (root / "calc.js").write_text(
-            f"exports.add = (a, b) => a + b;\nexports.mul = (a, b) => {body};\n"
+            "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a + b;\n"
         )
-        if mode == "node-weaken":
-            test = root / "test" / "mul.test.js"
-            test.write_text(
-                test.read_text().replace("assert.strictEqual(mul(2, 3), 6)", "assert.ok(true)")
-            )
+        test = root / "test" / "mul.test.js"
+        test.write_text(
+            test.read_text().replace("assert.strictEqual(mul(2, 3), 6)", "assert.ok(true)")
+        )
         return
     (root / "calc.py").write_text(RIGHT if mode == "honest" else WRONG)
     test = root / "tests" / "test_mul.py"
