@@ -20,17 +20,15 @@ and judge)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.realcli.install import cache_root
+from tests.conftest import STATE_HOME
+from tests.support import npm_cache
 from tests.support.git_support import git, git_env
 from tests.support.held_support import AGENT
 from tests.support.js_runners import runners
@@ -93,38 +91,11 @@ NT_MUL_TEST = (
 
 @pytest.fixture(scope="session")
 def uvu_lock() -> str:
-    """package-lock.json of the uvu project, made once per machine by `npm install` and kept
-    beside the agent CLIs (`tests/e2e/realcli/install.py`'s cache folder; a file lock
-    serialises xdist workers): 0.75 s of CPU per test process otherwise. Skipped, with the
-    reason, where npm or its registry cannot be reached."""
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("node and npm are not installed")
-    folder = cache_root() / f"uvu-lock-{PACKAGE['devDependencies']['uvu']}"  # type: ignore[index]
-    lock = folder / "package-lock.json"
-    if lock.exists():
-        return lock.read_text()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".uvu-lock.lock", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        if lock.exists():
-            return lock.read_text()
-        work = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir()
-        (work / "package.json").write_text(json.dumps(PACKAGE))
-        try:
-            done = subprocess.run(
-                ["npm", "install", "--no-audit", "--no-fund", "--package-lock-only"],
-                cwd=work, capture_output=True, text=True, timeout=300, check=False,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            pytest.skip("npm install timed out: the npm registry is not reachable from here")
-        if done.returncode != 0:
-            pytest.skip(f"npm install failed (registry unreachable?): {done.stderr.strip()[-300:]}")
-        folder.mkdir(exist_ok=True)
-        os.replace(work / "package-lock.json", lock)  # complete, or absent
-        shutil.rmtree(work, ignore_errors=True)
-    return lock.read_text()
+    """package-lock.json of the uvu project, its packages in the npm cache of this process's
+    state home (tests/support/npm_cache.py: fetched once per machine, then offline)."""
+    warm = npm_cache.warm("uvu", PACKAGE)
+    npm_cache.seed(warm, Path(STATE_HOME))
+    return npm_cache.lock(warm)
 
 
 def uvu_project(lock: str, *, esm: bool = False) -> Callable[[Path], None]:
@@ -186,13 +157,9 @@ def jest_project(root: Path) -> None:
 
 
 NPM_TEST: dict[str, object] = {"verify.test": "npm test", "worktree.setup": []}
-#: `--prefer-offline`: once the lock's packages are in the npm cache ai-sdlc gives every child
-#: (the test process's first `npm ci` put them there), npm does not ask the registry about each
-#: again (0.35 s of CPU per worktree).
-NPM_CI: dict[str, object] = {
-    **NPM_TEST,
-    "worktree.setup": ["npm ci --no-audit --no-fund --prefer-offline"],
-}
+#: `--offline`: the lock's packages are in the npm cache ai-sdlc gives every child (`uvu_lock`
+#: seeded it), so npm never asks the registry (tests/support/npm_cache.py).
+NPM_CI: dict[str, object] = {**NPM_TEST, "worktree.setup": [npm_cache.NPM_CI_OFFLINE]}
 
 
 def needs_node() -> None:

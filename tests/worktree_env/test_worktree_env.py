@@ -17,7 +17,8 @@ import pytest
 
 from ai_sdlc.store import StoryStore
 from ai_sdlc.worktree_env import wrongtree
-from tests.conftest import run_cli
+from tests.conftest import STATE_HOME, run_cli
+from tests.support import npm_cache
 from tests.support.fakes.project_agent import JS_MUL_TEST
 from tests.support.git_support import Repo, git, git_env, make_repo
 from tests.support.held_support import start_at_implement
@@ -326,23 +327,12 @@ ADD_TEST = (
 
 
 @pytest.fixture(scope="session")
-def npm_lock(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """package-lock.json of the Node project, made once by `npm install` (which also warms
-    npm's cache); skipped, with the reason, where npm or its registry cannot be reached."""
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("node and npm are not installed")
-    folder = tmp_path_factory.mktemp("npm-template")
-    (folder / "package.json").write_text(json.dumps(PACKAGE_JSON))
-    try:
-        done = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund"],
-            cwd=folder, capture_output=True, text=True, timeout=180, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        pytest.skip("npm install timed out: the npm registry is not reachable from here")
-    if done.returncode != 0:
-        pytest.skip(f"npm install failed (registry unreachable?): {done.stderr.strip()[-300:]}")
-    return (folder / "package-lock.json").read_text()
+def npm_lock() -> str:
+    """package-lock.json of the Node project, its packages in the npm cache of this process's
+    state home (tests/support/npm_cache.py: fetched once per machine, then offline)."""
+    warm = npm_cache.warm("is-number", PACKAGE_JSON)
+    npm_cache.seed(warm, Path(STATE_HOME))
+    return npm_cache.lock(warm)
 
 
 def node_project(
@@ -408,10 +398,10 @@ def test_node_stories_outside_the_project_honest_done_gaming_never(
     version of the test fails against it); then add.js broken fails `npm test`. Each attempt
     is counted, none is committed, the reviewer is never asked. Both stories start at their
     implementation (`start_at_implement`, as a user hand-edits them), the earlier phases not
-    being their point. `--prefer-offline`: the lock's packages are
-    in npm's cache (`npm_lock` warmed it)."""
+    being their point. `--offline`: the lock's packages are in npm's cache (`npm_lock`
+    seeded it)."""
     log = tmp_path / "records" / "honest.log"
-    setup = '["npm ci --no-audit --no-fund --prefer-offline"]'
+    setup = json.dumps([npm_cache.NPM_CI_OFFLINE])
     repo = node_project(tmp_path, npm_lock, log, "honest-js", setup, retries=2)
     (repo.root / "test" / "mul.test.js").write_text(JS_MUL_TEST)
     repo.commit_all("a failing test for mul, written first")
