@@ -22,7 +22,7 @@ from ai_sdlc.providers.command_provider import render
 from tests.e2e.realcli.gemini_server import INPUT_TOKENS, OUTPUT_TOKENS, GeminiServer
 from tests.e2e.realcli.install import tool_path
 from tests.e2e.realcli.model_server import Tool, Turn
-from tests.e2e.realcli.project import ANSI, HELLO, HELLO_DOC, TITLE, RealProject
+from tests.e2e.realcli.project import ANSI, HELLO, TITLE, RealProject
 from tests.support.fakes.agent_clis import install_agent
 from tests.support.git_support import git_env
 
@@ -118,20 +118,19 @@ def test_a_story_goes_to_done_through_faults_a_refused_write_and_a_rework(
     retry Gemini CLI logs is one `api_retry`, counted one for one, and the phase goes on: the
     plain one as "Attempt 1 failed with status 500. Retrying with backoff...", the other over
     several lines ("Attempt 2 failed: <message>" ... "Retrying after 10882ms..."; its backoff
-    starts at 5 s and doubles, a RetryInfo only lengthens it). The first review's model
-    writes a file: the read-only phase's headless `default` approval mode answers the write
-    with an error, nothing is written or counted; that review is REJECTED: rework adds the
-    docstring, the second review approves."""
+    starts at 5 s and doubles, a RetryInfo only lengthens it). The review's model writes a
+    file, then approves: the read-only phase's headless `default` approval mode answers the
+    write with an error, nothing is written or counted, and the verdict read is the model's
+    words after its tool call. The rework cycle is the runner's, run through real CLIs by
+    the Codex and Claude Code tests (rework runs the edit template implement runs here)."""
     server.retry_delay = "0.1s"
     server.retry_info_statuses = frozenset({429})
     server.fail(500)
     server.fail(429)
     server.play(
         "review",
-        [write("notes.py", "x = 1\n"), Turn("The module has no docstring.\n\nDECISION: REJECTED")],
-        [Turn("Documented and tested.\n\nDECISION: APPROVED")],
+        [write("notes.py", "x = 1\n"), Turn("Documented and tested.\n\nDECISION: APPROVED")],
     )
-    server.play("rework", [write("hello.py", HELLO_DOC), Turn("Added the docstring.")])
     proj = project(tmp_path, gemini, server)
     proj.start_at("implement")
 
@@ -140,23 +139,14 @@ def test_a_story_goes_to_done_through_faults_a_refused_write_and_a_rework(
     assert result.returncode == 0, result.output
     fm = proj.story()
     assert fm["status"] == "done"
-    # one commit per passing attempt (implement, then rework), nothing else
-    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"] * 2
-    assert proj.committed("hello.py") == HELLO_DOC
-    assert server.phases() == [
-        "implement",
-        "implement",
-        "review",
-        "review",
-        "rework",
-        "rework",
-        "review",
-    ]
-    # the faults, one for one, and the rework: nothing else counted (a write let through in
-    # review would have been a counted read-only violation)
+    assert proj.commits() == [f"feat({proj.sid}): {TITLE}"]
+    assert proj.committed("hello.py") == HELLO
+    assert server.phases() == ["implement", "implement", "review", "review"]
+    # the faults, one for one: nothing else counted (a write let through in review would
+    # have been a counted read-only violation)
     assert server.refused() == 2
-    assert recoveries(fm) == {"api_retry": 2, "rework": 1}
-    assert fm["total_recovery_attempts"] == 3
+    assert recoveries(fm) == {"api_retry": 2}
+    assert fm["total_recovery_attempts"] == 2
     counted = [e for e in proj.events() if e.get("recovery_kind") == "api_retry"]
     assert len(counted) == 2, counted
     assert "HTTP 500" in json.dumps(counted[0]), counted  # the plain retry
@@ -169,12 +159,12 @@ def test_a_story_goes_to_done_through_faults_a_refused_write_and_a_rework(
     answered = json.dumps(review[1]["contents"])
     assert "functionResponse" in answered and "error" in answered
     # usage is Gemini CLI's own report (its result stats), not an estimate
-    assert fm["usage"]["input_tokens"] == 7 * INPUT_TOKENS
-    assert fm["usage"]["output_tokens"] == 7 * OUTPUT_TOKENS
-    # the answer is the model's words after its last tool call: the rejected review that
-    # rework was given is its verdict, not the text before its write
-    rework = json.dumps(next(b for b in server.bodies if "## Your task (rework)" in json.dumps(b)))
-    assert "The module has no docstring." in rework and "Writing notes.py" not in rework
+    assert fm["usage"]["input_tokens"] == 4 * INPUT_TOKENS
+    assert fm["usage"]["output_tokens"] == 4 * OUTPUT_TOKENS
+    # the answer is the model's words after its last tool call: the review's verdict, not
+    # the text before its write
+    verdict = (proj.root / ".ai-sdlc" / "stories" / proj.sid / "review.md").read_text()
+    assert "Documented and tested." in verdict and "Writing notes.py" not in verdict, verdict
     # Gemini CLI kept its state in ai-sdlc's private home (with copies of the user's settings
     # and trusted folders); the user's GEMINI_CLI_HOME holds only what the user wrote
     mine = tmp_path / "gemini-home" / ".gemini"
