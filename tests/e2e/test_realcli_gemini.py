@@ -107,7 +107,7 @@ def recoveries(fm: dict[str, Any]) -> dict[str, int]:
 
 
 @FIRST
-def test_a_story_goes_to_done_through_faults_a_refused_write_and_a_rework(
+def test_a_story_goes_to_done_through_faults_and_a_refused_write(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
     """One story to done with a commit, asserted each way it can fail. It starts at implement
@@ -121,8 +121,8 @@ def test_a_story_goes_to_done_through_faults_a_refused_write_and_a_rework(
     starts at 5 s and doubles, a RetryInfo only lengthens it). The review's model writes a
     file, then approves: the read-only phase's headless `default` approval mode answers the
     write with an error, nothing is written or counted, and the verdict read is the model's
-    words after its tool call. The rework cycle is the runner's, run through real CLIs by
-    the Codex and Claude Code tests (rework runs the edit template implement runs here)."""
+    words after its tool call. The rework cycle is the runner's, run through a real CLI by
+    the Codex test (rework runs the edit template implement runs here)."""
     server.retry_delay = "0.1s"
     server.retry_info_statuses = frozenset({429})
     server.fail(500)

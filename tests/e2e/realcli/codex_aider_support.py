@@ -151,6 +151,9 @@ class Project:
             # Exactly the sandbox a user gets (no sandbox.writable anywhere), the CLI's
             # state in ai-sdlc's private homes under this test's own state folder.
             "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
+            # The user's home is the test's own: no dotfiles of this machine's (Codex sources
+            # the login shell's profile at each start to snapshot its environment).
+            "HOME": str(self.home),
         }
         model = "null"
         if cli == "codex":
