@@ -200,60 +200,47 @@ def test_the_global_limit_stops_a_session_mid_way(
 
 
 @SECOND
-def test_an_auth_failure_is_exit_4_with_geminis_message(
+def test_no_auth_type_an_untrusted_worktree_and_a_bad_key_are_exit_4_each_with_its_words(
     tmp_path: Path, gemini: Path, server: GeminiServer
 ) -> None:
+    """A user fixing one thing at a time, each run exit 4 with Gemini CLI's reason, no
+    terminal escapes. No auth type in the settings: the hint names the setting (Gemini CLI
+    checks it first). Set as told, the story worktree, under a git.worktrees_dir outside the
+    trusted project, is refused: the project's trust does not reach it, and the hint names
+    the folder to trust and where. Trusted as told, Gemini CLI runs refine there and meets a
+    401: the API's message, not retried. Only that last run reached the model."""
     server.fail(401, times=20)
-    proj = project(tmp_path, gemini, server)
-
-    result = proj.run()
-
-    assert result.returncode == 4, result.output
-    assert "API key not valid" in result.stderr
-    assert ANSI not in result.output
-    assert server.refused() == 1  # Gemini CLI does not retry a 401
-
-
-@SECOND
-def test_worktrees_outside_the_trusted_project_get_a_hint_naming_their_folder(
-    tmp_path: Path, gemini: Path, server: GeminiServer
-) -> None:
-    """git.worktrees_dir outside the project: the trusted project's trust does not reach the
-    story worktree. The hint names the folder to trust; trusting it as told is enough (the
-    next run's refine runs there)."""
     outside = tmp_path / "worktrees"
-    proj = project(tmp_path, gemini, server, f"git:\n  worktrees_dir: {outside}\n")
+    proj = project(tmp_path, gemini, server, f"git:\n  worktrees_dir: {outside}\n", auth=False)
 
-    result = proj.run()
+    no_auth = proj.run()
 
-    assert result.returncode == 4, result.output
-    assert "untrusted folder" in result.stderr and ANSI not in result.output
-    assert f"trust {outside}" in result.stderr, result.stderr
-    assert "trustedFolders.json" in result.stderr  # where to trust it
+    assert no_auth.returncode == 4, no_auth.output
+    assert "security.auth.selectedType" in no_auth.stderr, no_auth.stderr
+    assert ANSI not in no_auth.output
+    assert server.calls == []
+    gemini_home(tmp_path, trusted=proj.root, auth=True)  # the auth type set as told
+
+    untrusted = proj.run()
+
+    assert untrusted.returncode == 4, untrusted.output
+    assert "untrusted folder" in untrusted.stderr and ANSI not in untrusted.output
+    assert f"trust {outside}" in untrusted.stderr, untrusted.stderr
+    assert "trustedFolders.json" in untrusted.stderr  # where to trust it
+    assert "security.auth.selectedType" not in untrusted.stderr  # that one was enough
     assert server.calls == []
     trust = tmp_path / "gemini-home" / ".gemini" / "trustedFolders.json"
     trust.write_text(json.dumps({str(proj.root): "TRUST_FOLDER", str(outside): "TRUST_FOLDER"}))
 
-    again = proj.run("--step", "refine")
+    bad_key = proj.run()
 
-    assert again.returncode == 0, again.output
-    assert server.phases() == ["refine"]  # Gemini CLI ran in the worktree it was told to trust
+    assert bad_key.returncode == 4, bad_key.output
+    assert "API key not valid" in bad_key.stderr, bad_key.stderr
+    assert ANSI not in bad_key.output
+    # Gemini CLI ran refine in the worktree it was told to trust, and did not retry the 401
+    assert [(call.phase, call.status) for call in server.calls] == [("refine", 401)]
     worktree = Path(str(proj.story()["worktree_path"]))
     assert (worktree if worktree.is_absolute() else proj.root / worktree).parent == outside
-
-
-@SECOND
-def test_no_auth_type_is_exit_4_with_a_hint(
-    tmp_path: Path, gemini: Path, server: GeminiServer
-) -> None:
-    proj = project(tmp_path, gemini, server, auth=False)
-
-    result = proj.run()
-
-    assert result.returncode == 4, result.output
-    assert "security.auth.selectedType" in result.stderr
-    assert ANSI not in result.output
-    assert server.calls == []
 
 
 # --- the stand-in against the real tool ---------------------------------------------------------
