@@ -211,9 +211,13 @@ class Project:
         """The story left by hand at `phase` (`project.start_story_at`)."""
         start_story_at(self.root, self.sid, phase)
 
-    def config(self, key: str, value: str) -> None:
-        done = run_cli(self.root, "config", key, value)
-        assert done.returncode == 0, done.output
+    def limit(self, global_recovery: int) -> None:
+        """`limits.global_recovery`, written into the config file by hand like `_configure`'s."""
+        path = self.root / ".ai-sdlc" / "config.yaml"
+        marker = "\nlimits:\n"
+        text = path.read_text()
+        assert marker in text and "global_recovery" not in text, text
+        path.write_text(text.replace(marker, f"{marker}  global_recovery: {global_recovery}\n", 1))
 
     def run(self, *args: str) -> CliResult:
         result = run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=600)
