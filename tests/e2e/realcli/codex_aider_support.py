@@ -1,10 +1,10 @@
 """A real project and a scripted fake OpenAI for the real Codex CLI and Aider.
 
-The project is issue 23's src-layout package `calc` with its own editable venv, a failing
-`test_mul` committed first, a bare `origin` and the stand-in `gh`; ai-sdlc is set up through
-its own CLI (`init`, `config`). The model (`Model`) answers each phase by the `## Your task
-(<phase>)` heading of our prompt, in the CLI's own way of editing: Codex calls its
-`exec_command` tool, Aider returns a whole-file listing. Faults queued with `fail` are served
+The project is a git repository whose verify command fails at the base naming its test until
+`hello.greet` greets (`project.CHECK`), with a bare `origin` and the stand-in `gh`; its
+config is written by hand as a user would. The model (`Model`) answers each phase by the
+`## Your task (<phase>)` heading of our prompt, in the CLI's own way of editing: Codex calls
+its `exec_command` tool, Aider returns a whole-file listing. Faults queued with `fail` are served
 to the next requests instead of an answer; `OpenAiServer.statuses` keeps what every request got.
 """
 
@@ -25,25 +25,22 @@ from ai_sdlc.store import StoryStore
 from tests.conftest import CliResult, run_cli
 from tests.e2e.realcli.install import tool_path
 from tests.e2e.realcli.openai_server import OpenAiServer, last_tool_output, request_text
-from tests.e2e.realcli.project import CHECK, start_story_at
+from tests.e2e.realcli.project import CHECK, HELLO, TITLE, start_story_at
 from tests.support.fakes.api_server import Call, HttpError, RecordedRequest, Reply, Step
 from tests.support.fakes.gh_support import install_gh
 from tests.support.git_support import Repo, git, make_repo
-from tests.support.worktree_env_support import VERIFY, calc_project, copy_project
+from tests.support.worktree_env_support import copy_project
 
 _TASK = re.compile(r"## Your task \((\w+)\)")
-TEST_MUL = "from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
-MUL = "def mul(a, b):\n    return a * b\n"
-BROKEN_MUL = "def mul(a, b):\n    return a + b\n"
 #: What each answered request reports as its usage (the test compares the story's usage).
 TOKENS_IN, TOKENS_OUT = 1111, 222
 
 ANSWERS = {
-    "refine": "A clear story: add calc.mul(a, b) returning the product.\n\nDECISION: APPROVED",
-    "research": "## Findings\n\ncalc lives in src/calc; tests in tests/.",
-    "plan": "## Plan\n\n1. Add src/calc/mul.py with mul(a, b).\n2. tests/test_mul.py passes.",
-    "implement": "Implemented calc.mul as planned.",
-    "rework": "Reworked calc.mul as the review asked.",
+    "refine": "A clear story: add hello.greet(name) returning a greeting.\n\nDECISION: APPROVED",
+    "research": "## Findings\n\nThe project has no hello module yet.",
+    "plan": "## Plan\n\n1. Add hello.py with greet(name).\n2. The project's check passes.",
+    "implement": "Implemented hello.greet as planned.",
+    "rework": "Reworked hello.greet as the review asked.",
     "review": "Clean and tested.\n\nDECISION: APPROVED",
 }
 
@@ -65,8 +62,8 @@ class Model:
 
     def __post_init__(self) -> None:
         self.server.responder = self.respond
-        self.writes.setdefault("implement", {"src/calc/mul.py": MUL})
-        self.writes.setdefault("rework", {"src/calc/mul.py": MUL})
+        self.writes.setdefault("implement", {"hello.py": HELLO})
+        self.writes.setdefault("rework", {"hello.py": HELLO})
 
     def fail(self, *steps: Step) -> None:
         self.server.script(*steps)
@@ -113,30 +110,10 @@ def refusal(status: int) -> HttpError:
 
 
 def build_template(folder: Path) -> Path:
-    """calc with its venv, the failing test_mul, a bare origin, `ai-sdlc init` and the
-    verification configured: built once per session, copied per test."""
-    repo = calc_project(folder)
-    root = repo.root
-    (root / "tests" / "test_mul.py").write_text(TEST_MUL)
-    repo.commit_all("a failing test for mul, written first")
-    (root / ".ai-sdlc" / "config.yaml").unlink(missing_ok=True)
-    init = run_cli(root, "init", "--json")
-    assert init.returncode == 0, init.output
-    for key, value in (
-        ("ai.provider", "command"),
-        ("verify.test", VERIFY),
-        ("limits.implementation_retries", "2"),
-    ):
-        done = run_cli(root, "config", key, value)
-        assert done.returncode == 0, done.output
-    return root
-
-
-def build_light_template(folder: Path) -> Path:
-    """A project for the tests that stop in refine (faults, limits, read-only checks): no
-    venv for each worktree to set up, and a verify command that needs none (`project.CHECK`,
-    failing at the base naming its test, as `calc`'s `test_mul` does), written by hand as a
-    user of such a project would. Copied per test like `build_template`'s."""
+    """The project, built once per module and copied per test: no venv for each worktree to
+    set up (what a real CLI does does not depend on one; the worktree's environment has its
+    own tests), and a verify command that needs none (`project.CHECK`, failing at the base
+    naming its test), written into the config by hand as a user of such a project would."""
     root = make_repo(folder, remote=False).root
     test = shlex.join([sys.executable, "-c", CHECK])
     (root / ".ai-sdlc" / "config.yaml").write_text(
@@ -174,6 +151,9 @@ class Project:
             # Exactly the sandbox a user gets (no sandbox.writable anywhere), the CLI's
             # state in ai-sdlc's private homes under this test's own state folder.
             "AI_SDLC_STATE_HOME": str(tmp_path / "state"),
+            # The user's home is the test's own: no dotfiles of this machine's (Codex sources
+            # the login shell's profile at each start to snapshot its environment).
+            "HOME": str(self.home),
         }
         model = "null"
         if cli == "codex":
@@ -183,7 +163,7 @@ class Project:
             self.env["OPENAI_API_BASE"] = server.openai_base_url
             model = "openai/gpt-fake"
         self._configure(model)
-        self.sid = self.repo.story("Multiply numbers")
+        self.sid = self.repo.story(TITLE)
 
     def _configure(self, model: str) -> None:
         """The model and preset, and room for the tests' faults in ai-sdlc's own retries
@@ -231,9 +211,13 @@ class Project:
         """The story left by hand at `phase` (`project.start_story_at`)."""
         start_story_at(self.root, self.sid, phase)
 
-    def config(self, key: str, value: str) -> None:
-        done = run_cli(self.root, "config", key, value)
-        assert done.returncode == 0, done.output
+    def limit(self, global_recovery: int) -> None:
+        """`limits.global_recovery`, written into the config file by hand like `_configure`'s."""
+        path = self.root / ".ai-sdlc" / "config.yaml"
+        marker = "\nlimits:\n"
+        text = path.read_text()
+        assert marker in text and "global_recovery" not in text, text
+        path.write_text(text.replace(marker, f"{marker}  global_recovery: {global_recovery}\n", 1))
 
     def run(self, *args: str) -> CliResult:
         result = run_cli(self.root, "run", self.sid, *args, env=self.env, timeout=600)
