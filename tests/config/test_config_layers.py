@@ -113,6 +113,27 @@ def test_config_user_writes_the_user_file_with_minimal_diff(project: Path, user_
     assert "--user" in run_cli(project, "config", "--user").stderr
 
 
+def test_config_edits_a_file_only_the_round_trip_reader_can_read(
+    project: Path, user_dir: Path
+) -> None:
+    """A tag, an anchor and an alias: the fast reader leaves such a file to ruamel's, and the
+    edit still changes one line, keeps the alias, and reads back what it wrote."""
+    config = project / ".ai-sdlc" / "config.yaml"
+    config.write_text(
+        "verify:\n  none: true\nlimits:\n  global_recovery: !!int 9   # tagged\n"
+        "  implementation_retries: &r 2\n  review_rejections: *r\n"
+    )
+    result = cli(project, user_dir, "config", "limits.global_recovery", "8")
+    assert result.returncode == 0, result.output
+    assert config.read_text() == (
+        "verify:\n  none: true\nlimits:\n  global_recovery: 8         # tagged\n"
+        "  implementation_retries: &r 2\n  review_rejections: *r\n"
+    )
+    values = settings(project, user_dir)
+    assert values["limits.global_recovery"]["value"] == 8
+    assert values["limits.review_rejections"]["value"] == 2
+
+
 def test_user_file_errors_carry_file_and_line(project: Path, user_dir: Path) -> None:
     user_file = user_dir / "config.yaml"
     user_file.write_text("ai:\n  model: fine\nlimits:\n  global_recovery: lots\n")
