@@ -4,8 +4,9 @@ files and the config. (A `--here` project in a subfolder of a repository, its st
 worktree of the whole repository: tests/git/test_init_in_repository.py, in-process.)
 
 The venv is made `--without-pip` from the interpreter behind our own venv and filled by our pip
-(`pip --python`): the wheel plus its real dependencies resolved from the configured index (pip's
-cache keeps it to seconds). Nothing of the source tree or of our venv is visible to it.
+(`pip --python`): the wheel plus its real dependencies, from wheels pip downloaded once per
+machine from the configured index (`wheel_support.wheelhouse`: no index asked after that).
+Nothing of the source tree or of our venv is visible to it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ai_sdlc import DISTRIBUTION, __version__
-from tests.support.wheel_support import built_wheel
+from tests.support.wheel_support import built_wheel, wheelhouse
 
 #: On the worker of test_uv_installed.py, which installs the same wheel.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("uv-install")]
@@ -79,6 +80,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_a_story(tmp_path: Path) -> No
         # No .pyc for every module of every dependency (half of the install's CPU): the
         # commands below compile only what they import, as a first run does anyway.
         "--no-compile",
+        # Its dependencies from wheels downloaded once per machine: no index asked.
+        "--no-index",
+        "--find-links",
+        wheelhouse(),
         wheel,
         cwd=tmp_path,
     )

@@ -35,7 +35,7 @@ from tests.support.attack_support import (
 )
 from tests.support.git_support import git, git_env, make_repo  # noqa: F401 (fixture)
 from tests.support.held_support import start_at_implement
-from tests.support.wheel_support import built_wheel
+from tests.support.wheel_support import built_wheel, wheelhouse
 
 try:
     ABI = landlock.abi_version()
@@ -109,9 +109,12 @@ def install_with_uv(home: Path, folder: Path) -> Path:
     env.pop("UV_LINK_MODE", None)  # uv's default: hard links on Linux
     venv = folder / "ai-venv"
     base = os.path.realpath(sys.executable)
+    wheels = wheelhouse()
     for argv in (
         [uv, "venv", "-q", "--python", base, str(venv)],
-        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(built_wheel())],
+        # its dependencies from wheels downloaded once per machine: no index asked
+        [uv, "pip", "install", "-q", "--offline", "--no-index", "--find-links", str(wheels),
+         "--python", str(venv / "bin" / "python"), str(built_wheel())],
     ):
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         if done.returncode and "error sending request" in done.stderr:
