@@ -113,8 +113,19 @@ def install_with_uv(home: Path, folder: Path) -> Path:
     for argv in (
         [uv, "venv", "-q", "--python", base, str(venv)],
         # its dependencies from wheels downloaded once per machine: no index asked
-        [uv, "pip", "install", "-q", "--offline", "--no-index", "--find-links", str(wheels),
-         "--python", str(venv / "bin" / "python"), str(built_wheel())],
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "--python",
+            str(venv / "bin" / "python"),
+            str(built_wheel()),
+        ],
     ):
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
         if done.returncode and "error sending request" in done.stderr:
