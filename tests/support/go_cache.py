@@ -11,14 +11,13 @@ serialising xdist workers; each test gets a copy of its own (the agents may writ
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.e2e.realcli.install import cache_root
+from tests.e2e.realcli.install import once_per_machine
 
 
 def _go_version(go: str) -> str:
@@ -29,16 +28,8 @@ def _go_version(go: str) -> str:
 def warm_go_build(go: str, build: Callable[[Path], None]) -> Path:
     """The warmed cache folder: `go test -v ./...` (vet included, as the product runs it) of the
     module `build(folder)` writes, once per Go version."""
-    folder = cache_root() / f"go-build-{_go_version(go)}"
-    ready = folder / ".ready"
-    if ready.exists():
-        return folder / "cache"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".go-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.exists():
-            return folder / "cache"
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def warm(folder: Path) -> None:
         module = folder / "module"
         module.mkdir(parents=True)
         build(module)
@@ -48,8 +39,8 @@ def warm_go_build(go: str, build: Callable[[Path], None]) -> Path:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         shutil.rmtree(module)
-        ready.write_text(_go_version(go) + "\n")
-    return folder / "cache"
+
+    return once_per_machine(f"go-build-{_go_version(go)}", warm) / "cache"
 
 
 def state_home_with_go_build(state: Path, warm: Path) -> Path:

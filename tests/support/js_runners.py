@@ -6,7 +6,6 @@ once its `.ready` exists, a file lock serialising xdist workers. Only an unreach
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.realcli.install import cache_root
+from tests.e2e.realcli.install import once_per_machine
 
 #: package → version; change them together with what the tests expect of their output.
 RUNNERS = {"uvu": "0.5.6", "mocha": "10.8.2", "jest": "29.7.0", "vitest": "1.6.0"}
@@ -28,16 +27,8 @@ def runners() -> Path:
         pytest.skip("npm is not installed, so the JavaScript test runners cannot be installed")
     pins = [f"{name}@{version}" for name, version in sorted(RUNNERS.items())]
     digest = hashlib.sha256(" ".join(pins).encode()).hexdigest()[:12]
-    folder = cache_root() / f"js-runners-{digest}"
-    ready = folder / ".ready"
-    if ready.exists():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".js-runners.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.exists():
-            return folder
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def install(folder: Path) -> None:
         folder.mkdir()
         (folder / "package.json").write_text('{"private": true}\n')
         done = subprocess.run(
@@ -49,9 +40,8 @@ def runners() -> Path:
         )
         if done.returncode != 0:
             output = (done.stdout + done.stderr).strip()
-            shutil.rmtree(folder, ignore_errors=True)
             if any(sign in output for sign in _OFFLINE):
                 pytest.skip(f"the npm registry cannot be reached: {output[-300:]}")
             pytest.fail(f"installing {' '.join(pins)} failed:\n{output[-2000:]}")
-        ready.write_text(" ".join(pins) + "\n")
-    return folder
+
+    return once_per_machine(f"js-runners-{digest}", install)

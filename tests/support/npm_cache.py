@@ -14,7 +14,6 @@ registry.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.realcli.install import cache_root
+from tests.e2e.realcli.install import once_per_machine
 
 #: The worktree setup of the tests' Node projects: from the seeded cache only.
 NPM_CI_OFFLINE = "npm ci --no-audit --no-fund --offline"
@@ -36,16 +35,8 @@ def warm(name: str, package: dict[str, object]) -> Path:
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed")
     text = json.dumps(package, indent=2, sort_keys=True) + "\n"
-    folder = cache_root() / f"npm-{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    ready = folder / ".ready"
-    if ready.exists():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".npm-packages.lock", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        if ready.exists():
-            return folder
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def fetch(folder: Path) -> None:
         work = folder / "project"
         work.mkdir(parents=True)
         (work / "package.json").write_text(text)
@@ -59,8 +50,8 @@ def warm(name: str, package: dict[str, object]) -> Path:
         os.replace(work / "package-lock.json", folder / "package-lock.json")
         shutil.rmtree(work)
         shutil.rmtree(folder / "cache" / "_logs", ignore_errors=True)
-        ready.write_text(text)
-    return folder
+
+    return once_per_machine(f"npm-{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}", fetch)
 
 
 def _npm(arguments: list[str], cwd: Path) -> None:

@@ -5,10 +5,8 @@ its cache): ~0.5 s of CPU, where `pip wheel` spends ~1.7 s, most of it installin
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.realcli.install import cache_root, tool_path
+from tests.e2e.realcli.install import once_per_machine, tool_path
 from tests.support.folders import process_folder
 from tests.support.paths import ROOT
 
@@ -54,16 +52,8 @@ def wheelhouse() -> Path:
     )
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     key = hashlib.sha256("\n".join([sys.version, *requires]).encode()).hexdigest()[:12]
-    folder = cache_root() / f"wheels-{key}"
-    ready = folder / ".ready"
-    if ready.exists():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".wheels.lock", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        if ready.exists():
-            return folder
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def download(folder: Path) -> None:
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "-q", "-d", str(folder), str(wheel)],
             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
@@ -71,5 +61,5 @@ def wheelhouse() -> Path:
         if done.returncode != 0:
             pytest.skip(f"pip cannot reach its package index: {done.stderr.strip()[-300:]}")
         (folder / wheel.name).unlink()  # this checkout's own wheel is built afresh each time
-        ready.write_text("\n".join(requires) + "\n")
-    return folder
+
+    return once_per_machine(f"wheels-{key}", download)

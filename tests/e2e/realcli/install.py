@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,23 +99,36 @@ def _install(tool: Tool, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def once_per_machine(name: str, fill: Callable[[Path], None]) -> Path:
+    """`<cache>/name`, made by `fill(folder)` the first time a test run on this machine asks
+    for it: complete once its `.ready` exists (a fill killed half-way is started again), a file
+    lock serialising xdist workers, nothing left of a fill that failed or skipped."""
+    folder = cache_root() / name
+    ready = folder / ".ready"
+    if ready.exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ready.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            try:
+                fill(folder)
+            except BaseException:  # pytest's skip and fail too
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            ready.touch()
+    return folder
+
+
 def tool_path(name: str) -> Path:
     """The executable of the pinned tool `name`, installing it first if needed."""
     tool = TOOLS[name] if name in TOOLS else HELPERS[name]
-    folder = cache_root() / f"{tool.name}-{tool.version}"
-    ready = folder / ".ready"
-    if ready.exists():
-        return folder / tool.executable
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{tool.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready.exists():
-            return folder / tool.executable
-        shutil.rmtree(folder, ignore_errors=True)
+
+    def install(folder: Path) -> None:
         done = _install(tool, folder)
         if done.returncode != 0:
             output = (done.stdout + done.stderr).strip()
-            shutil.rmtree(folder, ignore_errors=True)
             if any(sign in output for sign in _OFFLINE_SIGNS):
                 pytest.skip(
                     f"{tool.name}: the {tool.registry} registry cannot be reached: {output[-300:]}"
@@ -122,8 +136,8 @@ def tool_path(name: str) -> Path:
             pytest.fail(f"installing {tool.package}=={tool.version} failed:\n{output[-2000:]}")
         if not (folder / tool.executable).exists():
             pytest.fail(f"{tool.package}=={tool.version} installed no {tool.executable}")
-        ready.write_text(tool.version + "\n")
-    return folder / tool.executable
+
+    return once_per_machine(f"{tool.name}-{tool.version}", install) / tool.executable
 
 
 #: What each install takes on disk (measured on 2026-11-29), for the message before it starts.
